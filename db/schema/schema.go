@@ -1,0 +1,88 @@
+// Package schema holds the database schema as versioned SQL files, embedded
+// in every binary. Files are named NNNN_description.sql and applied in order;
+// the schema_version table records which versions a database has.
+package schema
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+//go:embed *.sql
+var files embed.FS
+
+// Migration is one versioned schema file.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// Migrations returns every embedded migration in version order.
+func Migrations() ([]Migration, error) {
+	entries, err := fs.ReadDir(files, ".")
+	if err != nil {
+		return nil, fmt.Errorf("read embedded schema: %w", err)
+	}
+	var out []Migration
+	for _, e := range entries {
+		name := e.Name()
+		prefix, _, ok := strings.Cut(name, "_")
+		if !ok || !strings.HasSuffix(name, ".sql") {
+			return nil, fmt.Errorf("schema file %q: want NNNN_name.sql", name)
+		}
+		v, err := strconv.Atoi(prefix)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("schema file %q: bad version prefix", name)
+		}
+		body, err := files.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("read schema file %q: %w", name, err)
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := range out {
+		if out[i].Version != i+1 {
+			return nil, fmt.Errorf("schema versions not contiguous at %q", out[i].Name)
+		}
+	}
+	return out, nil
+}
+
+// Latest is the newest schema version these binaries know.
+func Latest() int {
+	m, err := Migrations()
+	if err != nil || len(m) == 0 {
+		return 0
+	}
+	return m[len(m)-1].Version
+}
+
+// Statements splits a migration into single statements. Files keep to plain
+// DDL and DML: semicolons end statements, "--" starts a comment line.
+func Statements(sql string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(sql, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteString("\n")
+		if strings.HasSuffix(trimmed, ";") {
+			stmt := strings.TrimSpace(cur.String())
+			out = append(out, strings.TrimSuffix(stmt, ";"))
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}

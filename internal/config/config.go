@@ -1,0 +1,234 @@
+// Package config builds a program's configuration from three layers: the
+// project's configuration file (YAML, one file shared by every program),
+// environment variables, and command-line flags, later layers winning. Every
+// option is a urfave/cli flag, so --help documents all of them, and every
+// option has a default that works for a local project.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"gopkg.in/yaml.v3"
+)
+
+// EnvPrefix prefixes every option's environment variable:
+// --db-dsn is TASKSERVER_DB_DSN.
+const EnvPrefix = "TASKSERVER_"
+
+// Flag names shared by every program.
+const (
+	FlagConfig      = "config"
+	FlagDBDSN       = "db-dsn"
+	FlagProjectDir  = "project-dir"
+	FlagDownloadDir = "download-dir"
+	FlagUploadDir   = "upload-dir"
+	FlagFanout      = "fanout"
+	FlagLogLevel    = "log-level"
+	FlagListen      = "listen"
+	FlagMod         = "mod"
+	FlagModIndex    = "mod-index"
+	FlagOnePass     = "one-pass"
+	FlagSleep       = "sleep"
+	FlagBatch       = "batch"
+	FlagShmPath     = "shm-path"
+)
+
+// EnvName returns the environment variable for a flag name.
+func EnvName(flag string) string {
+	b := []byte(flag)
+	for i, c := range b {
+		switch {
+		case c == '-':
+			b[i] = '_'
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return EnvPrefix + string(b)
+}
+
+// CommonFlags are the options every program takes. listenDefault is the
+// program's own /metrics and /healthz address.
+func CommonFlags(listenDefault string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: FlagConfig, Usage: "project configuration file (YAML; keys are these flag names)", EnvVars: []string{EnvName(FlagConfig)}},
+		&cli.StringFlag{Name: FlagDBDSN, Value: "root@tcp(127.0.0.1:3306)/taskserver", Usage: "database DSN (go-sql-driver/mysql form)", EnvVars: []string{EnvName(FlagDBDSN)}},
+		&cli.StringFlag{Name: FlagProjectDir, Value: ".", Usage: "project directory; relative paths below are under it", EnvVars: []string{EnvName(FlagProjectDir)}},
+		&cli.StringFlag{Name: FlagDownloadDir, Value: "download", Usage: "directory of input and app files served to clients", EnvVars: []string{EnvName(FlagDownloadDir)}},
+		&cli.StringFlag{Name: FlagUploadDir, Value: "upload", Usage: "directory where uploaded output files are stored", EnvVars: []string{EnvName(FlagUploadDir)}},
+		&cli.IntFlag{Name: FlagFanout, Value: 1024, Usage: "number of hashed sub-directories under the download and upload directories", EnvVars: []string{EnvName(FlagFanout)}},
+		&cli.StringFlag{Name: FlagLogLevel, Value: "info", Usage: "log level: debug, info, warn, error", EnvVars: []string{EnvName(FlagLogLevel)}},
+		&cli.StringFlag{Name: FlagListen, Value: listenDefault, Usage: "address of the /metrics and /healthz listener (empty: none)", EnvVars: []string{EnvName(FlagListen)}},
+	}
+}
+
+// LoopFlags are the options of every enumerating daemon.
+func LoopFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: FlagMod, Value: 1, Usage: "number of replicas sharing this daemon's work (rows with id % mod = mod-index)", EnvVars: []string{EnvName(FlagMod)}},
+		&cli.IntFlag{Name: FlagModIndex, Value: 0, Usage: "this replica's index, 0 <= mod-index < mod", EnvVars: []string{EnvName(FlagModIndex)}},
+		&cli.BoolFlag{Name: FlagOnePass, Usage: "run one pass and exit", EnvVars: []string{EnvName(FlagOnePass)}},
+		&cli.DurationFlag{Name: FlagSleep, Value: time.Second, Usage: "sleep between passes that found nothing to do (jittered)", EnvVars: []string{EnvName(FlagSleep)}},
+		&cli.IntFlag{Name: FlagBatch, Value: 500, Usage: "rows enumerated per query", EnvVars: []string{EnvName(FlagBatch)}},
+	}
+}
+
+// ShmFlag is the path of the feeder's shared-memory cache.
+func ShmFlag() cli.Flag {
+	return &cli.StringFlag{Name: FlagShmPath, Value: "/dev/shm/taskserver-cache", Usage: "shared-memory cache file shared by the feeder and schedulers", EnvVars: []string{EnvName(FlagShmPath)}}
+}
+
+// LoadFile applies the configuration file named by --config to every flag
+// not already set on the command line or in the environment. Keys the
+// program does not know are ignored: the file is shared by all programs.
+// Use it as the cli.App's Before hook.
+func LoadFile(c *cli.Context) error {
+	path := c.String(FlagConfig)
+	if path == "" {
+		return nil
+	}
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config file: %w", err)
+	}
+	values, err := Parse(body)
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	known := map[string]bool{}
+	var flags []cli.Flag
+	if c.Command != nil {
+		flags = append(flags, c.Command.Flags...)
+	}
+	if c.App != nil {
+		flags = append(flags, c.App.Flags...)
+	}
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			known[n] = true
+		}
+	}
+	for k, v := range values {
+		if !known[k] || c.IsSet(k) {
+			continue
+		}
+		if err := c.Set(k, v); err != nil {
+			return fmt.Errorf("config file %s: key %s: %w", path, k, err)
+		}
+	}
+	return nil
+}
+
+// Parse reads a configuration file: a flat YAML mapping from option names to
+// scalar values.
+func Parse(body []byte) (map[string]string, error) {
+	var raw map[string]any
+	if err := yaml.Unmarshal(body, &raw); err != nil {
+		return nil, fmt.Errorf("parse YAML: %w", err)
+	}
+	out := make(map[string]string, len(raw))
+	for k, v := range raw {
+		switch x := v.(type) {
+		case string:
+			out[k] = x
+		case int:
+			out[k] = strconv.Itoa(x)
+		case float64:
+			out[k] = strconv.FormatFloat(x, 'g', -1, 64)
+		case bool:
+			out[k] = strconv.FormatBool(x)
+		case nil:
+			out[k] = ""
+		default:
+			return nil, fmt.Errorf("key %s: want a scalar value, got %T", k, v)
+		}
+	}
+	return out, nil
+}
+
+// Common is the validated configuration shared by every program.
+type Common struct {
+	DBDSN       string
+	ProjectDir  string
+	DownloadDir string // absolute or relative to the working directory
+	UploadDir   string
+	Fanout      int
+	LogLevel    string
+	Listen      string
+}
+
+// Loop is the validated configuration of an enumerating daemon.
+type Loop struct {
+	Mod      int
+	ModIndex int
+	OnePass  bool
+	Sleep    time.Duration
+	Batch    int
+}
+
+// CommonFrom reads and validates the shared options.
+func CommonFrom(c *cli.Context) (Common, error) {
+	cfg := Common{
+		DBDSN:       c.String(FlagDBDSN),
+		ProjectDir:  c.String(FlagProjectDir),
+		DownloadDir: c.String(FlagDownloadDir),
+		UploadDir:   c.String(FlagUploadDir),
+		Fanout:      c.Int(FlagFanout),
+		LogLevel:    c.String(FlagLogLevel),
+		Listen:      c.String(FlagListen),
+	}
+	cfg.DownloadDir = cfg.Path(cfg.DownloadDir)
+	cfg.UploadDir = cfg.Path(cfg.UploadDir)
+	var errs []error
+	if cfg.DBDSN == "" {
+		errs = append(errs, errors.New("--db-dsn is empty"))
+	}
+	if cfg.Fanout < 1 || cfg.Fanout > 1<<16 {
+		errs = append(errs, fmt.Errorf("--fanout %d: want 1..65536", cfg.Fanout))
+	}
+	switch cfg.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", cfg.LogLevel))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// Path resolves p against the project directory unless it is absolute.
+func (c Common) Path(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.ProjectDir, p)
+}
+
+// LoopFrom reads and validates the loop options.
+func LoopFrom(c *cli.Context) (Loop, error) {
+	l := Loop{
+		Mod:      c.Int(FlagMod),
+		ModIndex: c.Int(FlagModIndex),
+		OnePass:  c.Bool(FlagOnePass),
+		Sleep:    c.Duration(FlagSleep),
+		Batch:    c.Int(FlagBatch),
+	}
+	var errs []error
+	if l.Mod < 1 {
+		errs = append(errs, fmt.Errorf("--mod %d: want at least 1", l.Mod))
+	}
+	if l.ModIndex < 0 || l.ModIndex >= max(l.Mod, 1) {
+		errs = append(errs, fmt.Errorf("--mod-index %d: want 0 <= mod-index < mod (%d)", l.ModIndex, l.Mod))
+	}
+	if l.Sleep <= 0 {
+		errs = append(errs, fmt.Errorf("--sleep %s: want a positive duration", l.Sleep))
+	}
+	if l.Batch < 1 {
+		errs = append(errs, fmt.Errorf("--batch %d: want at least 1", l.Batch))
+	}
+	return l, errors.Join(errs...)
+}

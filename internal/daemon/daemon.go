@@ -1,0 +1,274 @@
+// Package daemon is the runtime every task-server program shares: the
+// enumerate–handle–sleep loop with back-off, the /metrics and /healthz
+// listener, the standard loop metrics, logging set-up, and signal handling.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+)
+
+// Namespace is the first part of every metric name.
+const Namespace = "taskserver"
+
+// Version is stamped at build time with -ldflags "-X .../internal/daemon.Version=...".
+var Version = "dev"
+
+// Service is one pass of a daemon's work. RunOnce handles one batch and
+// reports how many items it handled; 0 means there was nothing to do and the
+// loop sleeps before the next pass.
+type Service interface {
+	RunOnce(ctx context.Context) (int, error)
+}
+
+// LoopOptions configures Loop.
+type LoopOptions struct {
+	// Sleep is the idle pause after a pass that found nothing; it is jittered
+	// by ±25% so replicas do not poll in step.
+	Sleep time.Duration
+	// OnePass runs a single pass and returns its error.
+	OnePass bool
+	// MaxBackoff caps the pause after consecutive failed passes; 0 means 30s.
+	MaxBackoff time.Duration
+}
+
+// LoopMetrics are the metrics every looping daemon exports.
+type LoopMetrics struct {
+	passes      prometheus.Counter
+	passErrors  prometheus.Counter
+	duration    prometheus.Histogram
+	items       prometheus.Counter
+	lastSuccess prometheus.Gauge
+}
+
+// NewLoopMetrics registers the standard loop metrics of program on reg.
+func NewLoopMetrics(reg prometheus.Registerer, program string) *LoopMetrics {
+	m := &LoopMetrics{
+		passes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
+			Name: "passes_total", Help: "Enumeration passes run."}),
+		passErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
+			Name: "pass_errors_total", Help: "Passes that failed."}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: program,
+			Name: "pass_duration_seconds", Help: "Time one pass took.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9)}),
+		items: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
+			Name: "items_processed_total", Help: "Items (jobs, results, files, rows) handled."}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: program,
+			Name: "last_success_timestamp_seconds", Help: "Unix time of the last pass that succeeded."}),
+	}
+	reg.MustRegister(m.passes, m.passErrors, m.duration, m.items, m.lastSuccess)
+	return m
+}
+
+// Loop runs svc until ctx ends: work found → next pass at once; nothing
+// found → jittered sleep; error → exponential back-off with jitter, logged
+// once per back-off step with the count, and "recovered" once afterwards.
+// A pass in hand is allowed to finish: ctx is only checked between passes,
+// and the context given to RunOnce is not cancelled by the stop signal, so
+// a row is never left half done.
+func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, opts LoopOptions) error {
+	maxBackoff := opts.MaxBackoff
+	if maxBackoff <= 0 {
+		maxBackoff = 30 * time.Second
+	}
+	passCtx := context.WithoutCancel(ctx)
+	failures := 0
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		start := time.Now()
+		n, err := svc.RunOnce(passCtx)
+		m.passes.Inc()
+		m.duration.Observe(time.Since(start).Seconds())
+		if err != nil {
+			m.passErrors.Inc()
+			if opts.OnePass {
+				return err
+			}
+			failures++
+			backoff := min(opts.Sleep*time.Duration(1<<min(failures, 16)), maxBackoff)
+			log.Error("pass failed", "error", err, "consecutive_failures", failures, "retry_in", backoff)
+			if !sleep(ctx, jitter(backoff)) {
+				return nil
+			}
+			continue
+		}
+		if failures > 0 {
+			log.Info("recovered", "after_failures", failures)
+			failures = 0
+		}
+		m.items.Add(float64(n))
+		m.lastSuccess.SetToCurrentTime()
+		if opts.OnePass {
+			return nil
+		}
+		if n == 0 && !sleep(ctx, jitter(opts.Sleep)) {
+			return nil
+		}
+	}
+}
+
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d*3/4 + time.Duration(rand.Int64N(int64(d)/2+1))
+}
+
+// sleep waits d or until ctx ends; it reports whether the full time passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// NewRegistry returns a fresh registry with Go and process collectors and
+// the build-info metric for program.
+func NewRegistry(program string) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	goVersion := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "build_info",
+		Help:        "Build information of the running program; always 1.",
+		ConstLabels: prometheus.Labels{"program": program, "version": Version, "goversion": goVersion}})
+	info.Set(1)
+	reg.MustRegister(info)
+	return reg
+}
+
+// Health is what /healthz reports: healthy until Fail is called with an
+// error, and again after Fail(nil).
+type Health struct {
+	err atomic.Pointer[error]
+}
+
+// Fail records the current health; nil means healthy.
+func (h *Health) Fail(err error) {
+	if err == nil {
+		h.err.Store(nil)
+		return
+	}
+	h.err.Store(&err)
+}
+
+// ServeHTTP answers 200 "ok" or 503 with the error.
+func (h *Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	if p := h.err.Load(); p != nil {
+		http.Error(w, (*p).Error(), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// AdminMux returns a mux with /metrics for reg and /healthz for h.
+func AdminMux(reg *prometheus.Registry, h *Health) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/healthz", h)
+	return mux
+}
+
+// Serve runs an HTTP server for handler on addr until ctx ends, then shuts
+// it down, letting requests in flight finish for up to 10 s. An empty addr
+// serves nothing and waits for ctx.
+func Serve(ctx context.Context, log *slog.Logger, addr string, handler http.Handler) error {
+	if addr == "" {
+		<-ctx.Done()
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("listening", "addr", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down %s: %w", addr, err)
+	}
+	<-errc
+	return nil
+}
+
+// RunLoop runs svc's loop and the admin listener side by side until ctx
+// ends or the loop returns (one pass), and returns the first error.
+func RunLoop(ctx context.Context, log *slog.Logger, reg *prometheus.Registry, listen string, m *LoopMetrics, svc Service, opts LoopOptions) error {
+	if opts.OnePass {
+		return Loop(ctx, log, m, svc, opts)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	h := &Health{}
+	g.Go(func() error { return Serve(gctx, log, listen, AdminMux(reg, h)) })
+	g.Go(func() error {
+		err := Loop(gctx, log, m, svc, opts)
+		if err == nil && ctx.Err() == nil {
+			err = errors.New("loop ended")
+		}
+		return err
+	})
+	err := g.Wait()
+	if ctx.Err() != nil && err == nil {
+		log.Info("stopped")
+	}
+	return err
+}
+
+// NewLogger returns a text logger on stderr at level, tagged with program.
+func NewLogger(program, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})).With("program", program)
+}
+
+// Main runs a program: run gets a context cancelled by the first SIGINT or
+// SIGTERM; a second signal exits at once. An error is printed as one line
+// and the process exits 1. Call it from main and nothing else.
+func Main(run func(ctx context.Context, args []string) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel()
+		<-sigs
+		fmt.Fprintln(os.Stderr, "second signal: exiting now")
+		os.Exit(2)
+	}()
+	if err := run(ctx, os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}

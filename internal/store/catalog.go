@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+const platformColumns = `id, create_time, name, user_friendly_name, deprecated`
+
+const platformInsert = `INSERT INTO platform (create_time, name, user_friendly_name, deprecated)
+VALUES (:create_time, :name, :user_friendly_name, :deprecated)`
+
+// PlatformInsert adds a platform and returns its id.
+func (s *Store) PlatformInsert(ctx context.Context, p Platform) (int64, error) {
+	return s.insert(ctx, "platform", platformInsert, p)
+}
+
+// PlatformList returns every platform, deprecated ones included.
+func (s *Store) PlatformList(ctx context.Context) ([]Platform, error) {
+	var out []Platform
+	err := s.db.SelectContext(ctx, &out, `SELECT `+platformColumns+` FROM platform ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list platforms: %w", err)
+	}
+	return out, nil
+}
+
+const appColumns = `id, create_time, name, user_friendly_name, min_version, deprecated, homogeneous_redundancy, weight`
+
+const appInsert = `INSERT INTO app (create_time, name, user_friendly_name, min_version, deprecated, homogeneous_redundancy, weight)
+VALUES (:create_time, :name, :user_friendly_name, :min_version, :deprecated, :homogeneous_redundancy, :weight)`
+
+// AppInsert adds an app and returns its id.
+func (s *Store) AppInsert(ctx context.Context, a App) (int64, error) {
+	return s.insert(ctx, "app", appInsert, a)
+}
+
+// AppList returns every app, deprecated ones included.
+func (s *Store) AppList(ctx context.Context) ([]App, error) {
+	var out []App
+	err := s.db.SelectContext(ctx, &out, `SELECT `+appColumns+` FROM app ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list apps: %w", err)
+	}
+	return out, nil
+}
+
+// AppGetByName returns the app called name, or ErrNotFound.
+func (s *Store) AppGetByName(ctx context.Context, name string) (App, error) {
+	var a App
+	err := s.db.GetContext(ctx, &a, `SELECT `+appColumns+` FROM app WHERE name = ?`, name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, fmt.Errorf("app %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return a, fmt.Errorf("get app %q: %w", name, err)
+	}
+	return a, nil
+}
+
+const appVersionColumns = `id, create_time, appid, version_num, platformid, plan_class, COALESCE(xml_doc, '') AS xml_doc, deprecated`
+
+const appVersionInsert = `INSERT INTO app_version (create_time, appid, version_num, platformid, plan_class, xml_doc, deprecated)
+VALUES (:create_time, :appid, :version_num, :platformid, :plan_class, :xml_doc, :deprecated)`
+
+// AppVersionInsert adds an app version and returns its id.
+func (s *Store) AppVersionInsert(ctx context.Context, v AppVersion) (int64, error) {
+	return s.insert(ctx, "app_version", appVersionInsert, v)
+}
+
+// AppVersionList returns every app version, deprecated ones included.
+func (s *Store) AppVersionList(ctx context.Context) ([]AppVersion, error) {
+	var out []AppVersion
+	err := s.db.SelectContext(ctx, &out, `SELECT `+appVersionColumns+` FROM app_version ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list app versions: %w", err)
+	}
+	return out, nil
+}
+
+// insert runs a named INSERT and returns the new row's id.
+func (s *Store) insert(ctx context.Context, table, query string, arg any) (int64, error) {
+	var id int64
+	err := withRetry(ctx, func() error {
+		res, err := s.db.NamedExecContext(ctx, query, arg)
+		if err != nil {
+			return err
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("insert %s: %w", table, err)
+	}
+	return id, nil
+}

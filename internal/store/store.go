@@ -1,0 +1,226 @@
+// Package store is the only package that speaks SQL. It wraps a MySQL/MariaDB
+// connection with one method per query, named TableVerb, and the row types of
+// BOINC's tables. Every query keeps to what MySQL 8, MariaDB and TiDB all run.
+//
+// Writes are single conditional updates or short transactions; a claim whose
+// condition no longer holds affects zero rows, which methods report as
+// ErrConflict, not as a failure. Deadlocks and lock-wait timeouts are retried
+// a bounded number of times.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskserver/taskserver/db/schema"
+)
+
+// ErrConflict means a conditional update found its row no longer in the
+// expected state: someone else got there first. It is not a failure.
+var ErrConflict = errors.New("row changed concurrently")
+
+// ErrNotFound means the row asked for does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Store is a handle on the project database.
+type Store struct {
+	db *sqlx.DB
+}
+
+// Options tunes the connection pool.
+type Options struct {
+	// MaxOpenConns bounds connections to the server; 0 means 16.
+	MaxOpenConns int
+}
+
+// Open connects to the database named by dsn (go-sql-driver/mysql form, e.g.
+// "root@tcp(127.0.0.1:3306)/boinc"), retrying with back-off until ctx ends.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database DSN: %w", err)
+	}
+	cfg.ParseTime = false
+	cfg.InterpolateParams = true
+	db, err := sqlx.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	n := opts.MaxOpenConns
+	if n <= 0 {
+		n = 16
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxLifetime(5 * time.Minute)
+	delay := 100 * time.Millisecond
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = db.PingContext(pctx)
+		cancel()
+		if err == nil {
+			return &Store{db: db}, nil
+		}
+		var me *mysql.MySQLError
+		if errors.As(err, &me) {
+			// The server answered and refused: waiting will not help.
+			db.Close()
+			return nil, fmt.Errorf("connect to database: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			db.Close()
+			return nil, fmt.Errorf("connect to database: %w", err)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// Close releases the connection pool.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DB exposes the handle for tests in other packages that must inspect rows
+// directly. Production code calls Store methods.
+func (s *Store) DB() *sqlx.DB { return s.db }
+
+// Ping checks the connection.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+const retryAttempts = 5
+
+// retryable reports whether err is a deadlock or lock-wait timeout, which the
+// server resolved by rolling our statement back: running it again is safe.
+func retryable(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1213 || me.Number == 1205
+	}
+	return false
+}
+
+// withRetry runs fn, retrying deadlocks and lock-wait timeouts with a short
+// jittered pause.
+func withRetry(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := 0; attempt < retryAttempts; attempt++ {
+		err = fn()
+		if err == nil || !retryable(err) {
+			return err
+		}
+		pause := time.Duration(5+rand.IntN(20*(attempt+1))) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+	return err
+}
+
+// inTx runs fn in one transaction, retried as a whole on deadlock.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	return withRetry(ctx, func() error {
+		// READ COMMITTED: every transaction here touches a few rows by key, and
+		// the gap locks REPEATABLE READ takes would only cause deadlocks.
+		tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
+}
+
+// exec runs one statement with retry and returns rows affected.
+func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	var n int64
+	err := withRetry(ctx, func() error {
+		res, err := s.db.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+// SchemaVersion returns the version recorded in schema_version, 0 for an
+// empty database.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v sql.NullInt64
+	err := s.db.GetContext(ctx, &v, `SELECT MAX(version) FROM schema_version`)
+	if err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1146 { // table doesn't exist
+			return 0, nil
+		}
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return int(v.Int64), nil
+}
+
+// SchemaApply brings the database up to the newest embedded schema version
+// and returns the versions it applied. MySQL commits DDL implicitly, so a
+// version is recorded only after all its statements succeeded; a failure
+// stops at once and leaves the version unrecorded.
+func (s *Store) SchemaApply(ctx context.Context, now time.Time) ([]int, error) {
+	_, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
+        version    INT NOT NULL PRIMARY KEY,
+        name       VARCHAR(254) NOT NULL,
+        applied_at INT NOT NULL
+    ) ENGINE=InnoDB`)
+	if err != nil {
+		return nil, fmt.Errorf("create schema_version: %w", err)
+	}
+	cur, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	migs, err := schema.Migrations()
+	if err != nil {
+		return nil, err
+	}
+	if cur > len(migs) {
+		return nil, fmt.Errorf("database schema version %d is newer than this binary knows (%d)", cur, len(migs))
+	}
+	var applied []int
+	for _, m := range migs[cur:] {
+		for _, stmt := range schema.Statements(m.SQL) {
+			if _, err := s.db.ExecContext(ctx, stmt); err != nil {
+				return applied, fmt.Errorf("apply %s: %w", m.Name, err)
+			}
+		}
+		if _, err := s.db.ExecContext(ctx,
+			`INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.Version, m.Name, now.Unix()); err != nil {
+			return applied, fmt.Errorf("record schema version %d: %w", m.Version, err)
+		}
+		applied = append(applied, m.Version)
+	}
+	return applied, nil
+}
+
+// SchemaCheck returns an error unless the database is at exactly the schema
+// version these binaries were built with. Daemons call it at start.
+func (s *Store) SchemaCheck(ctx context.Context) error {
+	v, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if want := schema.Latest(); v != want {
+		return fmt.Errorf("database schema version is %d, this binary needs %d (run the operator tool's schema upgrade)", v, want)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+const userColumns = `id, create_time, email_addr, name, authenticator, passwd_hash, total_credit,
+expavg_credit, expavg_time, teamid, cross_project_id`
+
+const userInsert = `INSERT INTO user (create_time, email_addr, name, authenticator, passwd_hash,
+total_credit, expavg_credit, expavg_time, teamid, cross_project_id)
+VALUES (:create_time, :email_addr, :name, :authenticator, :passwd_hash,
+:total_credit, :expavg_credit, :expavg_time, :teamid, :cross_project_id)`
+
+// UserInsert adds a user and returns its id.
+func (s *Store) UserInsert(ctx context.Context, u User) (int64, error) {
+	return s.insert(ctx, "user", userInsert, u)
+}
+
+// UserGetByAuthenticator returns the user whose account key is auth, or
+// ErrNotFound. The key is looked up through its unique index; callers that
+// need constant-time behaviour compare the returned key themselves.
+func (s *Store) UserGetByAuthenticator(ctx context.Context, auth string) (User, error) {
+	var u User
+	err := s.db.GetContext(ctx, &u, `SELECT `+userColumns+` FROM user WHERE authenticator = ?`, auth)
+	if errors.Is(err, sql.ErrNoRows) {
+		return u, ErrNotFound
+	}
+	if err != nil {
+		return u, fmt.Errorf("get user by authenticator: %w", err)
+	}
+	return u, nil
+}
+
+// UserGet returns user id, or ErrNotFound.
+func (s *Store) UserGet(ctx context.Context, id int64) (User, error) {
+	var u User
+	err := s.db.GetContext(ctx, &u, `SELECT `+userColumns+` FROM user WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return u, fmt.Errorf("user %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return u, fmt.Errorf("get user %d: %w", id, err)
+	}
+	return u, nil
+}
+
+const hostColumns = `id, create_time, userid, rpc_seqno, rpc_time, total_credit, expavg_credit, expavg_time,
+timezone, domain_name, last_ip_addr, host_cpid, p_ncpus, p_vendor, p_model, p_fpops, p_iops,
+m_nbytes, m_swap, d_total, d_free, os_name, os_version, on_frac, active_frac, nresults_today, avg_turnaround`
+
+const hostInsert = `INSERT INTO host (create_time, userid, rpc_seqno, rpc_time, total_credit, expavg_credit,
+expavg_time, timezone, domain_name, last_ip_addr, host_cpid, p_ncpus, p_vendor, p_model, p_fpops, p_iops,
+m_nbytes, m_swap, d_total, d_free, os_name, os_version, on_frac, active_frac, nresults_today, avg_turnaround)
+VALUES (:create_time, :userid, :rpc_seqno, :rpc_time, :total_credit, :expavg_credit,
+:expavg_time, :timezone, :domain_name, :last_ip_addr, :host_cpid, :p_ncpus, :p_vendor, :p_model, :p_fpops, :p_iops,
+:m_nbytes, :m_swap, :d_total, :d_free, :os_name, :os_version, :on_frac, :active_frac, :nresults_today, :avg_turnaround)`
+
+// HostInsert adds a host and returns its id.
+func (s *Store) HostInsert(ctx context.Context, h Host) (int64, error) {
+	return s.insert(ctx, "host", hostInsert, h)
+}
+
+// HostGet returns host id, or ErrNotFound.
+func (s *Store) HostGet(ctx context.Context, id int64) (Host, error) {
+	var h Host
+	err := s.db.GetContext(ctx, &h, `SELECT `+hostColumns+` FROM host WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return h, fmt.Errorf("host %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return h, fmt.Errorf("get host %d: %w", id, err)
+	}
+	return h, nil
+}
+
+const hostUpdateRPC = `UPDATE host SET rpc_seqno = :rpc_seqno, rpc_time = :rpc_time, timezone = :timezone,
+domain_name = :domain_name, last_ip_addr = :last_ip_addr, host_cpid = :host_cpid, p_ncpus = :p_ncpus,
+p_vendor = :p_vendor, p_model = :p_model, p_fpops = :p_fpops, p_iops = :p_iops, m_nbytes = :m_nbytes,
+m_swap = :m_swap, d_total = :d_total, d_free = :d_free, os_name = :os_name, os_version = :os_version,
+on_frac = :on_frac, active_frac = :active_frac
+WHERE id = :id`
+
+// HostUpdateRPC records what a scheduler request said about the host. Credit
+// columns are not touched: the validator owns them.
+func (s *Store) HostUpdateRPC(ctx context.Context, h Host) error {
+	err := withRetry(ctx, func() error {
+		_, err := s.db.NamedExecContext(ctx, hostUpdateRPC, h)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("update host %d: %w", h.ID, err)
+	}
+	return nil
+}
