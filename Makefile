@@ -1,0 +1,55 @@
+# The task server's Makefile. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/taskserver/taskserver/internal/daemon.Version=$(VERSION)
+BIN := bin
+DURATION ?= 0
+GO ?= go
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+.PHONY: deps
+deps: ## download Go modules
+	$(GO) mod download
+
+.PHONY: build
+build: deps ## build every program into bin/
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+
+.PHONY: db-up
+db-up: ## make a MariaDB/MySQL server available (installs and starts a private one if none answers)
+	@scripts/db-up.sh >/dev/null
+
+.PHONY: run
+run: build ## set up and run a local project with simulated volunteers (DURATION=60s stops by itself)
+	@dsn=$$(scripts/db-up.sh) && \
+	$(BIN)/localproject --bin-dir $(BIN) --server-dsn "$$dsn" --duration $(DURATION) --summary-json project/summary.json
+
+.PHONY: test
+test: deps ## run the whole test suite (race detector on) against a real database
+	@dsn=$$(scripts/db-up.sh) && \
+	TEST_MYSQL_DSN="$$dsn" $(GO) test -race -count=1 -timeout 30m ./...
+
+.PHONY: test-race
+test-race: test ## alias of test: the race detector is always on
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for FUZZTIME (default 30s)
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-30s} $$pkg || exit 1; \
+	  done; done
+
+.PHONY: clean
+clean: ## remove built programs and the local project
+	rm -rf $(BIN) project

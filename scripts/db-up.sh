@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# db-up.sh: make a MySQL-compatible server available and print its DSN (no
+# database name) on stdout. Uses the server named by TASKSERVER_DB_SERVER
+# (default root@tcp(127.0.0.1:3306)/) if it answers; otherwise installs
+# MariaDB from Debian's packages if needed and starts a private instance under
+# .local/mariadb on 127.0.0.1:${TASKSERVER_PRIVATE_DB_PORT:-3307}.
+# Progress goes to stderr, so `dsn=$(scripts/db-up.sh)` works.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+server=${TASKSERVER_DB_SERVER:-root@tcp(127.0.0.1:3306)/}
+port=${TASKSERVER_PRIVATE_DB_PORT:-3307}
+root=$PWD/.local/mariadb
+log() { echo "db-up: $*" >&2; }
+
+# answers DSN: true if a server answers at DSN (user@tcp(host:port)/).
+answers() {
+	go run ./cmd/localproject --server-dsn "$1" dbping >/dev/null 2>&1
+}
+
+if answers "$server"; then
+	log "using the server at ${server#*@}"
+	echo "$server"
+	exit 0
+fi
+
+private="root@tcp(127.0.0.1:${port})/"
+if answers "$private"; then
+	log "using the private server at 127.0.0.1:${port}"
+	echo "$private"
+	exit 0
+fi
+
+if ! command -v mariadbd >/dev/null 2>&1 && ! command -v mysqld >/dev/null 2>&1; then
+	log "no database server answers and MariaDB is not installed: installing it (apt-get)"
+	if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get update -qq >&2
+	$SUDO apt-get install -y -qq mariadb-server >&2
+fi
+daemon_bin=$(command -v mariadbd || command -v mysqld || echo /usr/sbin/mariadbd)
+[ -x "$daemon_bin" ] || daemon_bin=/usr/sbin/mysqld
+install_bin=$(command -v mariadb-install-db || command -v mysql_install_db)
+
+mkdir -p "$root"
+if [ ! -d "$root/data/mysql" ]; then
+	log "initialising a private MariaDB in $root/data"
+	"$install_bin" --no-defaults --datadir="$root/data" --auth-root-authentication-method=normal \
+		--skip-test-db --user="$(id -un)" >"$root/install.log" 2>&1 || {
+		cat "$root/install.log" >&2
+		exit 1
+	}
+fi
+log "starting the private MariaDB on 127.0.0.1:${port}"
+"$daemon_bin" --no-defaults --datadir="$root/data" --socket="$root/mysqld.sock" \
+	--pid-file="$root/mysqld.pid" --port="$port" --bind-address=127.0.0.1 --skip-name-resolve \
+	--user="$(id -un)" --innodb-buffer-pool-size=256M --max-connections=500 \
+	>"$root/mysqld.log" 2>&1 &
+for _ in $(seq 1 60); do
+	if answers "$private"; then
+		echo "$private"
+		exit 0
+	fi
+	sleep 1
+done
+log "the private MariaDB did not answer within 60 s; its log:"
+tail -20 "$root/mysqld.log" >&2
+exit 1
