@@ -1,0 +1,360 @@
+package localproject
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/taskserver/taskserver/internal/demoapp"
+)
+
+// Progress is a snapshot of the project while it runs.
+type Progress struct {
+	JobsLive    int // workunit rows
+	Unsent      int
+	InProgress  int
+	Over        int
+	Assimilated int // jobs with an outcome in the results folder
+	Archived    int // workunits in archive files
+}
+
+func (p Progress) String() string {
+	return fmt.Sprintf("jobs in db %d | instances unsent %d, in progress %d, over %d | jobs assimilated %d, purged %d",
+		p.JobsLive, p.Unsent, p.InProgress, p.Over, p.Assimilated, p.Archived)
+}
+
+func (p *project) progress(ctx context.Context) (Progress, error) {
+	var pg Progress
+	db := p.st.DB()
+	if err := db.GetContext(ctx, &pg.JobsLive, `SELECT COUNT(*) FROM workunit`); err != nil {
+		return pg, err
+	}
+	rows := []struct {
+		State int `db:"server_state"`
+		N     int `db:"n"`
+	}{}
+	if err := db.SelectContext(ctx, &rows, `SELECT server_state, COUNT(*) AS n FROM result GROUP BY server_state`); err != nil {
+		return pg, err
+	}
+	for _, r := range rows {
+		switch r.State {
+		case 2:
+			pg.Unsent = r.N
+		case 4:
+			pg.InProgress = r.N
+		case 5:
+			pg.Over = r.N
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(p.opts.ProjectDir, "results"))
+	if err != nil {
+		return pg, err
+	}
+	for _, e := range entries {
+		if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			pg.Assimilated++
+		}
+	}
+	wus, _, err := readArchives(filepath.Join(p.opts.ProjectDir, "archives"))
+	if err != nil {
+		return pg, err
+	}
+	pg.Archived = len(wus)
+	return pg, nil
+}
+
+// record is one archived or live row, by column name.
+type record map[string]string
+
+func (r record) int(col string) int64 {
+	v, _ := strconv.ParseFloat(strings.TrimSpace(r[col]), 64)
+	return int64(v)
+}
+
+// readArchives reads every archive file of db_purge: gzip-compressed XML
+// with <workunit> and <result> records whose children are column names.
+func readArchives(dir string) (wus, results []record, err error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.xml.gz"))
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		w, r, err := readArchive(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("archive %s: %w", filepath.Base(f), err)
+		}
+		wus = append(wus, w...)
+		results = append(results, r...)
+	}
+	return wus, results, nil
+}
+
+func readArchive(path string) (wus, results []record, err error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, nil, err
+	}
+	dec := xml.NewDecoder(zr)
+	dec.Strict = false
+	var cur record
+	var kind, field string
+	var text strings.Builder
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return wus, results, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			depth++
+			switch {
+			case cur == nil && (t.Name.Local == "workunit" || t.Name.Local == "result"):
+				cur, kind = record{}, t.Name.Local
+			case cur != nil && field == "":
+				field = t.Name.Local
+				text.Reset()
+			}
+		case xml.CharData:
+			if field != "" {
+				text.Write(t)
+			}
+		case xml.EndElement:
+			depth--
+			switch {
+			case field != "" && t.Name.Local == field:
+				cur[field] = text.String()
+				field = ""
+			case cur != nil && t.Name.Local == kind && field == "":
+				if kind == "workunit" {
+					wus = append(wus, cur)
+				} else {
+					results = append(results, cur)
+				}
+				cur = nil
+			}
+		}
+	}
+}
+
+// liveRecords reads the rows still in the database in the same shape as
+// the archives, so live and purged rows are checked alike.
+func (p *project) liveRecords(ctx context.Context, table string, cols []string) ([]record, error) {
+	rows, err := p.st.DB().QueryxContext(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM "+table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []record
+	for rows.Next() {
+		vals, err := rows.SliceScan()
+		if err != nil {
+			return nil, err
+		}
+		r := record{}
+		for i, c := range cols {
+			switch v := vals[i].(type) {
+			case []byte:
+				r[c] = string(v)
+			case nil:
+				r[c] = ""
+			default:
+				r[c] = fmt.Sprint(v)
+			}
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Summary is what flowed through a run and what its checks found.
+type Summary struct {
+	JobsCreated      int `json:"jobs_created"`
+	InstancesSent    int `json:"instances_sent"`
+	Reported         int `json:"reported"`
+	Valid            int `json:"valid"`
+	Invalid          int `json:"invalid"`
+	JobsAssimilated  int `json:"jobs_assimilated"`
+	JobsErrored      int `json:"jobs_errored"`
+	JobsPurged       int `json:"jobs_purged"`
+	JobsUnfinished   int `json:"jobs_unfinished"`
+	FilesLeft        int `json:"files_left"`
+	SameUserTwice    int `json:"same_user_twice"`
+	WrongOutputs     int `json:"wrong_outputs"`
+	DoubleOutcome    int `json:"double_outcome"`
+	MissingOutcome   int `json:"missing_outcome"`
+	DoubleArchived   int `json:"double_archived"`
+	Violations       []string
+	InstancesCreated int `json:"instances_created"`
+}
+
+// OK reports whether no invariant broke.
+func (s Summary) OK() bool { return len(s.Violations) == 0 }
+
+func (s Summary) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "jobs created      %d\n", s.JobsCreated)
+	fmt.Fprintf(&b, "instances created %d\n", s.InstancesCreated)
+	fmt.Fprintf(&b, "instances sent    %d\n", s.InstancesSent)
+	fmt.Fprintf(&b, "reported          %d\n", s.Reported)
+	fmt.Fprintf(&b, "valid             %d\n", s.Valid)
+	fmt.Fprintf(&b, "invalid           %d\n", s.Invalid)
+	fmt.Fprintf(&b, "jobs assimilated  %d\n", s.JobsAssimilated)
+	fmt.Fprintf(&b, "jobs errored      %d\n", s.JobsErrored)
+	fmt.Fprintf(&b, "jobs purged       %d\n", s.JobsPurged)
+	fmt.Fprintf(&b, "jobs unfinished   %d\n", s.JobsUnfinished)
+	if s.OK() {
+		b.WriteString("invariants        ok\n")
+	} else {
+		fmt.Fprintf(&b, "invariants        %d BROKEN:\n", len(s.Violations))
+		for _, v := range s.Violations {
+			fmt.Fprintf(&b, "  - %s\n", v)
+		}
+	}
+	return b.String()
+}
+
+var wuCols = []string{"id", "name", "error_mask", "assimilate_state", "canonical_resultid", "file_delete_state"}
+var resultCols = []string{"id", "workunitid", "userid", "server_state", "outcome", "validate_state", "sent_time", "received_time", "name"}
+
+// summarize counts what flowed through, live rows and archived rows
+// together, and checks the invariants.
+func (p *project) summarize(ctx context.Context) (Summary, error) {
+	var s Summary
+	liveWU, err := p.liveRecords(ctx, "workunit", wuCols)
+	if err != nil {
+		return s, fmt.Errorf("read workunits: %w", err)
+	}
+	liveRes, err := p.liveRecords(ctx, "result", resultCols)
+	if err != nil {
+		return s, fmt.Errorf("read results: %w", err)
+	}
+	arcWU, arcRes, err := readArchives(filepath.Join(p.opts.ProjectDir, "archives"))
+	if err != nil {
+		return s, err
+	}
+	violate := func(format string, args ...any) { s.Violations = append(s.Violations, fmt.Sprintf(format, args...)) }
+
+	jobs := map[string]record{}
+	archivedTimes := map[string]int{}
+	for _, w := range arcWU {
+		archivedTimes[w["name"]]++
+		jobs[w["name"]] = w
+	}
+	for name, n := range archivedTimes {
+		if n > 1 {
+			s.DoubleArchived++
+			violate("job %s archived %d times", name, n)
+		}
+	}
+	s.JobsPurged = len(archivedTimes)
+	for _, w := range liveWU {
+		if _, dup := jobs[w["name"]]; dup {
+			violate("job %s both archived and still in the database", w["name"])
+		}
+		jobs[w["name"]] = w
+	}
+	s.JobsCreated = len(jobs)
+
+	results := map[string]record{}
+	for _, r := range append(arcRes, liveRes...) {
+		results[r["name"]] = r
+	}
+	s.InstancesCreated = len(results)
+	perUser := map[[2]int64]int{}
+	for _, r := range results {
+		if r.int("sent_time") > 0 {
+			s.InstancesSent++
+		}
+		if r.int("received_time") > 0 {
+			s.Reported++
+		}
+		switch r.int("validate_state") {
+		case 1:
+			s.Valid++
+		case 2:
+			s.Invalid++
+		}
+		if u := r.int("userid"); u != 0 {
+			perUser[[2]int64{r.int("workunitid"), u}]++
+		}
+	}
+	for k, n := range perUser {
+		if n > 1 {
+			s.SameUserTwice++
+			violate("user %d got %d instances of job %d", k[1], n, k[0])
+		}
+	}
+
+	resultsDir := filepath.Join(p.opts.ProjectDir, "results")
+	for name, w := range jobs {
+		okPath := filepath.Join(resultsDir, name)
+		errPath := okPath + ".error"
+		out, okErr := os.ReadFile(okPath)
+		_, errErr := os.Stat(errPath)
+		hasOK, hasErr := okErr == nil, errErr == nil
+		if hasOK && hasErr {
+			s.DoubleOutcome++
+			violate("job %s has both an output and an error record", name)
+		}
+		if hasOK && !bytes.Equal(out, demoapp.Output(name)) {
+			s.WrongOutputs++
+			violate("job %s: assimilated output is not the correct one", name)
+		}
+		if hasOK {
+			s.JobsAssimilated++
+		}
+		if hasErr {
+			s.JobsErrored++
+		}
+		if w.int("assimilate_state") == 2 && !hasOK && !hasErr {
+			s.MissingOutcome++
+			violate("job %s marked assimilated but nothing in %s", name, resultsDir)
+		}
+		if w.int("assimilate_state") != 2 {
+			s.JobsUnfinished++
+		} else if w.int("error_mask") == 0 && !hasOK {
+			violate("job %s succeeded but its output is missing", name)
+		}
+	}
+	for _, d := range []string{"download", "upload"} {
+		n, err := countFiles(filepath.Join(p.opts.ProjectDir, d))
+		if err != nil {
+			return s, err
+		}
+		s.FilesLeft += n
+	}
+	return s, nil
+}
+
+// countFiles counts regular files below dir.
+func countFiles(dir string) (int, error) {
+	n := 0
+	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}

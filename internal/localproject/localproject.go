@@ -1,0 +1,205 @@
+// Package localproject sets up and runs a complete local project: a
+// database with the schema and a demo app, users and keys, every daemon as
+// its own process (two transitioner replicas with --mod 2) and the simulated
+// volunteers. It then reports what flowed through and checks the invariants
+// the task server promises. `make run` and the end-to-end test both use it.
+package localproject
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// Options configures a local project run.
+type Options struct {
+	BinDir     string        // directory holding the built programs
+	ServerDSN  string        // database server, no database name: root@tcp(127.0.0.1:3306)/
+	Database   string        // database name; created (dropped first if Fresh)
+	Fresh      bool          // start from an empty database and project directory
+	ProjectDir string        // project directory (download, upload, results, archives, logs)
+	ShmPath    string        // shared-memory cache file; default /dev/shm/taskserver-<Database>
+	Duration   time.Duration // stop after this long; 0 = until ctx ends (or until done with Jobs)
+	Jobs       int           // total jobs to create; 0 = keep a backlog forever
+	UntilDone  bool          // with Jobs: stop as soon as every job is assimilated and purged
+	Timeout    time.Duration // with UntilDone: give up after this long
+	Hosts      int
+	Users      int
+	FailFrac   float64
+	VanishFrac float64
+	CheatFrac  float64
+	// DelayBound is each job's deadline; short in tests so that vanished
+	// hosts' instances time out and are replaced within the run.
+	DelayBound    time.Duration
+	ComputeTime   time.Duration
+	UnsentTarget  int
+	ProgressEvery time.Duration
+	Out           io.Writer // progress lines and the summary
+	Log           *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.ProjectDir == "" {
+		o.ProjectDir = "project"
+	}
+	if o.Database == "" {
+		o.Database = "taskserver_local"
+	}
+	if o.ShmPath == "" {
+		o.ShmPath = "/dev/shm/taskserver-" + o.Database
+	}
+	if o.Hosts <= 0 {
+		o.Hosts = 40
+	}
+	if o.Users <= 0 {
+		o.Users = 10
+	}
+	if o.DelayBound <= 0 {
+		o.DelayBound = 30 * time.Second
+	}
+	if o.ComputeTime <= 0 {
+		o.ComputeTime = time.Second
+	}
+	if o.UnsentTarget <= 0 {
+		o.UnsentTarget = 100
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 5 * time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// project is the state of one run.
+type project struct {
+	opts       Options
+	dsn        string
+	configPath string
+	authPath   string
+	schedURL   string
+	st         *store.Store
+}
+
+// Setup prepares the database and the project directory and returns the DSN
+// of the project database.
+func setup(ctx context.Context, o Options) (*project, error) {
+	cfg, err := mysql.ParseDSN(o.ServerDSN)
+	if err != nil {
+		return nil, fmt.Errorf("parse server DSN: %w", err)
+	}
+	cfg.DBName = ""
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, fmt.Errorf("open database server: %w", err)
+	}
+	defer admin.Close()
+	if o.Fresh {
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+o.Database+"`"); err != nil {
+			return nil, fmt.Errorf("drop database %s: %w", o.Database, err)
+		}
+		if err := os.RemoveAll(o.ProjectDir); err != nil {
+			return nil, fmt.Errorf("clear project directory: %w", err)
+		}
+		_ = os.Remove(o.ShmPath)
+	}
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+o.Database+"`"); err != nil {
+		return nil, fmt.Errorf("create database %s: %w", o.Database, err)
+	}
+	cfg.DBName = o.Database
+	p := &project{opts: o, dsn: cfg.FormatDSN()}
+	p.st, err = store.Open(ctx, p.dsn, store.Options{MaxOpenConns: 4})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.st.SchemaApply(ctx, time.Now()); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"download", "upload", "results", "archives", "logs", "keys"} {
+		if err := os.MkdirAll(filepath.Join(o.ProjectDir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("make project directory: %w", err)
+		}
+	}
+	if err := p.seed(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// seed adds the demo platform, app, app version, users and keys once.
+func (p *project) seed(ctx context.Context) error {
+	now := time.Now().Unix()
+	apps, err := p.st.AppList(ctx)
+	if err != nil {
+		return err
+	}
+	if len(apps) == 0 {
+		pid, err := p.st.PlatformInsert(ctx, store.Platform{CreateTime: now, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on x86-64"})
+		if err != nil {
+			return err
+		}
+		aid, err := p.st.AppInsert(ctx, store.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
+		if err != nil {
+			return err
+		}
+		if _, err := p.st.AppVersionInsert(ctx, store.AppVersion{CreateTime: now, AppID: aid, VersionNum: 100, PlatformID: pid}); err != nil {
+			return err
+		}
+	}
+	p.authPath = filepath.Join(p.opts.ProjectDir, "authenticators.txt")
+	if _, err := os.Stat(p.authPath); errors.Is(err, os.ErrNotExist) {
+		var lines []string
+		for i := 0; i < p.opts.Users; i++ {
+			auth := randomHex(16)
+			if _, err := p.st.UserInsert(ctx, store.User{CreateTime: now, EmailAddr: fmt.Sprintf("volunteer%d@example.org", i),
+				Name: fmt.Sprintf("volunteer%d", i), Authenticator: auth}); err != nil {
+				return err
+			}
+			lines = append(lines, auth)
+		}
+		if err := os.WriteFile(p.authPath, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write authenticators: %w", err)
+		}
+	}
+	priv := filepath.Join(p.opts.ProjectDir, "keys", "upload_private")
+	if _, err := os.Stat(priv); errors.Is(err, os.ErrNotExist) {
+		k, err := keys.Generate()
+		if err != nil {
+			return err
+		}
+		if err := keys.WritePrivateFile(priv, k); err != nil {
+			return err
+		}
+		if err := keys.WritePublicFile(filepath.Join(p.opts.ProjectDir, "keys", "upload_public"), &k.PublicKey); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
