@@ -1,0 +1,154 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+// schedFixture is one job with two unsent instances, one user with two hosts.
+type schedFixture struct {
+	st           *store.Store
+	wuID         int64
+	r1, r2       int64
+	user         int64
+	host1, host2 int64
+}
+
+func newSchedFixture(t *testing.T) schedFixture {
+	t.Helper()
+	st := storetest.New(t)
+	ctx := context.Background()
+	must := func(id int64, err error) int64 {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	f := schedFixture{st: st}
+	appID := must(st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
+	f.wuID = must(st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
+		TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}))
+	f.r1 = must(st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: f.wuID, ServerState: state.ServerUnsent, Name: "wu_0"}))
+	f.r2 = must(st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: f.wuID, ServerState: state.ServerUnsent, Name: "wu_1"}))
+	f.user = must(st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"}))
+	f.host1 = must(st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: f.user}))
+	f.host2 = must(st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: f.user}))
+	return f
+}
+
+func TestResultSendClaimsOncePerUser(t *testing.T) {
+	t.Parallel()
+	f := newSchedFixture(t)
+	ctx := context.Background()
+	p := store.ResultSendParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1, UserID: f.user,
+		AppVersionID: 3, AppVersionNum: 100, ReportDeadline: 1100, Now: 1000}
+	if err := f.st.ResultSend(ctx, p); err != nil {
+		t.Fatalf("ResultSend(r1) = %v, want nil", err)
+	}
+	r, _ := f.st.ResultGet(ctx, f.r1)
+	if r.ServerState != state.ServerInProgress || r.HostID != f.host1 || r.UserID != f.user ||
+		r.ReportDeadline != 1100 || r.SentTime != 1000 || r.AppVersionID != 3 || r.AppVersionNum != 100 {
+		t.Fatalf("after ResultSend, result = %+v", r)
+	}
+	wu, _ := f.st.WorkunitGet(ctx, f.wuID)
+	if wu.TransitionTime != 1100 {
+		t.Fatalf("after ResultSend, transition_time = %d, want the deadline 1100", wu.TransitionTime)
+	}
+
+	// Same user, other host, other instance of the same job: refused.
+	p2 := p
+	p2.ResultID, p2.HostID = f.r2, f.host2
+	if err := f.st.ResultSend(ctx, p2); !errors.Is(err, store.ErrAlreadySentToUser) {
+		t.Fatalf("ResultSend(r2, same user) = %v, want ErrAlreadySentToUser", err)
+	}
+	if r, _ := f.st.ResultGet(ctx, f.r2); r.ServerState != state.ServerUnsent {
+		t.Fatalf("refused ResultSend changed r2: %+v", r)
+	}
+
+	// Another user may take r2, but not r1 (no longer unsent).
+	other, _ := f.st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: "b@example.com", Name: "b", Authenticator: "k2"})
+	p3 := p
+	p3.UserID = other
+	if err := f.st.ResultSend(ctx, p3); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ResultSend(r1 again, other user) = %v, want ErrConflict", err)
+	}
+	p3.ResultID = f.r2
+	if err := f.st.ResultSend(ctx, p3); err != nil {
+		t.Fatalf("ResultSend(r2, other user) = %v, want nil (the conflicting attempt must have rolled back its workunit_user row)", err)
+	}
+}
+
+func TestResultReportOnlyFromItsHostAndOnce(t *testing.T) {
+	t.Parallel()
+	f := newSchedFixture(t)
+	ctx := context.Background()
+	if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
+		UserID: f.user, ReportDeadline: 5000, Now: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	rep := store.ResultReportParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host2, Outcome: state.OutcomeSuccess,
+		ClientState: state.ClientFilesUploaded, CPUTime: 3, ElapsedTime: 4, StderrOut: "err", XMLDocOut: "<file_info/>", Now: 2000}
+	if err := f.st.ResultReport(ctx, rep); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ResultReport from another host = %v, want ErrConflict", err)
+	}
+	if wu, _ := f.st.WorkunitGet(ctx, f.wuID); wu.TransitionTime != 5000 {
+		t.Fatalf("refused report moved transition_time to %d, want it rolled back (5000)", wu.TransitionTime)
+	}
+	rep.HostID = f.host1
+	if err := f.st.ResultReport(ctx, rep); err != nil {
+		t.Fatalf("ResultReport = %v", err)
+	}
+	r, _ := f.st.ResultGet(ctx, f.r1)
+	if r.ServerState != state.ServerOver || r.Outcome != state.OutcomeSuccess || r.ReceivedTime != 2000 ||
+		r.CPUTime != 3 || r.ElapsedTime != 4 || r.StderrOut != "err" || r.XMLDocOut != "<file_info/>" {
+		t.Fatalf("after ResultReport, result = %+v", r)
+	}
+	wu, _ := f.st.WorkunitGet(ctx, f.wuID)
+	if wu.TransitionTime != 2000 {
+		t.Fatalf("after ResultReport, transition_time = %d, want now (2000)", wu.TransitionTime)
+	}
+	if err := f.st.ResultReport(ctx, rep); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second ResultReport = %v, want ErrConflict", err)
+	}
+	if wu2, _ := f.st.WorkunitGet(ctx, f.wuID); wu2.TransitionTime != 2000 {
+		t.Fatalf("refused second report moved transition_time to %d", wu2.TransitionTime)
+	}
+}
+
+func TestResultListHostInProgressAndByIDs(t *testing.T) {
+	t.Parallel()
+	f := newSchedFixture(t)
+	ctx := context.Background()
+	if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: f.r2, WorkunitID: f.wuID, HostID: f.host1,
+		UserID: f.user, AppVersionNum: 7, ReportDeadline: 5000, Now: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.st.ResultListHostInProgress(ctx, f.host1, 10)
+	if err != nil || len(got) != 1 || got[0].ID != f.r2 || got[0].Name != "wu_1" || got[0].RscFpopsEst != 1e9 ||
+		got[0].AppVersionNum != 7 || got[0].ReportDeadline != 5000 {
+		t.Fatalf("ResultListHostInProgress = %+v, %v; want only wu_1", got, err)
+	}
+	if got, _ := f.st.ResultListHostInProgress(ctx, f.host2, 10); len(got) != 0 {
+		t.Fatalf("ResultListHostInProgress(host2) = %+v, want none", got)
+	}
+	rs, err := f.st.ResultListByIDs(ctx, []int64{f.r2, f.r1, f.r2 + 1000})
+	if err != nil || len(rs) != 2 || rs[0].ID != f.r1 || rs[1].ID != f.r2 {
+		t.Fatalf("ResultListByIDs = %+v, %v", rs, err)
+	}
+	wus, err := f.st.WorkunitListByIDs(ctx, []int64{f.wuID})
+	if err != nil || len(wus) != 1 || wus[0].Name != "wu" {
+		t.Fatalf("WorkunitListByIDs = %+v, %v", wus, err)
+	}
+	if r, err := f.st.ResultGetByName(ctx, "wu_1"); err != nil || r.ID != f.r2 {
+		t.Fatalf("ResultGetByName = %+v, %v", r, err)
+	}
+	if _, err := f.st.ResultGetByName(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("ResultGetByName(missing) = %v, want ErrNotFound", err)
+	}
+}
