@@ -1,0 +1,113 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// runApp parses args with the common and loop flags and returns what the
+// action saw.
+func runApp(t *testing.T, args []string, env map[string]string) (Common, Loop, error) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var com Common
+	var loop Loop
+	app := &cli.App{
+		Name:   "x",
+		Flags:  append(CommonFlags("127.0.0.1:9999"), LoopFlags()...),
+		Before: LoadFile,
+		Action: func(c *cli.Context) error {
+			var err error
+			if com, err = CommonFrom(c); err != nil {
+				return err
+			}
+			loop, err = LoopFrom(c)
+			return err
+		},
+	}
+	err := app.Run(append([]string{"x"}, args...))
+	return com, loop, err
+}
+
+// Not parallel: t.Setenv.
+func TestPrecedenceFlagOverEnvOverFileOverDefault(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "project.yaml")
+	body := "db-dsn: file-dsn\nmod: 4\nmod-index: 3\nsleep: 2s\nproject-dir: /srv/p\nunknown-key: ignored\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	com, loop, err := runApp(t, []string{"--config", path, "--mod-index", "1"}, map[string]string{"TASKSERVER_MOD": "2"})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if com.DBDSN != "file-dsn" {
+		t.Errorf("db-dsn = %q, want the file's value", com.DBDSN)
+	}
+	if loop.Mod != 2 {
+		t.Errorf("mod = %d, want 2 from the environment over the file's 4", loop.Mod)
+	}
+	if loop.ModIndex != 1 {
+		t.Errorf("mod-index = %d, want 1 from the flag", loop.ModIndex)
+	}
+	if loop.Sleep != 2*time.Second {
+		t.Errorf("sleep = %s, want 2s from the file", loop.Sleep)
+	}
+	if com.DownloadDir != "/srv/p/download" {
+		t.Errorf("download dir = %q, want it resolved under the project dir", com.DownloadDir)
+	}
+	if com.Listen != "127.0.0.1:9999" {
+		t.Errorf("listen = %q, want the default", com.Listen)
+	}
+}
+
+func TestValidationRejectsBadValues(t *testing.T) {
+	cases := [][]string{
+		{"--mod", "0"},
+		{"--mod", "2", "--mod-index", "2"},
+		{"--mod-index", "-1"},
+		{"--log-level", "loud"},
+		{"--fanout", "0"},
+		{"--batch", "0"},
+	}
+	for _, args := range cases {
+		if _, _, err := runApp(t, args, nil); err == nil {
+			t.Errorf("args %v accepted, want a validation error", args)
+		}
+	}
+}
+
+func TestParseRejectsNestedValues(t *testing.T) {
+	t.Parallel()
+	if _, err := Parse([]byte("db-dsn:\n  nested: x\n")); err == nil {
+		t.Fatal("Parse accepted a nested mapping")
+	}
+	if _, err := Parse([]byte("a: [1,2")); err == nil {
+		t.Fatal("Parse accepted broken YAML")
+	}
+	got, err := Parse([]byte("a: 1\nb: true\nc: x\nd: 1.5\n"))
+	if err != nil || got["a"] != "1" || got["b"] != "true" || got["c"] != "x" || got["d"] != "1.5" {
+		t.Fatalf("Parse = %v, %v", got, err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("db-dsn: x\nmod: 2\n"))
+	f.Add([]byte("a: [1, 2]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = Parse(b)
+	})
+}
+
+func TestEnvName(t *testing.T) {
+	t.Parallel()
+	if got := EnvName("db-dsn"); got != "TASKSERVER_DB_DSN" {
+		t.Fatalf("EnvName(db-dsn) = %q", got)
+	}
+}
