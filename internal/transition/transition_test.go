@@ -1,0 +1,413 @@
+package transition
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+const now = 1_000_000
+
+// job returns a fresh job with BOINC's default limits, quorum 2, target 2.
+func job(mod ...func(*store.Workunit)) store.Workunit {
+	wu := store.Workunit{ID: 7, Name: "wu", MinQuorum: 2, TargetNResults: 2,
+		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, TransitionTime: now}
+	for _, m := range mod {
+		m(&wu)
+	}
+	return wu
+}
+
+func canonical(id int64) func(*store.Workunit) {
+	return func(wu *store.Workunit) { wu.CanonicalResultID = id; wu.AssimilateState = state.AssimilateReady }
+}
+
+func assim(a state.AssimilateState) func(*store.Workunit) {
+	return func(wu *store.Workunit) { wu.AssimilateState = a }
+}
+
+func limits(target, quorum, maxErr, maxTotal, maxSuccess int) func(*store.Workunit) {
+	return func(wu *store.Workunit) {
+		wu.TargetNResults, wu.MinQuorum = target, quorum
+		wu.MaxErrorResults, wu.MaxTotalResults, wu.MaxSuccessResults = maxErr, maxTotal, maxSuccess
+	}
+}
+
+// Instance builders; ids are given by position (id = 100 + index) in rs.
+func unsent() store.Result   { return store.Result{ServerState: state.ServerUnsent} }
+func inactive() store.Result { return store.Result{ServerState: state.ServerInactive} }
+func sent(deadline int64) store.Result {
+	return store.Result{ServerState: state.ServerInProgress, ReportDeadline: deadline}
+}
+func over(o state.Outcome, v state.ValidateState) store.Result {
+	return store.Result{ServerState: state.ServerOver, Outcome: o, ValidateState: v}
+}
+func success(v state.ValidateState) store.Result { return over(state.OutcomeSuccess, v) }
+func failed(o state.Outcome) store.Result        { return over(o, state.ValidateInit) }
+func deleted(r store.Result) store.Result {
+	r.FileDeleteState = state.FileDeleteDone
+	return r
+}
+
+func rs(list ...store.Result) []store.Result {
+	for i := range list {
+		list[i].ID = int64(100 + i)
+	}
+	return list
+}
+
+func ch(id int64, from, to state.ServerState, o state.Outcome, f state.FileDeleteState) ResultChange {
+	return ResultChange{ID: id, From: from, ServerState: to, Outcome: o, FileDeleteState: f}
+}
+
+const (
+	unsentS = state.ServerUnsent
+	inProg  = state.ServerInProgress
+	overS   = state.ServerOver
+	fdInit  = state.FileDeleteInit
+	fdReady = state.FileDeleteReady
+	fdDone  = state.FileDeleteDone
+	noT     = state.NoTransition
+)
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		wu      store.Workunit
+		results []store.Result
+		want    Decision
+	}{
+		{
+			name: "new job gets target instances",
+			wu:   job(),
+			want: Decision{NewResults: []string{"wu_0", "wu_1"}, TransitionTime: noT},
+		},
+		{
+			name:    "unsent instance counts towards target",
+			wu:      job(),
+			results: rs(unsent()),
+			want:    Decision{NewResults: []string{"wu_1"}, TransitionTime: noT},
+		},
+		{
+			name:    "inactive instance counts as unsent",
+			wu:      job(),
+			results: rs(inactive(), unsent()),
+			want:    Decision{TransitionTime: noT},
+		},
+		{
+			name: "target below quorum is raised to quorum",
+			wu:   job(limits(1, 3, 3, 6, 3)),
+			want: Decision{NewResults: []string{"wu_0", "wu_1", "wu_2"}, TransitionTime: noT},
+		},
+		{
+			name:    "in-progress instances: due again at the earliest deadline",
+			wu:      job(),
+			results: rs(sent(now+500), sent(now+100)),
+			want:    Decision{TransitionTime: now + 100},
+		},
+		{
+			name:    "instance at its deadline times out and is replaced",
+			wu:      job(),
+			results: rs(sent(now), sent(now+100)),
+			want: Decision{NewResults: []string{"wu_2"}, TransitionTime: now + 100, TimedOut: 1,
+				Changes: []ResultChange{ch(100, inProg, overS, state.OutcomeNoReply, fdInit)}},
+		},
+		{
+			name:    "two overdue instances are both replaced",
+			wu:      job(),
+			results: rs(sent(now-10), sent(now-1)),
+			want: Decision{NewResults: []string{"wu_2", "wu_3"}, TransitionTime: noT, TimedOut: 2,
+				Changes: []ResultChange{
+					ch(100, inProg, overS, state.OutcomeNoReply, fdInit),
+					ch(101, inProg, overS, state.OutcomeNoReply, fdInit)}},
+		},
+		{
+			name:    "one success waiting for its partner: no validation yet",
+			wu:      job(),
+			results: rs(success(state.ValidateInit), sent(now+50)),
+			want:    Decision{TransitionTime: now + 50},
+		},
+		{
+			name:    "quorum of successes awaiting validation",
+			wu:      job(),
+			results: rs(success(state.ValidateInit), success(state.ValidateInit)),
+			want:    Decision{NeedValidate: true, TransitionTime: noT},
+		},
+		{
+			name:    "new success with an earlier inconclusive one reaches quorum",
+			wu:      job(func(wu *store.Workunit) { wu.TargetNResults = 3 }),
+			results: rs(success(state.ValidateInconclusive), success(state.ValidateInconclusive), success(state.ValidateInit)),
+			want:    Decision{NeedValidate: true, TransitionTime: noT},
+		},
+		{
+			name:    "inconclusive pair with target bumped gets one more instance",
+			wu:      job(func(wu *store.Workunit) { wu.TargetNResults = 3 }),
+			results: rs(success(state.ValidateInconclusive), success(state.ValidateInconclusive)),
+			want:    Decision{NewResults: []string{"wu_2"}, TransitionTime: noT},
+		},
+		{
+			name:    "quorum of one validates a single success",
+			wu:      job(limits(1, 1, 3, 6, 3)),
+			results: rs(success(state.ValidateInit)),
+			want:    Decision{NeedValidate: true, TransitionTime: noT},
+		},
+		{
+			name:    "invalid success is replaced",
+			wu:      job(),
+			results: rs(success(state.ValidateInvalid), success(state.ValidateInit)),
+			want:    Decision{NewResults: []string{"wu_2"}, TransitionTime: noT},
+		},
+		{
+			name:    "validate error is replaced",
+			wu:      job(),
+			results: rs(over(state.OutcomeValidateError, state.ValidateInvalid), success(state.ValidateInit)),
+			want:    Decision{NewResults: []string{"wu_2"}, TransitionTime: noT},
+		},
+		{
+			name:    "client error is replaced",
+			wu:      job(),
+			results: rs(failed(state.OutcomeClientError), sent(now+9)),
+			want:    Decision{NewResults: []string{"wu_2"}, TransitionTime: now + 9},
+		},
+		{
+			name:    "detached instance is replaced and is not an error",
+			wu:      job(limits(2, 2, 0, 6, 3)),
+			results: rs(failed(state.OutcomeClientDetached), sent(now+9)),
+			want:    Decision{NewResults: []string{"wu_2"}, TransitionTime: now + 9},
+		},
+		{
+			name:    "didnt-need instances count towards the total and names continue",
+			wu:      job(),
+			results: rs(failed(state.OutcomeDidntNeed), failed(state.OutcomeDidntNeed), failed(state.OutcomeDidntNeed)),
+			want:    Decision{NewResults: []string{"wu_3", "wu_4"}, TransitionTime: noT},
+		},
+		{
+			name: "errors at the limit are tolerated",
+			wu:   job(limits(2, 2, 3, 10, 3)),
+			results: rs(failed(state.OutcomeClientError), failed(state.OutcomeNoReply),
+				failed(state.OutcomeValidateError)),
+			want: Decision{NewResults: []string{"wu_3", "wu_4"}, TransitionTime: noT},
+		},
+		{
+			name: "errors over the limit fail the job and cancel unsent instances",
+			wu:   job(limits(2, 2, 3, 10, 3)),
+			results: rs(failed(state.OutcomeClientError), failed(state.OutcomeNoReply),
+				failed(state.OutcomeValidateError), failed(state.OutcomeClientError), unsent()),
+			want: Decision{ErrorMask: state.ErrTooManyErrorResults, AssimilateState: state.AssimilateReady,
+				TransitionTime: noT,
+				Changes:        []ResultChange{ch(104, unsentS, overS, state.OutcomeDidntNeed, fdInit)}},
+		},
+		{
+			name:    "a timeout that tips errors over the limit fails the job",
+			wu:      job(limits(2, 2, 1, 10, 3)),
+			results: rs(failed(state.OutcomeClientError), sent(now-1), sent(now+30)),
+			want: Decision{ErrorMask: state.ErrTooManyErrorResults, AssimilateState: state.AssimilateReady,
+				TransitionTime: now + 30, TimedOut: 1,
+				Changes: []ResultChange{ch(101, inProg, overS, state.OutcomeNoReply, fdInit)}},
+		},
+		{
+			name: "error fails the job even with a quorum awaiting validation",
+			wu:   job(limits(2, 2, 0, 10, 3)),
+			results: rs(success(state.ValidateInit), success(state.ValidateInit),
+				failed(state.OutcomeClientError)),
+			want: Decision{ErrorMask: state.ErrTooManyErrorResults, AssimilateState: state.AssimilateReady,
+				TransitionTime: noT},
+		},
+		{
+			name: "total spent: the needed instance cannot be made",
+			wu:   job(limits(2, 2, 10, 6, 3)),
+			results: rs(failed(state.OutcomeClientError), failed(state.OutcomeClientError),
+				failed(state.OutcomeClientError), failed(state.OutcomeClientError),
+				failed(state.OutcomeClientError), success(state.ValidateInit)),
+			want: Decision{ErrorMask: state.ErrTooManyTotalResults, AssimilateState: state.AssimilateReady,
+				TransitionTime: noT},
+		},
+		{
+			name: "needing more instances than the total allows fails, making none",
+			wu:   job(limits(2, 2, 10, 6, 3)),
+			results: rs(failed(state.OutcomeClientError), failed(state.OutcomeClientError),
+				failed(state.OutcomeClientError), failed(state.OutcomeNoReply), failed(state.OutcomeNoReply)),
+			want: Decision{ErrorMask: state.ErrTooManyTotalResults, AssimilateState: state.AssimilateReady,
+				TransitionTime: noT},
+		},
+		{
+			name: "instances up to exactly the total are made",
+			wu:   job(limits(2, 2, 10, 6, 3)),
+			results: rs(failed(state.OutcomeClientError), failed(state.OutcomeClientError),
+				failed(state.OutcomeClientError), failed(state.OutcomeNoReply)),
+			want: Decision{NewResults: []string{"wu_4", "wu_5"}, TransitionTime: noT},
+		},
+		{
+			name: "too many successes without a canonical result",
+			wu:   job(limits(5, 2, 3, 10, 3)),
+			results: rs(success(state.ValidateInconclusive), success(state.ValidateInconclusive),
+				success(state.ValidateInconclusive), success(state.ValidateInit)),
+			want: Decision{ErrorMask: state.ErrTooManySuccessResult, AssimilateState: state.AssimilateReady,
+				TransitionTime: noT},
+		},
+		{
+			name: "inconclusive results that used up the total fail the job",
+			wu:   job(limits(3, 2, 3, 3, 3)),
+			results: rs(success(state.ValidateInconclusive), success(state.ValidateInconclusive),
+				success(state.ValidateInconclusive)),
+			want: Decision{ErrorMask: state.ErrTooManyTotalResults, AssimilateState: state.AssimilateReady,
+				TransitionTime: noT},
+		},
+		{
+			name:    "a job that can make no progress at all fails with no canonical result",
+			wu:      job(),
+			results: rs(success(state.ValidateNoCheck), success(state.ValidateNoCheck)),
+			want: Decision{ErrorMask: state.ErrNoCanonicalResult, AssimilateState: state.AssimilateReady,
+				TransitionTime: noT},
+		},
+		{
+			name:    "quorum waiting with the total spent is not stuck",
+			wu:      job(limits(2, 2, 3, 2, 3)),
+			results: rs(success(state.ValidateInit), success(state.ValidateInit)),
+			want:    Decision{NeedValidate: true, TransitionTime: noT},
+		},
+		{
+			name:    "instance that could not be sent fails the job",
+			wu:      job(),
+			results: rs(failed(state.OutcomeCouldntSend), unsent()),
+			want: Decision{ErrorMask: state.ErrCouldntSendResult, AssimilateState: state.AssimilateReady,
+				TransitionTime: noT,
+				Changes:        []ResultChange{ch(101, unsentS, overS, state.OutcomeDidntNeed, fdInit)}},
+		},
+		{
+			name:    "cancelled job: unsent cancelled, in-progress left to finish",
+			wu:      job(func(wu *store.Workunit) { wu.ErrorMask = state.ErrCancelled }),
+			results: rs(unsent(), inactive(), sent(now+70)),
+			want: Decision{ErrorMask: state.ErrCancelled, AssimilateState: state.AssimilateReady,
+				TransitionTime: now + 70,
+				Changes: []ResultChange{
+					ch(100, unsentS, overS, state.OutcomeDidntNeed, fdInit),
+					ch(101, state.ServerInactive, overS, state.OutcomeDidntNeed, fdInit)}},
+		},
+		{
+			name: "failed job already handed on gains no more error bits",
+			wu: job(func(wu *store.Workunit) {
+				wu.ErrorMask = state.ErrCancelled
+				wu.AssimilateState = state.AssimilateReady
+			}),
+			results: rs(failed(state.OutcomeClientError), failed(state.OutcomeClientError),
+				failed(state.OutcomeClientError), failed(state.OutcomeClientError), sent(now-5)),
+			want: Decision{ErrorMask: state.ErrCancelled, AssimilateState: state.AssimilateReady,
+				TransitionTime: noT, TimedOut: 1,
+				Changes: []ResultChange{ch(104, inProg, overS, state.OutcomeNoReply, fdInit)}},
+		},
+		{
+			name:    "canonical result: unsent instances cancelled, none made",
+			wu:      job(canonical(100)),
+			results: rs(success(state.ValidateValid), failed(state.OutcomeClientError), unsent()),
+			want: Decision{AssimilateState: state.AssimilateReady, TransitionTime: noT,
+				Changes: []ResultChange{ch(102, unsentS, overS, state.OutcomeDidntNeed, fdInit)}},
+		},
+		{
+			name:    "canonical result with assimilation not yet asked for",
+			wu:      job(canonical(100), assim(state.AssimilateInit)),
+			results: rs(success(state.ValidateValid), success(state.ValidateValid)),
+			want:    Decision{AssimilateState: state.AssimilateReady, TransitionTime: noT},
+		},
+		{
+			name:    "late success is compared with the canonical result",
+			wu:      job(canonical(100), assim(state.AssimilateDone)),
+			results: rs(success(state.ValidateValid), success(state.ValidateValid), success(state.ValidateInit)),
+			want:    Decision{NeedValidate: true, AssimilateState: state.AssimilateDone, TransitionTime: noT},
+		},
+		{
+			name:    "canonical result with an instance still out waits for it",
+			wu:      job(canonical(100), assim(state.AssimilateDone)),
+			results: rs(success(state.ValidateValid), success(state.ValidateValid), sent(now+40)),
+			want:    Decision{AssimilateState: state.AssimilateDone, TransitionTime: now + 40},
+		},
+		{
+			name: "assimilated and all over: files of job and instances deleted",
+			wu:   job(canonical(100), assim(state.AssimilateDone)),
+			results: rs(success(state.ValidateValid), success(state.ValidateValid),
+				deleted(failed(state.OutcomeClientError))),
+			want: Decision{AssimilateState: state.AssimilateDone, FileDeleteState: fdReady, TransitionTime: noT,
+				Changes: []ResultChange{
+					ch(100, overS, overS, state.OutcomeSuccess, fdReady),
+					ch(101, overS, overS, state.OutcomeSuccess, fdReady)}},
+		},
+		{
+			name:    "last instance timing out lets files be deleted at once",
+			wu:      job(canonical(100), assim(state.AssimilateDone)),
+			results: rs(success(state.ValidateValid), sent(now-1)),
+			want: Decision{AssimilateState: state.AssimilateDone, FileDeleteState: fdReady, TransitionTime: noT,
+				TimedOut: 1,
+				Changes: []ResultChange{
+					ch(100, overS, overS, state.OutcomeSuccess, fdReady),
+					ch(101, inProg, overS, state.OutcomeNoReply, fdReady)}},
+		},
+		{
+			name: "failed job assimilated: files deleted",
+			wu: job(func(wu *store.Workunit) {
+				wu.ErrorMask = state.ErrTooManyErrorResults
+				wu.AssimilateState = state.AssimilateDone
+			}),
+			results: rs(failed(state.OutcomeClientError), failed(state.OutcomeDidntNeed)),
+			want: Decision{ErrorMask: state.ErrTooManyErrorResults, AssimilateState: state.AssimilateDone,
+				FileDeleteState: fdReady, TransitionTime: noT,
+				Changes: []ResultChange{
+					ch(100, overS, overS, state.OutcomeClientError, fdReady),
+					ch(101, overS, overS, state.OutcomeDidntNeed, fdReady)}},
+		},
+		{
+			name:    "assimilation asked for but not done: files kept",
+			wu:      job(canonical(100)),
+			results: rs(success(state.ValidateValid), success(state.ValidateValid)),
+			want:    Decision{AssimilateState: state.AssimilateReady, TransitionTime: noT},
+		},
+		{
+			name: "files already marked: nothing changes again",
+			wu: job(canonical(100), assim(state.AssimilateDone), func(wu *store.Workunit) {
+				wu.FileDeleteState = fdDone
+			}),
+			results: rs(deleted(success(state.ValidateValid)), deleted(success(state.ValidateValid))),
+			want: Decision{AssimilateState: state.AssimilateDone, FileDeleteState: fdDone,
+				TransitionTime: noT},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := Decide(tt.wu, tt.results, now)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Decide(%+v, %d results)\n got  %+v\n want %+v", tt.wu, len(tt.results), got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecideNeverExceedsMaxTotal(t *testing.T) {
+	t.Parallel()
+	// Whatever mix of errors a job has, what exists plus what is made never
+	// passes max_total_results.
+	for nerr := 0; nerr <= 8; nerr++ {
+		for target := 1; target <= 5; target++ {
+			wu := job(limits(target, 1, 100, 6, 100))
+			var list []store.Result
+			for range nerr {
+				list = append(list, failed(state.OutcomeClientError))
+			}
+			d := Decide(wu, rs(list...), now)
+			if total := nerr + len(d.NewResults); len(d.NewResults) > 0 && total > wu.MaxTotalResults {
+				t.Errorf("Decide(target %d, %d errors) makes %d instances: total %d > max %d",
+					target, nerr, len(d.NewResults), total, wu.MaxTotalResults)
+			}
+		}
+	}
+}
+
+func TestAddedErrors(t *testing.T) {
+	t.Parallel()
+	d := Decision{ErrorMask: state.ErrCancelled | state.ErrTooManyTotalResults}
+	if got := d.AddedErrors(state.ErrCancelled); got != state.ErrTooManyTotalResults {
+		t.Errorf("AddedErrors(cancelled) = %v, want too_many_total_results", got)
+	}
+}
