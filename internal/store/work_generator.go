@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskserver/taskserver/internal/state"
+)
+
+// Backlog is how much unsent work an app has, in instances.
+type Backlog struct {
+	// UnsentResults counts results of the app with server_state = UNSENT.
+	UnsentResults int64 `db:"unsent_results"`
+	// PendingResults is the sum of target_nresults over the app's jobs that
+	// have no instances yet (created, awaiting the transitioner): each will
+	// become that many unsent results.
+	PendingResults int64 `db:"pending_results"`
+}
+
+// Total is the backlog counted in unsent instances, present and to come.
+func (b Backlog) Total() int64 { return b.UnsentResults + b.PendingResults }
+
+// workunitCountBacklog reads both counts in one statement so they come from
+// one snapshot: counted separately, a transitioner commit in between could
+// make a job vanish from both (it had no results for the first count, and has
+// them by the second). A job without instances is by construction still due
+// for transition (transition_time <= now), which lets the second count use
+// wu_transition_time instead of scanning the app's jobs.
+const workunitCountBacklog = `SELECT
+  (SELECT COUNT(*) FROM result r JOIN workunit w ON w.id = r.workunitid
+   WHERE r.server_state = ? AND w.appid = ?) AS unsent_results,
+  (SELECT COALESCE(SUM(w.target_nresults), 0) FROM workunit w
+   WHERE w.transition_time <= ? AND w.appid = ?
+     AND NOT EXISTS (SELECT 1 FROM result r WHERE r.workunitid = w.id)) AS pending_results`
+
+// WorkunitCountBacklog returns app appID's unsent backlog at time now.
+func (s *Store) WorkunitCountBacklog(ctx context.Context, appID int64, now int64) (Backlog, error) {
+	var b Backlog
+	err := withRetry(ctx, func() error {
+		return s.db.GetContext(ctx, &b, workunitCountBacklog, int(state.ServerUnsent), appID, now, appID)
+	})
+	if err != nil {
+		return b, fmt.Errorf("count backlog of app %d: %w", appID, err)
+	}
+	return b, nil
+}
+
+// WorkunitInsertBatch adds jobs in one transaction: either all of them exist
+// afterwards or none do, which is what lets the work generator tell after a
+// crash whether a batch it was writing got in.
+func (s *Store) WorkunitInsertBatch(ctx context.Context, wus []Workunit) error {
+	if len(wus) == 0 {
+		return nil
+	}
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		for i := range wus {
+			if _, err := tx.NamedExecContext(ctx, workunitInsert, wus[i]); err != nil {
+				return fmt.Errorf("workunit %q: %w", wus[i].Name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("insert %d workunits: %w", len(wus), err)
+	}
+	return nil
+}
+
+const workunitGetByName = `SELECT ` + WorkunitColumns + ` FROM workunit WHERE name = ?`
+
+// WorkunitGetByName returns the job called name, or ErrNotFound.
+func (s *Store) WorkunitGetByName(ctx context.Context, name string) (Workunit, error) {
+	var wu Workunit
+	err := s.db.GetContext(ctx, &wu, workunitGetByName, name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return wu, fmt.Errorf("workunit %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return wu, fmt.Errorf("get workunit %q: %w", name, err)
+	}
+	return wu, nil
+}
+
+const workunitCountByNamePrefix = `SELECT COUNT(*) FROM workunit WHERE appid = ? AND name LIKE ?`
+
+// WorkunitCountByNamePrefix counts app appID's jobs whose name starts with
+// prefix (taken literally). It uses the unique index on name.
+func (s *Store) WorkunitCountByNamePrefix(ctx context.Context, appID int64, prefix string) (int64, error) {
+	var n int64
+	err := s.db.GetContext(ctx, &n, workunitCountByNamePrefix, appID, likePrefix(prefix))
+	if err != nil {
+		return 0, fmt.Errorf("count workunits named %q*: %w", prefix, err)
+	}
+	return n, nil
+}
+
+// likePrefix turns a literal prefix into a LIKE pattern matching it.
+func likePrefix(p string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(p) + "%"
+}

@@ -1,0 +1,208 @@
+package workgenerator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/jobs"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// Store is what the work generator needs from the database.
+type Store interface {
+	jobs.Store
+	AppGetByName(ctx context.Context, name string) (store.App, error)
+	WorkunitCountBacklog(ctx context.Context, appID int64, now int64) (store.Backlog, error)
+	WorkunitCountByNamePrefix(ctx context.Context, appID int64, prefix string) (int64, error)
+}
+
+// Config is the work generator's configuration.
+type Config struct {
+	// App is the name of the app to make jobs for.
+	App string
+	// JobPrefix starts every job name; empty means App.
+	JobPrefix string
+	// UnsentTarget is the backlog, in unsent instances, to keep.
+	UnsentTarget int
+	// TotalJobs stops creating jobs once this many exist over all runs;
+	// 0 means no limit.
+	TotalJobs int64
+	// Batch is the most jobs created per pass (one transaction).
+	Batch int
+	// CounterFile is the path of the counter file (see CounterPath).
+	CounterFile string
+	// Params are the parameters of every job.
+	Params jobs.Params
+	// Input makes a job's input file from its name; nil means demoapp.Input.
+	Input func(job string) []byte
+}
+
+// Service is the work generator.
+type Service struct {
+	st      Store
+	creator *jobs.Creator
+	cfg     Config
+	log     *slog.Logger
+	m       *Metrics
+	now     func() time.Time
+
+	// Valid only while loaded: the app and the number of jobs created.
+	loaded  bool
+	appID   int64
+	created int64
+}
+
+// New returns a work generator. now is the clock (time.Now in production).
+func New(st Store, creator *jobs.Creator, cfg Config, log *slog.Logger, m *Metrics, now func() time.Time) (*Service, error) {
+	if cfg.JobPrefix == "" {
+		cfg.JobPrefix = cfg.App
+	}
+	if cfg.Input == nil {
+		cfg.Input = demoapp.Input
+	}
+	if now == nil {
+		now = time.Now
+	}
+	var errs []error
+	if cfg.App == "" {
+		errs = append(errs, errors.New("app name is empty"))
+	}
+	if cfg.UnsentTarget < 1 {
+		errs = append(errs, fmt.Errorf("unsent target %d: want >= 1", cfg.UnsentTarget))
+	}
+	if cfg.TotalJobs < 0 {
+		errs = append(errs, fmt.Errorf("total jobs %d: want >= 0", cfg.TotalJobs))
+	}
+	if cfg.Batch < 1 {
+		errs = append(errs, fmt.Errorf("batch %d: want >= 1", cfg.Batch))
+	}
+	if cfg.CounterFile == "" {
+		errs = append(errs, errors.New("counter file path is empty"))
+	}
+	if err := cfg.Params.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("work generator config: %w", err)
+	}
+	return &Service{st: st, creator: creator, cfg: cfg, log: log, m: m, now: now}, nil
+}
+
+// Created returns the number of jobs created for the app over all runs, as
+// far as this process knows (0 before the first pass).
+func (s *Service) Created() int64 { return s.created }
+
+// RunOnce creates one batch of jobs if the backlog is below target and the
+// total limit allows; it returns the number created, 0 when there is nothing
+// to do.
+func (s *Service) RunOnce(ctx context.Context) (int, error) {
+	if !s.loaded {
+		if err := s.load(ctx); err != nil {
+			return 0, err
+		}
+	}
+	remaining := int64(-1)
+	if s.cfg.TotalJobs > 0 {
+		remaining = s.cfg.TotalJobs - s.created
+		if remaining <= 0 {
+			return 0, nil
+		}
+	}
+	now := s.now()
+	backlog, err := s.st.WorkunitCountBacklog(ctx, s.appID, now.Unix())
+	if err != nil {
+		return 0, err
+	}
+	s.m.backlog.Set(float64(backlog.Total()))
+	short := int64(s.cfg.UnsentTarget) - backlog.Total()
+	if short <= 0 {
+		return 0, nil
+	}
+	// Each job brings target_nresults instances; round up so the target is
+	// reached, overshooting by less than one job.
+	per := int64(s.cfg.Params.TargetNResults)
+	n := min((short+per-1)/per, int64(s.cfg.Batch))
+	if remaining >= 0 {
+		n = min(n, remaining)
+	}
+	batch := make([]jobs.Job, n)
+	for i := range batch {
+		name := jobs.NewName(s.cfg.JobPrefix, now)
+		batch[i] = jobs.Job{Name: name, Input: s.cfg.Input(name)}
+	}
+	// Write-ahead: from here until the second write, a crash leaves a
+	// pending batch that load resolves against the database.
+	intent := counter{App: s.cfg.App, Created: s.created, Pending: &pending{Jobs: n, FirstName: batch[0].Name}}
+	if err := writeCounter(s.cfg.CounterFile, intent); err != nil {
+		return 0, err
+	}
+	s.loaded = false // until the outcome is on disk, trust only the file
+	if err := s.creator.Create(ctx, s.appID, batch, s.cfg.Params); err != nil {
+		return 0, fmt.Errorf("create %d jobs: %w", n, err)
+	}
+	done := counter{App: s.cfg.App, Created: s.created + n}
+	if err := writeCounter(s.cfg.CounterFile, done); err != nil {
+		return 0, err
+	}
+	s.created = done.Created
+	s.loaded = true
+	s.m.jobsCreated.Add(float64(n))
+	s.m.totalJobs.Set(float64(s.created))
+	s.log.Info("created jobs", "app", s.cfg.App, "jobs", n, "backlog", backlog.Total(),
+		"target", s.cfg.UnsentTarget, "created_total", s.created)
+	return int(n), nil
+}
+
+// load finds the app and reads the count of jobs created, resolving a batch
+// left pending by a crash (see the package comment).
+func (s *Service) load(ctx context.Context) error {
+	app, err := s.st.AppGetByName(ctx, s.cfg.App)
+	if err != nil {
+		return fmt.Errorf("work generator app: %w", err)
+	}
+	c, err := readCounter(s.cfg.CounterFile)
+	if err != nil {
+		return err
+	}
+	if c.App != "" && c.App != s.cfg.App {
+		return fmt.Errorf("counter file %s belongs to app %q, not %q", s.cfg.CounterFile, c.App, s.cfg.App)
+	}
+	rewrite := false
+	if c.Pending != nil {
+		_, err := s.st.WorkunitGetByName(ctx, c.Pending.FirstName)
+		switch {
+		case err == nil:
+			c.Created += c.Pending.Jobs
+		case errors.Is(err, store.ErrNotFound):
+		default:
+			return fmt.Errorf("resolve pending batch: %w", err)
+		}
+		s.log.Info("resolved pending batch", "app", s.cfg.App, "jobs", c.Pending.Jobs,
+			"committed", err == nil, "created_total", c.Created)
+		c.Pending = nil
+		rewrite = true
+	}
+	inDB, err := s.st.WorkunitCountByNamePrefix(ctx, app.ID, s.cfg.JobPrefix+"_")
+	if err != nil {
+		return err
+	}
+	if inDB > c.Created {
+		c.Created = inDB
+		rewrite = true
+	}
+	if rewrite {
+		c.App = s.cfg.App
+		if err := writeCounter(s.cfg.CounterFile, c); err != nil {
+			return err
+		}
+	}
+	s.appID = app.ID
+	s.created = c.Created
+	s.loaded = true
+	s.m.totalJobs.Set(float64(s.created))
+	return nil
+}

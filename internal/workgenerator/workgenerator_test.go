@@ -1,0 +1,304 @@
+package workgenerator_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/jobs"
+	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+	"github.com/taskserver/taskserver/internal/workgenerator"
+)
+
+const fan = 16
+
+type bundle struct {
+	st          *store.Store
+	appID       int64
+	projectDir  string
+	downloadDir string
+	now         time.Time
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	st := storetest.New(t)
+	appID, err := st.AppInsert(context.Background(), store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	if err != nil {
+		t.Fatalf("AppInsert: %v", err)
+	}
+	dir := t.TempDir()
+	return &bundle{st: st, appID: appID, projectDir: dir, downloadDir: filepath.Join(dir, "download"),
+		now: time.Unix(1_700_000_000, 0)}
+}
+
+// service builds a fresh generator, as a restarted process would.
+func (b *bundle) service(t *testing.T, mutate func(*workgenerator.Config)) *workgenerator.Service {
+	t.Helper()
+	clock := func() time.Time { return b.now }
+	cfg := workgenerator.Config{
+		App:          "demo",
+		UnsentTarget: 10,
+		Batch:        3,
+		CounterFile:  workgenerator.CounterPath(b.projectDir, "demo"),
+		Params:       jobs.DefaultParams(),
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := workgenerator.New(b.st, jobs.NewCreator(b.st, b.downloadDir, fan, clock), cfg, log,
+		workgenerator.NewMetrics(prometheus.NewRegistry()), clock)
+	if err != nil {
+		t.Fatalf("workgenerator.New: %v", err)
+	}
+	return svc
+}
+
+func (b *bundle) workunits(t *testing.T) []store.Workunit {
+	t.Helper()
+	var wus []store.Workunit
+	if err := b.st.DB().Select(&wus, `SELECT `+store.WorkunitColumns+` FROM workunit ORDER BY id`); err != nil {
+		t.Fatalf("select workunits: %v", err)
+	}
+	return wus
+}
+
+func runOnce(t *testing.T, svc *workgenerator.Service) int {
+	t.Helper()
+	n, err := svc.RunOnce(context.Background())
+	if err != nil {
+		t.Fatalf("RunOnce: %v", err)
+	}
+	return n
+}
+
+// passes runs RunOnce until it returns 0 and reports each pass's count.
+func passes(t *testing.T, svc *workgenerator.Service) []int {
+	t.Helper()
+	var out []int
+	for i := 0; i < 100; i++ {
+		n := runOnce(t, svc)
+		out = append(out, n)
+		if n == 0 {
+			return out
+		}
+	}
+	t.Fatalf("RunOnce never returned 0: %v", out)
+	return nil
+}
+
+func TestCreatesUpToTargetAndNoMore(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	svc := b.service(t, nil)
+	// Target 10 instances at 2 per job: 5 jobs, in batches of at most 3.
+	if got := passes(t, svc); len(got) != 3 || got[0] != 3 || got[1] != 2 || got[2] != 0 {
+		t.Fatalf("RunOnce counts = %v, want [3 2 0]", got)
+	}
+	wus := b.workunits(t)
+	if len(wus) != 5 {
+		t.Fatalf("workunits after filling = %d, want 5", len(wus))
+	}
+	// The transitioner gives one job its two instances: the backlog is the
+	// same, so nothing new.
+	for i := 0; i < 2; i++ {
+		if _, err := b.st.ResultInsert(context.Background(), store.Result{CreateTime: 1, WorkunitID: wus[0].ID,
+			ServerState: state.ServerUnsent, Name: wus[0].Name + "_" + string(rune('0'+i))}); err != nil {
+			t.Fatalf("ResultInsert: %v", err)
+		}
+	}
+	if n := runOnce(t, svc); n != 0 {
+		t.Fatalf("RunOnce with full backlog (results created) = %d, want 0", n)
+	}
+	// Both instances are sent: two instances short, one job more.
+	if _, err := b.st.DB().Exec(`UPDATE result SET server_state = ?`, state.ServerInProgress); err != nil {
+		t.Fatal(err)
+	}
+	if got := passes(t, svc); len(got) != 2 || got[0] != 1 {
+		t.Fatalf("RunOnce counts after 2 instances were sent = %v, want [1 0]", got)
+	}
+	// A job whose instances are all sent is not awaiting the transitioner
+	// any more, even if its transition_time is due; results of another app
+	// do not count.
+	other, err := b.st.AppInsert(context.Background(), store.App{CreateTime: 1, Name: "other", UserFriendlyName: "O", Weight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owu, err := b.st.WorkunitInsert(context.Background(), store.Workunit{CreateTime: 1, AppID: other, Name: "o1", TargetNResults: 50, TransitionTime: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.st.ResultInsert(context.Background(), store.Result{CreateTime: 1, WorkunitID: owu, ServerState: state.ServerUnsent, Name: "o1_0"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := runOnce(t, svc); n != 0 {
+		t.Fatalf("RunOnce after another app's work appeared = %d, want 0", n)
+	}
+	if got := len(b.workunits(t)); got != 7 {
+		t.Fatalf("workunits = %d, want 7 (6 demo + 1 other)", got)
+	}
+}
+
+func TestStagesInputWhereJobXMLSays(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	svc := b.service(t, func(c *workgenerator.Config) {
+		c.UnsentTarget = 4
+		c.Params.DelayBound = 90 * time.Minute
+		c.Params.RscFpopsEst = 5e11
+	})
+	passes(t, svc)
+	wus := b.workunits(t)
+	if len(wus) != 2 {
+		t.Fatalf("workunits = %d, want 2", len(wus))
+	}
+	for _, wu := range wus {
+		if wu.TransitionTime != b.now.Unix() || wu.CreateTime != b.now.Unix() || wu.DelayBound != 5400 ||
+			wu.RscFpopsEst != 5e11 || wu.RscFpopsBound != 5e12 || wu.RscMemoryBound != 1e8 || wu.RscDiskBound != 1e9 ||
+			wu.MinQuorum != 2 || wu.TargetNResults != 2 || wu.MaxErrorResults != 3 || wu.MaxTotalResults != 6 ||
+			wu.MaxSuccessResults != 3 || wu.AppID != b.appID {
+			t.Errorf("workunit %s = %+v; want job parameters of the config and transition_time = now", wu.Name, wu)
+		}
+		doc, err := jobxml.ParseWorkunit(wu.XMLDoc)
+		if err != nil || len(doc.Inputs) != 1 {
+			t.Fatalf("ParseWorkunit(%q) = %+v, %v; want one input", wu.XMLDoc, doc, err)
+		}
+		in := doc.Inputs[0]
+		if in.Name != wu.Name+"_in" || in.OpenName != "in" {
+			t.Errorf("input of %s = %+v, want name %s_in, open_name in", wu.Name, in, wu.Name)
+		}
+		path, err := fanout.Path(b.downloadDir, in.Name, fan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("read staged input: %v", err)
+		}
+		sum := md5.Sum(data)
+		if !bytes.Equal(data, demoapp.Input(wu.Name)) || in.MD5 != hex.EncodeToString(sum[:]) || in.Nbytes != float64(len(data)) {
+			t.Errorf("staged %s: %d bytes md5 %x; xml says %g bytes md5 %s; want demoapp.Input and matching xml",
+				path, len(data), sum, in.Nbytes, in.MD5)
+		}
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("staged file mode = %v, %v; want 0644", fi.Mode(), err)
+		}
+	}
+	// No temporary files are left behind.
+	err := filepath.WalkDir(b.downloadDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && filepath.Ext(p) == ".tmp" {
+			t.Errorf("temporary file left: %s", p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTotalJobsAcrossRestart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	limit := func(c *workgenerator.Config) { c.UnsentTarget = 1000; c.TotalJobs = 7 }
+	if got := passes(t, b.service(t, limit)); len(got) != 4 || got[0]+got[1]+got[2] != 7 {
+		t.Fatalf("RunOnce counts = %v, want 3,3,1,0", got)
+	}
+	// Restart: the counter file says 7; nothing more.
+	svc := b.service(t, limit)
+	if n := runOnce(t, svc); n != 0 || svc.Created() != 7 {
+		t.Fatalf("after restart RunOnce = %d, Created = %d; want 0, 7", n, svc.Created())
+	}
+	// Purge three jobs: the count must not go down.
+	if _, err := b.st.DB().Exec(`DELETE FROM workunit ORDER BY id LIMIT 3`); err != nil {
+		t.Fatal(err)
+	}
+	svc = b.service(t, limit)
+	if n := runOnce(t, svc); n != 0 {
+		t.Fatalf("after purge and restart RunOnce = %d, want 0", n)
+	}
+	// A raised limit continues from the count.
+	svc = b.service(t, func(c *workgenerator.Config) { c.UnsentTarget = 1000; c.TotalJobs = 9 })
+	if got := passes(t, svc); len(got) != 2 || got[0] != 2 || svc.Created() != 9 {
+		t.Fatalf("with limit 9: RunOnce counts = %v, Created = %d; want [2 0], 9", got, svc.Created())
+	}
+	if got := len(b.workunits(t)); got != 6 {
+		t.Fatalf("workunits = %d, want 6 (9 created, 3 purged)", got)
+	}
+}
+
+func TestPendingBatchResolvedOnRestart(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		committed bool
+		want      int64
+	}{
+		{"batch that committed counts", true, 4 + 3},
+		{"batch that did not commit does not", false, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			path := workgenerator.CounterPath(b.projectDir, "demo")
+			first := "batch_first"
+			if tc.committed {
+				if _, err := b.st.WorkunitInsert(context.Background(), store.Workunit{CreateTime: 1, AppID: b.appID, Name: first}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// What the generator writes before a batch's transaction.
+			body := `{"app":"demo","created":4,"pending":{"jobs":3,"first_name":"` + first + `"}}`
+			if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			svc := b.service(t, func(c *workgenerator.Config) { c.TotalJobs = 7; c.UnsentTarget = 1000 })
+			n := runOnce(t, svc)
+			if svc.Created() != 7 || int64(n) != 7-tc.want {
+				t.Fatalf("after restart with pending batch: RunOnce = %d, Created = %d; want %d, 7", n, svc.Created(), 7-tc.want)
+			}
+			b2, err := os.ReadFile(path)
+			if err != nil || bytes.Contains(b2, []byte("pending")) {
+				t.Fatalf("counter file after pass = %q, %v; want no pending batch", b2, err)
+			}
+		})
+	}
+}
+
+func TestLostCounterFileFallsBackToDatabase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	limit := func(c *workgenerator.Config) { c.UnsentTarget = 1000; c.TotalJobs = 5 }
+	passes(t, b.service(t, limit))
+	if err := os.Remove(workgenerator.CounterPath(b.projectDir, "demo")); err != nil {
+		t.Fatal(err)
+	}
+	svc := b.service(t, limit)
+	if n := runOnce(t, svc); n != 0 || svc.Created() != 5 {
+		t.Fatalf("after losing the counter file: RunOnce = %d, Created = %d; want 0, 5", n, svc.Created())
+	}
+}
+
+func TestMissingAppIsAnError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	svc := b.service(t, func(c *workgenerator.Config) { c.App = "nosuch" })
+	if _, err := svc.RunOnce(context.Background()); err == nil {
+		t.Fatal("RunOnce for a missing app succeeded, want an error")
+	}
+}
