@@ -1,0 +1,42 @@
+package filedeleter
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/daemon"
+)
+
+// Metrics are the file deleter's domain metrics. Label kind is "input" or
+// "output"; table is "workunit" or "result"; outcome is "done" or "error".
+type Metrics struct {
+	filesDeleted *prometheus.CounterVec
+	filesMissing *prometheus.CounterVec
+	errors       *prometheus.CounterVec
+	rows         *prometheus.CounterVec
+}
+
+// NewMetrics registers the file deleter's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	const sub = "file_deleter"
+	m := &Metrics{
+		filesDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "files_deleted_total", Help: "Files deleted, by kind (input, output)."}, []string{"kind"}),
+		filesMissing: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "files_missing_total", Help: "Files to delete that were already absent, by kind."}, []string{"kind"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "errors_total", Help: "Files that could not be deleted or rows whose XML was unreadable, by kind."}, []string{"kind"}),
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "rows_handled_total", Help: "Rows moved out of READY, by table and outcome (done, error)."}, []string{"table", "outcome"}),
+	}
+	for _, kind := range []string{kindInput, kindOutput} {
+		m.filesDeleted.WithLabelValues(kind)
+		m.filesMissing.WithLabelValues(kind)
+		m.errors.WithLabelValues(kind)
+	}
+	for _, table := range []string{"workunit", "result"} {
+		m.rows.WithLabelValues(table, "done")
+		m.rows.WithLabelValues(table, "error")
+	}
+	reg.MustRegister(m.filesDeleted, m.filesMissing, m.errors, m.rows)
+	return m
+}
