@@ -138,8 +138,9 @@ func next(w uint64, s SlotState) uint64 { return ((w>>8)+1)<<8 | uint64(s) }
 
 // Cache is a mapping of a cache file. Its methods are safe for concurrent
 // use by many goroutines and processes, except that one feeder only (Create
-// enforces it with a lock) may call the feeder-side methods. A Cache must not
-// be used after Close.
+// enforces it with a lock) may call the feeder-side methods. Close must not
+// race other calls; after it, slot methods fail (false, SlotEmpty) and Tables
+// returns an error.
 type Cache struct {
 	path   string
 	data   []byte
@@ -177,15 +178,27 @@ func (c *Cache) NSlots() int { return c.nslots }
 
 // Heartbeat is the Unix time of the feeder's last pass; 0 means never, or
 // that this file was replaced by a newer one (see Retired).
-func (c *Cache) Heartbeat() int64 { return atomic.LoadInt64(c.i64(hHeartbeat)) }
+func (c *Cache) Heartbeat() int64 {
+	if c.data == nil {
+		return 0
+	}
+	return atomic.LoadInt64(c.i64(hHeartbeat))
+}
 
 // SetHeartbeat records the time of the feeder's pass.
-func (c *Cache) SetHeartbeat(now int64) { atomic.StoreInt64(c.i64(hHeartbeat), now) }
+func (c *Cache) SetHeartbeat(now int64) {
+	if c.data != nil {
+		atomic.StoreInt64(c.i64(hHeartbeat), now)
+	}
+}
 
 // Retired reports whether a feeder has replaced this file with a new one
 // (another slot count or layout): the mapping still works but nothing will
-// fill it again, so a scheduler should Close and Open the path anew.
-func (c *Cache) Retired() bool { return atomic.LoadUint32(c.u32(hRetired)) != 0 }
+// fill it again, so a scheduler should Close and Open the path anew. A
+// closed Cache is retired too.
+func (c *Cache) Retired() bool {
+	return c.data == nil || atomic.LoadUint32(c.u32(hRetired)) != 0
+}
 
 // readEntry copies slot i's entry. The caller checks the state word around
 // it to know whether the copy is consistent.

@@ -494,3 +494,37 @@ func BenchmarkClaimUnclaimContended(b *testing.B) {
 		}
 	})
 }
+
+// A scheduler may keep a Claim past the Close of a replaced mapping; using
+// it then must fail, not crash.
+func TestClosedCacheRefusesEverything(t *testing.T) {
+	t.Parallel()
+	c, path := newCache(t, 2)
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Fill(0, entry(1))
+	cl, ok := r.Claim(0, 1, 1)
+	if !ok {
+		t.Fatal("Claim = false")
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if r.Release(cl) || r.Unclaim(cl) || r.Fill(1, entry(2)) {
+		t.Fatalf("Release/Unclaim/Fill on a closed cache succeeded, want refused")
+	}
+	if _, ok := r.Claim(0, 1, 1); ok {
+		t.Fatalf("Claim on a closed cache succeeded")
+	}
+	if !r.Retired() || r.Heartbeat() != 0 || r.NSlots() != 0 {
+		t.Fatalf("closed cache Retired = %v, Heartbeat = %d, NSlots = %d; want true, 0, 0", r.Retired(), r.Heartbeat(), r.NSlots())
+	}
+	if _, _, err := r.Tables(); err == nil {
+		t.Fatalf("Tables on a closed cache: no error")
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}

@@ -170,7 +170,7 @@ func (c *Cache) check() error {
 func (c *Cache) unmap() {
 	if c.data != nil {
 		_ = syscall.Munmap(c.data)
-		c.data = nil
+		c.data, c.nslots = nil, 0
 	}
 }
 
@@ -180,7 +180,7 @@ func (c *Cache) Close() error {
 	var err error
 	if c.data != nil {
 		err = syscall.Munmap(c.data)
-		c.data = nil
+		c.data, c.nslots = nil, 0
 	}
 	if c.lock != nil {
 		if cerr := c.lock.Close(); err == nil {

@@ -19,6 +19,9 @@ const tablesWait = 2 * time.Second
 // the sequence number is odd while the blob is written and moves on to the
 // next even number when done. Feeder only.
 func (c *Cache) SetTables(t Tables) error {
+	if c.data == nil {
+		return errors.New("publish tables: shared-memory cache is closed")
+	}
 	b, err := json.Marshal(t)
 	if err != nil {
 		return fmt.Errorf("encode tables: %w", err)
@@ -44,6 +47,9 @@ func (c *Cache) SetTables(t Tables) error {
 // callers until the next generation and must not be modified. It returns
 // ErrNoTables if nothing was published yet.
 func (c *Cache) Tables() (Tables, uint64, error) {
+	if c.data == nil {
+		return Tables{}, 0, errors.New("read shared-memory cache tables: cache is closed")
+	}
 	seqp := c.u64(hTablesSeq)
 	c.mu.Lock()
 	defer c.mu.Unlock()
