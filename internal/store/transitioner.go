@@ -1,0 +1,243 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskserver/taskserver/internal/state"
+)
+
+// WorkunitResults is a job with all of its instances, by instance id, as the
+// joined enumerations (seed 003 §6) read them.
+type WorkunitResults struct {
+	Workunit Workunit
+	Results  []Result
+}
+
+// workunitJoinColumns are the Workunit columns of w in a join with result.
+const workunitJoinColumns = `w.id, w.create_time, w.appid, w.name, COALESCE(w.xml_doc, '') AS xml_doc, w.batch,
+w.rsc_fpops_est, w.rsc_fpops_bound, w.rsc_memory_bound, w.rsc_disk_bound, w.need_validate,
+w.canonical_resultid, w.canonical_credit, w.transition_time, w.delay_bound, w.error_mask,
+w.file_delete_state, w.assimilate_state, w.hr_class, w.opaque, w.min_quorum, w.target_nresults,
+w.max_error_results, w.max_total_results, w.max_success_results, w.priority, w.mod_time`
+
+// resultJoinColumns are the Result columns of r in a LEFT JOIN, named
+// "r.<column>" so sqlx fills the nested struct, with the NULLs of a job that
+// has no instance read as zero values (r.id = 0 then means "no instance").
+var resultJoinColumns = func() string {
+	cols := []struct {
+		name string
+		text bool
+	}{
+		{"id", false}, {"create_time", false}, {"workunitid", false}, {"server_state", false},
+		{"outcome", false}, {"client_state", false}, {"hostid", false}, {"userid", false},
+		{"report_deadline", false}, {"sent_time", false}, {"received_time", false}, {"name", true},
+		{"cpu_time", false}, {"xml_doc_in", true}, {"xml_doc_out", true}, {"stderr_out", true},
+		{"batch", false}, {"file_delete_state", false}, {"validate_state", false},
+		{"claimed_credit", false}, {"granted_credit", false}, {"opaque", false}, {"random", false},
+		{"app_version_num", false}, {"appid", false}, {"exit_status", false}, {"teamid", false},
+		{"priority", false}, {"mod_time", false}, {"elapsed_time", false}, {"app_version_id", false},
+	}
+	parts := make([]string, len(cols))
+	for i, c := range cols {
+		zero := "0"
+		if c.text {
+			zero = "''"
+		}
+		parts[i] = fmt.Sprintf("COALESCE(r.%s, %s) AS `r.%s`", c.name, zero, c.name)
+	}
+	return strings.Join(parts, ", ")
+}()
+
+// joinedRow is one row of a job ⋈ instance stream.
+type joinedRow struct {
+	Workunit
+	R Result `db:"r"`
+}
+
+// listWorkunitResults runs a joined enumeration ordered by job id then
+// instance id with LIMIT limit (the last argument), and groups the stream by
+// job. When the limit was reached the last job's instances may be cut off,
+// so they are read again on their own: a job with more instances than the
+// limit still makes progress.
+func (s *Store) listWorkunitResults(ctx context.Context, what, query string, limit int, args ...any) ([]WorkunitResults, error) {
+	var out []WorkunitResults
+	rowsRead := 0
+	err := withRetry(ctx, func() error {
+		out, rowsRead = nil, 0
+		rows, err := s.db.QueryxContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var jr joinedRow
+			if err := rows.StructScan(&jr); err != nil {
+				return err
+			}
+			rowsRead++
+			if n := len(out); n == 0 || out[n-1].Workunit.ID != jr.Workunit.ID {
+				out = append(out, WorkunitResults{Workunit: jr.Workunit})
+			}
+			if jr.R.ID != 0 {
+				last := &out[len(out)-1]
+				last.Results = append(last.Results, jr.R)
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	if rowsRead >= limit && len(out) > 0 {
+		last := &out[len(out)-1]
+		rs, err := s.ResultListByWorkunit(ctx, last.Workunit.ID)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", what, err)
+		}
+		last.Results = rs
+	}
+	return out, nil
+}
+
+// WorkunitListDueParams selects the jobs due for transition.
+type WorkunitListDueParams struct {
+	// Now is the current time; jobs with transition_time <= Now are due.
+	Now int64
+	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex.
+	Mod, ModIndex int
+	// Limit bounds the rows (job ⋈ instance) read.
+	Limit int
+}
+
+var workunitListDue = `SELECT ` + workunitJoinColumns + `, ` + resultJoinColumns + `
+FROM workunit w LEFT JOIN result r ON r.workunitid = w.id
+WHERE w.transition_time <= ? AND w.id % ? = ?
+ORDER BY w.id, r.id
+LIMIT ?`
+
+// WorkunitListDue returns the jobs due for transition with all their
+// instances, read as one job ⋈ instance stream (the paper's query).
+func (s *Store) WorkunitListDue(ctx context.Context, p WorkunitListDueParams) ([]WorkunitResults, error) {
+	return s.listWorkunitResults(ctx, "due workunits", workunitListDue, p.Limit, p.Now, p.Mod, p.ModIndex, p.Limit)
+}
+
+const workunitOldestDue = `SELECT MIN(transition_time) FROM workunit WHERE transition_time <= ? AND id % ? = ?`
+
+// WorkunitOldestDue returns the smallest transition_time of this replica's
+// due jobs, and false when none is due.
+func (s *Store) WorkunitOldestDue(ctx context.Context, now int64, mod, modIndex int) (int64, bool, error) {
+	var v sql.NullInt64
+	err := withRetry(ctx, func() error {
+		return s.db.GetContext(ctx, &v, workunitOldestDue, now, mod, modIndex)
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("oldest due workunit: %w", err)
+	}
+	return v.Int64, v.Valid, nil
+}
+
+// ResultTransition is the new state of one instance, written only if the
+// instance is still as it was read.
+type ResultTransition struct {
+	ID int64
+	// FromServerState and FromFileDeleteState are the values read.
+	FromServerState     state.ServerState
+	FromFileDeleteState state.FileDeleteState
+	ServerState         state.ServerState
+	Outcome             state.Outcome
+	FileDeleteState     state.FileDeleteState
+}
+
+// WorkunitTransitionParams is one job's transition.
+type WorkunitTransitionParams struct {
+	ID int64
+	// ReadTransitionTime is the transition_time the job was read with; if it
+	// changed, someone triggered the job meanwhile and the transition is void.
+	ReadTransitionTime int64
+	// Now is the current time, stored as mod_time.
+	Now int64
+	// The job's new values. ErrorMask is ORed in; AssimilateState and
+	// FileDeleteState never move a job backwards.
+	NeedValidate    bool
+	ErrorMask       state.ErrorMask
+	AssimilateState state.AssimilateState
+	FileDeleteState state.FileDeleteState
+	TransitionTime  int64
+	// NewResults are inserted as given.
+	NewResults []Result
+	// Changes are applied in order, each conditional on the state read.
+	Changes []ResultTransition
+}
+
+// workunitTransition is guarded by the transition_time read: every program
+// that changes what the transitioner looks at also moves transition_time. The
+// new transition_time is also held down to the deadline of any instance sent
+// after the job was read: a scheduler's LEAST(transition_time, deadline) does
+// not change a transition_time already due, so the guard would not see it.
+const workunitTransition = `UPDATE workunit SET need_validate = ?, error_mask = error_mask | ?,
+assimilate_state = GREATEST(assimilate_state, ?), file_delete_state = GREATEST(file_delete_state, ?),
+transition_time = LEAST(?, COALESCE((SELECT MIN(r.report_deadline) FROM result r
+    WHERE r.workunitid = ? AND r.server_state = ? AND r.report_deadline > ?), ?)),
+mod_time = ?
+WHERE id = ? AND transition_time = ?`
+
+const resultTransition = `UPDATE result SET server_state = ?, outcome = ?, file_delete_state = ?, mod_time = ?
+WHERE id = ? AND server_state = ? AND file_delete_state = ?`
+
+// WorkunitTransition applies one transition in one short transaction: the
+// job row first (the lock order every program keeps), then new instances,
+// then instance changes. If the job was triggered since it was read, an
+// instance changed, or a new instance's name exists already, nothing is
+// written and ErrConflict is returned: the job is due again and the next
+// pass reads it afresh.
+func (s *Store) WorkunitTransition(ctx context.Context, p WorkunitTransitionParams) error {
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, workunitTransition, p.NeedValidate, p.ErrorMask, p.AssimilateState,
+			p.FileDeleteState, p.TransitionTime, p.ID, state.ServerInProgress, p.Now, state.NoTransition,
+			p.Now, p.ID, p.ReadTransitionTime)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrConflict
+		}
+		for _, r := range p.NewResults {
+			if _, err := tx.NamedExecContext(ctx, resultInsert, r); err != nil {
+				var me *mysql.MySQLError
+				if errors.As(err, &me) && me.Number == 1062 { // duplicate result name
+					return ErrConflict
+				}
+				return err
+			}
+		}
+		for _, c := range p.Changes {
+			res, err := tx.ExecContext(ctx, resultTransition, c.ServerState, c.Outcome, c.FileDeleteState, p.Now,
+				c.ID, c.FromServerState, c.FromFileDeleteState)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				return ErrConflict
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, ErrConflict) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("transition workunit %d: %w", p.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package transitioner
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/daemon"
+	"github.com/taskserver/taskserver/internal/state"
+)
+
+// errorBits are the error_mask bits counted one by one; the label is the
+// bit's name, so its values are a fixed set.
+var errorBits = []state.ErrorMask{
+	state.ErrCouldntSendResult, state.ErrTooManyErrorResults, state.ErrTooManySuccessResult,
+	state.ErrTooManyTotalResults, state.ErrCancelled, state.ErrNoCanonicalResult,
+}
+
+// Metrics are the transitioner's domain metrics.
+type Metrics struct {
+	jobs      prometheus.Counter
+	created   prometheus.Counter
+	timedOut  prometheus.Counter
+	jobErrors *prometheus.CounterVec
+	conflicts prometheus.Counter
+	lag       prometheus.Gauge
+}
+
+// NewMetrics registers the transitioner's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	const sub = "transitioner"
+	m := &Metrics{
+		jobs: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "jobs_transitioned_total", Help: "Jobs whose transition was written."}),
+		created: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "results_created_total", Help: "Instances created."}),
+		timedOut: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "results_timed_out_total", Help: "In-progress instances timed out past their deadline."}),
+		jobErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "job_errors_total", Help: "Jobs failed for good, by error_mask bit set."}, []string{"error"}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "conflicts_total", Help: "Transitions dropped because the job or an instance changed meanwhile."}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "transition_lag_seconds", Help: "Age of the oldest due transition at the start of the last pass."}),
+	}
+	for _, b := range errorBits {
+		m.jobErrors.WithLabelValues(b.String())
+	}
+	reg.MustRegister(m.jobs, m.created, m.timedOut, m.jobErrors, m.conflicts, m.lag)
+	return m
+}
+
+func (m *Metrics) addErrors(added state.ErrorMask) {
+	for _, b := range errorBits {
+		if added&b != 0 {
+			m.jobErrors.WithLabelValues(b.String()).Inc()
+		}
+	}
+}
