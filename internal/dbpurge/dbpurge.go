@@ -1,0 +1,143 @@
+package dbpurge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// Store is what db_purge needs from the database.
+type Store interface {
+	WorkunitListPurgeable(ctx context.Context, p store.PurgeListParams) ([]store.Workunit, error)
+	ResultListByWorkunitIDs(ctx context.Context, wuids []int64) ([]store.Result, error)
+	WorkunitPurge(ctx context.Context, p store.PurgeParams) (store.PurgeCounts, error)
+}
+
+// Config is db_purge's configuration.
+type Config struct {
+	// ArchiveDir receives the archive files; it is created if missing.
+	ArchiveDir string
+	// MinAge is how long a finished job is kept after its files were
+	// deleted (its mod_time).
+	MinAge time.Duration
+	// MaxArchiveRows is the most rows per archive file.
+	MaxArchiveRows int
+	// Mod and ModIndex pick this replica's jobs.
+	Mod, ModIndex int
+	// Batch is the most jobs purged per pass (one transaction).
+	Batch int
+}
+
+// Service is db_purge.
+type Service struct {
+	st       Store
+	cfg      Config
+	log      *slog.Logger
+	m        *Metrics
+	now      func() time.Time
+	wus, res *archive
+}
+
+// New returns db_purge, creating the archive directory. Call Close when
+// done, to close the archive files.
+func New(st Store, cfg Config, log *slog.Logger, m *Metrics, now func() time.Time) (*Service, error) {
+	if now == nil {
+		now = time.Now
+	}
+	if cfg.Mod < 1 {
+		cfg.Mod = 1
+	}
+	var errs []error
+	if cfg.ArchiveDir == "" {
+		errs = append(errs, errors.New("archive directory is empty"))
+	}
+	if cfg.MinAge < 0 {
+		errs = append(errs, fmt.Errorf("min age %s: want >= 0", cfg.MinAge))
+	}
+	if cfg.MaxArchiveRows < 1 {
+		errs = append(errs, fmt.Errorf("max archive rows %d: want >= 1", cfg.MaxArchiveRows))
+	}
+	if cfg.Batch < 1 {
+		errs = append(errs, fmt.Errorf("batch %d: want >= 1", cfg.Batch))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("db_purge config: %w", err)
+	}
+	if err := os.MkdirAll(cfg.ArchiveDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create archive directory: %w", err)
+	}
+	return &Service{st: st, cfg: cfg, log: log, m: m, now: now,
+		wus: &archive{dir: cfg.ArchiveDir, prefix: "wu_archive", maxRows: cfg.MaxArchiveRows, now: now},
+		res: &archive{dir: cfg.ArchiveDir, prefix: "result_archive", maxRows: cfg.MaxArchiveRows, now: now},
+	}, nil
+}
+
+// Close closes the archive files.
+func (s *Service) Close() error {
+	return errors.Join(s.wus.close(), s.res.close())
+}
+
+// RunOnce archives and deletes one batch of purgeable jobs with their
+// instances, and returns how many jobs it purged.
+func (s *Service) RunOnce(ctx context.Context) (int, error) {
+	wus, err := s.st.WorkunitListPurgeable(ctx, store.PurgeListParams{
+		ModTimeMax: s.now().Add(-s.cfg.MinAge).Unix(),
+		Mod:        s.cfg.Mod, ModIndex: s.cfg.ModIndex, Limit: s.cfg.Batch,
+	})
+	if err != nil || len(wus) == 0 {
+		return 0, err
+	}
+	ids := make([]int64, len(wus))
+	wuRecs := make([][]byte, len(wus))
+	for i, wu := range wus {
+		ids[i] = wu.ID
+		wuRecs[i] = encode("workunit", wu)
+	}
+	results, err := s.st.ResultListByWorkunitIDs(ctx, ids)
+	if err != nil {
+		return 0, err
+	}
+	resRecs := make([][]byte, len(results))
+	for i, r := range results {
+		resRecs[i] = encode("result", r)
+	}
+
+	// Archive first, durably; delete after. See the package comment.
+	nw, err := s.wus.appendRecords(wuRecs)
+	s.m.archiveBytes.WithLabelValues("workunit").Add(float64(nw))
+	if err != nil {
+		return 0, err
+	}
+	s.m.archived.WithLabelValues("workunit").Add(float64(len(wuRecs)))
+	nr, err := s.res.appendRecords(resRecs)
+	s.m.archiveBytes.WithLabelValues("result").Add(float64(nr))
+	if err != nil {
+		return 0, err
+	}
+	s.m.archived.WithLabelValues("result").Add(float64(len(resRecs)))
+
+	c, err := s.st.WorkunitPurge(ctx, store.PurgeParams{WorkunitIDs: ids, Results: len(results)})
+	if err != nil {
+		// Conflict or not, nothing was deleted; the rows stay and are
+		// archived again by a later pass.
+		return 0, err
+	}
+	s.m.deleted.WithLabelValues("workunit").Add(float64(c.Workunits))
+	s.m.deleted.WithLabelValues("result").Add(float64(c.Results))
+	s.m.deleted.WithLabelValues("workunit_user").Add(float64(c.WorkunitUsers))
+	s.log.Info("purged jobs", "workunits", c.Workunits, "results", c.Results,
+		"workunit_users", c.WorkunitUsers, "archive_bytes", nw+nr)
+	return int(c.Workunits), nil
+}
+
+func encode(table string, row any) []byte {
+	var buf bytes.Buffer
+	appendRecord(&buf, table, row)
+	return buf.Bytes()
+}

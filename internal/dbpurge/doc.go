@@ -1,0 +1,52 @@
+// Package dbpurge keeps the job tables a working set: it archives finished
+// jobs and their instances to compressed XML files and then deletes the
+// rows.
+//
+// Reads: workunit (file_delete_state = DONE, mod_time, and all columns to
+// archive), result (every instance of those jobs).
+// Writes: archive files in the archive directory; deletes workunit, result
+// and workunit_user rows.
+//
+// # Which jobs are purged
+//
+// A job whose input files are deleted (file_delete_state = DONE) and whose
+// mod_time (set by the file deleter when it marked the job DONE) is at least
+// --min-age old, provided every one of its instances is OVER and has
+// file_delete_state DONE or INIT. The transitioner marks every instance
+// READY in the same step as the job, so INIT here is an instance the job
+// never needed; READY (files not yet deleted) and ERROR (files the file
+// deleter could not delete) keep the job, so no file is left on disk with
+// no row to say it exists. Fix the cause of an ERROR and set the row back
+// to READY (the file deleter retries) or to DONE to let it be purged.
+//
+// # Archive format
+//
+// Like BOINC's db_purge: one record per row, the table name as the element
+// and the column names as child elements, e.g.
+//
+//	<workunit>
+//	    <id>12</id>
+//	    <name>demo_1700000000_1f2e3d4c5b6a7988</name>
+//	    ...
+//	</workunit>
+//
+// Text values are XML-escaped (xml_doc too), so every record parses back to
+// the stored value; characters XML cannot carry become U+FFFD. Workunits go
+// to wu_archive_<unix>_<seq>.xml.gz, results to result_archive_<unix>_<seq>.xml.gz.
+// Each batch is appended to the current file as one complete gzip member
+// (gzip readers, Go's and zcat, read concatenated members as one stream); a
+// file is closed after --max-archive-rows rows and a new one started, and
+// every process start begins new files.
+//
+// # Crash safety
+//
+// A batch is archived first: its member is written to both files, both are
+// fsynced (and the directory, when a file was created). Only then are the
+// rows deleted, in one short transaction that deletes exactly the archived
+// rows or, if they changed, nothing. A crash before the delete commits
+// leaves the rows in place, and the next pass archives them again: a row can
+// be in the archive twice, never in neither. A crash while a member is being
+// written can leave a torn last member in that file; its rows were not
+// deleted, so they are archived again in the next file, and a reader sees
+// every complete record followed by an unexpected-EOF error.
+package dbpurge

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskserver/taskserver/internal/state"
+)
+
+// PurgeListParams selects finished jobs to purge.
+type PurgeListParams struct {
+	// ModTimeMax is the newest mod_time a job may have (now - grace period).
+	ModTimeMax int64
+	// Mod and ModIndex pick this replica's jobs: id % Mod = ModIndex.
+	Mod, ModIndex int
+	// Limit bounds the jobs returned.
+	Limit int
+}
+
+// workunitListPurgeable: a job may go once its input files are deleted
+// (file_delete_state = DONE), it is older than the grace period, and every
+// instance is OVER with no file deletion pending: file_delete_state DONE, or
+// INIT (never marked, so it never had files to delete; the transitioner
+// marks every instance READY when it marks the job, so in practice this is
+// an instance the job never needed). An instance READY (files not deleted
+// yet) or ERROR (files the file deleter could not delete) keeps its job, so
+// that no file is orphaned with no row left to say it exists.
+const workunitListPurgeable = `SELECT ` + WorkunitColumns + ` FROM workunit w
+WHERE w.file_delete_state = ? AND w.mod_time <= ? AND w.id % ? = ?
+  AND NOT EXISTS (SELECT 1 FROM result r WHERE r.workunitid = w.id
+    AND NOT (r.server_state = ? AND r.file_delete_state IN (?, ?)))
+ORDER BY w.id LIMIT ?`
+
+// WorkunitListPurgeable returns finished jobs that db_purge may archive and
+// delete, by id.
+func (s *Store) WorkunitListPurgeable(ctx context.Context, p PurgeListParams) ([]Workunit, error) {
+	var out []Workunit
+	err := withRetry(ctx, func() error {
+		out = out[:0]
+		return s.db.SelectContext(ctx, &out, workunitListPurgeable,
+			int(state.FileDeleteDone), p.ModTimeMax, max(p.Mod, 1), p.ModIndex,
+			int(state.ServerOver), int(state.FileDeleteInit), int(state.FileDeleteDone), p.Limit)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list purgeable workunits: %w", err)
+	}
+	return out, nil
+}
+
+const resultListByWorkunitIDs = `SELECT ` + ResultColumns + ` FROM result WHERE workunitid IN (?) ORDER BY id`
+
+// ResultListByWorkunitIDs returns every instance of the given jobs, by id.
+func (s *Store) ResultListByWorkunitIDs(ctx context.Context, wuids []int64) ([]Result, error) {
+	if len(wuids) == 0 {
+		return nil, nil
+	}
+	q, args, err := sqlx.In(resultListByWorkunitIDs, wuids)
+	if err != nil {
+		return nil, fmt.Errorf("list results of workunits: %w", err)
+	}
+	var out []Result
+	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
+		return nil, fmt.Errorf("list results of workunits: %w", err)
+	}
+	return out, nil
+}
+
+// PurgeParams names the rows of one purge batch.
+type PurgeParams struct {
+	// WorkunitIDs are the jobs to delete, with all their instances.
+	WorkunitIDs []int64
+	// Results is how many instances the caller archived for those jobs; the
+	// purge refuses to delete a different number.
+	Results int
+}
+
+// PurgeCounts is how many rows a purge deleted, by table.
+type PurgeCounts struct {
+	Workunits, Results, WorkunitUsers int64
+}
+
+const (
+	purgeDeleteResults      = `DELETE FROM result WHERE workunitid IN (?)`
+	purgeDeleteWorkunitUser = `DELETE FROM workunit_user WHERE workunitid IN (?)`
+	purgeDeleteWorkunits    = `DELETE FROM workunit WHERE id IN (?) AND file_delete_state = ?`
+)
+
+// WorkunitPurge deletes the given jobs, their instances and their
+// workunit_user rows in one transaction. If the rows are not what the caller
+// archived (an instance more or less, or a job no longer DONE) it deletes
+// nothing and returns ErrConflict, so no row goes unarchived.
+func (s *Store) WorkunitPurge(ctx context.Context, p PurgeParams) (PurgeCounts, error) {
+	var c PurgeCounts
+	if len(p.WorkunitIDs) == 0 {
+		return c, nil
+	}
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		c = PurgeCounts{}
+		n, err := purgeExecIn(ctx, tx, purgeDeleteResults, p.WorkunitIDs)
+		if err != nil {
+			return err
+		}
+		if n != int64(p.Results) {
+			return fmt.Errorf("%d results found, %d archived: %w", n, p.Results, ErrConflict)
+		}
+		c.Results = n
+		if c.WorkunitUsers, err = purgeExecIn(ctx, tx, purgeDeleteWorkunitUser, p.WorkunitIDs); err != nil {
+			return err
+		}
+		n, err = purgeExecIn(ctx, tx, purgeDeleteWorkunits, p.WorkunitIDs, int(state.FileDeleteDone))
+		if err != nil {
+			return err
+		}
+		if n != int64(len(p.WorkunitIDs)) {
+			return fmt.Errorf("%d of %d workunits still purgeable: %w", n, len(p.WorkunitIDs), ErrConflict)
+		}
+		c.Workunits = n
+		return nil
+	})
+	if err != nil {
+		return PurgeCounts{}, fmt.Errorf("purge %d workunits: %w", len(p.WorkunitIDs), err)
+	}
+	return c, nil
+}
+
+// purgeExecIn expands the IN (?) of query for args and runs it in tx.
+func purgeExecIn(ctx context.Context, tx *sqlx.Tx, query string, args ...any) (int64, error) {
+	q, a, err := sqlx.In(query, args...)
+	if err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, q, a...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
