@@ -168,7 +168,7 @@ func TestArchivesThenDeletesFinishedJobsOnly(t *testing.T) {
 	young := b.now.Add(-30 * time.Minute).Unix()
 	purge1 := b.job(t, "purge1", state.FileDeleteDone, old, overDone, overDone)
 	purge2 := b.job(t, "purge2", state.FileDeleteDone, old, overDone, overInit) // an instance never needed
-	purge3 := b.job(t, "purge3", state.FileDeleteDone, old)                      // no instances at all
+	purge3 := b.job(t, "purge3", state.FileDeleteDone, old)                     // no instances at all
 	keep := map[string]int64{
 		"files not deleted":        b.job(t, "keep_ready", state.FileDeleteReady, old, overDone),
 		"job never finished":       b.job(t, "keep_init", state.FileDeleteInit, old, inProg),
