@@ -1,0 +1,285 @@
+package simclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/protocol"
+)
+
+// fakeProject is a tiny project server: a scheduler that hands out at most
+// one result per request, a download URL per job, an upload handler, and
+// acks for reports. Tests set its knobs before the run and read what it saw.
+type fakeProject struct {
+	srv *httptest.Server
+
+	mu           sync.Mutex
+	changed      chan struct{} // closed and replaced after every request
+	jobs         int           // results left to hand out; -1 means unlimited
+	fail503      int           // answer this many scheduler requests with 503 first
+	withholdAcks int           // do not ack this many reports
+	requestDelay float64
+	nextRPCDelay float64
+	abort        map[string]bool // results to abort when a request lists them in progress
+	nextHost     int64
+	issued       int
+	requests     []fakeRequest
+	downloads    int
+	uploads      map[string]fakeUpload
+}
+
+type fakeRequest struct {
+	at     time.Time
+	status int
+	req    protocol.SchedulerRequest
+	acked  []string
+	sent   []string
+}
+
+type fakeUpload struct {
+	data      []byte
+	signature string
+	maxNbytes string
+	md5       string
+}
+
+// testSignature is the upload certificate the fake puts on every output.
+const testSignature = "\n0123abcd\nef456789\n.\n"
+
+func newFakeProject(t *testing.T) *fakeProject {
+	t.Helper()
+	f := &fakeProject{changed: make(chan struct{}), uploads: map[string]fakeUpload{}, abort: map[string]bool{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /scheduler", f.scheduler)
+	mux.HandleFunc("GET /download/{name}", f.download)
+	mux.HandleFunc("POST /file_upload_handler", f.upload)
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeProject) notify() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	defer f.notify()
+	rec := fakeRequest{at: time.Now(), status: http.StatusOK}
+	if err := xml.Unmarshal(body, &rec.req); err != nil {
+		rec.status = http.StatusBadRequest
+		f.requests = append(f.requests, rec)
+		http.Error(w, err.Error(), rec.status)
+		return
+	}
+	if f.fail503 > 0 {
+		f.fail503--
+		rec.status = http.StatusServiceUnavailable
+		f.requests = append(f.requests, rec)
+		http.Error(w, "overloaded", rec.status)
+		return
+	}
+	reply := protocol.SchedulerReply{RequestDelay: f.requestDelay, NextRPCDelay: f.nextRPCDelay}
+	if rec.req.HostID == 0 {
+		f.nextHost++
+		reply.HostID = f.nextHost
+	}
+	for _, res := range rec.req.Results {
+		if f.withholdAcks > 0 {
+			f.withholdAcks--
+			continue
+		}
+		reply.ResultAcks = append(reply.ResultAcks, protocol.NameElement{Name: res.Name})
+		rec.acked = append(rec.acked, res.Name)
+	}
+	for _, o := range rec.req.OtherResults {
+		if f.abort[o.Name] {
+			reply.ResultAborts = append(reply.ResultAborts, protocol.NameElement{Name: o.Name})
+		}
+	}
+	if rec.req.WorkReqSeconds > 0 && f.jobs != 0 {
+		f.jobs--
+		wu := fmt.Sprintf("wu_%d", f.issued)
+		res := wu + "_0"
+		f.issued++
+		input := demoapp.Input(wu)
+		reply.Apps = []protocol.App{{Name: demoapp.AppName}}
+		reply.FileInfos = []protocol.FileInfo{
+			{Name: wu + "_in", URLs: []string{f.srv.URL + "/download/" + wu}, Nbytes: float64(len(input)), MD5Cksum: md5hex(input)},
+			{Name: res + "_0", URLs: []string{f.srv.URL + "/file_upload_handler"}, MaxNbytes: 100000, XMLSignature: testSignature},
+		}
+		reply.Workunits = []protocol.Workunit{{Name: wu, AppName: demoapp.AppName, RscFpopsEst: 1e10,
+			FileRefs: []protocol.FileRef{{FileName: wu + "_in", OpenName: "in"}}}}
+		reply.Results = []protocol.Result{{Name: res, WUName: wu, Platform: platformName, VersionNum: 100,
+			ReportDeadline: float64(time.Now().Add(time.Hour).Unix()),
+			FileRefs:       []protocol.FileRef{{FileName: res + "_0", OpenName: "out"}}}}
+		rec.sent = append(rec.sent, res)
+	}
+	f.requests = append(f.requests, rec)
+	out, _ := xml.Marshal(reply)
+	_, _ = w.Write(out)
+}
+
+func (f *fakeProject) download(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.downloads++
+	f.notify()
+	f.mu.Unlock()
+	_, _ = w.Write(demoapp.Input(r.PathValue("name")))
+}
+
+func (f *fakeProject) upload(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	i := bytes.Index(body, []byte("<data>\n"))
+	if i < 0 {
+		_, _ = io.WriteString(w, "<data_server_reply>\n    <status>-1</status>\n    <message>no data</message>\n</data_server_reply>\n")
+		return
+	}
+	head, data := body[:i], body[i+len("<data>\n"):]
+	name, _ := element(head, "name")
+	sig, _ := element(head, "xml_signature")
+	maxN, _ := element(head, "max_nbytes")
+	sum, _ := element(head, "md5_cksum")
+	nbytes, _ := element(head, "nbytes")
+	if n, err := strconv.Atoi(nbytes); err != nil || n != len(data) {
+		_, _ = io.WriteString(w, "<data_server_reply>\n    <status>-1</status>\n    <message>bad nbytes</message>\n</data_server_reply>\n")
+		return
+	}
+	f.mu.Lock()
+	f.uploads[name] = fakeUpload{data: data, signature: sig, maxNbytes: maxN, md5: sum}
+	f.notify()
+	f.mu.Unlock()
+	_, _ = io.WriteString(w, "<data_server_reply>\n    <status>0</status>\n</data_server_reply>\n")
+}
+
+// set changes the fake's knobs under its lock.
+func (f *fakeProject) set(fn func(f *fakeProject)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+// waitFor blocks until cond, evaluated under the fake's lock after every
+// request it handles, holds; it fails the test after a few seconds.
+func (f *fakeProject) waitFor(t *testing.T, what string, cond func(f *fakeProject) bool) {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		f.mu.Lock()
+		ok := cond(f)
+		ch := f.changed
+		f.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			t.Fatalf("waiting for %s: timed out; fake saw %d scheduler requests, %d downloads, %d uploads",
+				what, len(f.requests), f.downloads, len(f.uploads))
+		}
+	}
+}
+
+// snapshotRequests returns a copy of the scheduler requests seen so far.
+func (f *fakeProject) snapshotRequests() []fakeRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fakeRequest(nil), f.requests...)
+}
+
+// testOptions is one fast host: 10 ms tasks and the real back-off policy
+// scaled so 1 min becomes 20 ms.
+func testOptions(f *fakeProject) Options {
+	return Options{
+		SchedulerURL:   f.srv.URL + "/scheduler",
+		Authenticators: []string{"acct_key_1"},
+		Hosts:          1,
+		NCPUs:          1,
+		ComputeTime:    10 * time.Millisecond,
+		BackoffScale:   1.0 / 3000,
+		BackoffMax:     500 * time.Millisecond,
+		HTTPTimeout:    5 * time.Second,
+		SummaryEvery:   -1,
+		Seed:           1,
+	}
+}
+
+// startRun runs the simulation in the background; stop ends it and
+// returns its statistics.
+func startRun(t *testing.T, opts Options) (stop func() Stats) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	type out struct {
+		s   Stats
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		s, err := Run(ctx, opts)
+		done <- out{s, err}
+	}()
+	var once sync.Once
+	var res out
+	stop = func() Stats {
+		once.Do(func() {
+			cancel()
+			select {
+			case res = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return within 10s of cancel")
+			}
+			if res.err != nil {
+				t.Errorf("Run: %v, want nil", res.err)
+			}
+		})
+		return res.s
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// reportsOf returns every report of result name the fake received.
+func reportsOf(reqs []fakeRequest, name string) []protocol.ReportResult {
+	var out []protocol.ReportResult
+	for _, r := range reqs {
+		for _, res := range r.req.Results {
+			if res.Name == name {
+				out = append(out, res)
+			}
+		}
+	}
+	return out
+}
+
+// mentions reports whether a request lists result name as reported or in
+// progress.
+func mentions(r fakeRequest, name string) bool {
+	for _, res := range r.req.Results {
+		if res.Name == name {
+			return true
+		}
+	}
+	for _, o := range r.req.OtherResults {
+		if o.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,193 @@
+package simclient
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// Options configures a simulation run. The zero value of every field except
+// SchedulerURL and Authenticators means its documented default.
+type Options struct {
+	// SchedulerURL is the project's scheduler (POST target of RPCs).
+	SchedulerURL string
+	// Authenticators are the account keys; host i belongs to
+	// Authenticators[i % len], so several hosts share a user.
+	Authenticators []string
+	// Hosts is the number of simulated hosts; default 20.
+	Hosts int
+	// NCPUs is each host's CPU count (tasks run at once); default 2.
+	NCPUs int
+	// Flops is the nominal per-CPU speed reported as p_fpops; each host's
+	// speed is Flops × a seeded random factor in [0.5, 1.5). Default 1e10.
+	Flops float64
+	// FailFrac, VanishFrac and CheatFrac are the shares of hosts that fail
+	// every task, that vanish after taking work, and that return wrong
+	// output. Each in [0, 1], sum at most 1.
+	FailFrac, VanishFrac, CheatFrac float64
+	// ComputeTime is the wall time a task takes on a host of speed Flops;
+	// a host's time scales with Flops / its speed. Default 1s.
+	ComputeTime time.Duration
+	// BufferPerCPU is how many tasks per CPU a host asks to hold when it
+	// has an idle CPU; default 2.
+	BufferPerCPU int
+	// Duration stops the run after this long; 0 runs until ctx ends.
+	Duration time.Duration
+	// MaxRPCs stops the run once this many scheduler RPCs have been
+	// started in total; 0 means no bound.
+	MaxRPCs int64
+	// Seed makes host speeds, kinds and jitter reproducible.
+	Seed uint64
+	// BackoffScale multiplies every client-side delay: the RPC back-off
+	// (1 min to 4 h in the real client), the work-fetch back-off (10 min to
+	// 1 day), the transfer back-off (2 min to 6 h) and the pause after an
+	// unrecoverable task error (1 to 2 min). Default 1 (the real client).
+	BackoffScale float64
+	// BackoffMax, when positive, caps every scaled back-off.
+	BackoffMax time.Duration
+	// TransferAttempts bounds the tries of one download or upload before it
+	// counts as a permanent failure; default 10.
+	TransferAttempts int
+	// HTTPTimeout bounds one HTTP exchange; default 60s.
+	HTTPTimeout time.Duration
+	// SummaryEvery is the period of the info-level summary line; default
+	// 10s; negative turns it off.
+	SummaryEvery time.Duration
+	// HTTPClient, when set, is used for every request (tests, custom
+	// transports); by default Run builds its own and closes its idle
+	// connections when it returns.
+	HTTPClient *http.Client
+	// Log receives the run's log lines; default discards them.
+	Log *slog.Logger
+}
+
+// Option defaults.
+const (
+	DefaultSchedulerURL = "http://127.0.0.1:8080/scheduler"
+	DefaultHosts        = 20
+	DefaultNCPUs        = 2
+	DefaultFlops        = 1e10
+	DefaultComputeTime  = time.Second
+)
+
+func (o Options) withDefaults() Options {
+	if o.Hosts == 0 {
+		o.Hosts = DefaultHosts
+	}
+	if o.NCPUs == 0 {
+		o.NCPUs = DefaultNCPUs
+	}
+	if o.Flops == 0 {
+		o.Flops = DefaultFlops
+	}
+	if o.ComputeTime == 0 {
+		o.ComputeTime = DefaultComputeTime
+	}
+	if o.BufferPerCPU == 0 {
+		o.BufferPerCPU = 2
+	}
+	if o.BackoffScale == 0 {
+		o.BackoffScale = 1
+	}
+	if o.TransferAttempts == 0 {
+		o.TransferAttempts = 10
+	}
+	if o.HTTPTimeout == 0 {
+		o.HTTPTimeout = 60 * time.Second
+	}
+	if o.SummaryEvery == 0 {
+		o.SummaryEvery = 10 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	var errs []error
+	if o.SchedulerURL == "" {
+		errs = append(errs, errors.New("scheduler URL is empty"))
+	}
+	if len(o.Authenticators) == 0 {
+		errs = append(errs, errors.New("no authenticators"))
+	}
+	if o.Hosts < 1 {
+		errs = append(errs, fmt.Errorf("hosts %d: want at least 1", o.Hosts))
+	}
+	if o.NCPUs < 1 {
+		errs = append(errs, fmt.Errorf("ncpus %d: want at least 1", o.NCPUs))
+	}
+	if !(o.Flops > 0) || math.IsInf(o.Flops, 0) {
+		errs = append(errs, fmt.Errorf("flops %g: want a positive number", o.Flops))
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"fail-frac", o.FailFrac}, {"vanish-frac", o.VanishFrac}, {"cheat-frac", o.CheatFrac}} {
+		if !(f.v >= 0 && f.v <= 1) {
+			errs = append(errs, fmt.Errorf("%s %g: want 0..1", f.name, f.v))
+		}
+	}
+	if s := o.FailFrac + o.VanishFrac + o.CheatFrac; s > 1+1e-9 {
+		errs = append(errs, fmt.Errorf("fail-frac + vanish-frac + cheat-frac = %g: want at most 1", s))
+	}
+	if o.ComputeTime < 0 {
+		errs = append(errs, fmt.Errorf("compute time %s: want >= 0", o.ComputeTime))
+	}
+	if o.BufferPerCPU < 1 {
+		errs = append(errs, fmt.Errorf("buffer per cpu %d: want at least 1", o.BufferPerCPU))
+	}
+	if o.Duration < 0 || o.MaxRPCs < 0 || o.BackoffMax < 0 || o.HTTPTimeout < 0 {
+		errs = append(errs, errors.New("duration, max RPCs, back-off max and HTTP timeout must not be negative"))
+	}
+	if !(o.BackoffScale > 0) {
+		errs = append(errs, fmt.Errorf("back-off scale %g: want > 0", o.BackoffScale))
+	}
+	if o.TransferAttempts < 1 {
+		errs = append(errs, fmt.Errorf("transfer attempts %d: want at least 1", o.TransferAttempts))
+	}
+	return errors.Join(errs...)
+}
+
+// ReadAuthenticators reads account keys, one per line; blank lines and
+// lines starting with # are skipped.
+func ReadAuthenticators(r io.Reader) ([]string, error) {
+	var out []string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		out = append(out, line)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read authenticators: %w", err)
+	}
+	return out, nil
+}
+
+// ReadAuthenticatorsFile is ReadAuthenticators on the file at path.
+func ReadAuthenticatorsFile(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open authenticators file: %w", err)
+	}
+	defer f.Close()
+	keys, err := ReadAuthenticators(f)
+	if err != nil {
+		return nil, fmt.Errorf("authenticators file %s: %w", path, err)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("authenticators file %s: no account keys", path)
+	}
+	return keys, nil
+}

@@ -1,0 +1,95 @@
+package simclient
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Kind is how a simulated host behaves.
+type Kind int
+
+// Host kinds.
+const (
+	// KindNormal computes correct output and reports success.
+	KindNormal Kind = iota
+	// KindFailing reports every task as a compute error (state 3, exit 1).
+	KindFailing
+	// KindVanishing takes work and never contacts the server again.
+	KindVanishing
+	// KindCheating uploads an output of the right format with a wrong digest.
+	KindCheating
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindNormal:
+		return "normal"
+	case KindFailing:
+		return "failing"
+	case KindVanishing:
+		return "vanishing"
+	case KindCheating:
+		return "cheating"
+	}
+	return "unknown"
+}
+
+// assignKinds gives n hosts their kinds: round(frac × n) of each special
+// kind, the rest normal, in an order shuffled by r so the special hosts are
+// spread over users and host numbers.
+func assignKinds(n int, failFrac, vanishFrac, cheatFrac float64, r *rand.Rand) []Kind {
+	kinds := make([]Kind, n)
+	i := 0
+	for _, k := range []struct {
+		kind Kind
+		frac float64
+	}{{KindFailing, failFrac}, {KindVanishing, vanishFrac}, {KindCheating, cheatFrac}} {
+		for c := int(k.frac*float64(n) + 0.5); c > 0 && i < n; c-- {
+			kinds[i] = k.kind
+			i++
+		}
+	}
+	r.Shuffle(n, func(a, b int) { kinds[a], kinds[b] = kinds[b], kinds[a] })
+	return kinds
+}
+
+// Client delays of the real client (PROTOCOL.md §9.4 and §6), before
+// Options.BackoffScale.
+const (
+	rpcBackoffMin       = time.Minute
+	rpcBackoffMax       = 4 * time.Hour
+	workFetchBackoffMin = 10 * time.Minute
+	workFetchBackoffMax = 24 * time.Hour
+	transferBackoffMin  = 2 * time.Minute
+	transferBackoffMax  = 6 * time.Hour
+	taskErrorDelayMin   = time.Minute // plus up to one more minute
+	// backoffDoublings caps the exponent, as the real client stops
+	// growing its RPC back-off after 10 failures.
+	backoffDoublings = 10
+)
+
+// backoff is the randomized exponential back-off after n ≥ 1 consecutive
+// failures: lo × 2^(n-1), capped at hi, times a factor u in [0.5, 1.5) so
+// hosts that failed together do not come back together, capped at hi
+// again. u is a uniform random number in [0, 1).
+func backoff(n int, lo, hi time.Duration, u float64) time.Duration {
+	if n < 1 {
+		return 0
+	}
+	d := lo
+	for i := 1; i < min(n, backoffDoublings+1) && d < hi; i++ {
+		d *= 2
+	}
+	d = min(d, hi)
+	return min(time.Duration(float64(d)*(0.5+u)), hi)
+}
+
+// scaled applies the run's back-off scale and cap to one of the real
+// client's delay bounds.
+func (o Options) scaled(d time.Duration) time.Duration {
+	s := time.Duration(float64(d) * o.BackoffScale)
+	if o.BackoffMax > 0 {
+		s = min(s, o.BackoffMax)
+	}
+	return s
+}

@@ -1,0 +1,130 @@
+package simclient
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// warnEvery rate-limits the run's warnings so a down server produces one
+// line per interval, not one per host.
+const warnEvery = 10 * time.Second
+
+// runner is what the hosts of one run share.
+type runner struct {
+	opts       Options
+	web        *web
+	c          counters
+	rpcCtx     context.Context // ends on the caller's stop or Duration, not on MaxRPCs
+	stop       context.CancelFunc
+	rpcStarted atomic.Int64
+	lastWarn   atomic.Int64 // unix nanoseconds
+	suppressed atomic.Int64
+}
+
+// reserveRPC counts an RPC against Options.MaxRPCs; when the bound is
+// reached it stops the whole run and reports false.
+func (r *runner) reserveRPC() bool {
+	if r.opts.MaxRPCs <= 0 {
+		return true
+	}
+	if r.rpcStarted.Add(1) > r.opts.MaxRPCs {
+		r.stop()
+		return false
+	}
+	return true
+}
+
+// warnRateLimited logs at warn level at most once per warnEvery, with the
+// number of warnings it swallowed since the last line.
+func (r *runner) warnRateLimited(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	last := r.lastWarn.Load()
+	if now-last < int64(warnEvery) || !r.lastWarn.CompareAndSwap(last, now) {
+		r.suppressed.Add(1)
+		return
+	}
+	args = append(args, "suppressed", r.suppressed.Swap(0))
+	r.opts.Log.Warn(msg, args...)
+}
+
+// Run simulates opts.Hosts volunteer hosts against the project until ctx
+// ends, opts.Duration passes, opts.MaxRPCs RPCs have been made, or every
+// host has vanished. It returns the run's statistics; the error is only for
+// invalid options. Every goroutine it starts has ended when it returns.
+func Run(ctx context.Context, opts Options) (Stats, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return Stats{}, fmt.Errorf("simclient options: %w", err)
+	}
+	start := time.Now()
+	if opts.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Duration)
+		defer cancel()
+	}
+	// Reaching MaxRPCs cancels hostCtx only: the RPCs already under way
+	// run on ctx and finish, so exactly MaxRPCs reach the server.
+	hostCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	client := opts.HTTPClient
+	if client == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = min(opts.Hosts*(opts.NCPUs+1), 512)
+		defer tr.CloseIdleConnections()
+		client = &http.Client{Transport: tr}
+	}
+	r := &runner{opts: opts, web: &web{client: client, timeout: opts.HTTPTimeout}, rpcCtx: ctx, stop: stop}
+
+	kinds := assignKinds(opts.Hosts, opts.FailFrac, opts.VanishFrac, opts.CheatFrac,
+		rand.New(rand.NewPCG(opts.Seed, 0x6b696e6473)))
+	byKind := map[string]int64{}
+	hosts := make([]*host, opts.Hosts)
+	for i := range hosts {
+		hosts[i] = newHost(r, i, kinds[i], opts.Authenticators[i%len(opts.Authenticators)],
+			rand.New(rand.NewPCG(opts.Seed, uint64(i)+1)))
+		byKind[kinds[i].String()]++
+	}
+	opts.Log.Info("starting", "hosts", opts.Hosts, "ncpus", opts.NCPUs, "users", len(opts.Authenticators),
+		"normal", byKind["normal"], "failing", byKind["failing"], "vanishing", byKind["vanishing"],
+		"cheating", byKind["cheating"], "url", opts.SchedulerURL)
+
+	var hostsWG sync.WaitGroup
+	for _, h := range hosts {
+		hostsWG.Go(func() { h.run(hostCtx) })
+	}
+	done := make(chan struct{})
+	var summaryWG sync.WaitGroup
+	if opts.SummaryEvery > 0 {
+		summaryWG.Go(func() {
+			tick := time.NewTicker(opts.SummaryEvery)
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					opts.Log.Info("progress", r.c.snapshot(byKind, time.Since(start)).logAttrs()...)
+				}
+			}
+		})
+	}
+	hostsWG.Wait()
+	close(done)
+	summaryWG.Wait()
+	s := r.c.snapshot(byKind, time.Since(start))
+	opts.Log.Info("finished", s.logAttrs()...)
+	return s, nil
+}
+
+func (s Stats) logAttrs() []any {
+	return []any{"rpcs", s.RPCs, "rpc_errors", s.RPCErrors, "received", s.ResultsReceived,
+		"computed", s.ResultsComputed, "uploaded", s.ResultsUploaded, "upload_errors", s.UploadErrors,
+		"reported", s.ResultsReported, "acked", s.ResultsAcked, "failed", s.ResultsFailed,
+		"vanished", s.ResultsVanished, "cheated", s.ResultsCheated, "aborted", s.ResultsAborted,
+		"elapsed", time.Duration(s.ElapsedSeconds * float64(time.Second)).Round(time.Millisecond)}
+}

@@ -1,0 +1,122 @@
+package simclient
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+)
+
+// Stats is a snapshot of a run's counters. Counts of results count tasks
+// (one result each), not files.
+type Stats struct {
+	// Hosts is the number of simulated hosts; HostsByKind splits it by kind
+	// (normal, failing, vanishing, cheating).
+	Hosts       int64            `json:"hosts"`
+	HostsByKind map[string]int64 `json:"hosts_by_kind"`
+	// RPCs counts scheduler RPCs sent; RPCErrors those that failed (HTTP
+	// error, 5xx, unparseable reply, project down, no host id).
+	RPCs      int64 `json:"rpcs"`
+	RPCErrors int64 `json:"rpc_errors"`
+	// ResultsReceived counts tasks the scheduler sent.
+	ResultsReceived int64 `json:"results_received"`
+	// ResultsComputed counts tasks that finished computing with an output
+	// (correct or cheated).
+	ResultsComputed int64 `json:"results_computed"`
+	// ResultsUploaded counts tasks whose every output file was uploaded.
+	ResultsUploaded int64 `json:"results_uploaded"`
+	// UploadErrors and DownloadErrors count failed transfer attempts,
+	// transient or permanent.
+	UploadErrors   int64 `json:"upload_errors"`
+	DownloadErrors int64 `json:"download_errors"`
+	// ResultsReported counts tasks reported at least once; ResultRereports
+	// counts further reports of a task not yet acknowledged.
+	ResultsReported int64 `json:"results_reported"`
+	ResultRereports int64 `json:"result_rereports"`
+	// ResultsAcked counts tasks the server acknowledged (and the host then
+	// forgot).
+	ResultsAcked int64 `json:"results_acked"`
+	// ResultsFailed counts tasks finished with an error: compute errors of
+	// failing hosts, permanent download or upload failures.
+	ResultsFailed int64 `json:"results_failed"`
+	// ResultsVanished counts tasks held by hosts when they vanished.
+	ResultsVanished int64 `json:"results_vanished"`
+	// ResultsCheated counts wrong outputs produced by cheating hosts.
+	ResultsCheated int64 `json:"results_cheated"`
+	// ResultsAborted counts tasks dropped on the server's result_abort.
+	ResultsAborted int64 `json:"results_aborted"`
+	// ElapsedSeconds is the wall time of the run.
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+}
+
+// String is the one-line summary logged periodically.
+func (s Stats) String() string {
+	return fmt.Sprintf("hosts=%d rpcs=%d rpc_errors=%d received=%d computed=%d uploaded=%d upload_errors=%d "+
+		"reported=%d acked=%d failed=%d vanished=%d cheated=%d aborted=%d",
+		s.Hosts, s.RPCs, s.RPCErrors, s.ResultsReceived, s.ResultsComputed, s.ResultsUploaded, s.UploadErrors,
+		s.ResultsReported, s.ResultsAcked, s.ResultsFailed, s.ResultsVanished, s.ResultsCheated, s.ResultsAborted)
+}
+
+// WriteFile writes s as indented JSON to path, replacing it atomically.
+func (s Stats) WriteFile(path string) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	b = append(b, '\n')
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".simclient-report-*")
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write report: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write report: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// counters are the live, shared counters behind Stats.
+type counters struct {
+	rpcs, rpcErrors                  atomic.Int64
+	received, computed, uploaded     atomic.Int64
+	uploadErrors, downloadErrors     atomic.Int64
+	reported, rereports, acked       atomic.Int64
+	failed, vanished, cheated, abort atomic.Int64
+}
+
+func (c *counters) snapshot(hostsByKind map[string]int64, elapsed time.Duration) Stats {
+	s := Stats{
+		HostsByKind:     make(map[string]int64, len(hostsByKind)),
+		RPCs:            c.rpcs.Load(),
+		RPCErrors:       c.rpcErrors.Load(),
+		ResultsReceived: c.received.Load(),
+		ResultsComputed: c.computed.Load(),
+		ResultsUploaded: c.uploaded.Load(),
+		UploadErrors:    c.uploadErrors.Load(),
+		DownloadErrors:  c.downloadErrors.Load(),
+		ResultsReported: c.reported.Load(),
+		ResultRereports: c.rereports.Load(),
+		ResultsAcked:    c.acked.Load(),
+		ResultsFailed:   c.failed.Load(),
+		ResultsVanished: c.vanished.Load(),
+		ResultsCheated:  c.cheated.Load(),
+		ResultsAborted:  c.abort.Load(),
+		ElapsedSeconds:  elapsed.Seconds(),
+	}
+	for k, v := range hostsByKind {
+		s.HostsByKind[k] = v
+		s.Hosts += v
+	}
+	return s
+}
