@@ -31,10 +31,13 @@ type fakeProject struct {
 	requestDelay float64
 	nextRPCDelay float64
 	abort        map[string]bool // results to abort when a request lists them in progress
+	uploadStatus []int           // data-server statuses for the next uploads (then 0)
+	badMD5       bool            // announce a wrong md5 for inputs
 	nextHost     int64
 	issued       int
 	requests     []fakeRequest
 	downloads    int
+	uploadTries  int
 	uploads      map[string]fakeUpload
 }
 
@@ -116,9 +119,13 @@ func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
 		res := wu + "_0"
 		f.issued++
 		input := demoapp.Input(wu)
+		sum := md5hex(input)
+		if f.badMD5 {
+			sum = md5hex(nil)
+		}
 		reply.Apps = []protocol.App{{Name: demoapp.AppName}}
 		reply.FileInfos = []protocol.FileInfo{
-			{Name: wu + "_in", URLs: []string{f.srv.URL + "/download/" + wu}, Nbytes: float64(len(input)), MD5Cksum: md5hex(input)},
+			{Name: wu + "_in", URLs: []string{f.srv.URL + "/download/" + wu}, Nbytes: float64(len(input)), MD5Cksum: sum},
 			{Name: res + "_0", URLs: []string{f.srv.URL + "/file_upload_handler"}, MaxNbytes: 100000, XMLSignature: testSignature},
 		}
 		reply.Workunits = []protocol.Workunit{{Name: wu, AppName: demoapp.AppName, RscFpopsEst: 1e10,
@@ -159,9 +166,18 @@ func (f *fakeProject) upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	defer f.notify()
+	f.uploadTries++
+	if len(f.uploadStatus) > 0 {
+		status := f.uploadStatus[0]
+		f.uploadStatus = f.uploadStatus[1:]
+		if status != 0 {
+			fmt.Fprintf(w, "<data_server_reply>\n    <status>%d</status>\n    <message>refused</message>\n</data_server_reply>\n", status)
+			return
+		}
+	}
 	f.uploads[name] = fakeUpload{data: data, signature: sig, maxNbytes: maxN, md5: sum}
-	f.notify()
-	f.mu.Unlock()
 	_, _ = io.WriteString(w, "<data_server_reply>\n    <status>0</status>\n</data_server_reply>\n")
 }
 

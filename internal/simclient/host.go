@@ -453,7 +453,7 @@ func (h *host) addTasks(reply *protocol.SchedulerReply) int {
 		}
 		wu, ok := wus[res.WUName]
 		if !ok {
-			h.log.Warn("result without its workunit; discarded", "result", res.Name, "workunit", res.WUName)
+			h.r.warnRateLimited("result without its workunit; discarded", "host", h.index, "result", res.Name, "workunit", res.WUName)
 			continue
 		}
 		t := &task{res: res, appVersion: -1}
@@ -480,7 +480,7 @@ func (h *host) addTasks(reply *protocol.SchedulerReply) int {
 			t.outputs = append(t.outputs, f)
 		}
 		if missing != "" {
-			h.log.Warn("result refers to a file_info not in the reply; discarded", "result", res.Name, "file", missing)
+			h.r.warnRateLimited("result refers to a file_info not in the reply; discarded", "host", h.index, "result", res.Name, "file", missing)
 			continue
 		}
 		if wu.RscFpopsEst > 0 {

@@ -258,6 +258,7 @@ func TestResultAbortDropsTask(t *testing.T) {
 		return false
 	})
 	s := stop()
+	f.snapshotRequests() // orders the handlers' writes before the reads below
 	if s.ResultsAborted != 1 || len(f.uploads) != 0 {
 		t.Errorf("stats aborted=%d, uploads=%d; want 1 and 0", s.ResultsAborted, len(f.uploads))
 	}
@@ -357,5 +358,58 @@ func TestRunRejectsBadOptions(t *testing.T) {
 		if _, err := Run(context.Background(), tc.opts); err == nil {
 			t.Errorf("%s: Run = nil error, want an options error", tc.name)
 		}
+	}
+}
+
+func TestUploadRetriesTransientErrorsAndReportsPermanentFailureAsClientError(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		statuses   []int
+		wantState  state.ClientState
+		wantExit   int
+		wantTries  int
+		wantStored bool
+	}{
+		{"transient then success", []int{1, 1}, state.ClientFilesUploaded, 0, 3, true},
+		{"permanent", []int{-1}, state.ClientUploadFailed, errResultUpload, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeProject(t)
+			f.set(func(f *fakeProject) { f.jobs, f.uploadStatus = 1, tc.statuses })
+			stop := startRun(t, testOptions(f))
+			f.waitFor(t, "a request after the ack of wu_0_0", droppedAfterAck("wu_0_0"))
+			s := stop()
+
+			reps := reportsOf(f.snapshotRequests(), "wu_0_0")
+			if len(reps) != 1 || reps[0].State != int(tc.wantState) || reps[0].ExitStatus != tc.wantExit {
+				t.Fatalf("reports = %+v, want one with state %d, exit_status %d", reps, tc.wantState, tc.wantExit)
+			}
+			_, stored := f.uploads["wu_0_0_0"]
+			if f.uploadTries != tc.wantTries || stored != tc.wantStored {
+				t.Errorf("upload tries = %d, stored = %v; want %d, %v", f.uploadTries, stored, tc.wantTries, tc.wantStored)
+			}
+			if s.UploadErrors != int64(len(tc.statuses)) {
+				t.Errorf("stats upload_errors = %d, want %d", s.UploadErrors, len(tc.statuses))
+			}
+		})
+	}
+}
+
+func TestInputWithWrongMD5FailsTask(t *testing.T) {
+	t.Parallel()
+	f := newFakeProject(t)
+	f.set(func(f *fakeProject) { f.jobs, f.badMD5 = 1, true })
+	stop := startRun(t, testOptions(f))
+	f.waitFor(t, "a request after the ack of wu_0_0", droppedAfterAck("wu_0_0"))
+	s := stop()
+
+	reps := reportsOf(f.snapshotRequests(), "wu_0_0")
+	if len(reps) != 1 || reps[0].State != int(state.ClientFilesDownloading) || reps[0].ExitStatus != errMD5Failed {
+		t.Fatalf("reports = %+v, want one with state 1, exit_status %d", reps, errMD5Failed)
+	}
+	if f.downloads != 1 || len(f.uploads) != 0 || s.ResultsFailed != 1 {
+		t.Errorf("downloads=%d uploads=%d failed=%d, want 1 (a checksum error is permanent), 0, 1", f.downloads, len(f.uploads), s.ResultsFailed)
 	}
 }
