@@ -153,6 +153,8 @@ CREATE TABLE result (
     UNIQUE KEY result_name (name),
     KEY res_wuid (workunitid),
     KEY res_server_state (server_state, priority),
+    -- the feeder's cursor over unsent results: server_state = ? AND id > ? ORDER BY id
+    KEY res_feeder (server_state, id),
     KEY res_host_state (hostid, server_state),
     KEY res_file_delete (file_delete_state),
     KEY res_userid (userid)

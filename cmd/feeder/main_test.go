@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/taskserver/taskserver/internal/shmcache"
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+// One pass of the real command fills a cache a scheduler can open.
+func TestOnePass(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := storetest.NewDatabase(t)
+	st, err := store.Open(ctx, dsn, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wuID, err := st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: appID, Name: "wu", MinQuorum: 1, TargetNResults: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rid, err := st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wuID, ServerState: state.ServerUnsent, Name: "wu_0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	path := filepath.Join(t.TempDir(), "cache")
+	err = run(ctx, []string{"feeder", "--db-dsn", dsn, "--listen", "", "--one-pass", "--shm-path", path, "--slots", "8"})
+	if err != nil {
+		t.Fatalf("feeder --one-pass: %v", err)
+	}
+	c, err := shmcache.Open(path)
+	if err != nil {
+		t.Fatalf("Open after one pass: %v", err)
+	}
+	defer c.Close()
+	if c.NSlots() != 8 || c.Heartbeat() == 0 {
+		t.Fatalf("cache NSlots = %d, Heartbeat = %d; want 8 and a heartbeat", c.NSlots(), c.Heartbeat())
+	}
+	if e, ok := c.Peek(0); !ok || e.ResultID != rid {
+		t.Fatalf("Peek(0) = %+v, %v; want result %d", e, ok, rid)
+	}
+	if tb, _, err := c.Tables(); err != nil || len(tb.Apps) != 1 {
+		t.Fatalf("Tables = %+v, %v; want one app", tb, err)
+	}
+}
+
+func TestRejectsBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--slots", "0"},
+		{"--reclaim-after", "10ms"},
+		{"--tables-interval", "0s"},
+	} {
+		err := run(context.Background(), append([]string{"feeder", "--listen", ""}, args...))
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("feeder %v: error %v, want one naming %s", args, err, args[0])
+		}
+	}
+}

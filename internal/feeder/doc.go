@@ -1,0 +1,20 @@
+// Package feeder keeps a host's shared-memory work cache (internal/shmcache)
+// full of unsent results, so that schedulers find work without querying the
+// database for it.
+//
+// Each pass it
+//   - publishes the static tables (platforms, apps, app versions) into the
+//     cache when they changed, reloading them every TablesInterval;
+//   - sets the cache's heartbeat;
+//   - empties BUSY slots whose scheduler died or kept them too long;
+//   - fills EMPTY slots with unsent results (result.server_state = UNSENT) not
+//     already cached: first those with priority > 0, most urgent first, then
+//     in id order from a cursor that wraps to 0 at the end of the table, so
+//     every unsent result comes round and none starves. Results of deprecated
+//     apps are left out. With --mod N --mod-index I it caches only results
+//     with id % N = I (one feeder per scheduler host).
+//
+// It reads result, workunit, app, app_version and platform, and writes
+// nothing in the database: the scheduler that claims a slot marks the result
+// sent with a conditional update.
+package feeder

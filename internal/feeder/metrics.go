@@ -1,0 +1,53 @@
+package feeder
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/daemon"
+	"github.com/taskserver/taskserver/internal/shmcache"
+)
+
+const subsystem = "feeder"
+
+// metrics are the feeder's domain metrics; the loop metrics come from
+// daemon.NewLoopMetrics.
+type metrics struct {
+	slots           *prometheus.GaugeVec
+	fillRatio       prometheus.Gauge
+	fills           prometheus.Counter
+	reclaims        prometheus.Counter
+	rows            prometheus.Counter
+	tablesPublishes prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		slots: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: daemon.Namespace, Subsystem: subsystem,
+			Name: "slots", Help: "Cache slots by state (empty, filling, present, busy) at the end of the last pass."},
+			[]string{"state"}),
+		fillRatio: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: daemon.Namespace, Subsystem: subsystem,
+			Name: "cache_fill_ratio", Help: "Fraction of cache slots holding a result at the end of the last pass."}),
+		fills: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: subsystem,
+			Name: "fills_total", Help: "Cache slots filled with an unsent result."}),
+		reclaims: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: subsystem,
+			Name: "reclaims_total", Help: "Busy slots emptied because their scheduler died or held them too long."}),
+		rows: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: subsystem,
+			Name: "enumerated_rows_total", Help: "Unsent results read from the database."}),
+		tablesPublishes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: subsystem,
+			Name: "tables_publishes_total", Help: "Times the static tables were published into the cache."}),
+	}
+	reg.MustRegister(m.slots, m.fillRatio, m.fills, m.reclaims, m.rows, m.tablesPublishes)
+	return m
+}
+
+// setSlots records the slot counts by state.
+func (m *metrics) setSlots(counts [shmcache.NumStates]int) {
+	total := 0
+	for s, n := range counts {
+		m.slots.WithLabelValues(shmcache.SlotState(s).String()).Set(float64(n))
+		total += n
+	}
+	if total > 0 {
+		m.fillRatio.Set(float64(total-counts[shmcache.SlotEmpty]) / float64(total))
+	}
+}
