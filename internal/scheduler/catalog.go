@@ -1,0 +1,158 @@
+package scheduler
+
+import (
+	"sync"
+
+	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/shmcache"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// anonymousPlatform is the platform_name of a client that runs its own app
+// builds (app_info.xml): it is sent no app versions, only jobs for the
+// versions it lists (PROTOCOL.md §5.5).
+const anonymousPlatform = "anonymous"
+
+// catalog indexes the static tables the feeder publishes.
+type catalog struct {
+	gen            uint64
+	platformByName map[string]store.Platform // not deprecated
+	platformByID   map[int64]store.Platform  // all
+	appByID        map[int64]store.App       // all
+	appByName      map[string]store.App      // not deprecated
+	versionByID    map[int64]store.AppVersion
+	// versionsByApp holds the usable versions: not deprecated, no plan
+	// class (plan classes need host capability checks this scheduler does
+	// not make), of an app that is not deprecated, at least its min_version.
+	versionsByApp map[int64][]store.AppVersion
+}
+
+func newCatalog(t shmcache.Tables, gen uint64) *catalog {
+	c := &catalog{
+		gen:            gen,
+		platformByName: map[string]store.Platform{},
+		platformByID:   map[int64]store.Platform{},
+		appByID:        map[int64]store.App{},
+		appByName:      map[string]store.App{},
+		versionByID:    map[int64]store.AppVersion{},
+		versionsByApp:  map[int64][]store.AppVersion{},
+	}
+	for _, p := range t.Platforms {
+		c.platformByID[p.ID] = p
+		if !p.Deprecated {
+			c.platformByName[p.Name] = p
+		}
+	}
+	for _, a := range t.Apps {
+		c.appByID[a.ID] = a
+		if !a.Deprecated {
+			c.appByName[a.Name] = a
+		}
+	}
+	for _, v := range t.AppVersions {
+		c.versionByID[v.ID] = v
+		a, ok := c.appByID[v.AppID]
+		if !ok || a.Deprecated || v.Deprecated || v.PlanClass != "" || v.VersionNum < a.MinVersion {
+			continue
+		}
+		c.versionsByApp[v.AppID] = append(c.versionsByApp[v.AppID], v)
+	}
+	return c
+}
+
+// version is the app version chosen to run a job on a host.
+type version struct {
+	app        store.App
+	av         store.AppVersion // ID 0 for an anonymous-platform client's own build
+	platform   string           // the name sent in <result><platform>
+	anonymous  bool
+	versionNum int
+}
+
+// choose returns, for each app the host can run, the version to send: the
+// highest version_num on any of the host's platforms, the primary platform
+// winning a tie.
+func (c *catalog) choose(req *protocol.SchedulerRequest) map[int64]version {
+	out := map[int64]version{}
+	if req.PlatformName == anonymousPlatform {
+		for _, cv := range req.AppVersions {
+			a, ok := c.appByName[cv.AppName]
+			if !ok || cv.PlanClass != "" {
+				continue
+			}
+			if cur, ok := out[a.ID]; ok && cur.versionNum >= cv.VersionNum {
+				continue
+			}
+			out[a.ID] = version{app: a, platform: cv.Platform, anonymous: true, versionNum: cv.VersionNum}
+		}
+		return out
+	}
+	names := []string{req.PlatformName}
+	for _, alt := range req.AltPlatforms {
+		names = append(names, alt.Name)
+	}
+	rank := map[int64]int{} // platform id → preference, lower is better
+	for i, n := range names {
+		if p, ok := c.platformByName[n]; ok {
+			if _, seen := rank[p.ID]; !seen {
+				rank[p.ID] = i
+			}
+		}
+	}
+	if len(rank) == 0 {
+		return out
+	}
+	for appID, vs := range c.versionsByApp {
+		best, bestRank, found := store.AppVersion{}, 0, false
+		for _, v := range vs {
+			r, ok := rank[v.PlatformID]
+			if !ok {
+				continue
+			}
+			if !found || v.VersionNum > best.VersionNum || (v.VersionNum == best.VersionNum && r < bestRank) {
+				best, bestRank, found = v, r, true
+			}
+		}
+		if found {
+			out[appID] = version{app: c.appByID[appID], av: best,
+				platform: c.platformByID[best.PlatformID].Name, versionNum: best.VersionNum}
+		}
+	}
+	return out
+}
+
+// forResend returns the version a result in progress was sent with, so that
+// a resend names the same build; if that version is gone, the current choice
+// for the app.
+func (c *catalog) forResend(appID, avID int64, avNum int, chosen map[int64]version) (version, bool) {
+	if v, ok := c.versionByID[avID]; ok && avID != 0 {
+		return version{app: c.appByID[v.AppID], av: v, platform: c.platformByID[v.PlatformID].Name, versionNum: v.VersionNum}, true
+	}
+	v, ok := chosen[appID]
+	if ok && v.anonymous {
+		v.versionNum = avNum
+	}
+	return v, ok
+}
+
+// catalogCache rebuilds the index only when the feeder republishes.
+type catalogCache struct {
+	mu  sync.Mutex
+	cur *catalog
+	src Cache
+}
+
+func (cc *catalogCache) get(c Cache) (*catalog, error) {
+	t, gen, err := c.Tables()
+	if err != nil {
+		return nil, err
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	// The generation counts publications in one file; a replaced file
+	// starts again, so the mapping is part of the key.
+	if cc.cur == nil || cc.cur.gen != gen || cc.src != c {
+		cc.cur, cc.src = newCatalog(t, gen), c
+	}
+	return cc.cur, nil
+}

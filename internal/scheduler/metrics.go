@@ -1,0 +1,91 @@
+package scheduler
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/daemon"
+)
+
+// Request outcomes (label values of requests_total).
+const (
+	outcomeOK               = "ok"
+	outcomeBadRequest       = "bad_request"
+	outcomeTooLarge         = "too_large"
+	outcomeBadAuthenticator = "bad_authenticator"
+	outcomeUnavailable      = "unavailable"
+)
+
+// Report outcomes (label values of results_reported_total).
+const (
+	reportSuccess     = "success"
+	reportClientError = "client_error"
+	reportIgnored     = "ignored" // unknown, foreign or already reported: acked, nothing changed
+	reportError       = "error"   // database failure: not acked, the client reports again
+)
+
+// Reasons no work was sent (label values of no_work_total), a bounded set.
+const (
+	reasonNoCachedWork    = "no_cached_work"
+	reasonPlatform        = "platform"
+	reasonMemory          = "memory"
+	reasonDisk            = "disk"
+	reasonDeadline        = "deadline"
+	reasonInProgressLimit = "in_progress_limit"
+	reasonOnePerUser      = "one_per_user"
+)
+
+// Cache claim results (label values of cache_claims_total).
+const (
+	claimOK         = "ok"
+	claimConflict   = "conflict"
+	claimOnePerUser = "one_per_user"
+)
+
+type metrics struct {
+	requests        *prometheus.CounterVec
+	duration        prometheus.Histogram
+	resultsSent     prometheus.Counter
+	resultsResent   prometheus.Counter
+	resultsReported *prometheus.CounterVec
+	noWork          *prometheus.CounterVec
+	claims          *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	const sub = "scheduler"
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "requests_total", Help: "Scheduler RPCs by outcome (ok, bad_request, too_large, bad_authenticator, unavailable)."},
+			[]string{"outcome"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "request_duration_seconds", Help: "Time to handle one scheduler RPC.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12)}),
+		resultsSent: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "results_sent_total", Help: "Results sent to hosts for the first time."}),
+		resultsResent: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "results_resent_total", Help: "Results in progress sent again because the host no longer listed them."}),
+		resultsReported: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "results_reported_total", Help: "Results reported by hosts, by outcome (success, client_error; ignored: unknown, foreign or already reported; error: not recorded, not acked)."},
+			[]string{"outcome"}),
+		noWork: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "no_work_total", Help: "Work requests answered with no work, by main reason."},
+			[]string{"reason"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "cache_claims_total", Help: "Cache slots claimed, by result (ok: sent; conflict: taken or no longer unsent; one_per_user: job already sent to the user)."},
+			[]string{"result"}),
+	}
+	for _, o := range []string{outcomeOK, outcomeBadRequest, outcomeTooLarge, outcomeBadAuthenticator, outcomeUnavailable} {
+		m.requests.WithLabelValues(o)
+	}
+	for _, o := range []string{reportSuccess, reportClientError, reportIgnored, reportError} {
+		m.resultsReported.WithLabelValues(o)
+	}
+	for _, r := range []string{reasonNoCachedWork, reasonPlatform, reasonMemory, reasonDisk, reasonDeadline, reasonInProgressLimit, reasonOnePerUser} {
+		m.noWork.WithLabelValues(r)
+	}
+	for _, r := range []string{claimOK, claimConflict, claimOnePerUser} {
+		m.claims.WithLabelValues(r)
+	}
+	reg.MustRegister(m.requests, m.duration, m.resultsSent, m.resultsResent, m.resultsReported, m.noWork, m.claims)
+	return m
+}

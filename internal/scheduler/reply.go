@@ -1,0 +1,155 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// addResults puts the results, with everything the client needs to run
+// them, into the reply: the app, the app version, the input files, the
+// workunit, the output files with their upload certificates, and the result.
+// A result that cannot be described (its rows unreadable) is left out: it is
+// in progress on the host, so the next request lists it as lost and it is
+// resent then.
+func (s *Service) addResults(ctx context.Context, x *rpc, items []sendItem) {
+	ids := make([]int64, len(items))
+	for i, it := range items {
+		ids[i] = it.resultID
+	}
+	results, err := s.st.ResultListByIDs(ctx, ids)
+	if err != nil {
+		s.log.Error("read results to send", "host_id", x.host.ID, "error", err)
+		return
+	}
+	byID := make(map[int64]store.Result, len(results))
+	var wuIDs []int64
+	for _, r := range results {
+		byID[r.ID] = r
+		wuIDs = append(wuIDs, r.WorkunitID)
+	}
+	wus, err := s.st.WorkunitListByIDs(ctx, wuIDs)
+	if err != nil {
+		s.log.Error("read workunits to send", "host_id", x.host.ID, "error", err)
+		return
+	}
+	wuByID := make(map[int64]store.Workunit, len(wus))
+	for _, wu := range wus {
+		wuByID[wu.ID] = wu
+	}
+	b := replyBuilder{s: s, reply: x.reply, apps: map[string]bool{}, versions: map[string]bool{}, files: map[string]bool{}}
+	for _, it := range items {
+		r, ok := byID[it.resultID]
+		if !ok {
+			continue
+		}
+		wu, ok := wuByID[r.WorkunitID]
+		if !ok {
+			continue
+		}
+		if err := b.add(r, wu, it.v); err != nil {
+			s.log.Error("describe result for reply", "result_id", r.ID, "host_id", x.host.ID, "error", err)
+			continue
+		}
+		if it.resent {
+			s.m.resultsResent.Inc()
+			s.log.Debug("result resent", "result_id", r.ID, "host_id", x.host.ID)
+		} else {
+			s.log.Debug("result sent", "result_id", r.ID, "host_id", x.host.ID)
+		}
+	}
+}
+
+type replyBuilder struct {
+	s        *Service
+	reply    *protocol.SchedulerReply
+	apps     map[string]bool
+	versions map[string]bool
+	files    map[string]bool
+}
+
+// add describes one result. Nothing is added to the reply unless all of it
+// can be.
+func (b *replyBuilder) add(r store.Result, wu store.Workunit, v version) error {
+	in, err := jobxml.ParseWorkunit(wu.XMLDoc)
+	if err != nil {
+		return fmt.Errorf("workunit %d: %w", wu.ID, err)
+	}
+	outs, err := jobxml.ParseResult(r.XMLDocIn)
+	if err != nil {
+		return fmt.Errorf("result %d: %w", r.ID, err)
+	}
+	var inFiles []protocol.FileInfo
+	var wuRefs []protocol.FileRef
+	for _, f := range in.Inputs {
+		rel, err := fanout.Rel(f.Name, b.s.opts.Fanout)
+		if err != nil {
+			return fmt.Errorf("workunit %d input: %w", wu.ID, err)
+		}
+		inFiles = append(inFiles, protocol.FileInfo{Name: f.Name, URLs: []string{b.s.download + rel},
+			MD5Cksum: f.MD5, Nbytes: f.Nbytes})
+		wuRefs = append(wuRefs, protocol.FileRef{FileName: f.Name, OpenName: f.OpenName, CopyFile: &protocol.Empty{}})
+	}
+	var outFiles []protocol.FileInfo
+	var resRefs []protocol.FileRef
+	for _, f := range outs {
+		sig, err := keys.Sign(b.s.opts.UploadKey, []byte(keys.UploadCertificate(f.Name, f.MaxNbytes)))
+		if err != nil {
+			return fmt.Errorf("sign upload certificate of %s: %w", f.Name, err)
+		}
+		outFiles = append(outFiles, protocol.FileInfo{Name: f.Name, URLs: []string{b.s.uploadURL},
+			MaxNbytes: f.MaxNbytes, XMLSignature: sig})
+		resRefs = append(resRefs, protocol.FileRef{FileName: f.Name, OpenName: f.OpenName, CopyFile: &protocol.Empty{}})
+	}
+
+	if !b.apps[v.app.Name] {
+		b.apps[v.app.Name] = true
+		b.reply.Apps = append(b.reply.Apps, protocol.App{Name: v.app.Name, UserFriendlyName: v.app.UserFriendlyName})
+	}
+	if !v.anonymous {
+		key := fmt.Sprintf("%d/%s", v.versionNum, v.platform)
+		if !b.versions[key] {
+			b.versions[key] = true
+			if doc := strings.TrimSpace(v.av.XMLDoc); doc != "" {
+				// The operator tool stores the version's <file_info>s (signed)
+				// and its <app_version> ready to send.
+				b.reply.Raw = append(b.reply.Raw, doc)
+			} else {
+				b.reply.AppVersions = append(b.reply.AppVersions, protocol.AppVersion{AppName: v.app.Name,
+					VersionNum: v.versionNum, Platform: v.platform})
+			}
+		}
+	}
+	for _, f := range append(inFiles, outFiles...) {
+		if !b.files[f.Name] {
+			b.files[f.Name] = true
+			b.reply.FileInfos = append(b.reply.FileInfos, f)
+		}
+	}
+	b.reply.Workunits = append(b.reply.Workunits, protocol.Workunit{
+		Name:           wu.Name,
+		AppName:        v.app.Name,
+		VersionNum:     v.versionNum,
+		CommandLine:    in.CommandLine,
+		RscFpopsEst:    wu.RscFpopsEst,
+		RscFpopsBound:  wu.RscFpopsBound,
+		RscMemoryBound: wu.RscMemoryBound,
+		RscDiskBound:   wu.RscDiskBound,
+		FileRefs:       wuRefs,
+	})
+	b.reply.Results = append(b.reply.Results, protocol.Result{
+		Name:           r.Name,
+		WUName:         wu.Name,
+		Platform:       v.platform,
+		VersionNum:     v.versionNum,
+		ReportDeadline: float64(r.ReportDeadline),
+		FileRefs:       resRefs,
+	})
+	return nil
+}

@@ -1,0 +1,171 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// maxBlob is the size of a BLOB column: longer text would make the update
+// fail, and the client would report the result again forever.
+const maxBlob = 65535
+
+// handleReports records each reported result and acks it, unless recording
+// failed: then the client keeps it and reports it again.
+func (s *Service) handleReports(ctx context.Context, x *rpc) {
+	acked := map[string]bool{}
+	for i := range x.req.Results {
+		rr := &x.req.Results[i]
+		name := strings.TrimSpace(rr.Name)
+		if name == "" {
+			continue
+		}
+		x.reported[name] = true
+		outcome := s.report(ctx, x, name, rr)
+		s.m.resultsReported.WithLabelValues(outcome).Inc()
+		if outcome == reportError {
+			x.dbErr = true
+			continue
+		}
+		if !acked[name] {
+			acked[name] = true
+			x.reply.ResultAcks = append(x.reply.ResultAcks, protocol.NameElement{Name: name})
+		}
+	}
+}
+
+// report records one reported result and returns its metric outcome.
+func (s *Service) report(ctx context.Context, x *rpc, name string, rr *protocol.ReportResult) string {
+	r, err := s.st.ResultGetByName(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		s.log.Debug("report of unknown result", "result", name, "host_id", x.host.ID)
+		return reportIgnored
+	}
+	if err != nil {
+		s.log.Error("look up reported result", "result", name, "host_id", x.host.ID, "error", err)
+		return reportError
+	}
+	if r.HostID != x.host.ID || r.ServerState != state.ServerInProgress {
+		s.log.Debug("report of a result not in progress on this host", "result_id", r.ID, "host_id", x.host.ID,
+			"result_host_id", r.HostID, "server_state", r.ServerState.String())
+		return reportIgnored
+	}
+	outputs, _ := jobxml.ParseResult(r.XMLDocIn)
+	outcome, clientErr := reportOutcome(rr)
+	p := store.ResultReportParams{
+		ResultID:    r.ID,
+		WorkunitID:  r.WorkunitID,
+		HostID:      x.host.ID,
+		Outcome:     outcome,
+		ClientState: state.ClientState(clampInt32(int64(rr.State))),
+		ExitStatus:  int(clampInt32(int64(rr.ExitStatus))),
+		CPUTime:     finite(rr.FinalCPUTime),
+		ElapsedTime: finite(rr.FinalElapsedTime),
+		StderrOut:   clip(rr.StderrOut, maxBlob),
+		XMLDocOut:   outputDoc(rr.FileInfos, outputs),
+		Now:         x.now,
+	}
+	err = s.st.ResultReport(ctx, p)
+	if errors.Is(err, store.ErrConflict) {
+		// Timed out or reported by a concurrent request a moment ago.
+		return reportIgnored
+	}
+	if err != nil {
+		s.log.Error("record reported result", "result_id", r.ID, "host_id", x.host.ID, "error", err)
+		return reportError
+	}
+	s.log.Debug("result reported", "result_id", r.ID, "host_id", x.host.ID, "outcome", outcome.String())
+	if clientErr {
+		return reportClientError
+	}
+	return reportSuccess
+}
+
+// reportOutcome is BOINC's rule: success iff the client uploaded the outputs
+// and the app exited 0. An upload that failed for good is still reported as
+// uploaded by client 7.20 (PROTOCOL.md §8.5), with an error_msg in the file's
+// entry, so that counts as an error too.
+func reportOutcome(rr *protocol.ReportResult) (state.Outcome, bool) {
+	if state.ClientState(rr.State) != state.ClientFilesUploaded || rr.ExitStatus != 0 {
+		return state.OutcomeClientError, true
+	}
+	for _, f := range rr.FileInfos {
+		if strings.TrimSpace(f.ErrorMsg) != "" {
+			return state.OutcomeClientError, true
+		}
+	}
+	return state.OutcomeSuccess, false
+}
+
+// reportedFile is one uploaded output as stored in result.xml_doc_out.
+type reportedFile struct {
+	XMLName   xml.Name `xml:"file_info"`
+	Name      string   `xml:"name"`
+	Nbytes    float64  `xml:"nbytes"`
+	MaxNbytes float64  `xml:"max_nbytes"`
+	MD5Cksum  string   `xml:"md5_cksum,omitempty"`
+	ErrorMsg  string   `xml:"error_msg,omitempty"`
+}
+
+// outputDoc is result.xml_doc_out: the reported <file_info> of each output
+// file. Only the result's own outputs are kept (when its xml_doc_in names
+// them), so a client cannot point the validator at someone else's files.
+func outputDoc(reported []protocol.ReportFileInfo, outputs []jobxml.OutputFile) string {
+	own := map[string]bool{}
+	for _, o := range outputs {
+		own[o.Name] = true
+	}
+	var b strings.Builder
+	for _, f := range reported {
+		name := strings.TrimSpace(f.Name)
+		if fanout.ValidName(name) != nil || (len(own) > 0 && !own[name]) {
+			continue
+		}
+		out, err := xml.Marshal(reportedFile{Name: name, Nbytes: finite(f.Nbytes), MaxNbytes: finite(f.MaxNbytes),
+			MD5Cksum: clip(strings.TrimSpace(f.MD5Cksum), 64), ErrorMsg: clip(strings.TrimSpace(f.ErrorMsg), 1024)})
+		if err != nil || b.Len()+len(out)+1 > maxBlob {
+			continue
+		}
+		b.Write(out)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// finite maps values a database column cannot hold (NaN, ±Inf) and
+// negative times or sizes to 0.
+func finite(f float64) float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		return 0
+	}
+	return f
+}
+
+func clampInt32(v int64) int32 {
+	return int32(max(min(v, math.MaxInt32), math.MinInt32))
+}
+
+// clip cuts s to at most n bytes, on a UTF-8 boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	// Drop a rune cut in half (at most UTFMax-1 trailing bytes).
+	for i := 0; i < utf8.UTFMax-1 && len(s) > 0; i++ {
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size != 1 {
+			break
+		}
+		s = s[:len(s)-1]
+	}
+	return s
+}

@@ -1,0 +1,237 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+
+	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// noWorkText is the message a client shows when it asked for work and got
+// none, by reason.
+var noWorkText = map[string]string{
+	reasonNoCachedWork:    "No tasks are available at the moment",
+	reasonPlatform:        "No tasks are available for the applications and platforms your computer can run",
+	reasonMemory:          "The available tasks need more memory than your computer has",
+	reasonDisk:            "The available tasks need more free disk space than your computer has",
+	reasonDeadline:        "The available tasks would not finish before their deadlines on your computer",
+	reasonInProgressLimit: "Your computer has reached this project's limit of tasks in progress",
+	reasonOnePerUser:      "The available tasks have already been sent to your account",
+}
+
+// rejectOrder breaks ties between reasons, most specific first.
+var rejectOrder = []string{reasonMemory, reasonDisk, reasonDeadline, reasonOnePerUser, reasonPlatform}
+
+// sendItem is a result going into the reply.
+type sendItem struct {
+	resultID int64
+	v        version
+	resent   bool
+}
+
+// sendWork resends results the host has lost and sends new ones from the
+// cache, then puts them all in the reply.
+func (s *Service) sendWork(ctx context.Context, x *rpc) {
+	req := x.req
+	asked := (finite(req.WorkReqSeconds) > 0 || finite(req.CPUReqSecs) > 0) && req.DontSendWork == 0
+	if !asked && !req.HasOtherResults {
+		return
+	}
+	if x.dbErr {
+		// Reports just failed: don't add load to a database in trouble.
+		if asked {
+			x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low",
+				Text: "No tasks sent: the project's database is busy; try again later"})
+		}
+		return
+	}
+	held, err := s.st.ResultListHostInProgress(ctx, x.host.ID, maxInProgressListed)
+	if err != nil {
+		s.log.Error("list results in progress", "host_id", x.host.ID, "error", err)
+		x.dbErr = true
+		if asked {
+			x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low",
+				Text: "No tasks sent: the project's database is busy; try again later"})
+		}
+		return
+	}
+
+	var cat *catalog
+	var chosen map[int64]version
+	cache, cacheErr := s.opts.Cache.Current()
+	if cacheErr == nil {
+		cat, cacheErr = s.catalog.get(cache)
+	}
+	if cacheErr != nil {
+		s.log.Warn("shared-memory cache unavailable", "error", cacheErr)
+	} else {
+		chosen = cat.choose(req)
+	}
+
+	queue := newHostQueue(x.now, x.host, req)
+	listed := map[string]bool{}
+	for _, o := range req.OtherResults {
+		listed[o.Name] = true
+	}
+	var items []sendItem
+	nheld := 0
+	hostJobs := map[int64]bool{}
+	for _, hr := range held {
+		hostJobs[hr.WorkunitID] = true
+		if x.reported[hr.Name] {
+			continue // finished; its report failed and will come again
+		}
+		if req.HasOtherResults && !listed[hr.Name] {
+			if hr.ReportDeadline <= x.now {
+				continue // lost and late: the transitioner times it out
+			}
+			if cat == nil {
+				continue
+			}
+			v, ok := cat.forResend(hr.AppID, hr.AppVersionID, hr.AppVersionNum, chosen)
+			if !ok {
+				continue
+			}
+			items = append(items, sendItem{resultID: hr.ID, v: v, resent: true})
+		}
+		nheld++
+		queue.add(hr.RscFpopsEst, 0)
+	}
+
+	if asked {
+		var sent []sendItem
+		reason := reasonNoCachedWork
+		if cacheErr == nil {
+			sent, reason = s.scan(ctx, x, cache, chosen, queue, nheld, hostJobs)
+		}
+		items = append(items, sent...)
+		if len(items) == 0 && reason != "" {
+			s.m.noWork.WithLabelValues(reason).Inc()
+			x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low", Text: noWorkText[reason]})
+		}
+	}
+	if len(items) > 0 {
+		s.addResults(ctx, x, items)
+	}
+}
+
+// scan walks the cache from a random slot (so concurrent requests spread
+// over it) and claims what fits the host, until the request is covered or a
+// limit is reached. It returns what it sent and, if nothing, why; a database
+// failure returns no reason (the reply then says nothing about it).
+func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]version, q *hostQueue, nheld int, skipJob map[int64]bool) ([]sendItem, string) {
+	if len(chosen) == 0 {
+		return nil, reasonPlatform
+	}
+	n := c.NSlots()
+	if n <= 0 {
+		return nil, reasonNoCachedWork
+	}
+	limit := s.opts.MaxInProgressPerCPU * max(x.host.PNCPUs, 1)
+	wantSecs := max(finite(x.req.WorkReqSeconds), finite(x.req.CPUReqSecs))
+	wantJobs := int(math.Ceil(min(finite(x.req.CPUReqInstances), float64(s.opts.MaxResultsPerRPC))))
+	var (
+		sent     []sendItem
+		covered  float64
+		seen     int
+		rejected = map[string]int{}
+	)
+	start := rand.IntN(n)
+	for k := 0; k < n; k++ {
+		if len(sent) >= s.opts.MaxResultsPerRPC {
+			break
+		}
+		if nheld+len(sent) >= limit {
+			if len(sent) == 0 {
+				return nil, reasonInProgressLimit
+			}
+			break
+		}
+		if len(sent) > 0 && covered >= wantSecs && len(sent) >= wantJobs {
+			break
+		}
+		i := (start + k) % n
+		e, ok := c.Peek(i)
+		if !ok {
+			continue
+		}
+		seen++
+		if skipJob[e.WorkunitID] {
+			rejected[reasonOnePerUser]++
+			continue
+		}
+		v, ok := chosen[e.AppID]
+		if !ok {
+			rejected[reasonPlatform]++
+			continue
+		}
+		if why := q.check(e); why != "" {
+			rejected[why]++
+			continue
+		}
+		cl, ok := c.Claim(i, s.opts.ClaimerPID, x.now)
+		if !ok {
+			s.m.claims.WithLabelValues(claimConflict).Inc()
+			continue
+		}
+		if cl.Entry != e {
+			// Refilled between the look and the claim: leave it for others.
+			c.Unclaim(cl)
+			s.m.claims.WithLabelValues(claimConflict).Inc()
+			continue
+		}
+		err := s.st.ResultSend(ctx, store.ResultSendParams{
+			ResultID:       e.ResultID,
+			WorkunitID:     e.WorkunitID,
+			HostID:         x.host.ID,
+			UserID:         x.user.ID,
+			AppVersionID:   v.av.ID,
+			AppVersionNum:  v.versionNum,
+			ReportDeadline: x.now + e.DelayBound,
+			Now:            x.now,
+		})
+		switch {
+		case err == nil:
+			c.Release(cl)
+			s.m.claims.WithLabelValues(claimOK).Inc()
+			s.m.resultsSent.Inc()
+			sent = append(sent, sendItem{resultID: e.ResultID, v: v})
+			covered += q.runtime(e.RscFpopsEst)
+			q.add(e.RscFpopsEst, e.RscDiskBound)
+			skipJob[e.WorkunitID] = true
+		case errors.Is(err, store.ErrAlreadySentToUser):
+			// Another user may take it.
+			c.Unclaim(cl)
+			s.m.claims.WithLabelValues(claimOnePerUser).Inc()
+			rejected[reasonOnePerUser]++
+			skipJob[e.WorkunitID] = true
+		case errors.Is(err, store.ErrConflict):
+			// No longer unsent (timed out, cancelled, sent by a scheduler
+			// on another host): the entry is stale.
+			c.Release(cl)
+			s.m.claims.WithLabelValues(claimConflict).Inc()
+		default:
+			c.Unclaim(cl)
+			s.log.Error("send result", "result_id", e.ResultID, "host_id", x.host.ID, "error", err)
+			x.dbErr = true
+			if len(sent) == 0 {
+				x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low",
+					Text: "No tasks sent: the project's database is busy; try again later"})
+			}
+			return sent, ""
+		}
+	}
+	if len(sent) > 0 || seen == 0 {
+		return sent, reasonNoCachedWork
+	}
+	best, bestN := reasonNoCachedWork, 0
+	for _, r := range rejectOrder {
+		if rejected[r] > bestN {
+			best, bestN = r, rejected[r]
+		}
+	}
+	return nil, best
+}

@@ -1,0 +1,364 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"crypto/rsa"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// Store is what the scheduler needs from the database; *store.Store is one.
+type Store interface {
+	HostGet(ctx context.Context, id int64) (store.Host, error)
+	HostInsert(ctx context.Context, h store.Host) (int64, error)
+	HostUpdateRPC(ctx context.Context, h store.Host) error
+	ResultGetByName(ctx context.Context, name string) (store.Result, error)
+	ResultListByIDs(ctx context.Context, ids []int64) ([]store.Result, error)
+	ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]store.HostResult, error)
+	ResultReport(ctx context.Context, p store.ResultReportParams) error
+	ResultSend(ctx context.Context, p store.ResultSendParams) error
+	UserGetByAuthenticator(ctx context.Context, auth string) (store.User, error)
+	WorkunitListByIDs(ctx context.Context, ids []int64) ([]store.Workunit, error)
+}
+
+// Options configures a Service. Store, Cache, UploadKey and URLBase are
+// required; the rest have defaults.
+type Options struct {
+	Store Store
+	Cache CacheSource
+	// UploadKey signs the upload certificate of every output file sent; the
+	// data server checks it with the public half.
+	UploadKey *rsa.PrivateKey
+	// CodeSignKey is the project's code-signing public key in BOINC text
+	// form, sent to clients that do not have one yet; empty sends none.
+	CodeSignKey string
+	// URLBase is the public URL of this server, e.g. http://host:8080:
+	// downloads are under URLBase/download/, uploads go to
+	// URLBase/file_upload_handler.
+	URLBase string
+	// Fanout is the download directory's fan-out (config --fanout).
+	Fanout int
+	// ProjectName is shown by clients; empty sends none.
+	ProjectName string
+	// RequestDelay is the least time a client waits before its next RPC;
+	// default 5s.
+	RequestDelay time.Duration
+	// MaxResultsPerRPC bounds new results per reply; default 10.
+	MaxResultsPerRPC int
+	// MaxInProgressPerCPU bounds the results a host holds, per CPU; default 4.
+	MaxInProgressPerCPU int
+	// MaxBodyBytes bounds a request body; default 1 MiB.
+	MaxBodyBytes int64
+	// Timeout bounds the handling of one request; default 30s.
+	Timeout time.Duration
+	Logger  *slog.Logger
+	// Registerer receives the metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// ClaimerPID is recorded in claimed cache slots so the feeder can
+	// reclaim the claims of a dead scheduler; default os.Getpid().
+	ClaimerPID int32
+}
+
+// badAuthDelay is the request_delay for an unknown account key: long, as in
+// BOINC, so a misconfigured client does not hammer the database.
+const badAuthDelay = time.Hour
+
+// maxInProgressListed bounds the in-progress results read per request.
+const maxInProgressListed = 1000
+
+// Service handles scheduler RPCs. It is an http.Handler.
+type Service struct {
+	opts      Options
+	st        Store
+	log       *slog.Logger
+	m         *metrics
+	now       func() time.Time
+	uploadURL string
+	download  string // URL prefix of input files, ending in "/"
+	catalog   catalogCache
+}
+
+// New checks opts and returns a Service.
+func New(opts Options) (*Service, error) {
+	var errs []error
+	if opts.Store == nil {
+		errs = append(errs, errors.New("no store"))
+	}
+	if opts.Cache == nil {
+		errs = append(errs, errors.New("no cache"))
+	}
+	if opts.UploadKey == nil {
+		errs = append(errs, errors.New("no upload key"))
+	}
+	u, err := url.Parse(opts.URLBase)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("URL base %q: want an absolute http or https URL", opts.URLBase))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("scheduler options: %w", err)
+	}
+	if opts.Fanout < 1 {
+		opts.Fanout = 1024
+	}
+	if opts.RequestDelay <= 0 {
+		opts.RequestDelay = 5 * time.Second
+	}
+	if opts.MaxResultsPerRPC <= 0 {
+		opts.MaxResultsPerRPC = 10
+	}
+	if opts.MaxInProgressPerCPU <= 0 {
+		opts.MaxInProgressPerCPU = 4
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 1 << 20
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ClaimerPID == 0 {
+		opts.ClaimerPID = int32(os.Getpid())
+	}
+	base := strings.TrimRight(opts.URLBase, "/")
+	return &Service{
+		opts:      opts,
+		st:        opts.Store,
+		log:       opts.Logger,
+		m:         newMetrics(opts.Registerer),
+		now:       opts.Now,
+		uploadURL: base + "/file_upload_handler",
+		download:  base + "/download/",
+	}, nil
+}
+
+// errUnavailable marks a request the database could not serve: HTTP 503.
+var errUnavailable = errors.New("database unavailable")
+
+// ServeHTTP answers one scheduler RPC.
+func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	outcome := outcomeOK
+	defer func() {
+		s.m.requests.WithLabelValues(outcome).Inc()
+		s.m.duration.Observe(time.Since(start).Seconds())
+	}()
+	if r.Method != http.MethodPost {
+		outcome = outcomeBadRequest
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "the scheduler takes a POSTed <scheduler_request>", http.StatusMethodNotAllowed)
+		return
+	}
+	// The client labels its body form-encoded; it is raw XML and is read as
+	// such, never form-decoded.
+	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	lim := protocol.DefaultLimits()
+	lim.MaxBytes = s.opts.MaxBodyBytes
+	req, err := protocol.ParseSchedulerRequestLimits(body, lim)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) || errors.Is(err, protocol.ErrTooLarge) {
+			outcome = outcomeTooLarge
+			http.Error(w, fmt.Sprintf("scheduler request larger than %d bytes", s.opts.MaxBodyBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
+		outcome = outcomeBadRequest
+		http.Error(w, "malformed scheduler request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	// Finish what was started even if the client hangs up: every step is
+	// its own transaction, but a claim half made is a claim wasted.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.Timeout)
+	defer cancel()
+	reply, badAuth, err := s.Handle(ctx, req, remoteIP(r))
+	if err != nil {
+		outcome = outcomeUnavailable
+		s.log.Error("scheduler request failed", "error", err)
+		w.Header().Set("Retry-After", "60")
+		http.Error(w, "the project's database is unavailable; try again later", http.StatusServiceUnavailable)
+		return
+	}
+	if badAuth {
+		outcome = outcomeBadAuthenticator
+	}
+	var buf bytes.Buffer
+	if err := protocol.WriteSchedulerReply(&buf, reply); err != nil {
+		// The reply may carry acks and sent work; both are recorded and
+		// will be acked or resent on the next request.
+		outcome = outcomeUnavailable
+		s.log.Error("write scheduler reply", "error", err)
+		http.Error(w, "internal error writing the reply", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+	_, _ = w.Write(buf.Bytes())
+}
+
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// rpc is the state of one request being handled.
+type rpc struct {
+	req      *protocol.SchedulerRequest
+	reply    *protocol.SchedulerReply
+	now      int64
+	user     store.User
+	host     store.Host
+	reported map[string]bool // names reported in this request
+	dbErr    bool            // a database step failed: send no new work
+}
+
+// Handle answers a parsed request. badAuth reports an unknown account key
+// (the reply then says so). An error means the database could not be used
+// and nothing should be sent but HTTP 503.
+func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip string) (reply *protocol.SchedulerReply, badAuth bool, err error) {
+	now := s.now()
+	x := &rpc{req: req, now: now.Unix(), reported: map[string]bool{},
+		reply: &protocol.SchedulerReply{ProjectName: s.opts.ProjectName}}
+
+	user, ok, err := s.authenticate(ctx, req.Authenticator)
+	if err != nil {
+		return nil, false, err
+	}
+	if !ok {
+		x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "notice",
+			Text: "Invalid or missing account key.  To fix, remove and add this project."})
+		x.reply.RequestDelay = badAuthDelay.Seconds()
+		return x.reply, true, nil
+	}
+	x.user = user
+	if err := s.recordHost(ctx, x, ip); err != nil {
+		return nil, false, err
+	}
+	x.reply.RequestDelay = s.opts.RequestDelay.Seconds()
+	x.reply.UserID = user.ID
+	x.reply.UserName = user.Name
+	x.reply.UserTotalCredit = user.TotalCredit
+	x.reply.UserExpavgCredit = user.ExpavgCredit
+	x.reply.UserCreateTime = user.CreateTime
+	x.reply.CrossProjectID = user.CrossProjectID
+	x.reply.HostTotalCredit = x.host.TotalCredit
+	x.reply.HostExpavgCredit = x.host.ExpavgCredit
+	x.reply.HostCreateTime = x.host.CreateTime
+	if req.CodeSignKey == "" && s.opts.CodeSignKey != "" {
+		x.reply.CodeSignKey = s.opts.CodeSignKey
+	}
+
+	s.handleReports(ctx, x)
+	s.sendWork(ctx, x)
+	return x.reply, false, nil
+}
+
+// authenticate finds the user whose account key is auth. The lookup goes
+// through the unique index; the final comparison is exact (the column's
+// collation may ignore case) and in constant time.
+func (s *Service) authenticate(ctx context.Context, auth string) (store.User, bool, error) {
+	auth = strings.TrimSpace(auth)
+	if auth == "" {
+		return store.User{}, false, nil
+	}
+	u, err := s.st.UserGetByAuthenticator(ctx, auth)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.User{}, false, nil
+	}
+	if err != nil {
+		return store.User{}, false, fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	if subtle.ConstantTimeCompare([]byte(u.Authenticator), []byte(auth)) != 1 {
+		return store.User{}, false, nil
+	}
+	return u, true, nil
+}
+
+// recordHost finds the requesting host, or creates it when the client has
+// none or names one that is not this user's, and records what it says about
+// itself.
+func (s *Service) recordHost(ctx context.Context, x *rpc, ip string) error {
+	req := x.req
+	if req.HostID > 0 {
+		h, err := s.st.HostGet(ctx, req.HostID)
+		switch {
+		case err == nil && h.UserID == x.user.ID:
+			x.host = h
+		case err == nil, errors.Is(err, store.ErrNotFound):
+		default:
+			return fmt.Errorf("%w: %w", errUnavailable, err)
+		}
+	}
+	if x.host.ID == 0 {
+		h := hostFromRequest(store.Host{CreateTime: x.now, UserID: x.user.ID}, req, ip, x.now)
+		id, err := s.st.HostInsert(ctx, h)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUnavailable, err)
+		}
+		h.ID = id
+		x.host = h
+		x.reply.HostID = id
+		s.log.Debug("new host", "host_id", id, "user_id", x.user.ID)
+		return nil
+	}
+	x.host = hostFromRequest(x.host, req, ip, x.now)
+	if err := s.st.HostUpdateRPC(ctx, x.host); err != nil {
+		return fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	return nil
+}
+
+// hostFromRequest copies the request's description of the host into h. A
+// request without host_info keeps what the row has.
+func hostFromRequest(h store.Host, req *protocol.SchedulerRequest, ip string, now int64) store.Host {
+	h.RPCSeqno = int64(clampInt32(req.RPCSeqno))
+	h.RPCTime = now
+	h.LastIPAddr = clip(ip, 254)
+	hi := req.HostInfo
+	if hi.PNCPUs > 0 || hi.PFpops > 0 || hi.HostCPID != "" || hi.OSName != "" || hi.MNbytes > 0 {
+		h.Timezone = int(clampInt32(int64(hi.Timezone)))
+		h.DomainName = clip(hi.DomainName, 254)
+		h.HostCPID = clip(hi.HostCPID, 254)
+		h.PNCPUs = int(max(min(int64(hi.PNCPUs), 1<<16), 0))
+		h.PVendor = clip(hi.PVendor, 254)
+		h.PModel = clip(hi.PModel, 254)
+		h.PFpops = finite(hi.PFpops)
+		h.PIops = finite(hi.PIops)
+		h.MNbytes = finite(hi.MNbytes)
+		h.MSwap = finite(hi.MSwap)
+		h.DTotal = finite(hi.DTotal)
+		h.DFree = finite(hi.DFree)
+		h.OSName = clip(hi.OSName, 254)
+		h.OSVersion = clip(hi.OSVersion, 254)
+	}
+	ts := req.TimeStats
+	if ts.OnFrac != 0 || ts.ActiveFrac != 0 {
+		h.OnFrac = finite(ts.OnFrac)
+		h.ActiveFrac = finite(ts.ActiveFrac)
+	}
+	return h
+}
