@@ -1,0 +1,408 @@
+package validator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+const (
+	t0      = 1_700_000_000
+	fanoutN = 16
+	// fpopsDay is a day of a 1 GFLOPS computer: 200 credits.
+	fpopsDay = 86400e9
+)
+
+type bundle struct {
+	st     *store.Store
+	upload string
+	appID  int64
+	m      *Metrics
+	svc    *Service
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	b := &bundle{st: storetest.New(t), upload: t.TempDir(), m: NewMetrics(prometheus.NewRegistry())}
+	id, err := b.st.AppInsert(context.Background(), store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	if err != nil {
+		t.Fatalf("AppInsert: %v", err)
+	}
+	b.appID = id
+	b.svc = New(b.st, slog.New(slog.DiscardHandler), b.m, Options{App: "demo", UploadDir: b.upload, Fanout: fanoutN,
+		Batch: 100, Now: func() time.Time { return time.Unix(t0, 0) }})
+	return b
+}
+
+// addJob inserts a job of one day's computing awaiting validation.
+func (b *bundle) addJob(t *testing.T, name string, mod ...func(*store.Workunit)) int64 {
+	t.Helper()
+	wu := store.Workunit{CreateTime: t0, AppID: b.appID, Name: name, RscFpopsEst: fpopsDay, MinQuorum: 2,
+		TargetNResults: 2, MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, NeedValidate: true,
+		TransitionTime: state.NoTransition}
+	for _, m := range mod {
+		m(&wu)
+	}
+	id, err := b.st.WorkunitInsert(context.Background(), wu)
+	if err != nil {
+		t.Fatalf("WorkunitInsert(%s): %v", name, err)
+	}
+	return id
+}
+
+// volunteer makes a user with one host and returns their ids.
+func (b *bundle) volunteer(t *testing.T, email string) (userID, hostID int64) {
+	t.Helper()
+	ctx := context.Background()
+	userID, err := b.st.UserInsert(ctx, store.User{CreateTime: t0, EmailAddr: email, Name: email, Authenticator: "auth-" + email})
+	if err != nil {
+		t.Fatalf("UserInsert: %v", err)
+	}
+	hostID, err = b.st.HostInsert(ctx, store.Host{CreateTime: t0, UserID: userID})
+	if err != nil {
+		t.Fatalf("HostInsert: %v", err)
+	}
+	return userID, hostID
+}
+
+// addSuccess inserts a reported success of job wuID by the volunteer, and
+// uploads output as its single output file unless output is nil.
+func (b *bundle) addSuccess(t *testing.T, wuID int64, name string, userID, hostID int64, output []byte, vs state.ValidateState) int64 {
+	t.Helper()
+	doc, err := jobxml.FormatResult(name, []string{"out"}, 1e6)
+	if err != nil {
+		t.Fatalf("FormatResult: %v", err)
+	}
+	id, err := b.st.ResultInsert(context.Background(), store.Result{CreateTime: t0, WorkunitID: wuID, Name: name,
+		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: vs, UserID: userID,
+		HostID: hostID, AppID: b.appID, XMLDocIn: doc})
+	if err != nil {
+		t.Fatalf("ResultInsert(%s): %v", name, err)
+	}
+	if output != nil {
+		path, err := fanout.Path(b.upload, jobxml.OutputName(name, 0), fanoutN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, output, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return id
+}
+
+func (b *bundle) result(t *testing.T, id int64) store.Result {
+	t.Helper()
+	r, err := b.st.ResultGet(context.Background(), id)
+	if err != nil {
+		t.Fatalf("ResultGet(%d): %v", id, err)
+	}
+	return r
+}
+
+func (b *bundle) job(t *testing.T, id int64) store.Workunit {
+	t.Helper()
+	wu, err := b.st.WorkunitGet(context.Background(), id)
+	if err != nil {
+		t.Fatalf("WorkunitGet(%d): %v", id, err)
+	}
+	return wu
+}
+
+func (b *bundle) credit(t *testing.T, userID, hostID int64) (float64, float64) {
+	t.Helper()
+	u, err := b.st.UserGet(context.Background(), userID)
+	if err != nil {
+		t.Fatalf("UserGet: %v", err)
+	}
+	h, err := b.st.HostGet(context.Background(), hostID)
+	if err != nil {
+		t.Fatalf("HostGet: %v", err)
+	}
+	return u.TotalCredit, h.TotalCredit
+}
+
+func runOnce(t *testing.T, s *Service) int {
+	t.Helper()
+	n, err := s.RunOnce(context.Background())
+	if err != nil {
+		t.Fatalf("RunOnce: %v", err)
+	}
+	return n
+}
+
+func TestQuorumAgreesCanonicalAndCreditOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wuID := b.addJob(t, "job")
+	u1, h1 := b.volunteer(t, "a@example.com")
+	u2, h2 := b.volunteer(t, "b@example.com")
+	r1 := b.addSuccess(t, wuID, "job_0", u1, h1, []byte("42\n"), state.ValidateInit)
+	r2 := b.addSuccess(t, wuID, "job_1", u2, h2, []byte("42\n"), state.ValidateInit)
+
+	if n := runOnce(t, b.svc); n != 1 {
+		t.Fatalf("RunOnce = %d jobs, want 1", n)
+	}
+	wu := b.job(t, wuID)
+	if wu.CanonicalResultID != r1 || wu.CanonicalCredit != 200 || wu.AssimilateState != state.AssimilateReady ||
+		wu.NeedValidate || wu.TransitionTime != t0 {
+		t.Errorf("job = canonical %d credit %g assimilate %v need_validate %v transition_time %d; want %d, 200, ready, false, %d",
+			wu.CanonicalResultID, wu.CanonicalCredit, wu.AssimilateState, wu.NeedValidate, wu.TransitionTime, r1, t0)
+	}
+	for _, id := range []int64{r1, r2} {
+		if r := b.result(t, id); r.ValidateState != state.ValidateValid || r.GrantedCredit != 200 {
+			t.Errorf("result %d = %v credit %g, want valid, 200", id, r.ValidateState, r.GrantedCredit)
+		}
+	}
+	for _, v := range [][2]int64{{u1, h1}, {u2, h2}} {
+		if uc, hc := b.credit(t, v[0], v[1]); uc != 200 || hc != 200 {
+			t.Errorf("user %d / host %d credit = %g / %g, want 200 / 200", v[0], v[1], uc, hc)
+		}
+	}
+
+	// Nothing is left; and were the flag set again (a rerun), judged
+	// instances are not candidates and no credit is granted twice.
+	if n := runOnce(t, b.svc); n != 0 {
+		t.Errorf("second RunOnce = %d jobs, want 0", n)
+	}
+	if _, err := b.st.DB().Exec(`UPDATE workunit SET need_validate = 1 WHERE id = ?`, wuID); err != nil {
+		t.Fatal(err)
+	}
+	runOnce(t, b.svc)
+	if uc, hc := b.credit(t, u1, h1); uc != 200 || hc != 200 {
+		t.Errorf("after a rerun user/host credit = %g / %g, want still 200 / 200", uc, hc)
+	}
+	if got := testutil.ToFloat64(b.m.credit); got != 400 {
+		t.Errorf("credit_granted_total = %v, want 400", got)
+	}
+	if got := testutil.ToFloat64(b.m.results.WithLabelValues("valid")); got != 2 {
+		t.Errorf(`results_total{outcome="valid"} = %v, want 2`, got)
+	}
+}
+
+func TestCreditGrantedOnlyWithVerdict(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wuID := b.addJob(t, "job")
+	u, h := b.volunteer(t, "a@example.com")
+	rid := b.addSuccess(t, wuID, "job_0", u, h, []byte("x"), state.ValidateInit)
+	p := store.WorkunitValidateParams{ID: wuID, Now: t0, CanonicalResultID: rid, CanonicalCredit: 5,
+		Results: []store.ResultValidation{{ID: rid, UserID: u, HostID: h, ValidateState: state.ValidateValid,
+			Outcome: state.OutcomeSuccess, GrantedCredit: 5}}}
+	if err := b.st.WorkunitValidate(context.Background(), p); err != nil {
+		t.Fatalf("WorkunitValidate: %v", err)
+	}
+	if err := b.st.WorkunitValidate(context.Background(), p); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("WorkunitValidate again = %v, want ErrConflict", err)
+	}
+	// Even with the job flagged again, the instance's verdict stands and the
+	// whole second write is rolled back.
+	if _, err := b.st.DB().Exec(`UPDATE workunit SET need_validate = 1, canonical_resultid = 0 WHERE id = ?`, wuID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.st.WorkunitValidate(context.Background(), p); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("WorkunitValidate of a judged instance = %v, want ErrConflict", err)
+	}
+	if uc, hc := b.credit(t, u, h); uc != 5 || hc != 5 {
+		t.Errorf("credit after three attempts = %g / %g, want 5 / 5", uc, hc)
+	}
+	if wu := b.job(t, wuID); !wu.NeedValidate {
+		t.Errorf("need_validate = false after a rolled-back write, want it left set")
+	}
+}
+
+func TestDisagreementIsInconclusiveAndWantsAnother(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wuID := b.addJob(t, "job", func(wu *store.Workunit) { wu.TransitionTime = t0 + 50 })
+	u, h := b.volunteer(t, "a@example.com")
+	r1 := b.addSuccess(t, wuID, "job_0", u, h, []byte("1"), state.ValidateInit)
+	r2 := b.addSuccess(t, wuID, "job_1", u, h, []byte("2"), state.ValidateInit)
+	runOnce(t, b.svc)
+	wu := b.job(t, wuID)
+	if wu.CanonicalResultID != 0 || wu.TargetNResults != 3 || wu.NeedValidate || wu.TransitionTime != t0 {
+		t.Errorf("job = canonical %d target %d need_validate %v transition_time %d; want 0, 3, false, %d",
+			wu.CanonicalResultID, wu.TargetNResults, wu.NeedValidate, wu.TransitionTime, t0)
+	}
+	for _, id := range []int64{r1, r2} {
+		if r := b.result(t, id); r.ValidateState != state.ValidateInconclusive || r.GrantedCredit != 0 {
+			t.Errorf("result %d = %v credit %g, want inconclusive, 0", id, r.ValidateState, r.GrantedCredit)
+		}
+	}
+	if uc, _ := b.credit(t, u, h); uc != 0 {
+		t.Errorf("user credit = %g, want 0", uc)
+	}
+
+	// The third instance sides with the second.
+	r3 := b.addSuccess(t, wuID, "job_2", u, h, []byte("2"), state.ValidateInit)
+	if _, err := b.st.DB().Exec(`UPDATE workunit SET need_validate = 1 WHERE id = ?`, wuID); err != nil {
+		t.Fatal(err)
+	}
+	runOnce(t, b.svc)
+	if wu := b.job(t, wuID); wu.CanonicalResultID != r2 {
+		t.Errorf("canonical = %d, want %d (lowest of the agreeing pair)", wu.CanonicalResultID, r2)
+	}
+	want := map[int64]state.ValidateState{r1: state.ValidateInvalid, r2: state.ValidateValid, r3: state.ValidateValid}
+	for id, vs := range want {
+		if r := b.result(t, id); r.ValidateState != vs {
+			t.Errorf("result %d = %v, want %v", id, r.ValidateState, vs)
+		}
+	}
+	if uc, _ := b.credit(t, u, h); uc != 400 {
+		t.Errorf("user credit = %g, want 400 (two valid)", uc)
+	}
+}
+
+func TestTargetBumpBoundedByMaxTotal(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wuID := b.addJob(t, "job", func(wu *store.Workunit) { wu.MaxTotalResults = 2 })
+	u, h := b.volunteer(t, "a@example.com")
+	b.addSuccess(t, wuID, "job_0", u, h, []byte("1"), state.ValidateInit)
+	b.addSuccess(t, wuID, "job_1", u, h, []byte("2"), state.ValidateInit)
+	runOnce(t, b.svc)
+	if wu := b.job(t, wuID); wu.TargetNResults != 2 {
+		t.Errorf("target_nresults = %d, want 2 (max_total_results)", wu.TargetNResults)
+	}
+}
+
+func TestMissingOutputIsValidateError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wuID := b.addJob(t, "job")
+	u, h := b.volunteer(t, "a@example.com")
+	r1 := b.addSuccess(t, wuID, "job_0", u, h, nil, state.ValidateInit)
+	r2 := b.addSuccess(t, wuID, "job_1", u, h, []byte("ok"), state.ValidateInit)
+	runOnce(t, b.svc)
+	if r := b.result(t, r1); r.Outcome != state.OutcomeValidateError || r.ValidateState != state.ValidateInvalid {
+		t.Errorf("result without output = %v/%v, want validate_error/invalid", r.Outcome, r.ValidateState)
+	}
+	if r := b.result(t, r2); r.Outcome != state.OutcomeSuccess || r.ValidateState != state.ValidateInit {
+		t.Errorf("result with output = %v/%v, want success/init (waits for a partner)", r.Outcome, r.ValidateState)
+	}
+	if wu := b.job(t, wuID); wu.NeedValidate || wu.CanonicalResultID != 0 {
+		t.Errorf("job = need_validate %v canonical %d, want false, 0", wu.NeedValidate, wu.CanonicalResultID)
+	}
+	if got := testutil.ToFloat64(b.m.results.WithLabelValues("validate_error")); got != 1 {
+		t.Errorf(`results_total{outcome="validate_error"} = %v, want 1`, got)
+	}
+}
+
+func TestLateResultsAgainstCanonical(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wuID := b.addJob(t, "job", func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	u, h := b.volunteer(t, "a@example.com")
+	canon := b.addSuccess(t, wuID, "job_0", u, h, []byte("right"), state.ValidateValid)
+	if _, err := b.st.DB().Exec(`UPDATE workunit SET canonical_resultid = ?, canonical_credit = 200 WHERE id = ?`, canon, wuID); err != nil {
+		t.Fatal(err)
+	}
+	good := b.addSuccess(t, wuID, "job_1", u, h, []byte("right"), state.ValidateInit)
+	bad := b.addSuccess(t, wuID, "job_2", u, h, []byte("wrong"), state.ValidateInit)
+	gone := b.addSuccess(t, wuID, "job_3", u, h, nil, state.ValidateInit)
+	runOnce(t, b.svc)
+	for id, want := range map[int64]struct {
+		vs state.ValidateState
+		o  state.Outcome
+		c  float64
+	}{
+		good: {state.ValidateValid, state.OutcomeSuccess, 200},
+		bad:  {state.ValidateInvalid, state.OutcomeSuccess, 0},
+		gone: {state.ValidateInvalid, state.OutcomeValidateError, 0},
+	} {
+		if r := b.result(t, id); r.ValidateState != want.vs || r.Outcome != want.o || r.GrantedCredit != want.c {
+			t.Errorf("late result %s = %v/%v credit %g, want %v/%v credit %g", r.Name, r.ValidateState, r.Outcome,
+				r.GrantedCredit, want.vs, want.o, want.c)
+		}
+	}
+	if wu := b.job(t, wuID); wu.CanonicalResultID != canon || wu.AssimilateState != state.AssimilateDone || wu.NeedValidate {
+		t.Errorf("job = canonical %d assimilate %v need_validate %v; want %d unchanged, done, false",
+			wu.CanonicalResultID, wu.AssimilateState, wu.NeedValidate, canon)
+	}
+	if uc, _ := b.credit(t, u, h); uc != 200 {
+		t.Errorf("user credit = %g, want 200 (the one late valid result)", uc)
+	}
+}
+
+func TestCanonicalOutputMissingIsRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wuID := b.addJob(t, "job")
+	u, h := b.volunteer(t, "a@example.com")
+	canon := b.addSuccess(t, wuID, "job_0", u, h, nil, state.ValidateValid)
+	if _, err := b.st.DB().Exec(`UPDATE workunit SET canonical_resultid = ? WHERE id = ?`, canon, wuID); err != nil {
+		t.Fatal(err)
+	}
+	late := b.addSuccess(t, wuID, "job_1", u, h, []byte("x"), state.ValidateInit)
+	if _, err := b.svc.RunOnce(context.Background()); err == nil {
+		t.Fatalf("RunOnce with the canonical output missing = nil error, want one (retried later)")
+	}
+	if r := b.result(t, late); r.ValidateState != state.ValidateInit {
+		t.Errorf("late result = %v, want still init", r.ValidateState)
+	}
+	// Once the job's files are deleted, there is nothing to compare with.
+	if _, err := b.st.DB().Exec(`UPDATE workunit SET file_delete_state = ? WHERE id = ?`, state.FileDeleteDone, wuID); err != nil {
+		t.Fatal(err)
+	}
+	runOnce(t, b.svc)
+	if r := b.result(t, late); r.ValidateState != state.ValidateTooLate || r.GrantedCredit != 0 {
+		t.Errorf("late result after file deletion = %v credit %g, want too_late, 0", r.ValidateState, r.GrantedCredit)
+	}
+}
+
+func TestOnlyOwnAppAndReplica(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	other, err := b.st.AppInsert(context.Background(), store.App{CreateTime: t0, Name: "other", UserFriendlyName: "Other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, h := b.volunteer(t, "a@example.com")
+	var ids []int64
+	for i := range 4 {
+		id := b.addJob(t, fmt.Sprintf("job%d", i))
+		b.addSuccess(t, id, fmt.Sprintf("job%d_0", i), u, h, []byte("same"), state.ValidateInit)
+		b.addSuccess(t, id, fmt.Sprintf("job%d_1", i), u, h, []byte("same"), state.ValidateInit)
+		ids = append(ids, id)
+	}
+	foreign := b.addJob(t, "foreign", func(wu *store.Workunit) { wu.AppID = other })
+	svc := New(b.st, slog.New(slog.DiscardHandler), b.m, Options{App: "demo", UploadDir: b.upload, Fanout: fanoutN,
+		Mod: 2, ModIndex: 1, Batch: 3, Now: func() time.Time { return time.Unix(t0, 0) }})
+	for range 3 {
+		runOnce(t, svc)
+	}
+	for _, id := range ids {
+		if wu := b.job(t, id); wu.NeedValidate != (id%2 == 0) {
+			t.Errorf("replica 1 of 2: job %d need_validate = %v, want %v", id, wu.NeedValidate, id%2 == 0)
+		}
+	}
+	if wu := b.job(t, foreign); !wu.NeedValidate {
+		t.Errorf("another app's job was validated")
+	}
+}
+
+func TestUnknownAppIsAnError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	svc := New(b.st, slog.New(slog.DiscardHandler), b.m, Options{App: "nope", UploadDir: b.upload, Fanout: fanoutN})
+	if _, err := svc.RunOnce(context.Background()); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RunOnce for app nope = %v, want ErrNotFound", err)
+	}
+}
