@@ -1,0 +1,269 @@
+package assimilator
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+const (
+	t0      = 1_700_000_000
+	fanoutN = 8
+)
+
+type bundle struct {
+	st      *store.Store
+	upload  string
+	results string
+	appID   int64
+	m       *Metrics
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	dir := t.TempDir()
+	b := &bundle{st: storetest.New(t), upload: filepath.Join(dir, "upload"), results: filepath.Join(dir, "results"),
+		m: NewMetrics(prometheus.NewRegistry())}
+	id, err := b.st.AppInsert(context.Background(), store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	if err != nil {
+		t.Fatalf("AppInsert: %v", err)
+	}
+	b.appID = id
+	return b
+}
+
+func (b *bundle) service(mod, index int) *Service {
+	h := FileHandler{Dir: b.results, UploadDir: b.upload, Fanout: fanoutN}
+	return New(b.st, h, slog.New(slog.DiscardHandler), b.m, Options{App: "demo", Mod: mod, ModIndex: index, Batch: 10,
+		Now: func() time.Time { return time.Unix(t0, 0) }})
+}
+
+// addJob inserts a job ready for assimilation. With outputs it has a
+// canonical result whose output files hold them (nil: file not uploaded);
+// without, it failed with error mask mask.
+func (b *bundle) addJob(t *testing.T, name string, mask state.ErrorMask, outputs ...[]byte) int64 {
+	t.Helper()
+	ctx := context.Background()
+	wuID, err := b.st.WorkunitInsert(ctx, store.Workunit{CreateTime: t0, AppID: b.appID, Name: name, MinQuorum: 1,
+		TargetNResults: 1, MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, ErrorMask: mask,
+		AssimilateState: state.AssimilateReady, TransitionTime: state.NoTransition})
+	if err != nil {
+		t.Fatalf("WorkunitInsert(%s): %v", name, err)
+	}
+	if len(outputs) == 0 {
+		return wuID
+	}
+	rname := name + "_0"
+	opens := make([]string, len(outputs))
+	for i := range opens {
+		opens[i] = "out"
+	}
+	doc, err := jobxml.FormatResult(rname, opens, 1e6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rid, err := b.st.ResultInsert(ctx, store.Result{CreateTime: t0, WorkunitID: wuID, Name: rname,
+		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: state.ValidateValid, XMLDocIn: doc})
+	if err != nil {
+		t.Fatalf("ResultInsert: %v", err)
+	}
+	if _, err := b.st.DB().Exec(`UPDATE workunit SET canonical_resultid = ? WHERE id = ?`, rid, wuID); err != nil {
+		t.Fatal(err)
+	}
+	for i, out := range outputs {
+		if out != nil {
+			b.upload1(t, jobxml.OutputName(rname, i), out)
+		}
+	}
+	return wuID
+}
+
+func (b *bundle) upload1(t *testing.T, name string, body []byte) {
+	t.Helper()
+	path, err := fanout.Path(b.upload, name, fanoutN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *bundle) job(t *testing.T, id int64) store.Workunit {
+	t.Helper()
+	wu, err := b.st.WorkunitGet(context.Background(), id)
+	if err != nil {
+		t.Fatalf("WorkunitGet(%d): %v", id, err)
+	}
+	return wu
+}
+
+// files lists the results directory.
+func (b *bundle) files(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(b.results)
+	if err != nil {
+		t.Fatalf("read results dir: %v", err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func (b *bundle) read(t *testing.T, name string) string {
+	t.Helper()
+	body, err := os.ReadFile(filepath.Join(b.results, name))
+	if err != nil {
+		t.Fatalf("read result file %s: %v", name, err)
+	}
+	return string(body)
+}
+
+func runOnce(t *testing.T, s *Service) int {
+	t.Helper()
+	n, err := s.RunOnce(context.Background())
+	if err != nil {
+		t.Fatalf("RunOnce: %v", err)
+	}
+	return n
+}
+
+func TestSuccessWritesOutputOnceAndMarksDone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wuID := b.addJob(t, "job", 0, []byte("digest 42\n"))
+	s := b.service(1, 0)
+	if n := runOnce(t, s); n != 1 {
+		t.Fatalf("RunOnce = %d jobs, want 1", n)
+	}
+	if got := b.read(t, "job"); got != "digest 42\n" {
+		t.Errorf("results/job = %q, want the canonical output", got)
+	}
+	if wu := b.job(t, wuID); wu.AssimilateState != state.AssimilateDone || wu.TransitionTime != t0 || wu.ModTime != t0 {
+		t.Errorf("job = assimilate %v transition_time %d mod_time %d; want done, %d, %d",
+			wu.AssimilateState, wu.TransitionTime, wu.ModTime, t0, t0)
+	}
+	if n := runOnce(t, s); n != 0 {
+		t.Errorf("second RunOnce = %d jobs, want 0", n)
+	}
+	// As if the process died after writing but before marking: the job is
+	// handled again and its output still exists exactly once.
+	if _, err := b.st.DB().Exec(`UPDATE workunit SET assimilate_state = ? WHERE id = ?`, state.AssimilateReady, wuID); err != nil {
+		t.Fatal(err)
+	}
+	runOnce(t, s)
+	if got := b.files(t); !slices.Equal(got, []string{"job"}) {
+		t.Errorf("results dir after a rerun = %v, want [job] only", got)
+	}
+	if got := b.read(t, "job"); got != "digest 42\n" {
+		t.Errorf("results/job after a rerun = %q, want the same bytes", got)
+	}
+	if got := testutil.ToFloat64(b.m.jobs.WithLabelValues("success")); got != 2 {
+		t.Errorf(`jobs_assimilated_total{kind="success"} = %v, want 2`, got)
+	}
+}
+
+func TestFailedJobWritesErrorFile(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wuID := b.addJob(t, "bad", state.ErrTooManyErrorResults|state.ErrTooManyTotalResults)
+	runOnce(t, b.service(1, 0))
+	if got, want := b.read(t, "bad.error"), "too_many_error_results|too_many_total_results\n"; got != want {
+		t.Errorf("results/bad.error = %q, want %q", got, want)
+	}
+	if wu := b.job(t, wuID); wu.AssimilateState != state.AssimilateDone {
+		t.Errorf("failed job assimilate_state = %v, want done", wu.AssimilateState)
+	}
+	if got := testutil.ToFloat64(b.m.jobs.WithLabelValues("error")); got != 1 {
+		t.Errorf(`jobs_assimilated_total{kind="error"} = %v, want 1`, got)
+	}
+}
+
+func TestHandlerErrorIsRetriedNotSkipped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	missing := b.addJob(t, "missing", 0, nil)
+	fine := b.addJob(t, "fine", 0, []byte("ok"))
+	s := b.service(1, 0)
+	n, err := s.RunOnce(context.Background())
+	if err == nil || n != 2 {
+		t.Fatalf("RunOnce with a missing output = %d, %v; want 2 jobs and an error", n, err)
+	}
+	if wu := b.job(t, missing); wu.AssimilateState != state.AssimilateReady {
+		t.Errorf("job whose handler failed = %v, want still ready", wu.AssimilateState)
+	}
+	if wu := b.job(t, fine); wu.AssimilateState != state.AssimilateDone {
+		t.Errorf("other job of the batch = %v, want done", wu.AssimilateState)
+	}
+	if got := testutil.ToFloat64(b.m.handlerErrors); got != 1 {
+		t.Errorf("handler_errors_total = %v, want 1", got)
+	}
+	b.upload1(t, jobxml.OutputName("missing_0", 0), []byte("late"))
+	runOnce(t, s)
+	if got := b.read(t, "missing"); got != "late" {
+		t.Errorf("results/missing once its file is there = %q, want late", got)
+	}
+	if got := b.files(t); !slices.Equal(got, []string{"fine", "missing"}) {
+		t.Errorf("results dir = %v, want [fine missing]: no temporary files left", got)
+	}
+}
+
+func TestSeveralOutputFiles(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.addJob(t, "multi", 0, []byte("zero"), []byte("one"))
+	runOnce(t, b.service(1, 0))
+	if got0, got1 := b.read(t, "multi"), b.read(t, "multi.1"); got0 != "zero" || got1 != "one" {
+		t.Errorf("results multi, multi.1 = %q, %q; want zero, one", got0, got1)
+	}
+}
+
+func TestOnlyOwnReplica(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ids []int64
+	for _, name := range []string{"a", "b", "c", "d"} {
+		ids = append(ids, b.addJob(t, name, state.ErrCancelled))
+	}
+	runOnce(t, b.service(2, 0))
+	for _, id := range ids {
+		want := state.AssimilateReady
+		if id%2 == 0 {
+			want = state.AssimilateDone
+		}
+		if wu := b.job(t, id); wu.AssimilateState != want {
+			t.Errorf("replica 0 of 2: job %d = %v, want %v", id, wu.AssimilateState, want)
+		}
+	}
+}
+
+func TestMarkAssimilatedTwiceConflicts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.addJob(t, "x", state.ErrCancelled)
+	if err := b.st.WorkunitMarkAssimilated(context.Background(), id, t0); err != nil {
+		t.Fatalf("WorkunitMarkAssimilated: %v", err)
+	}
+	if err := b.st.WorkunitMarkAssimilated(context.Background(), id, t0); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("WorkunitMarkAssimilated again = %v, want ErrConflict", err)
+	}
+}
