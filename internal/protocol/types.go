@@ -4,38 +4,59 @@
 // sends. The scheduler and data server use it on one side, the simulated
 // client on the other. Element names are BOINC's; see
 // ../shared/protocol/PROTOCOL.md.
+//
+// The struct tags are encoding/xml tags, but the package's own readers and
+// writers (ParseSchedulerRequest, WriteSchedulerReply, ...) should be used:
+// they accept what the real client sends and write what it reads.
 package protocol
 
 import "encoding/xml"
 
-// SchedulerRequest is a client's <scheduler_request>.
+// SchedulerRequest is a client's <scheduler_request> (PROTOCOL.md §3). Fields
+// are in the order the client writes them.
 type SchedulerRequest struct {
-	XMLName                   xml.Name       `xml:"scheduler_request"`
-	Authenticator             string         `xml:"authenticator"`
-	HostID                    int64          `xml:"hostid"`
-	RPCSeqno                  int64          `xml:"rpc_seqno"`
-	CoreClientMajorVersion    int            `xml:"core_client_major_version"`
-	CoreClientMinorVersion    int            `xml:"core_client_minor_version"`
-	CoreClientRelease         int            `xml:"core_client_release"`
-	ResourceShareFraction     float64        `xml:"resource_share_fraction"`
-	DurationCorrectionFactor  float64        `xml:"duration_correction_factor"`
-	DontSendWork              int            `xml:"dont_send_work"`
-	WorkReqSeconds            float64        `xml:"work_req_seconds"`
-	CPUReqSecs                float64        `xml:"cpu_req_secs"`
-	CPUReqInstances           float64        `xml:"cpu_req_instances"`
-	EstimatedDelay            float64        `xml:"estimated_delay"`
-	PlatformName              string         `xml:"platform_name"`
-	AltPlatforms              []AltPlatform  `xml:"alt_platform"`
-	CodeSignKey               string         `xml:"code_sign_key"`
-	CrossProjectID            string         `xml:"cross_project_id"`
-	HostInfo                  HostInfo       `xml:"host_info"`
-	TimeStats                 TimeStats      `xml:"time_stats"`
-	Results                   []ReportResult `xml:"result"`
-	AppVersions               []ClientAppVer `xml:"app_versions>app_version"`
-	OtherResults              []OtherResult  `xml:"other_results>other_result"`
-	InProgressResults         []IPResult     `xml:"in_progress_results>ip_result"`
-	WorkingGlobalPreferences  RawXML         `xml:"working_global_preferences"`
-	GlobalPrefsSourceEmailHsh string         `xml:"global_prefs_source_email_hash"`
+	XMLName                  xml.Name      `xml:"scheduler_request"`
+	Authenticator            string        `xml:"authenticator"`
+	HostID                   int64         `xml:"hostid"`
+	RPCSeqno                 int64         `xml:"rpc_seqno"`
+	CoreClientMajorVersion   int           `xml:"core_client_major_version"`
+	CoreClientMinorVersion   int           `xml:"core_client_minor_version"`
+	CoreClientRelease        int           `xml:"core_client_release"`
+	ResourceShareFraction    float64       `xml:"resource_share_fraction"`
+	RRSFraction              float64       `xml:"rrs_fraction,omitempty"`
+	PRRSFraction             float64       `xml:"prrs_fraction,omitempty"`
+	DurationCorrectionFactor float64       `xml:"duration_correction_factor"`
+	AllowMultipleClients     int           `xml:"allow_multiple_clients"`
+	Sandbox                  int           `xml:"sandbox"`
+	DontSendWork             int           `xml:"dont_send_work"`
+	WorkReqSeconds           float64       `xml:"work_req_seconds"`
+	CPUReqSecs               float64       `xml:"cpu_req_secs"`
+	CPUReqInstances          float64       `xml:"cpu_req_instances"`
+	EstimatedDelay           float64       `xml:"estimated_delay"`
+	PlatformName             string        `xml:"platform_name"`
+	AltPlatforms             []AltPlatform `xml:"alt_platform"`
+	// CodeSignKey is the project key the client holds; empty until a reply
+	// gave it one, which is when the server sends <code_sign_key>.
+	CodeSignKey               string    `xml:"code_sign_key,omitempty"`
+	WorkingGlobalPreferences  RawXML    `xml:"working_global_preferences,omitempty"`
+	GlobalPreferences         RawXML    `xml:"global_preferences,omitempty"`
+	GlobalPrefsSourceEmailHsh string    `xml:"global_prefs_source_email_hash,omitempty"`
+	CrossProjectID            string    `xml:"cross_project_id"`
+	TimeStats                 TimeStats `xml:"time_stats"`
+	HostInfo                  HostInfo  `xml:"host_info"`
+	DiskUsage                 DiskUsage `xml:"disk_usage"`
+	// Coprocs is the GPU description, kept unparsed; only GPU hosts send it.
+	Coprocs      RawXML         `xml:"coprocs,omitempty"`
+	Results      []ReportResult `xml:"result"`
+	AppVersions  []ClientAppVer `xml:"app_versions>app_version"`
+	OtherResults []OtherResult  `xml:"other_results>other_result,omitempty"`
+	// HasOtherResults says the request had an <other_results> element, even
+	// an empty one. Only then does an empty OtherResults mean "the host has
+	// no tasks in progress", which the scheduler needs before it resends
+	// tasks it thinks were lost. WriteSchedulerRequest writes the element
+	// when this is set or OtherResults is not empty.
+	HasOtherResults   bool       `xml:"-"`
+	InProgressResults []IPResult `xml:"in_progress_results>ip_result,omitempty"`
 }
 
 // RawXML keeps an element's inner XML unparsed.
@@ -50,46 +71,67 @@ type AltPlatform struct {
 
 // HostInfo is the client's <host_info>.
 type HostInfo struct {
-	Timezone   int     `xml:"timezone"`
-	DomainName string  `xml:"domain_name"`
-	IPAddr     string  `xml:"ip_addr"`
-	HostCPID   string  `xml:"host_cpid"`
-	PNCPUs     int     `xml:"p_ncpus"`
-	PVendor    string  `xml:"p_vendor"`
-	PModel     string  `xml:"p_model"`
-	PFeatures  string  `xml:"p_features"`
-	PFpops     float64 `xml:"p_fpops"`
-	PIops      float64 `xml:"p_iops"`
-	PMembw     float64 `xml:"p_membw"`
-	MNbytes    float64 `xml:"m_nbytes"`
-	MCache     float64 `xml:"m_cache"`
-	MSwap      float64 `xml:"m_swap"`
-	DTotal     float64 `xml:"d_total"`
-	DFree      float64 `xml:"d_free"`
-	OSName     string  `xml:"os_name"`
-	OSVersion  string  `xml:"os_version"`
+	Timezone       int     `xml:"timezone"`
+	DomainName     string  `xml:"domain_name"`
+	IPAddr         string  `xml:"ip_addr"`
+	HostCPID       string  `xml:"host_cpid"`
+	PNCPUs         int     `xml:"p_ncpus"`
+	PVendor        string  `xml:"p_vendor"`
+	PModel         string  `xml:"p_model"`
+	PFeatures      string  `xml:"p_features"`
+	PFpops         float64 `xml:"p_fpops"`
+	PIops          float64 `xml:"p_iops"`
+	PMembw         float64 `xml:"p_membw"`
+	PCalculated    float64 `xml:"p_calculated"`
+	MNbytes        float64 `xml:"m_nbytes"`
+	MCache         float64 `xml:"m_cache"`
+	MSwap          float64 `xml:"m_swap"`
+	DTotal         float64 `xml:"d_total"`
+	DFree          float64 `xml:"d_free"`
+	OSName         string  `xml:"os_name"`
+	OSVersion      string  `xml:"os_version"`
+	NUsableCoprocs int     `xml:"n_usable_coprocs"`
 }
 
 // TimeStats is the client's <time_stats>.
 type TimeStats struct {
-	OnFrac        float64 `xml:"on_frac"`
-	ConnectedFrac float64 `xml:"connected_frac"`
-	ActiveFrac    float64 `xml:"active_frac"`
+	OnFrac                     float64 `xml:"on_frac"`
+	ConnectedFrac              float64 `xml:"connected_frac"`
+	CPUAndNetworkAvailableFrac float64 `xml:"cpu_and_network_available_frac"`
+	ActiveFrac                 float64 `xml:"active_frac"`
+	GPUActiveFrac              float64 `xml:"gpu_active_frac"`
+	ClientStartTime            float64 `xml:"client_start_time,omitempty"`
+	Now                        float64 `xml:"now,omitempty"`
 }
 
-// ReportResult is a completed task in a request's <result>.
+// DiskUsage is the client's <disk_usage>, in bytes.
+type DiskUsage struct {
+	DBoincUsedTotal   float64 `xml:"d_boinc_used_total"`
+	DBoincUsedProject float64 `xml:"d_boinc_used_project"`
+	DProjectShare     float64 `xml:"d_project_share"`
+}
+
+// ReportResult is a completed task in a request's <result> (PROTOCOL.md
+// §9.1).
 type ReportResult struct {
-	Name             string           `xml:"name"`
-	FinalCPUTime     float64          `xml:"final_cpu_time"`
-	FinalElapsedTime float64          `xml:"final_elapsed_time"`
-	ExitStatus       int              `xml:"exit_status"`
-	State            int              `xml:"state"`
-	Platform         string           `xml:"platform"`
-	VersionNum       int              `xml:"version_num"`
-	PlanClass        string           `xml:"plan_class"`
-	AppVersionNum    int              `xml:"app_version_num"`
-	StderrOut        string           `xml:"stderr_out"`
-	FileInfos        []ReportFileInfo `xml:"file_info"`
+	Name                    string  `xml:"name"`
+	FinalCPUTime            float64 `xml:"final_cpu_time"`
+	FinalElapsedTime        float64 `xml:"final_elapsed_time"`
+	ExitStatus              int     `xml:"exit_status"`
+	State                   int     `xml:"state"`
+	Platform                string  `xml:"platform"`
+	VersionNum              int     `xml:"version_num"`
+	PlanClass               string  `xml:"plan_class,omitempty"`
+	FinalPeakWorkingSetSize float64 `xml:"final_peak_working_set_size,omitempty"`
+	FinalPeakSwapSize       float64 `xml:"final_peak_swap_size,omitempty"`
+	FinalPeakDiskUsage      float64 `xml:"final_peak_disk_usage,omitempty"`
+	FinalBytesSent          float64 `xml:"final_bytes_sent,omitempty"`
+	FinalBytesReceived      float64 `xml:"final_bytes_received,omitempty"`
+	AppVersionNum           int     `xml:"app_version_num"`
+	// StderrOut is the element's content with CDATA unwrapped: the
+	// <core_client_version>, any client <message> and the <stderr_txt>.
+	StderrOut string           `xml:"stderr_out"`
+	FileInfos []ReportFileInfo `xml:"file_info"`
 }
 
 // ReportFileInfo is an uploaded output file listed in a reported result.
@@ -98,25 +140,30 @@ type ReportFileInfo struct {
 	Nbytes    float64 `xml:"nbytes"`
 	MaxNbytes float64 `xml:"max_nbytes"`
 	MD5Cksum  string  `xml:"md5_cksum"`
-	UploadURL string  `xml:"upload_url"`
-	ErrorMsg  string  `xml:"error_msg"`
+	UploadURL string  `xml:"upload_url,omitempty"`
+	// ErrorMsg is set when the upload failed; the client still reports
+	// success in that case (PROTOCOL.md §8.5).
+	ErrorMsg string `xml:"error_msg,omitempty"`
 }
 
 // ClientAppVer is one app version the client has (<app_versions><app_version>).
+// OtherResult.AppVersion indexes the request's list of these.
 type ClientAppVer struct {
 	AppName    string  `xml:"app_name"`
 	VersionNum int     `xml:"version_num"`
 	Platform   string  `xml:"platform"`
-	PlanClass  string  `xml:"plan_class"`
+	PlanClass  string  `xml:"plan_class,omitempty"`
 	AvgNCPUs   float64 `xml:"avg_ncpus"`
 	Flops      float64 `xml:"flops"`
+	APIVersion string  `xml:"api_version,omitempty"`
+	Cmdline    string  `xml:"cmdline,omitempty"`
 }
 
 // OtherResult is a task the client has in progress (<other_results>).
 type OtherResult struct {
 	Name       string `xml:"name"`
 	AppVersion int    `xml:"app_version"`
-	PlanClass  string `xml:"plan_class"`
+	PlanClass  string `xml:"plan_class,omitempty"`
 }
 
 // IPResult is one <in_progress_results><ip_result>.
@@ -127,41 +174,68 @@ type IPResult struct {
 	AvgNCPUs       float64 `xml:"avg_ncpus"`
 }
 
-// SchedulerReply is the server's <scheduler_reply>.
+// SchedulerReply is the server's <scheduler_reply> (PROTOCOL.md §4).
 type SchedulerReply struct {
-	XMLName          xml.Name      `xml:"scheduler_reply"`
-	SchedulerVersion int           `xml:"scheduler_version,omitempty"`
-	MasterURL        string        `xml:"master_url,omitempty"`
-	ProjectName      string        `xml:"project_name,omitempty"`
-	RequestDelay     float64       `xml:"request_delay,omitempty"`
-	NextRPCDelay     float64       `xml:"next_rpc_delay,omitempty"`
-	Messages         []Message     `xml:"message"`
-	ProjectIsDown    *Empty        `xml:"project_is_down"`
-	UserID           int64         `xml:"userid,omitempty"`
-	UserName         string        `xml:"user_name,omitempty"`
-	UserTotalCredit  float64       `xml:"user_total_credit,omitempty"`
-	UserExpavgCredit float64       `xml:"user_expavg_credit,omitempty"`
-	UserCreateTime   int64         `xml:"user_create_time,omitempty"`
-	CrossProjectID   string        `xml:"cross_project_id,omitempty"`
-	HostID           int64         `xml:"hostid,omitempty"`
-	HostTotalCredit  float64       `xml:"host_total_credit,omitempty"`
-	HostExpavgCredit float64       `xml:"host_expavg_credit,omitempty"`
-	HostCreateTime   int64         `xml:"host_create_time,omitempty"`
-	CodeSignKey      string        `xml:"code_sign_key,omitempty"`
-	Apps             []App         `xml:"app"`
-	FileInfos        []FileInfo    `xml:"file_info"`
-	AppVersions      []AppVersion  `xml:"app_version"`
-	Workunits        []Workunit    `xml:"workunit"`
-	Results          []Result      `xml:"result"`
-	ResultAcks       []NameElement `xml:"result_ack"`
-	ResultAborts     []NameElement `xml:"result_abort"`
-	ResultAbortsINS  []NameElement `xml:"result_abort_if_not_started"`
+	XMLName          xml.Name  `xml:"scheduler_reply"`
+	SchedulerVersion int       `xml:"scheduler_version,omitempty"`
+	MasterURL        string    `xml:"master_url,omitempty"`
+	ProjectName      string    `xml:"project_name,omitempty"`
+	RequestDelay     float64   `xml:"request_delay,omitempty"`
+	NextRPCDelay     float64   `xml:"next_rpc_delay,omitempty"`
+	Messages         []Message `xml:"message"`
+	// ProjectIsDown makes the client treat the RPC as failed and back off.
+	ProjectIsDown    *Empty  `xml:"project_is_down"`
+	UserID           int64   `xml:"userid,omitempty"`
+	UserName         string  `xml:"user_name,omitempty"`
+	UserTotalCredit  float64 `xml:"user_total_credit,omitempty"`
+	UserExpavgCredit float64 `xml:"user_expavg_credit,omitempty"`
+	UserCreateTime   int64   `xml:"user_create_time,omitempty"`
+	TeamID           int64   `xml:"teamid,omitempty"`
+	TeamName         string  `xml:"team_name,omitempty"`
+	EmailHash        string  `xml:"email_hash,omitempty"`
+	CrossProjectID   string  `xml:"cross_project_id,omitempty"`
+	ExternalCPID     string  `xml:"external_cpid,omitempty"`
+	// HostID must be sent when the request's hostid was 0.
+	HostID           int64   `xml:"hostid,omitempty"`
+	HostTotalCredit  float64 `xml:"host_total_credit,omitempty"`
+	HostExpavgCredit float64 `xml:"host_expavg_credit,omitempty"`
+	HostCreateTime   int64   `xml:"host_create_time,omitempty"`
+	HostVenue        string  `xml:"host_venue,omitempty"`
+	// CodeSignKey is sent only when the request had none (PROTOCOL.md §5.2).
+	CodeSignKey string `xml:"code_sign_key,omitempty"`
+	// CodeSignKeySignature signs a new CodeSignKey with the old private key.
+	CodeSignKeySignature  string `xml:"code_sign_key_signature,omitempty"`
+	GlobalPreferences     RawXML `xml:"global_preferences,omitempty"`
+	ProjectPreferences    RawXML `xml:"project_preferences,omitempty"`
+	SendFullWorkload      *Empty `xml:"send_full_workload"`
+	VerifyFilesOnAppStart *Empty `xml:"verify_files_on_app_start"`
+	// NoRscApps names resources ("CPU", "NVIDIA", ...) the project has no
+	// apps for, so the client stops asking for that kind of work.
+	NoRscApps       []string      `xml:"no_rsc_apps"`
+	Apps            []App         `xml:"app"`
+	FileInfos       []FileInfo    `xml:"file_info"`
+	AppVersions     []AppVersion  `xml:"app_version"`
+	Workunits       []Workunit    `xml:"workunit"`
+	Results         []Result      `xml:"result"`
+	ResultAcks      []NameElement `xml:"result_ack"`
+	ResultAborts    []NameElement `xml:"result_abort"`
+	ResultAbortsINS []NameElement `xml:"result_abort_if_not_started"`
+	// DeleteFileInfos clears the sticky flag of files the client holds.
+	DeleteFileInfos []string `xml:"delete_file_info"`
+	// Raw fragments are written verbatim inside the reply, after everything
+	// else: stored XML such as an app version's xml_doc
+	// ("<file_info>…</file_info><app_version>…</app_version>"). The client
+	// links entities after reading the whole reply, so position does not
+	// matter. ParseSchedulerReply never fills Raw: what is in it comes back
+	// as Apps, FileInfos, AppVersions and so on.
+	Raw []string `xml:"-"`
 }
 
 // Empty is a flag element written as <x/>.
 type Empty struct{}
 
-// Message is a <message priority="...">text</message>.
+// Message is a <message priority="...">text</message>; priority is "low",
+// "high" or "notice" (a notice is also shown in the Manager).
 type Message struct {
 	Priority string `xml:"priority,attr"`
 	Text     string `xml:",chardata"`
@@ -180,14 +254,22 @@ type App struct {
 
 // FileInfo is a reply's <file_info>: an app file, an input or an output.
 type FileInfo struct {
-	Name          string   `xml:"name"`
-	URLs          []string `xml:"url"`
-	Executable    *Empty   `xml:"executable"`
-	MD5Cksum      string   `xml:"md5_cksum,omitempty"`
-	Nbytes        float64  `xml:"nbytes,omitempty"`
-	MaxNbytes     float64  `xml:"max_nbytes,omitempty"`
-	FileSignature string   `xml:"file_signature,omitempty"`
-	XMLSignature  string   `xml:"xml_signature,omitempty"`
+	Name string `xml:"name"`
+	// URLs are tried in order; one containing "file_upload_handler" is an
+	// upload URL, any other a download URL.
+	URLs []string `xml:"url"`
+	// UploadURLs are explicit upload URLs, an alternative to URLs.
+	UploadURLs []string `xml:"upload_url"`
+	Executable *Empty   `xml:"executable"`
+	MD5Cksum   string   `xml:"md5_cksum,omitempty"`
+	Nbytes     float64  `xml:"nbytes,omitempty"`
+	MaxNbytes  float64  `xml:"max_nbytes,omitempty"`
+	// FileSignature is required on every app version file.
+	FileSignature string `xml:"file_signature,omitempty"`
+	// XMLSignature is the upload certificate of an output file.
+	XMLSignature string `xml:"xml_signature,omitempty"`
+	Sticky       *Empty `xml:"sticky"`
+	NoDelete     *Empty `xml:"no_delete"`
 }
 
 // FileRef links an app version, workunit or result to a file_info.
@@ -208,6 +290,7 @@ type AppVersion struct {
 	AvgNCPUs   float64   `xml:"avg_ncpus,omitempty"`
 	Flops      float64   `xml:"flops,omitempty"`
 	APIVersion string    `xml:"api_version,omitempty"`
+	Cmdline    string    `xml:"cmdline,omitempty"`
 	FileRefs   []FileRef `xml:"file_ref"`
 }
 

@@ -1,0 +1,100 @@
+package protocol
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+)
+
+// ParseSchedulerRequest reads a client's <scheduler_request> within
+// DefaultLimits. See ParseSchedulerRequestLimits.
+func ParseSchedulerRequest(r io.Reader) (*SchedulerRequest, error) {
+	return ParseSchedulerRequestLimits(r, DefaultLimits())
+}
+
+// ParseSchedulerRequestLimits reads a client's <scheduler_request>. It is
+// lenient where the client is sloppy (unescaped names, unknown elements,
+// anything before the root) and strict where it matters: a request without
+// its closing tag was cut off, and is refused with ErrMalformed rather than
+// read as a host that has fewer tasks than it has. Errors wrap ErrTooLarge,
+// ErrTooDeep or ErrMalformed, or are read errors from r.
+func ParseSchedulerRequestLimits(r io.Reader, lim Limits) (*SchedulerRequest, error) {
+	root, err := readDocument(r, lim, "scheduler_request")
+	if err != nil {
+		return nil, fmt.Errorf("parse scheduler request: %w", err)
+	}
+	req := &SchedulerRequest{}
+	decodeInto(root, reflect.ValueOf(req).Elem())
+	req.HasOtherResults = root.child("other_results") != nil
+	return req, nil
+}
+
+// WriteSchedulerRequest writes req as a client does. The simulated client
+// uses it.
+func WriteSchedulerRequest(w io.Writer, req *SchedulerRequest) error {
+	return writeDocument(w, "scheduler_request", reflect.ValueOf(req).Elem(), nil)
+}
+
+// WriteSchedulerReply writes rep as the reply body the BOINC client accepts,
+// from <scheduler_reply> to </scheduler_reply>, followed by rep.Raw
+// fragments verbatim before the closing tag.
+func WriteSchedulerReply(w io.Writer, rep *SchedulerReply) error {
+	return writeDocument(w, "scheduler_reply", reflect.ValueOf(rep).Elem(), rep.Raw)
+}
+
+// ParseSchedulerReply reads a <scheduler_reply> the way the client does:
+// whatever comes before it is skipped, and a reply without
+// </scheduler_reply> is an error. The simulated client uses it.
+func ParseSchedulerReply(r io.Reader) (*SchedulerReply, error) {
+	root, err := readDocument(r, DefaultLimits(), "scheduler_reply")
+	if err != nil {
+		return nil, fmt.Errorf("parse scheduler reply: %w", err)
+	}
+	rep := &SchedulerReply{}
+	decodeInto(root, reflect.ValueOf(rep).Elem())
+	return rep, nil
+}
+
+// readDocument reads r within lim and returns the first element called
+// root, which must be closed.
+func readDocument(r io.Reader, lim Limits, root string) (*node, error) {
+	b, err := io.ReadAll(io.LimitReader(r, lim.MaxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	if int64(len(b)) > lim.MaxBytes {
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, lim.MaxBytes)
+	}
+	doc, err := scan(string(b), lim)
+	if err != nil {
+		return nil, err
+	}
+	n := doc.find(root, nil)
+	if n == nil {
+		return nil, fmt.Errorf("%w: no <%s>", ErrMalformed, root)
+	}
+	if !n.closed {
+		return nil, fmt.Errorf("%w: no </%s>; the message was cut off", ErrMalformed, root)
+	}
+	return n, nil
+}
+
+func writeDocument(w io.Writer, root string, v reflect.Value, raw []string) error {
+	bw := bufio.NewWriter(w)
+	e := &encoder{w: bw}
+	bw.WriteString("<" + root + ">\n")
+	e.fields(v, 0)
+	for _, frag := range raw {
+		bw.WriteString(frag)
+		if !strings.HasSuffix(frag, "\n") {
+			bw.WriteByte('\n')
+		}
+	}
+	bw.WriteString("</" + root + ">\n")
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", root, err)
+	}
+	return nil
+}
