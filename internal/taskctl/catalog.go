@@ -1,0 +1,177 @@
+package taskctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/taskserver/taskserver/db/schema"
+	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+func (t *tool) schemaCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "schema",
+		Usage: "create, upgrade or inspect the database schema",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "apply",
+				Usage: "create the tables or upgrade them to this binary's schema version; prints the versions applied",
+				Action: func(c *cli.Context) error {
+					return t.withStore(c, true, func(ctx context.Context, st *store.Store, _ config.Common) error {
+						applied, err := st.SchemaApply(ctx, t.now())
+						for _, v := range applied {
+							t.printf("applied schema version %d\n", v)
+						}
+						if err != nil {
+							return err
+						}
+						if len(applied) == 0 {
+							t.printf("schema is up to date at version %d\n", schema.Latest())
+						}
+						return nil
+					})
+				},
+			},
+			{
+				Name:  "version",
+				Usage: "print the database's schema version and this binary's",
+				Action: func(c *cli.Context) error {
+					return t.withStore(c, true, func(ctx context.Context, st *store.Store, _ config.Common) error {
+						v, err := st.SchemaVersion(ctx)
+						if err != nil {
+							return err
+						}
+						t.printf("database schema version %d\nbinary schema version %d\n", v, schema.Latest())
+						return nil
+					})
+				},
+			},
+		},
+	}
+}
+
+func (t *tool) platformCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "platform",
+		Usage: "manage platforms (OS/CPU combinations such as x86_64-pc-linux-gnu)",
+		Subcommands: []*cli.Command{{
+			Name:  "add",
+			Usage: "add a platform; prints its id",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "name", Required: true, Usage: "platform name as clients report it, e.g. x86_64-pc-linux-gnu"},
+				&cli.StringFlag{Name: "user-friendly-name", Usage: "name shown to people (default: --name)"},
+			},
+			Action: func(c *cli.Context) error {
+				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
+					p := store.Platform{CreateTime: t.now().Unix(), Name: c.String("name"),
+						UserFriendlyName: orDefault(c.String("user-friendly-name"), c.String("name"))}
+					id, err := st.PlatformInsert(ctx, p)
+					if err != nil {
+						return err
+					}
+					t.printf("platform %d %s\n", id, p.Name)
+					return nil
+				})
+			},
+		}},
+	}
+}
+
+func (t *tool) appCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "app",
+		Usage: "manage apps",
+		Subcommands: []*cli.Command{{
+			Name:  "add",
+			Usage: "add an app; prints its id",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "name", Required: true, Usage: "app name used in the database and the protocol"},
+				&cli.StringFlag{Name: "user-friendly-name", Usage: "name shown to people (default: --name)"},
+				&cli.IntFlag{Name: "min-version", Usage: "oldest app version number sent to clients"},
+				&cli.Float64Flag{Name: "weight", Value: 1, Usage: "share of work this app gets relative to others"},
+			},
+			Action: func(c *cli.Context) error {
+				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
+					a := store.App{CreateTime: t.now().Unix(), Name: c.String("name"),
+						UserFriendlyName: orDefault(c.String("user-friendly-name"), c.String("name")),
+						MinVersion:       c.Int("min-version"), Weight: c.Float64("weight")}
+					id, err := st.AppInsert(ctx, a)
+					if err != nil {
+						return err
+					}
+					t.printf("app %d %s\n", id, a.Name)
+					return nil
+				})
+			},
+		}},
+	}
+}
+
+func (t *tool) appVersionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "app-version",
+		Usage: "manage app versions (one build of an app for one platform)",
+		Subcommands: []*cli.Command{{
+			Name:  "add",
+			Usage: "add an app version; prints its id",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "app", Required: true, Usage: "app name"},
+				&cli.StringFlag{Name: "platform", Required: true, Usage: "platform name"},
+				&cli.IntFlag{Name: "version-num", Required: true, Usage: "version number, e.g. 100 for 1.00"},
+				&cli.StringFlag{Name: "plan-class", Usage: "plan class (empty: plain CPU version)"},
+				&cli.StringFlag{Name: "xml-doc-file", Usage: "file holding the version's <file_info> and <app_version> elements"},
+			},
+			Action: func(c *cli.Context) error {
+				if c.Int("version-num") <= 0 {
+					return fmt.Errorf("--version-num %d: want > 0", c.Int("version-num"))
+				}
+				var doc string
+				if path := c.String("xml-doc-file"); path != "" {
+					b, err := os.ReadFile(path)
+					if err != nil {
+						return fmt.Errorf("read --xml-doc-file: %w", err)
+					}
+					doc = string(b)
+				}
+				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
+					app, err := st.AppGetByName(ctx, c.String("app"))
+					if err != nil {
+						return notFoundHint(err, "add it with: taskctl app add")
+					}
+					plat, err := st.PlatformGetByName(ctx, c.String("platform"))
+					if err != nil {
+						return notFoundHint(err, "add it with: taskctl platform add")
+					}
+					v := store.AppVersion{CreateTime: t.now().Unix(), AppID: app.ID, VersionNum: c.Int("version-num"),
+						PlatformID: plat.ID, PlanClass: c.String("plan-class"), XMLDoc: doc}
+					id, err := st.AppVersionInsert(ctx, v)
+					if err != nil {
+						return err
+					}
+					t.printf("app_version %d %s %d %s\n", id, app.Name, v.VersionNum, plat.Name)
+					return nil
+				})
+			},
+		}},
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// notFoundHint adds what to do to a not-found error.
+func notFoundHint(err error, hint string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w (%s)", err, hint)
+	}
+	return err
+}
