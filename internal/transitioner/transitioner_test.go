@@ -456,3 +456,37 @@ func TestTransitionLagGauge(t *testing.T) {
 		t.Errorf("transition_lag_seconds with nothing due = %v, want 0", got)
 	}
 }
+
+func TestMisconfiguredTwinsNeverDuplicate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ids []int64
+	for i := range 10 {
+		ids = append(ids, b.addJob(t, fmt.Sprintf("job%d", i)))
+	}
+	// Two replicas that both think they own every job: the guard on
+	// transition_time and the unique instance names keep them honest.
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	for range 2 {
+		s := b.service(b.st, 1, 0, 4)
+		wg.Go(func() {
+			for range 6 {
+				if _, err := s.RunOnce(context.Background()); err != nil {
+					errc <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatalf("concurrent RunOnce: %v", err)
+	}
+	for _, id := range ids {
+		if got := len(b.results(t, id)); got != 2 {
+			t.Errorf("job %d has %d instances, want exactly 2", id, got)
+		}
+	}
+}
