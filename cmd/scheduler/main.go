@@ -1,0 +1,231 @@
+// Command scheduler is the project's public HTTP server: the master page,
+// the scheduler RPC, and the data server (downloads and uploads), with
+// /metrics and /healthz. It hands out work from the shared-memory cache the
+// feeder on the same host keeps full.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/daemon"
+	"github.com/taskserver/taskserver/internal/dataserver"
+	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/scheduler"
+	"github.com/taskserver/taskserver/internal/shmcache"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+const program = "scheduler"
+
+const (
+	flagAddr                = "addr"
+	flagURLBase             = "url-base"
+	flagProjectName         = "project-name"
+	flagUploadKey           = "upload-key"
+	flagCodeSignKey         = "code-sign-key"
+	flagRequestDelay        = "request-delay"
+	flagMaxResultsPerRPC    = "max-results-per-rpc"
+	flagMaxInProgressPerCPU = "max-in-progress-per-cpu"
+	flagMaxBodyBytes        = "max-body-bytes"
+	flagMaxConns            = "max-db-conns"
+)
+
+func main() { daemon.Main(run) }
+
+func run(ctx context.Context, args []string) error {
+	app := &cli.App{
+		Name:   program,
+		Usage:  "serve the master page, the scheduler RPC, downloads and uploads",
+		Flags:  flags(),
+		Before: config.LoadFile,
+		Action: func(c *cli.Context) error { return serve(ctx, c) },
+	}
+	return app.RunContext(ctx, args)
+}
+
+func flags() []cli.Flag {
+	env := func(name string) []string { return []string{config.EnvName(name)} }
+	fs := append(config.CommonFlags(""), config.ShmFlag())
+	return append(fs,
+		&cli.StringFlag{Name: flagAddr, Value: "127.0.0.1:8080", EnvVars: env(flagAddr),
+			Usage: "address of the public HTTP server (master page, scheduler, downloads, uploads; and /metrics, /healthz unless --listen is set)"},
+		&cli.StringFlag{Name: flagURLBase, Value: "http://127.0.0.1:8080", EnvVars: env(flagURLBase),
+			Usage: "public URL of this server as volunteers reach it (the attach URL is this plus \"/\"; the host must contain a dot)"},
+		&cli.StringFlag{Name: flagProjectName, Value: "Task server project", EnvVars: env(flagProjectName),
+			Usage: "project name shown by clients and on the master page"},
+		&cli.StringFlag{Name: flagUploadKey, Value: "keys/upload_private", EnvVars: env(flagUploadKey),
+			Usage: "upload private key (BOINC format) that signs upload certificates; uploads are checked with its public half"},
+		&cli.StringFlag{Name: flagCodeSignKey, Value: "keys/code_sign_public", EnvVars: env(flagCodeSignKey),
+			Usage: "code-signing public key (BOINC format) sent to clients that have none; if the default file is missing none is sent"},
+		&cli.DurationFlag{Name: flagRequestDelay, Value: 5 * time.Second, EnvVars: env(flagRequestDelay),
+			Usage: "least time a client waits before its next scheduler request"},
+		&cli.IntFlag{Name: flagMaxResultsPerRPC, Value: 10, EnvVars: env(flagMaxResultsPerRPC),
+			Usage: "most new results sent in one reply"},
+		&cli.IntFlag{Name: flagMaxInProgressPerCPU, Value: 4, EnvVars: env(flagMaxInProgressPerCPU),
+			Usage: "most results a host may hold in progress, per CPU"},
+		&cli.Int64Flag{Name: flagMaxBodyBytes, Value: 1 << 20, EnvVars: env(flagMaxBodyBytes),
+			Usage: "largest scheduler request body accepted, in bytes (larger: HTTP 413)"},
+		&cli.IntFlag{Name: flagMaxConns, Value: 16, EnvVars: env(flagMaxConns),
+			Usage: "most database connections this server opens"},
+	)
+}
+
+func serve(ctx context.Context, c *cli.Context) error {
+	cfg, err := config.CommonFrom(c)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if d := c.Duration(flagRequestDelay); d <= 0 {
+		errs = append(errs, fmt.Errorf("--%s %s: want a positive duration", flagRequestDelay, d))
+	}
+	for _, f := range []string{flagMaxResultsPerRPC, flagMaxInProgressPerCPU, flagMaxConns} {
+		if n := c.Int(f); n < 1 {
+			errs = append(errs, fmt.Errorf("--%s %d: want at least 1", f, n))
+		}
+	}
+	if n := c.Int64(flagMaxBodyBytes); n < 4096 {
+		errs = append(errs, fmt.Errorf("--%s %d: want at least 4096", flagMaxBodyBytes, n))
+	}
+	if c.String(flagAddr) == "" {
+		errs = append(errs, fmt.Errorf("--%s is empty", flagAddr))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	log := daemon.NewLogger(program, cfg.LogLevel)
+	reg := daemon.NewRegistry(program)
+
+	uploadKey, err := keys.ReadPrivateFile(cfg.Path(c.String(flagUploadKey)))
+	if err != nil {
+		return fmt.Errorf("--%s: %w", flagUploadKey, err)
+	}
+	codeSignKey, err := readCodeSignKey(c, cfg)
+	if err != nil {
+		return err
+	}
+	if codeSignKey == "" {
+		log.Warn("no code-signing key: clients will not accept signed app files (anonymous-platform clients are unaffected)",
+			"path", cfg.Path(c.String(flagCodeSignKey)))
+	}
+
+	st, err := store.Open(ctx, cfg.DBDSN, store.Options{MaxOpenConns: c.Int(flagMaxConns)})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.SchemaCheck(ctx); err != nil {
+		return err
+	}
+
+	shmPath := c.String(config.FlagShmPath)
+	cache := scheduler.NewCacheFile(shmPath)
+	defer cache.Close()
+	if _, err := cache.Current(); errors.Is(err, shmcache.ErrLayout) {
+		return fmt.Errorf("refusing to start: %w (upgrade the scheduler or the feeder so they agree)", err)
+	} else if err != nil {
+		log.Warn("shared-memory cache not available yet: no new work is sent until the feeder creates it", "error", err)
+	}
+
+	urlBase := strings.TrimRight(c.String(flagURLBase), "/")
+	svc, err := scheduler.New(scheduler.Options{
+		Store:               st,
+		Cache:               cache,
+		UploadKey:           uploadKey,
+		CodeSignKey:         codeSignKey,
+		URLBase:             urlBase,
+		Fanout:              cfg.Fanout,
+		ProjectName:         c.String(flagProjectName),
+		RequestDelay:        c.Duration(flagRequestDelay),
+		MaxResultsPerRPC:    c.Int(flagMaxResultsPerRPC),
+		MaxInProgressPerCPU: c.Int(flagMaxInProgressPerCPU),
+		MaxBodyBytes:        c.Int64(flagMaxBodyBytes),
+		Logger:              log,
+		Registerer:          reg,
+	})
+	if err != nil {
+		return err
+	}
+	ds, err := dataserver.New(dataserver.Options{
+		DownloadDir: cfg.DownloadDir,
+		UploadDir:   cfg.UploadDir,
+		Fanout:      cfg.Fanout,
+		UploadKey:   &uploadKey.PublicKey,
+		Logger:      log,
+		Registerer:  reg,
+	})
+	if err != nil {
+		return err
+	}
+	defer ds.Close()
+
+	health := &daemon.Health{}
+	admin := daemon.AdminMux(reg, health)
+	r := routes{scheduler: svc, dataServer: ds, master: scheduler.MasterPage(c.String(flagProjectName), urlBase+"/scheduler")}
+	if cfg.Listen == "" {
+		r.admin = admin
+	}
+	log.Info("serving", "url_base", urlBase, "shm_path", shmPath)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return daemon.Serve(gctx, log, c.String(flagAddr), newMux(r)) })
+	if cfg.Listen != "" {
+		g.Go(func() error { return daemon.Serve(gctx, log, cfg.Listen, admin) })
+	}
+	g.Go(func() error { watchDB(gctx, st, health); return nil })
+	err = g.Wait()
+	if err == nil && ctx.Err() != nil {
+		log.Info("stopped")
+	}
+	return err
+}
+
+// readCodeSignKey returns the code-signing public key text to send, or ""
+// when the default file does not exist. A key named explicitly must exist.
+func readCodeSignKey(c *cli.Context, cfg config.Common) (string, error) {
+	path := cfg.Path(c.String(flagCodeSignKey))
+	if path == "" {
+		return "", nil
+	}
+	k, err := keys.ReadPublicFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && !c.IsSet(flagCodeSignKey) {
+			return "", nil
+		}
+		return "", fmt.Errorf("--%s: %w", flagCodeSignKey, err)
+	}
+	return keys.FormatPublic(k), nil
+}
+
+// watchDB keeps /healthz honest: unhealthy while the database does not
+// answer, since every scheduler request then gets 503.
+func watchDB(ctx context.Context, st *store.Store, h *daemon.Health) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := st.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			h.Fail(fmt.Errorf("database: %w", err))
+		} else {
+			h.Fail(nil)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func named(name string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, name) })
+}
+
+func TestMuxRoutes(t *testing.T) {
+	t.Parallel()
+	r := routes{scheduler: named("scheduler"), dataServer: named("data"), master: named("master"), admin: named("admin")}
+	for _, tt := range []struct {
+		mux         *http.ServeMux
+		method, url string
+		want        string
+	}{
+		{newMux(r), http.MethodPost, "/scheduler", "scheduler"},
+		{newMux(r), http.MethodPost, "/cgi", "scheduler"},
+		{newMux(r), http.MethodGet, "/download/1a/wu_in", "data"},
+		{newMux(r), http.MethodPost, "/file_upload_handler", "data"},
+		{newMux(r), http.MethodGet, "/metrics", "admin"},
+		{newMux(r), http.MethodGet, "/healthz", "admin"},
+		{newMux(r), http.MethodGet, "/", "master"},
+		{newMux(routes{scheduler: r.scheduler, dataServer: r.dataServer, master: r.master}), http.MethodGet, "/metrics", "master"},
+	} {
+		rec := httptest.NewRecorder()
+		tt.mux.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.url, nil))
+		if got := rec.Body.String(); got != tt.want {
+			t.Errorf("%s %s went to %q, want %q", tt.method, tt.url, got, tt.want)
+		}
+	}
+}
