@@ -1,0 +1,34 @@
+//go:build unix
+
+package dataserver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// lockFile takes an exclusive, non-blocking flock on f, released when f is
+// closed. Two uploads of one file (a client retrying while its first
+// attempt still runs, or two data servers sharing the upload directory)
+// would otherwise interleave their writes.
+func lockFile(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	var lockErr error
+	if err := rc.Control(func(fd uintptr) {
+		lockErr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
+	}); err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	if errors.Is(lockErr, syscall.EWOULDBLOCK) {
+		return errBusy
+	}
+	if lockErr != nil {
+		return fmt.Errorf("lock: %w", lockErr)
+	}
+	return nil
+}
