@@ -45,6 +45,9 @@ func (s *Service) handleReports(ctx context.Context, x *rpc) {
 
 // report records one reported result and returns its metric outcome.
 func (s *Service) report(ctx context.Context, x *rpc, name string, rr *protocol.ReportResult) string {
+	if len(name) > 254 || !utf8.ValidString(name) {
+		return reportIgnored // no result has such a name
+	}
 	r, err := s.st.ResultGetByName(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		s.log.Debug("report of unknown result", "result", name, "host_id", x.host.ID)

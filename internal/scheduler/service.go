@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -274,6 +275,8 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 
 	s.handleReports(ctx, x)
 	s.sendWork(ctx, x)
+	s.log.Debug("scheduler request", "host_id", x.host.ID, "user_id", x.user.ID, "reported", len(req.Results),
+		"acked", len(x.reply.ResultAcks), "results", len(x.reply.Results), "work_req_seconds", req.WorkReqSeconds)
 	return x.reply, false, nil
 }
 
@@ -282,7 +285,7 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 // collation may ignore case) and in constant time.
 func (s *Service) authenticate(ctx context.Context, auth string) (store.User, bool, error) {
 	auth = strings.TrimSpace(auth)
-	if auth == "" {
+	if auth == "" || len(auth) > 254 || !utf8.ValidString(auth) {
 		return store.User{}, false, nil
 	}
 	u, err := s.st.UserGetByAuthenticator(ctx, auth)
@@ -332,28 +335,35 @@ func (s *Service) recordHost(ctx context.Context, x *rpc, ip string) error {
 	return nil
 }
 
+// text makes a client's string storable in a VARCHAR(254) column: valid
+// UTF-8 (a strict server refuses anything else, and the host could then
+// never be updated) of at most 254 characters.
+func text(s string) string {
+	return clip(strings.ToValidUTF8(s, "\uFFFD"), 254)
+}
+
 // hostFromRequest copies the request's description of the host into h. A
 // request without host_info keeps what the row has.
 func hostFromRequest(h store.Host, req *protocol.SchedulerRequest, ip string, now int64) store.Host {
 	h.RPCSeqno = int64(clampInt32(req.RPCSeqno))
 	h.RPCTime = now
-	h.LastIPAddr = clip(ip, 254)
+	h.LastIPAddr = text(ip)
 	hi := req.HostInfo
 	if hi.PNCPUs > 0 || hi.PFpops > 0 || hi.HostCPID != "" || hi.OSName != "" || hi.MNbytes > 0 {
 		h.Timezone = int(clampInt32(int64(hi.Timezone)))
-		h.DomainName = clip(hi.DomainName, 254)
-		h.HostCPID = clip(hi.HostCPID, 254)
+		h.DomainName = text(hi.DomainName)
+		h.HostCPID = text(hi.HostCPID)
 		h.PNCPUs = int(max(min(int64(hi.PNCPUs), 1<<16), 0))
-		h.PVendor = clip(hi.PVendor, 254)
-		h.PModel = clip(hi.PModel, 254)
+		h.PVendor = text(hi.PVendor)
+		h.PModel = text(hi.PModel)
 		h.PFpops = finite(hi.PFpops)
 		h.PIops = finite(hi.PIops)
 		h.MNbytes = finite(hi.MNbytes)
 		h.MSwap = finite(hi.MSwap)
 		h.DTotal = finite(hi.DTotal)
 		h.DFree = finite(hi.DFree)
-		h.OSName = clip(hi.OSName, 254)
-		h.OSVersion = clip(hi.OSVersion, 254)
+		h.OSName = text(hi.OSName)
+		h.OSVersion = text(hi.OSVersion)
 	}
 	ts := req.TimeStats
 	if ts.OnFrac != 0 || ts.ActiveFrac != 0 {

@@ -999,3 +999,29 @@ func TestCodeSignKeySentOnlyToClientsWithout(t *testing.T) {
 		t.Fatalf("reply to a client with the key = %d, contains a key: %v", code, strings.Contains(out, "<code_sign_key>"))
 	}
 }
+
+func TestOddClientTextIsStored(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	body := strings.Replace(request{auth: f.user.Authenticator}.body(), "<domain_name>vm</domain_name>",
+		"<domain_name>v\xffm"+strings.Repeat("é", 300)+"</domain_name>", 1)
+	code, out := f.post(body)
+	if code != http.StatusOK {
+		t.Fatalf("host_info with invalid UTF-8 and a long name = %d %q, want 200", code, out)
+	}
+	rep, err := protocol.ParseSchedulerReply(strings.NewReader(out))
+	if err != nil || rep.HostID == 0 {
+		t.Fatalf("reply = %+v, %v", rep, err)
+	}
+	if h, _ := f.st.HostGet(f.ctx, rep.HostID); !strings.HasPrefix(h.DomainName, "v\uFFFDm") {
+		t.Fatalf("domain_name stored as %q", h.DomainName)
+	}
+	rep = f.rpc(request{hostID: rep.HostID, results: []string{successReport("bad\xffname"), successReport(strings.Repeat("n", 300))}})
+	if len(rep.ResultAcks) != 2 {
+		t.Fatalf("reports with impossible names: acks %+v, want both acked", rep.ResultAcks)
+	}
+	code, out = f.post(request{auth: "k\xff"}.body())
+	if code != http.StatusOK || !strings.Contains(out, "Invalid or missing account key") {
+		t.Fatalf("authenticator with invalid UTF-8 = %d %q, want the notice", code, out)
+	}
+}
