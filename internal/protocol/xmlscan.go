@@ -329,8 +329,10 @@ func unescape(s string) string {
 		}
 		b.WriteString(s[:i])
 		s = s[i:]
-		semi := strings.IndexByte(s, ';')
-		if semi < 0 || semi > 12 {
+		// References are short; looking further would make a run of bare
+		// '&' quadratic.
+		semi := strings.IndexByte(s[:min(len(s), 12)], ';')
+		if semi < 0 {
 			b.WriteByte('&')
 			s = s[1:]
 			continue
