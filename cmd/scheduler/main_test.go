@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestRunServesEverythingOnOneAddress starts the command as main would and
+// checks each endpoint is wired; it runs before any feeder exists.
+func TestRunServesEverythingOnOneAddress(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.NewDatabase(t)
+	dir := t.TempDir()
+	k, err := keys.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "keys"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.WritePrivateFile(filepath.Join(dir, "keys", "upload_private"), k); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	base := "http://" + addr
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"scheduler", "--db-dsn", dsn, "--project-dir", dir, "--addr", addr, "--url-base", base,
+			"--shm-path", filepath.Join(dir, "no-feeder-yet"), "--project-name", "Smoke", "--log-level", "error"})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run after cancel = %v, want nil", err)
+		}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run exited before listening: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("scheduler not listening on %s", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	if code, body := get(t, base+"/"); code != 200 || !strings.Contains(body, "\n<link rel=\"boinc_scheduler\" href=\""+base+"/scheduler\">\n") {
+		t.Fatalf("GET / = %d:\n%s", code, body)
+	}
+	if code, body := get(t, base+"/healthz"); code != 200 {
+		t.Fatalf("GET /healthz = %d %q", code, body)
+	}
+	resp, err := http.Post(base+"/scheduler", "application/x-www-form-urlencoded",
+		strings.NewReader("<scheduler_request><authenticator>nobody</authenticator><hostid>0</hostid></scheduler_request>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "Invalid or missing account key") || !strings.Contains(string(b), "<project_name>Smoke</project_name>") {
+		t.Fatalf("POST /scheduler with an unknown key = %d:\n%s", resp.StatusCode, b)
+	}
+	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, `taskserver_scheduler_requests_total{outcome="bad_authenticator"} 1`) {
+		t.Fatalf("GET /metrics = %d, lacks the request count:\n%s", code, body)
+	}
+	if code, _ := get(t, base+"/download/0/nothing"); code != http.StatusNotFound {
+		t.Fatalf("GET of a missing download = %d, want 404", code)
+	}
+}
