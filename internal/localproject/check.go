@@ -2,18 +2,15 @@ package localproject
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/xml"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/taskserver/taskserver/internal/dbpurge"
 	"github.com/taskserver/taskserver/internal/demoapp"
 )
 
@@ -64,7 +61,7 @@ func (p *project) progress(ctx context.Context) (Progress, error) {
 			pg.Assimilated++
 		}
 	}
-	wus, _, err := readArchives(filepath.Join(p.opts.ProjectDir, "archives"))
+	wus, _, err := readArchives(filepath.Join(p.opts.ProjectDir, "archives"), true)
 	if err != nil {
 		return pg, err
 	}
@@ -80,9 +77,9 @@ func (r record) int(col string) int64 {
 	return int64(v)
 }
 
-// readArchives reads every archive file of db_purge: gzip-compressed XML
-// with <workunit> and <result> records whose children are column names.
-func readArchives(dir string) (wus, results []record, err error) {
+// readArchives reads every archive file of db_purge. Lenient reading (for
+// progress lines while db_purge is appending) counts what is readable.
+func readArchives(dir string, lenient bool) (wus, results []record, err error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.xml.gz"))
 	if err != nil {
 		return nil, nil, err
@@ -90,7 +87,7 @@ func readArchives(dir string) (wus, results []record, err error) {
 	sort.Strings(files)
 	for _, f := range files {
 		w, r, err := readArchive(f)
-		if err != nil {
+		if err != nil && !lenient {
 			return nil, nil, fmt.Errorf("archive %s: %w", filepath.Base(f), err)
 		}
 		wus = append(wus, w...)
@@ -100,58 +97,21 @@ func readArchives(dir string) (wus, results []record, err error) {
 }
 
 func readArchive(path string) (wus, results []record, err error) {
-	raw, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil, nil, err
-	}
-	dec := xml.NewDecoder(zr)
-	dec.Strict = false
-	var cur record
-	var kind, field string
-	var text strings.Builder
-	depth := 0
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return wus, results, nil
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		switch t := tok.(type) {
-		case xml.StartElement:
-			depth++
-			switch {
-			case cur == nil && (t.Name.Local == "workunit" || t.Name.Local == "result"):
-				cur, kind = record{}, t.Name.Local
-			case cur != nil && field == "":
-				field = t.Name.Local
-				text.Reset()
-			}
-		case xml.CharData:
-			if field != "" {
-				text.Write(t)
-			}
-		case xml.EndElement:
-			depth--
-			switch {
-			case field != "" && t.Name.Local == field:
-				cur[field] = text.String()
-				field = ""
-			case cur != nil && t.Name.Local == kind && field == "":
-				if kind == "workunit" {
-					wus = append(wus, cur)
-				} else {
-					results = append(results, cur)
-				}
-				cur = nil
-			}
+	defer f.Close()
+	recs, err := dbpurge.ReadArchive(f)
+	for _, r := range recs {
+		switch r.Table {
+		case "workunit":
+			wus = append(wus, record(r.Columns))
+		case "result":
+			results = append(results, record(r.Columns))
 		}
 	}
+	return wus, results, err
 }
 
 // liveRecords reads the rows still in the database in the same shape as
@@ -246,7 +206,7 @@ func (p *project) summarize(ctx context.Context) (Summary, error) {
 	if err != nil {
 		return s, fmt.Errorf("read results: %w", err)
 	}
-	arcWU, arcRes, err := readArchives(filepath.Join(p.opts.ProjectDir, "archives"))
+	arcWU, arcRes, err := readArchives(filepath.Join(p.opts.ProjectDir, "archives"), false)
 	if err != nil {
 		return s, err
 	}
@@ -320,9 +280,15 @@ func (p *project) summarize(ctx context.Context) (Summary, error) {
 		}
 		if hasOK {
 			s.JobsAssimilated++
+			if w.int("canonical_resultid") == 0 || w.int("error_mask") != 0 {
+				violate("job %s has an output but no canonical result or an error mask", name)
+			}
 		}
 		if hasErr {
 			s.JobsErrored++
+			if w.int("error_mask") == 0 {
+				violate("job %s recorded as failed but its error_mask is 0", name)
+			}
 		}
 		if w.int("assimilate_state") == 2 && !hasOK && !hasErr {
 			s.MissingOutcome++
