@@ -3,7 +3,6 @@ package simclient
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"net/http"
@@ -82,7 +81,10 @@ func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
 	defer f.mu.Unlock()
 	defer f.notify()
 	rec := fakeRequest{at: time.Now(), status: http.StatusOK}
-	if err := xml.Unmarshal(body, &rec.req); err != nil {
+	req, err := protocol.ParseSchedulerRequest(bytes.NewReader(body))
+	if err == nil {
+		rec.req = *req
+	} else {
 		rec.status = http.StatusBadRequest
 		f.requests = append(f.requests, rec)
 		http.Error(w, err.Error(), rec.status)
@@ -136,8 +138,7 @@ func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
 		rec.sent = append(rec.sent, res)
 	}
 	f.requests = append(f.requests, rec)
-	out, _ := xml.Marshal(reply)
-	_, _ = w.Write(out)
+	_ = protocol.WriteSchedulerReply(w, &reply)
 }
 
 func (f *fakeProject) download(w http.ResponseWriter, r *http.Request) {
@@ -155,16 +156,13 @@ func (f *fakeProject) upload(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "<data_server_reply>\n    <status>-1</status>\n    <message>no data</message>\n</data_server_reply>\n")
 		return
 	}
-	head, data := body[:i], body[i+len("<data>\n"):]
-	name, _ := element(head, "name")
-	sig, _ := element(head, "xml_signature")
-	maxN, _ := element(head, "max_nbytes")
-	sum, _ := element(head, "md5_cksum")
-	nbytes, _ := element(head, "nbytes")
-	if n, err := strconv.Atoi(nbytes); err != nil || n != len(data) {
-		_, _ = io.WriteString(w, "<data_server_reply>\n    <status>-1</status>\n    <message>bad nbytes</message>\n</data_server_reply>\n")
+	head, data := body[:i+len("<data>\n")], body[i+len("<data>\n"):]
+	up, err := protocol.ParseUploadHeader(head)
+	if err != nil || up.Nbytes != int64(len(data)) || up.Offset != 0 {
+		_ = protocol.WriteUploadReply(w, protocol.UploadReply{Status: protocol.UploadPermanent, Message: fmt.Sprint("bad header: ", err)})
 		return
 	}
+	name, sig, maxN, sum := up.Name, up.XMLSignature, strconv.FormatInt(up.MaxNbytes, 10), up.MD5Cksum
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	defer f.notify()

@@ -84,22 +84,23 @@ func newHost(r *runner, index int, kind Kind, auth string, rng *rand.Rand) *host
 		h.salt[i] = byte(rng.IntN(255) + 1)
 	}
 	h.info = protocol.HostInfo{
-		DomainName: fmt.Sprintf("simhost%d", index),
-		IPAddr:     fmt.Sprintf("10.%d.%d.%d", index>>16&255, index>>8&255, index&255),
-		HostCPID:   fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64()),
-		PNCPUs:     o.NCPUs,
-		PVendor:    "Simulated",
-		PModel:     "taskserver simclient CPU",
-		PFpops:     h.flops,
-		PIops:      h.flops,
-		PMembw:     1e9,
-		MNbytes:    float64(int64(2+rng.IntN(15)) << 30),
-		MCache:     1 << 20,
-		MSwap:      2 << 30,
-		DTotal:     5e11,
-		DFree:      1e10 + rng.Float64()*4.9e11,
-		OSName:     "Linux",
-		OSVersion:  "simclient",
+		DomainName:  fmt.Sprintf("simhost%d", index),
+		IPAddr:      fmt.Sprintf("10.%d.%d.%d", index>>16&255, index>>8&255, index&255),
+		HostCPID:    fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64()),
+		PNCPUs:      o.NCPUs,
+		PVendor:     "Simulated",
+		PModel:      "taskserver simclient CPU",
+		PFpops:      h.flops,
+		PIops:       h.flops,
+		PMembw:      1e9,
+		MNbytes:     float64(int64(2+rng.IntN(15)) << 30),
+		MCache:      1 << 20,
+		MSwap:       2 << 30,
+		DTotal:      5e11,
+		DFree:       1e10 + rng.Float64()*4.9e11,
+		OSName:      "Linux",
+		OSVersion:   "simclient",
+		PCalculated: float64(r.start.Unix()),
 	}
 	h.estTask = h.computeTime()
 	return h
@@ -288,8 +289,10 @@ func (h *host) buildRequest(now time.Time) (*protocol.SchedulerRequest, []*task,
 		PlatformName:             platformName,
 		CrossProjectID:           h.crossProjectID,
 		HostInfo:                 h.info,
-		TimeStats:                protocol.TimeStats{OnFrac: 1, ConnectedFrac: 1, ActiveFrac: 1},
-		AppVersions:              append([]protocol.ClientAppVer(nil), h.appVersions...),
+		TimeStats: protocol.TimeStats{OnFrac: 1, ConnectedFrac: 1, CPUAndNetworkAvailableFrac: 1, ActiveFrac: 1,
+			GPUActiveFrac: 1, ClientStartTime: float64(h.r.start.Unix()), Now: float64(now.Unix())},
+		DiskUsage:   protocol.DiskUsage{DBoincUsedTotal: 1e6, DBoincUsedProject: 1e6, DProjectShare: h.info.DFree / 2},
+		AppVersions: append([]protocol.ClientAppVer(nil), h.appVersions...),
 	}
 	pending, _ := h.counts()
 	var reqSecs float64
@@ -543,14 +546,16 @@ func (h *host) baseReport(t *task, cs state.ClientState, exit int, elapsed time.
 	}
 }
 
-// stderrOut is what the real client reports as the task's stderr_out.
+// stderrOut is the task's stderr_out as the server reads it from the real
+// client, CDATA unwrapped: the client version, the client's error message
+// if any, and the app's stderr.
 func stderrOut(msg string) string {
 	var b strings.Builder
-	b.WriteString("<core_client_version>7.20.5</core_client_version>\n<![CDATA[\n")
+	b.WriteString("<core_client_version>7.20.5</core_client_version>\n")
 	if msg != "" {
 		b.WriteString("<message>\n" + msg + "\n</message>\n")
 	}
-	b.WriteString("<stderr_txt>\ntaskserver simclient\n</stderr_txt>\n]]>\n")
+	b.WriteString("<stderr_txt>\ntaskserver simclient\n</stderr_txt>\n")
 	return b.String()
 }
 

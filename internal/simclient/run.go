@@ -20,6 +20,7 @@ type runner struct {
 	web        *web
 	c          counters
 	rpcCtx     context.Context // ends on the caller's stop or Duration, not on MaxRPCs
+	start      time.Time
 	stop       context.CancelFunc
 	rpcStarted atomic.Int64
 	lastWarn   atomic.Int64 // unix nanoseconds
@@ -78,7 +79,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 		defer tr.CloseIdleConnections()
 		client = &http.Client{Transport: tr}
 	}
-	r := &runner{opts: opts, web: &web{client: client, timeout: opts.HTTPTimeout}, rpcCtx: ctx, stop: stop}
+	r := &runner{opts: opts, web: &web{client: client, timeout: opts.HTTPTimeout}, rpcCtx: ctx, stop: stop, start: start}
 
 	kinds := assignKinds(opts.Hosts, opts.FailFrac, opts.VanishFrac, opts.CheatFrac,
 		rand.New(rand.NewPCG(opts.Seed, 0x6b696e6473)))

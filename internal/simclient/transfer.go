@@ -122,11 +122,15 @@ func (w *web) download(ctx context.Context, fi protocol.FileInfo, attempt int) (
 // upload sends one whole output file to its upload URL. Status -1 from
 // the data server is permanent; any other non-zero status is transient.
 func (w *web) upload(ctx context.Context, fi protocol.FileInfo, data []byte, sum string, attempt int) error {
-	if len(fi.URLs) == 0 {
+	urls := uploadURLs(fi)
+	if len(urls) == 0 {
 		return permanent(fmt.Errorf("upload %s: no url", fi.Name))
 	}
-	url := fi.URLs[attempt%len(fi.URLs)]
-	b, err := w.do(ctx, http.MethodPost, url, uploadBody(fi, data, sum), true)
+	body, err := uploadBody(fi, data, sum)
+	if err != nil {
+		return permanent(fmt.Errorf("upload %s: %w", fi.Name, err))
+	}
+	b, err := w.do(ctx, http.MethodPost, urls[attempt%len(urls)], body, true)
 	if err != nil {
 		return fmt.Errorf("upload %s: %w", fi.Name, err)
 	}

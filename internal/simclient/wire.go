@@ -2,10 +2,7 @@ package simclient
 
 import (
 	"bytes"
-	"encoding/xml"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/taskserver/taskserver/internal/protocol"
@@ -24,79 +21,63 @@ const (
 	formContentType = "application/x-www-form-urlencoded"
 )
 
-// encodeRequest writes a scheduler request body.
+// encodeRequest writes a scheduler request body. The host always knows its
+// tasks in progress, so it always sends <other_results>, even empty: that is
+// what lets the scheduler resend tasks the host lost.
 func encodeRequest(req *protocol.SchedulerRequest) ([]byte, error) {
-	b, err := xml.Marshal(req)
-	if err != nil {
+	req.HasOtherResults = true
+	var b bytes.Buffer
+	if err := protocol.WriteSchedulerRequest(&b, req); err != nil {
 		return nil, fmt.Errorf("encode scheduler request: %w", err)
 	}
-	return b, nil
+	return b.Bytes(), nil
 }
 
-// decodeReply parses a scheduler reply. Like the real client it skips
-// whatever comes before <scheduler_reply> and fails when the closing tag is
-// missing.
+// decodeReply parses a scheduler reply as the real client does: whatever
+// comes before <scheduler_reply> is skipped and a missing closing tag is an
+// error.
 func decodeReply(body []byte) (*protocol.SchedulerReply, error) {
-	i := bytes.Index(body, []byte("<scheduler_reply"))
-	if i < 0 {
-		return nil, errors.New("parse scheduler reply: no <scheduler_reply>")
-	}
-	if !bytes.Contains(body[i:], []byte("</scheduler_reply>")) {
-		return nil, errors.New("parse scheduler reply: no close tag")
-	}
-	var r protocol.SchedulerReply
-	if err := xml.Unmarshal(body[i:], &r); err != nil {
-		return nil, fmt.Errorf("parse scheduler reply: %w", err)
-	}
-	return &r, nil
+	return protocol.ParseSchedulerReply(bytes.NewReader(body))
 }
 
 // uploadBody is a straight upload of a whole file (PROTOCOL.md §8.1): the
-// client's XML header, then the raw bytes. The certificate is copied from
-// the output's file_info with surrounding white space trimmed, as the real
-// client does.
-func uploadBody(fi protocol.FileInfo, data []byte, md5hex string) []byte {
+// client's XML header, then the raw bytes.
+func uploadBody(fi protocol.FileInfo, data []byte, md5hex string) ([]byte, error) {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "<data_server_request>\n"+
-		"    <core_client_major_version>%d</core_client_major_version>\n"+
-		"    <core_client_minor_version>%d</core_client_minor_version>\n"+
-		"    <core_client_release>%d</core_client_release>\n"+
-		"<file_upload>\n<file_info>\n<name>%s</name>\n<xml_signature>\n",
-		clientMajor, clientMinor, clientRelease, fi.Name)
-	if sig := strings.TrimSpace(fi.XMLSignature); sig != "" {
-		b.WriteString(sig)
+	err := protocol.WriteUploadRequest(&b, &protocol.UploadRequest{
+		CoreClientMajorVersion: clientMajor,
+		CoreClientMinorVersion: clientMinor,
+		CoreClientRelease:      clientRelease,
+		FileUpload:             true,
+		Name:                   fi.Name,
+		XMLSignature:           fi.XMLSignature,
+		MaxNbytes:              int64(fi.MaxNbytes),
+		HasMaxNbytes:           true,
+		Nbytes:                 int64(len(data)),
+		MD5Cksum:               md5hex,
+	})
+	if err != nil {
+		return nil, err
 	}
-	fmt.Fprintf(&b, "</xml_signature>\n<max_nbytes>%.0f</max_nbytes>\n</file_info>\n"+
-		"<nbytes>%d</nbytes>\n<md5_cksum>%s</md5_cksum>\n<offset>0</offset>\n<data>\n",
-		fi.MaxNbytes, len(data), md5hex)
 	b.Write(data)
-	return b.Bytes()
+	return b.Bytes(), nil
 }
 
 // uploadStatus reads a data server reply as the real client does: the
-// integer in the first <status> element; a missing status is transient (1).
+// integer in <status>; a reply without one is transient.
 func uploadStatus(body []byte) (status int, message string) {
-	status = 1
-	if v, ok := element(body, "status"); ok {
-		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-			status = n
-		}
+	rep, err := protocol.ParseUploadReply(bytes.NewReader(body))
+	if err != nil {
+		return protocol.UploadTransient, ""
 	}
-	message, _ = element(body, "message")
-	return status, strings.TrimSpace(message)
+	return rep.Status, strings.TrimSpace(rep.Message)
 }
 
-// element returns the text between the first <tag> and the next </tag>.
-func element(body []byte, tag string) (string, bool) {
-	open, closing := "<"+tag+">", "</"+tag+">"
-	i := bytes.Index(body, []byte(open))
-	if i < 0 {
-		return "", false
+// uploadURLs are the URLs an output file may be uploaded to: the explicit
+// <upload_url>s, else its <url>s.
+func uploadURLs(fi protocol.FileInfo) []string {
+	if len(fi.UploadURLs) > 0 {
+		return fi.UploadURLs
 	}
-	rest := body[i+len(open):]
-	j := bytes.Index(rest, []byte(closing))
-	if j < 0 {
-		return "", false
-	}
-	return string(rest[:j]), true
+	return fi.URLs
 }

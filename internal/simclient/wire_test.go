@@ -1,6 +1,7 @@
 package simclient
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -11,7 +12,11 @@ func TestUploadBodyMatchesRealClient(t *testing.T) {
 	t.Parallel()
 	fi := protocol.FileInfo{Name: "wu_upper_1_0_r0_out", MaxNbytes: 100000,
 		XMLSignature: "\n2ecb3ce2\n721e27a9\n.\n"}
-	got := string(uploadBody(fi, []byte("HELLO BOINC WORLD\ndone\n"), "cc4b471dacedcb39d73c6fa176272933"))
+	b, err := uploadBody(fi, []byte("HELLO BOINC WORLD\ndone\n"), "cc4b471dacedcb39d73c6fa176272933")
+	if err != nil {
+		t.Fatalf("uploadBody: %v", err)
+	}
+	got := string(b)
 	// The layout of samples/07_upload_POST_small_file.http.
 	want := "<data_server_request>\n" +
 		"    <core_client_major_version>7</core_client_major_version>\n" +
@@ -25,8 +30,8 @@ func TestUploadBodyMatchesRealClient(t *testing.T) {
 	if got != want {
 		t.Errorf("uploadBody =\n%s\nwant\n%s", got, want)
 	}
-	unsigned := string(uploadBody(protocol.FileInfo{Name: "x", MaxNbytes: 10}, nil, "d41d8cd98f00b204e9800998ecf8427e"))
-	if !strings.Contains(unsigned, "<xml_signature>\n</xml_signature>\n") {
+	b, err = uploadBody(protocol.FileInfo{Name: "x", MaxNbytes: 10}, nil, "d41d8cd98f00b204e9800998ecf8427e")
+	if unsigned := string(b); err != nil || !strings.Contains(unsigned, "<xml_signature>\n</xml_signature>\n") {
 		t.Errorf("uploadBody without a certificate = %q, want an empty <xml_signature>\\n</xml_signature>", unsigned)
 	}
 }
@@ -58,28 +63,38 @@ func TestDecodeReply(t *testing.T) {
 	if err != nil || r.HostID != 7 || r.RequestDelay != 30 || len(r.ResultAcks) != 1 || r.ResultAcks[0].Name != "a" {
 		t.Errorf("decodeReply = %+v, %v; want hostid 7, request_delay 30, one ack of a", r, err)
 	}
-	for _, bad := range []string{"", "<html>oops</html>", "<scheduler_reply><hostid>7</hostid>", "<scheduler_reply><hostid>x</hostid></scheduler_reply>"} {
+	for _, bad := range []string{"", "<html>oops</html>", "<scheduler_reply><hostid>7</hostid>"} {
 		if _, err := decodeReply([]byte(bad)); err == nil {
 			t.Errorf("decodeReply(%q) = nil error, want a parse error", bad)
 		}
 	}
 }
 
-func TestEncodeRequestHasWhatTheServerNeeds(t *testing.T) {
+func TestEncodeRequestRoundTripsThroughServerParser(t *testing.T) {
 	t.Parallel()
-	b, err := encodeRequest(&protocol.SchedulerRequest{Authenticator: "k", HostID: 3, PlatformName: platformName,
-		WorkReqSeconds: 2.5, HostInfo: protocol.HostInfo{PNCPUs: 2},
-		Results:      []protocol.ReportResult{{Name: "r1", State: 5}},
-		OtherResults: []protocol.OtherResult{{Name: "r2"}}})
+	in := &protocol.SchedulerRequest{Authenticator: "k", HostID: 3, RPCSeqno: 4, PlatformName: platformName,
+		WorkReqSeconds: 2.5, CPUReqSecs: 2.5, CPUReqInstances: 1, HostInfo: protocol.HostInfo{PNCPUs: 2, PFpops: 1e10},
+		Results: []protocol.ReportResult{{Name: "r1", State: 5, StderrOut: stderrOut("boom"),
+			FileInfos: []protocol.ReportFileInfo{{Name: "r1_0", Nbytes: 80, MaxNbytes: 1e5, MD5Cksum: "abc", UploadURL: "http://h/u"}}}}}
+	b, err := encodeRequest(in)
 	if err != nil {
 		t.Fatalf("encodeRequest: %v", err)
 	}
-	for _, want := range []string{"<scheduler_request>", "<authenticator>k</authenticator>", "<hostid>3</hostid>",
-		"<work_req_seconds>2.5</work_req_seconds>", "<p_ncpus>2</p_ncpus>", "<result><name>r1</name>",
-		"<other_results><other_result><name>r2</name>", "<platform_name>x86_64-pc-linux-gnu</platform_name>"} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("encodeRequest = %s, want it to contain %s", b, want)
-		}
+	out, err := protocol.ParseSchedulerRequest(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("ParseSchedulerRequest(encodeRequest(...)): %v\n%s", err, b)
+	}
+	if out.Authenticator != "k" || out.HostID != 3 || out.RPCSeqno != 4 || out.WorkReqSeconds != 2.5 ||
+		out.HostInfo.PNCPUs != 2 || out.PlatformName != platformName {
+		t.Errorf("round trip = %+v, want the request's identity, work request and host info back", out)
+	}
+	if !out.HasOtherResults || len(out.OtherResults) != 0 {
+		t.Errorf("round trip other_results present=%v n=%d, want an empty <other_results> (no tasks in progress)",
+			out.HasOtherResults, len(out.OtherResults))
+	}
+	if len(out.Results) != 1 || out.Results[0].Name != "r1" || len(out.Results[0].FileInfos) != 1 ||
+		out.Results[0].FileInfos[0].MD5Cksum != "abc" || !strings.Contains(out.Results[0].StderrOut, "boom") {
+		t.Errorf("round trip results = %+v, want r1 with its file_info and stderr", out.Results)
 	}
 }
 

@@ -66,8 +66,8 @@ func (h *host) work(ctx context.Context, t *task) (protocol.ReportResult, bool) 
 	var files []protocol.ReportFileInfo
 	for _, fi := range t.outputs {
 		url := ""
-		if len(fi.URLs) > 0 {
-			url = fi.URLs[0]
+		if urls := uploadURLs(fi); len(urls) > 0 {
+			url = urls[0]
 		}
 		rf := protocol.ReportFileInfo{Name: fi.Name, Nbytes: float64(len(out)), MaxNbytes: fi.MaxNbytes,
 			MD5Cksum: sum, UploadURL: url}
