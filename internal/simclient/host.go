@@ -379,12 +379,14 @@ func (h *host) applyReply(now time.Time, reply *protocol.SchedulerReply, reporti
 		} else {
 			t.reported = true
 			c.reported.Add(1)
+			c.byKind[h.kind].reported.Add(1)
 		}
 	}
 	for _, a := range reply.ResultAcks {
 		if t := h.byName[a.Name]; t != nil && t.state == taskReady && t.reported {
 			h.drop(t)
 			c.acked.Add(1)
+			c.byKind[h.kind].acked.Add(1)
 		}
 	}
 	unacked := 0
@@ -492,6 +494,7 @@ func (h *host) addTasks(reply *protocol.SchedulerReply) int {
 		h.tasks = append(h.tasks, t)
 		h.byName[res.Name] = t
 		h.r.c.received.Add(1)
+		h.r.c.byKind[h.kind].received.Add(1)
 		got++
 	}
 	return got
@@ -523,6 +526,7 @@ func (h *host) drop(t *task) {
 // errorReport is a task that ended in error.
 func (h *host) errorReport(t *task, cs state.ClientState, exit int, elapsed time.Duration, msg string) protocol.ReportResult {
 	h.r.c.failed.Add(1)
+	h.r.c.byKind[h.kind].failed.Add(1)
 	rep := h.baseReport(t, cs, exit, elapsed)
 	rep.StderrOut = stderrOut(msg)
 	return rep

@@ -305,6 +305,10 @@ func TestManyHostsStopCleanlyAndWriteReport(t *testing.T) {
 	}
 	// The last replies may still be in flight when the run stops, so the
 	// client can have applied fewer acks than the fake sent.
+	if f, c := s.ByKind["failing"], s.ByKind["cheating"]; f.Failed == 0 || f.Failed != s.ResultsFailed || f.Computed != 0 ||
+		c.Computed != s.ResultsCheated || len(s.ByKind) != 3 {
+		t.Errorf("stats by kind = %+v, want the failing hosts' failures and the cheaters' outputs, 3 kinds", s.ByKind)
+	}
 	if s.ResultsAcked < 12 || s.ResultsFailed == 0 || s.ResultsCheated == 0 {
 		t.Errorf("stats = %+v, want at least 12 acked and some failed and cheated", s)
 	}
@@ -322,7 +326,7 @@ func TestManyHostsStopCleanlyAndWriteReport(t *testing.T) {
 		t.Fatalf("report %s is not JSON: %v", b, err)
 	}
 	for _, k := range []string{"rpcs", "rpc_errors", "results_received", "results_computed", "results_uploaded",
-		"upload_errors", "results_reported", "results_acked", "results_failed", "results_vanished", "results_cheated", "hosts_by_kind"} {
+		"upload_errors", "results_reported", "results_acked", "results_failed", "results_vanished", "results_cheated", "hosts_by_kind", "by_kind"} {
 		if _, ok := back[k]; !ok {
 			t.Errorf("report lacks %q: %s", k, b)
 		}

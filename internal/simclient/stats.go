@@ -47,6 +47,8 @@ type Stats struct {
 	ResultsCheated int64 `json:"results_cheated"`
 	// ResultsAborted counts tasks dropped on the server's result_abort.
 	ResultsAborted int64 `json:"results_aborted"`
+	// ByKind splits the result counts by host kind.
+	ByKind map[string]KindStats `json:"by_kind"`
 	// ElapsedSeconds is the wall time of the run.
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 }
@@ -86,6 +88,20 @@ func (s Stats) WriteFile(path string) error {
 	return nil
 }
 
+// KindStats are the result counts of the hosts of one kind.
+type KindStats struct {
+	Received int64 `json:"received"`
+	Computed int64 `json:"computed"`
+	Reported int64 `json:"reported"`
+	Acked    int64 `json:"acked"`
+	Failed   int64 `json:"failed"`
+}
+
+// kindCounters are the live counters behind KindStats.
+type kindCounters struct {
+	received, computed, reported, acked, failed atomic.Int64
+}
+
 // counters are the live, shared counters behind Stats.
 type counters struct {
 	rpcs, rpcErrors                  atomic.Int64
@@ -93,6 +109,7 @@ type counters struct {
 	uploadErrors, downloadErrors     atomic.Int64
 	reported, rereports, acked       atomic.Int64
 	failed, vanished, cheated, abort atomic.Int64
+	byKind                           [KindCheating + 1]kindCounters
 }
 
 func (c *counters) snapshot(hostsByKind map[string]int64, elapsed time.Duration) Stats {
@@ -117,6 +134,14 @@ func (c *counters) snapshot(hostsByKind map[string]int64, elapsed time.Duration)
 	for k, v := range hostsByKind {
 		s.HostsByKind[k] = v
 		s.Hosts += v
+	}
+	s.ByKind = map[string]KindStats{}
+	for k := range c.byKind {
+		kc := &c.byKind[k]
+		if name := Kind(k).String(); hostsByKind[name] > 0 {
+			s.ByKind[name] = KindStats{Received: kc.received.Load(), Computed: kc.computed.Load(),
+				Reported: kc.reported.Load(), Acked: kc.acked.Load(), Failed: kc.failed.Load()}
+		}
 	}
 	return s
 }

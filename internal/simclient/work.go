@@ -61,6 +61,7 @@ func (h *host) work(ctx context.Context, t *task) (protocol.ReportResult, bool) 
 	}
 	out := h.compute(input)
 	h.r.c.computed.Add(1)
+	h.r.c.byKind[h.kind].computed.Add(1)
 
 	sum := md5hex(out)
 	var files []protocol.ReportFileInfo
