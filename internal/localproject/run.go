@@ -173,7 +173,7 @@ url-base: %q
 	}
 	simArgs := []string{"--url", p.schedURL, "--authenticators", p.authPath, "--hosts", strconv.Itoa(o.Hosts),
 		"--fail-frac", ftoa(o.FailFrac), "--vanish-frac", ftoa(o.VanishFrac), "--cheat-frac", ftoa(o.CheatFrac),
-		"--compute-time", o.ComputeTime.String(), "--backoff-scale", "0.01",
+		"--compute-time", o.ComputeTime.String(), "--backoff-scale", "0.01", "--backoff-max", "5s",
 		"--report", filepath.Join(o.ProjectDir, "simclient-report.json")}
 	sim, err := start(filepath.Join(o.BinDir, "simclient"), "simclient", logDir, simArgs...)
 	if err != nil {
