@@ -53,3 +53,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 .PHONY: clean
 clean: ## remove built programs and the local project
 	rm -rf $(BIN) project
+
+.PHONY: db-down
+db-down: ## stop the private MariaDB that db-up started (if any)
+	@if [ -f .local/mariadb/mysqld.pid ]; then kill $$(cat .local/mariadb/mysqld.pid) && echo "stopped the private MariaDB"; else echo "no private MariaDB running"; fi
