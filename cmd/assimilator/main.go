@@ -13,53 +13,35 @@ import (
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/demoapp"
-	"github.com/taskserver/taskserver/internal/store"
 )
-
-const program = "assimilator"
 
 func main() { daemon.Main(run) }
 
 func run(ctx context.Context, args []string) error {
-	own := []cli.Flag{
-		&cli.StringFlag{Name: "app", Value: demoapp.AppName, Usage: "app whose finished jobs to handle", EnvVars: []string{config.EnvName("app")}},
-		&cli.StringFlag{Name: "results-dir", Value: "results",
-			Usage:   "directory receiving <job name> (canonical output) and <job name>.error (failed job) files",
-			EnvVars: []string{config.EnvName("results-dir")}},
-	}
-	app := &cli.App{
-		Name:   program,
+	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
+		Name:   "assimilator",
 		Usage:  "store the canonical output of finished jobs, record failed ones",
-		Flags:  append(append(config.CommonFlags(":9105"), config.LoopFlags()...), own...),
-		Before: config.LoadFile,
-		Action: func(c *cli.Context) error {
-			cfg, err := config.CommonFrom(c)
-			loop, lerr := config.LoopFrom(c)
-			if err := errors.Join(err, lerr); err != nil {
-				return err
-			}
+		Listen: "127.0.0.1:9105",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "app", Value: demoapp.AppName, Usage: "app whose finished jobs to handle", EnvVars: []string{config.EnvName("app")}},
+			&cli.StringFlag{Name: "results-dir", Value: "results",
+				Usage:   "directory receiving <job name> (canonical output) and <job name>.error (failed job) files",
+				EnvVars: []string{config.EnvName("results-dir")}},
+		},
+		Check: func(c *cli.Context, _ config.Common, _ config.Loop) error {
+			var errs []error
 			if c.String("app") == "" {
-				return errors.New("--app is empty")
+				errs = append(errs, errors.New("--app is empty"))
 			}
 			if c.String("results-dir") == "" {
-				return errors.New("--results-dir is empty")
+				errs = append(errs, errors.New("--results-dir is empty"))
 			}
-			log := daemon.NewLogger(program, cfg.LogLevel)
-			reg := daemon.NewRegistry(program)
-			st, err := store.Open(ctx, cfg.DBDSN, store.Options{MaxOpenConns: 4})
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			if err := st.SchemaCheck(ctx); err != nil {
-				return err
-			}
-			h := assimilator.FileHandler{Dir: cfg.Path(c.String("results-dir")), UploadDir: cfg.UploadDir, Fanout: cfg.Fanout}
-			svc := assimilator.New(st, h, log, assimilator.NewMetrics(reg), assimilator.Options{
-				App: c.String("app"), Mod: loop.Mod, ModIndex: loop.ModIndex, Batch: loop.Batch})
-			return daemon.RunLoop(ctx, log, reg, cfg.Listen, daemon.NewLoopMetrics(reg, program), svc,
-				daemon.LoopOptions{Sleep: loop.Sleep, OnePass: loop.OnePass})
+			return errors.Join(errs...)
 		},
-	}
-	return app.RunContext(ctx, args)
+		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
+			h := assimilator.FileHandler{Dir: env.Common.Path(c.String("results-dir")), UploadDir: env.Common.UploadDir, Fanout: env.Common.Fanout}
+			return assimilator.New(env.Store, h, env.Log, assimilator.NewMetrics(env.Registry), assimilator.Options{
+				App: c.String("app"), Mod: env.Loop.Mod, ModIndex: env.Loop.ModIndex, Batch: env.Loop.Batch}), nil, nil
+		},
+	})
 }

@@ -15,10 +15,7 @@ import (
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/feeder"
 	"github.com/taskserver/taskserver/internal/shmcache"
-	"github.com/taskserver/taskserver/internal/store"
 )
-
-const program = "feeder"
 
 const (
 	flagSlots          = "slots"
@@ -29,69 +26,36 @@ const (
 func main() { daemon.Main(run) }
 
 func run(ctx context.Context, args []string) error {
-	app := &cli.App{
-		Name:   program,
+	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
+		Name:   "feeder",
 		Usage:  "keep the shared-memory cache of unsent results full for the schedulers of this host",
-		Flags:  flags(),
-		Before: config.LoadFile,
-		Action: func(c *cli.Context) error {
-			cfg, err := config.CommonFrom(c)
-			loop, lerr := config.LoopFrom(c)
-			slots := c.Int(flagSlots)
-			var ferr error
-			if slots < 1 || slots > shmcache.MaxSlots {
-				ferr = fmt.Errorf("--%s %d: want 1..%d", flagSlots, slots, shmcache.MaxSlots)
-			}
-			if d := c.Duration(flagReclaimAfter); d < time.Second {
-				ferr = errors.Join(ferr, fmt.Errorf("--%s %s: want at least 1s", flagReclaimAfter, d))
-			}
-			if d := c.Duration(flagTablesInterval); d <= 0 {
-				ferr = errors.Join(ferr, fmt.Errorf("--%s %s: want a positive duration", flagTablesInterval, d))
-			}
-			if err := errors.Join(err, lerr, ferr); err != nil {
-				return err
-			}
-			log := daemon.NewLogger(program, cfg.LogLevel)
-			reg := daemon.NewRegistry(program)
-			st, err := store.Open(ctx, cfg.DBDSN, store.Options{MaxOpenConns: 2})
+		Listen: "127.0.0.1:9103",
+		// The cache must be refilled soon after schedulers drain it.
+		Sleep:      200 * time.Millisecond,
+		Flags:      flags(),
+		MaxDBConns: 2,
+		Check:      check,
+		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
+			cache, err := shmcache.Create(c.String(config.FlagShmPath), c.Int(flagSlots))
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			defer st.Close()
-			if err := st.SchemaCheck(ctx); err != nil {
-				return err
-			}
-			cache, err := shmcache.Create(c.String(config.FlagShmPath), slots)
-			if err != nil {
-				return err
-			}
-			defer cache.Close()
-			svc := feeder.New(st, cache, feeder.Config{
-				Mod:            loop.Mod,
-				ModIndex:       loop.ModIndex,
-				Batch:          loop.Batch,
+			svc := feeder.New(env.Store, cache, feeder.Config{
+				Mod:            env.Loop.Mod,
+				ModIndex:       env.Loop.ModIndex,
+				Batch:          env.Loop.Batch,
 				ReclaimAfter:   c.Duration(flagReclaimAfter),
 				TablesInterval: c.Duration(flagTablesInterval),
-			}, log, reg)
-			log.Info("feeding", "shm_path", cache.Path(), "slots", cache.NSlots())
-			return daemon.RunLoop(ctx, log, reg, cfg.Listen, daemon.NewLoopMetrics(reg, program), svc,
-				daemon.LoopOptions{Sleep: loop.Sleep, OnePass: loop.OnePass})
+			}, env.Log, env.Registry)
+			env.Log.Info("feeding", "shm_path", cache.Path(), "slots", cache.NSlots())
+			return svc, cache.Close, nil
 		},
-	}
-	return app.RunContext(ctx, args)
+	})
 }
 
-// flags are the common and loop flags, with a short idle sleep (the cache
-// must be refilled soon after schedulers drain it), and the feeder's own.
+// flags are the feeder's own flags, after the common and loop ones.
 func flags() []cli.Flag {
-	loop := config.LoopFlags()
-	for _, f := range loop {
-		if d, ok := f.(*cli.DurationFlag); ok && d.Name == config.FlagSleep {
-			d.Value = 200 * time.Millisecond
-		}
-	}
-	fs := append(config.CommonFlags("127.0.0.1:9103"), loop...)
-	return append(fs,
+	return []cli.Flag{
 		config.ShmFlag(),
 		&cli.IntFlag{Name: flagSlots, Value: 1000, Usage: "number of cache slots (unsent results held for the schedulers)",
 			EnvVars: []string{config.EnvName(flagSlots)}},
@@ -101,5 +65,20 @@ func flags() []cli.Flag {
 		&cli.DurationFlag{Name: flagTablesInterval, Value: 10 * time.Second,
 			Usage:   "reload platforms, apps and app versions this often, republishing them if they changed",
 			EnvVars: []string{config.EnvName(flagTablesInterval)}},
-	)
+	}
+}
+
+// check validates the feeder's own flags.
+func check(c *cli.Context, _ config.Common, _ config.Loop) error {
+	var errs []error
+	if slots := c.Int(flagSlots); slots < 1 || slots > shmcache.MaxSlots {
+		errs = append(errs, fmt.Errorf("--%s %d: want 1..%d", flagSlots, slots, shmcache.MaxSlots))
+	}
+	if d := c.Duration(flagReclaimAfter); d < time.Second {
+		errs = append(errs, fmt.Errorf("--%s %s: want at least 1s", flagReclaimAfter, d))
+	}
+	if d := c.Duration(flagTablesInterval); d <= 0 {
+		errs = append(errs, fmt.Errorf("--%s %s: want a positive duration", flagTablesInterval, d))
+	}
+	return errors.Join(errs...)
 }

@@ -6,56 +6,36 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/daemon"
-	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/transitioner"
 )
-
-const program = "transitioner"
 
 func main() { daemon.Main(run) }
 
 func run(ctx context.Context, args []string) error {
-	own := []cli.Flag{
-		&cli.Int64Flag{Name: "max-output-bytes", Value: transitioner.DefaultMaxOutputBytes,
-			Usage: "largest output file a new instance may upload, in bytes", EnvVars: []string{config.EnvName("max-output-bytes")}},
-	}
-	app := &cli.App{
-		Name:   program,
+	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
+		Name:   "transitioner",
 		Usage:  "create, time out and finish job instances (the job state machine)",
-		Flags:  append(append(config.CommonFlags("127.0.0.1:9102"), config.LoopFlags()...), own...),
-		Before: config.LoadFile,
-		Action: func(c *cli.Context) error {
-			cfg, err := config.CommonFrom(c)
-			loop, lerr := config.LoopFrom(c)
-			if err := errors.Join(err, lerr); err != nil {
-				return err
-			}
-			maxOut := c.Int64("max-output-bytes")
-			if maxOut < 1 {
+		Listen: "127.0.0.1:9102",
+		Flags: []cli.Flag{
+			&cli.Int64Flag{Name: "max-output-bytes", Value: transitioner.DefaultMaxOutputBytes,
+				Usage: "largest output file a new instance may upload, in bytes", EnvVars: []string{config.EnvName("max-output-bytes")}},
+		},
+		Check: func(c *cli.Context, _ config.Common, _ config.Loop) error {
+			if maxOut := c.Int64("max-output-bytes"); maxOut < 1 {
 				return fmt.Errorf("--max-output-bytes %d: want at least 1", maxOut)
 			}
-			log := daemon.NewLogger(program, cfg.LogLevel)
-			reg := daemon.NewRegistry(program)
-			st, err := store.Open(ctx, cfg.DBDSN, store.Options{MaxOpenConns: 4})
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			if err := st.SchemaCheck(ctx); err != nil {
-				return err
-			}
-			svc := transitioner.New(st, log, transitioner.NewMetrics(reg), transitioner.Options{
-				Mod: loop.Mod, ModIndex: loop.ModIndex, Batch: loop.Batch, MaxOutputBytes: float64(maxOut)})
-			return daemon.RunLoop(ctx, log, reg, cfg.Listen, daemon.NewLoopMetrics(reg, program), svc,
-				daemon.LoopOptions{Sleep: loop.Sleep, OnePass: loop.OnePass})
+			return nil
 		},
-	}
-	return app.RunContext(ctx, args)
+		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
+			return transitioner.New(env.Store, env.Log, transitioner.NewMetrics(env.Registry), transitioner.Options{
+				Mod: env.Loop.Mod, ModIndex: env.Loop.ModIndex, Batch: env.Loop.Batch,
+				MaxOutputBytes: float64(c.Int64("max-output-bytes"))}), nil, nil
+		},
+	})
 }

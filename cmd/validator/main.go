@@ -12,48 +12,29 @@ import (
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/demoapp"
-	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/validator"
 )
-
-const program = "validator"
 
 func main() { daemon.Main(run) }
 
 func run(ctx context.Context, args []string) error {
-	own := []cli.Flag{
-		&cli.StringFlag{Name: "app", Value: demoapp.AppName, Usage: "app whose jobs to validate", EnvVars: []string{config.EnvName("app")}},
-	}
-	app := &cli.App{
-		Name:   program,
+	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
+		Name:   "validator",
 		Usage:  "compare instance outputs, choose canonical results, grant credit",
-		Flags:  append(append(config.CommonFlags(":9104"), config.LoopFlags()...), own...),
-		Before: config.LoadFile,
-		Action: func(c *cli.Context) error {
-			cfg, err := config.CommonFrom(c)
-			loop, lerr := config.LoopFrom(c)
-			if err := errors.Join(err, lerr); err != nil {
-				return err
-			}
+		Listen: "127.0.0.1:9104",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "app", Value: demoapp.AppName, Usage: "app whose jobs to validate", EnvVars: []string{config.EnvName("app")}},
+		},
+		Check: func(c *cli.Context, _ config.Common, _ config.Loop) error {
 			if c.String("app") == "" {
 				return errors.New("--app is empty")
 			}
-			log := daemon.NewLogger(program, cfg.LogLevel)
-			reg := daemon.NewRegistry(program)
-			st, err := store.Open(ctx, cfg.DBDSN, store.Options{MaxOpenConns: 4})
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			if err := st.SchemaCheck(ctx); err != nil {
-				return err
-			}
-			svc := validator.New(st, log, validator.NewMetrics(reg), validator.Options{
-				App: c.String("app"), UploadDir: cfg.UploadDir, Fanout: cfg.Fanout,
-				Mod: loop.Mod, ModIndex: loop.ModIndex, Batch: loop.Batch})
-			return daemon.RunLoop(ctx, log, reg, cfg.Listen, daemon.NewLoopMetrics(reg, program), svc,
-				daemon.LoopOptions{Sleep: loop.Sleep, OnePass: loop.OnePass})
+			return nil
 		},
-	}
-	return app.RunContext(ctx, args)
+		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
+			return validator.New(env.Store, env.Log, validator.NewMetrics(env.Registry), validator.Options{
+				App: c.String("app"), UploadDir: env.Common.UploadDir, Fanout: env.Common.Fanout,
+				Mod: env.Loop.Mod, ModIndex: env.Loop.ModIndex, Batch: env.Loop.Batch}), nil, nil
+		},
+	})
 }

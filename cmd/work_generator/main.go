@@ -14,11 +14,8 @@ import (
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/jobs"
-	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/workgenerator"
 )
-
-const program = "work_generator"
 
 func main() { daemon.Main(run) }
 
@@ -29,50 +26,37 @@ func run(ctx context.Context, args []string) error {
 		&cli.Int64Flag{Name: "total-jobs", Value: 0, Usage: "stop after this many jobs in total, over restarts (0: no limit)", EnvVars: []string{config.EnvName("total-jobs")}},
 		&cli.StringFlag{Name: "job-prefix", Usage: "job names are <job-prefix>_<unix time>_<random hex> (default: the app name)", EnvVars: []string{config.EnvName("job-prefix")}},
 	}
-	flags := append(append(config.CommonFlags("127.0.0.1:9108"), config.LoopFlags()...), own...)
-	flags = append(flags, jobs.Flags()...)
-	app := &cli.App{
-		Name:   program,
+	var params jobs.Params // set by Check, which runs before Build
+	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
+		Name:   "work_generator",
 		Usage:  "create jobs while the app's unsent backlog is below target",
-		Flags:  flags,
-		Before: config.LoadFile,
-		Action: func(c *cli.Context) error {
-			cfg, err := config.CommonFrom(c)
-			loop, lerr := config.LoopFrom(c)
-			params, perr := jobs.ParamsFrom(c)
-			if err := errors.Join(err, lerr, perr); err != nil {
-				return err
+		Listen: "127.0.0.1:9108",
+		Flags:  append(own, jobs.Flags()...),
+		Check: func(c *cli.Context, _ config.Common, loop config.Loop) error {
+			var err error
+			params, err = jobs.ParamsFrom(c)
+			// Mod > 1, not != 1: an invalid --mod is already reported by the loop flags.
+			if loop.Mod > 1 {
+				err = errors.Join(err, fmt.Errorf("--mod %d: the work generator does not shard; run one per app", loop.Mod))
 			}
-			if loop.Mod != 1 {
-				return fmt.Errorf("--mod %d: the work generator does not shard; run one per app", loop.Mod)
-			}
-			log := daemon.NewLogger(program, cfg.LogLevel)
-			reg := daemon.NewRegistry(program)
-			st, err := store.Open(ctx, cfg.DBDSN, store.Options{MaxOpenConns: 4})
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			if err := st.SchemaCheck(ctx); err != nil {
-				return err
-			}
+			return err
+		},
+		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
 			appName := c.String("app")
-			svc, err := workgenerator.New(st, jobs.NewCreator(st, cfg.DownloadDir, cfg.Fanout, time.Now),
+			svc, err := workgenerator.New(env.Store, jobs.NewCreator(env.Store, env.Common.DownloadDir, env.Common.Fanout, time.Now),
 				workgenerator.Config{
 					App:          appName,
 					JobPrefix:    c.String("job-prefix"),
 					UnsentTarget: c.Int("unsent-target"),
 					TotalJobs:    c.Int64("total-jobs"),
-					Batch:        loop.Batch,
-					CounterFile:  workgenerator.CounterPath(cfg.ProjectDir, appName),
+					Batch:        env.Loop.Batch,
+					CounterFile:  workgenerator.CounterPath(env.Common.ProjectDir, appName),
 					Params:       params,
-				}, log, workgenerator.NewMetrics(reg), time.Now)
+				}, env.Log, workgenerator.NewMetrics(env.Registry), time.Now)
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			return daemon.RunLoop(ctx, log, reg, cfg.Listen, daemon.NewLoopMetrics(reg, program), svc,
-				daemon.LoopOptions{Sleep: loop.Sleep, OnePass: loop.OnePass})
+			return svc, nil, nil
 		},
-	}
-	return app.RunContext(ctx, args)
+	})
 }

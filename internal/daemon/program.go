@@ -1,0 +1,117 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/urfave/cli/v2"
+
+	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// LoopProgram describes an enumerating daemon's command line and how to
+// build its service; RunLoopProgram does everything the daemons share, so a
+// main holds only what makes its program different.
+type LoopProgram struct {
+	// Name is the program's name: the cli.App's name, the "program" log
+	// attribute and the metric subsystem of the loop metrics.
+	Name  string
+	Usage string
+	// Listen is the default --listen address; loopback, so metrics are not
+	// exposed unless the operator asks.
+	Listen string
+	// Sleep overrides the default --sleep when non-zero, for a daemon whose
+	// work must be picked up sooner than the usual idle pause.
+	Sleep time.Duration
+	// Flags are the program's own flags, after the common and loop flags.
+	Flags []cli.Flag
+	// MaxDBConns caps the store's open connections; 0 means 4.
+	MaxDBConns int
+	// Check validates the program's own flags; it may be nil. It runs
+	// before the database is opened, and its error is joined with those of
+	// the common and loop flags so one run reports every bad flag. common
+	// and loop are passed even when they are invalid (zero fields possible).
+	Check func(c *cli.Context, common config.Common, loop config.Loop) error
+	// Build makes the service once the configuration is valid and the store
+	// is open. cleanup, which may be nil, runs after the loop ends and its
+	// error is returned with the loop's; on error Build releases what it
+	// made itself.
+	Build func(c *cli.Context, env Env) (svc Service, cleanup func() error, err error)
+}
+
+// Env is what every daemon has ready before its service is built.
+type Env struct {
+	Common   config.Common
+	Loop     config.Loop
+	Log      *slog.Logger
+	Registry *prometheus.Registry
+	Store    *store.Store
+}
+
+// RunLoopProgram parses args for p and runs it: the configuration file,
+// environment and flags are validated, then the logger, registry and store
+// are set up, the schema checked, the service built and its loop run with
+// the /metrics and /healthz listener until ctx ends (or after one pass).
+func RunLoopProgram(ctx context.Context, args []string, p LoopProgram) error {
+	app := &cli.App{
+		Name:   p.Name,
+		Usage:  p.Usage,
+		Flags:  append(append(config.CommonFlags(p.Listen), loopFlags(p.Sleep)...), p.Flags...),
+		Before: config.LoadFile,
+		Action: func(c *cli.Context) error { return runLoopProgram(ctx, c, p) },
+	}
+	return app.RunContext(ctx, args)
+}
+
+// loopFlags are config.LoopFlags with --sleep defaulting to sleep if set.
+func loopFlags(sleep time.Duration) []cli.Flag {
+	flags := config.LoopFlags()
+	if sleep <= 0 {
+		return flags
+	}
+	for _, f := range flags {
+		if d, ok := f.(*cli.DurationFlag); ok && d.Name == config.FlagSleep {
+			d.Value = sleep
+		}
+	}
+	return flags
+}
+
+func runLoopProgram(ctx context.Context, c *cli.Context, p LoopProgram) (err error) {
+	common, cerr := config.CommonFrom(c)
+	loop, lerr := config.LoopFrom(c)
+	var oerr error
+	if p.Check != nil {
+		oerr = p.Check(c, common, loop)
+	}
+	if err := errors.Join(cerr, lerr, oerr); err != nil {
+		return err
+	}
+	log := NewLogger(p.Name, common.LogLevel)
+	reg := NewRegistry(p.Name)
+	maxConns := p.MaxDBConns
+	if maxConns <= 0 {
+		maxConns = 4
+	}
+	st, err := store.Open(ctx, common.DBDSN, store.Options{MaxOpenConns: maxConns})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.SchemaCheck(ctx); err != nil {
+		return err
+	}
+	svc, cleanup, err := p.Build(c, Env{Common: common, Loop: loop, Log: log, Registry: reg, Store: st})
+	if err != nil {
+		return err
+	}
+	if cleanup != nil {
+		defer func() { err = errors.Join(err, cleanup()) }()
+	}
+	return RunLoop(ctx, log, reg, common.Listen, NewLoopMetrics(reg, p.Name), svc,
+		LoopOptions{Sleep: loop.Sleep, OnePass: loop.OnePass})
+}
