@@ -527,7 +527,7 @@ func TestNewRegistersMetricsOnce(t *testing.T) {
 
 func httpBody(tb testing.TB, name string) []byte {
 	tb.Helper()
-	raw, err := os.ReadFile(filepath.Join("../../../shared/protocol/samples", name))
+	raw, err := os.ReadFile(filepath.Join("../protocol/testdata/samples", name))
 	if err != nil {
 		tb.Skipf("protocol sample not available: %v", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 )
 
-const samples = "../../../shared/protocol/samples"
+const samples = "../protocol/testdata/samples"
 
 // sharedKey is generated once: key generation is the slow part of these
 // tests.

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-const samples = "../../../shared/protocol/samples"
+const samples = "testdata/samples"
 
 func readSample(tb testing.TB, name string) []byte {
 	tb.Helper()
