@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/db/schema"
+	"github.com/taskserver/taskserver/internal/appversion"
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -117,28 +117,53 @@ func (t *tool) appVersionCommand() *cli.Command {
 		Name:  "app-version",
 		Usage: "manage app versions (one build of an app for one platform)",
 		Subcommands: []*cli.Command{{
-			Name:  "add",
-			Usage: "add an app version; prints its id",
+			Name: "add",
+			Usage: "add an app version; prints its id. With --file, the files are signed (or their offline signatures " +
+				"checked), copied into the download directory and listed in the version's xml_doc",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "app", Required: true, Usage: "app name"},
 				&cli.StringFlag{Name: "platform", Required: true, Usage: "platform name"},
 				&cli.IntFlag{Name: "version-num", Required: true, Usage: "version number, e.g. 100 for 1.00"},
 				&cli.StringFlag{Name: "plan-class", Usage: "plan class (empty: plain CPU version)"},
-				&cli.StringFlag{Name: "xml-doc-file", Usage: "file holding the version's <file_info> and <app_version> elements"},
+				&cli.StringSliceFlag{Name: "file", Usage: "a file of the version (repeatable; the first is the main program). " +
+					"Without --file the version has no files: only the simulated client can run it"},
+				&cli.StringFlag{Name: "code-sign-key", Usage: "sign the files here with this code-signing private key (e.g. keys/code_sign_private)"},
+				&cli.StringFlag{Name: "signatures", Usage: "file of signatures made offline with: taskctl sign --key KEY FILE..."},
+				&cli.StringFlag{Name: "code-sign-public", Value: "keys/code_sign_public",
+					Usage: "code-signing public key the signatures are checked against (skipped with a note if the file does not exist)"},
 			},
 			Action: func(c *cli.Context) error {
 				if c.Int("version-num") <= 0 {
 					return fmt.Errorf("--version-num %d: want > 0", c.Int("version-num"))
 				}
-				var doc string
-				if path := c.String("xml-doc-file"); path != "" {
-					b, err := os.ReadFile(path)
-					if err != nil {
-						return fmt.Errorf("read --xml-doc-file: %w", err)
-					}
-					doc = string(b)
+				paths := c.StringSlice("file")
+				if len(paths) == 0 && (c.String("code-sign-key") != "" || c.String("signatures") != "") {
+					return errors.New("--code-sign-key and --signatures sign --file: give the version's files")
 				}
-				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
+				cfg, err := config.CommonFrom(c)
+				if err != nil {
+					return err
+				}
+				var files []versionFile
+				var doc string
+				if len(paths) > 0 {
+					files, err = describeFiles(paths, c.String("app"), c.Int("version-num"), c.String("platform"))
+					if err != nil {
+						return err
+					}
+					if err := t.signFiles(files, cfg.Path(c.String("code-sign-key")), c.String("signatures"),
+						cfg.Path(c.String("code-sign-public"))); err != nil {
+						return err
+					}
+					var list []appversion.File
+					for _, f := range files {
+						list = append(list, f.f)
+					}
+					if doc, err = appversion.Format(list); err != nil {
+						return err
+					}
+				}
+				return t.withStore(c, false, func(ctx context.Context, st *store.Store, cfg config.Common) error {
 					app, err := st.AppGetByName(ctx, c.String("app"))
 					if err != nil {
 						return notFoundHint(err, "add it with: taskctl app add")
@@ -147,6 +172,11 @@ func (t *tool) appVersionCommand() *cli.Command {
 					if err != nil {
 						return notFoundHint(err, "add it with: taskctl platform add")
 					}
+					// Files first: a version row must never name files the
+					// data server cannot serve.
+					if err := installFiles(files, cfg.DownloadDir, cfg.Fanout); err != nil {
+						return err
+					}
 					v := store.AppVersion{CreateTime: t.now().Unix(), AppID: app.ID, VersionNum: c.Int("version-num"),
 						PlatformID: plat.ID, PlanClass: c.String("plan-class"), XMLDoc: doc}
 					id, err := st.AppVersionInsert(ctx, v)
@@ -154,6 +184,9 @@ func (t *tool) appVersionCommand() *cli.Command {
 						return err
 					}
 					t.printf("app_version %d %s %d %s\n", id, app.Name, v.VersionNum, plat.Name)
+					for _, f := range files {
+						t.notef("installed %s as %s\n", f.path, f.f.Name)
+					}
 					return nil
 				})
 			},

@@ -58,7 +58,7 @@ func (t *tool) keysCommand() *cli.Command {
 				}
 				return nil
 			},
-		}},
+		}, t.rotateCommand()},
 	}
 }
 

@@ -70,6 +70,7 @@ func NewApp(opts Options) *cli.App {
 			t.jobCommand(),
 			t.statusCommand(),
 			t.keysCommand(),
+			t.signCommand(),
 		},
 	}
 }
