@@ -37,6 +37,9 @@ const (
 	flagMaxInProgressPerCPU = "max-in-progress-per-cpu"
 	flagMaxBodyBytes        = "max-body-bytes"
 	flagMaxConns            = "max-db-conns"
+	flagNextRPCDelay        = "next-rpc-delay"
+	flagReportImmediately   = "report-immediately"
+	flagAccountCreation     = "account-creation"
 )
 
 func main() { daemon.Main(run) }
@@ -76,6 +79,12 @@ func flags() []cli.Flag {
 			Usage: "largest scheduler request body accepted, in bytes (larger: HTTP 413)"},
 		&cli.IntFlag{Name: flagMaxConns, Value: 16, EnvVars: env(flagMaxConns),
 			Usage: "most database connections this server opens"},
+		&cli.DurationFlag{Name: flagNextRPCDelay, Value: 0, EnvVars: env(flagNextRPCDelay),
+			Usage: "make clients contact the scheduler again after this long even when they need nothing (0: never asked)"},
+		&cli.BoolFlag{Name: flagReportImmediately, Value: true, EnvVars: env(flagReportImmediately),
+			Usage: "ask clients to report each result as soon as its output is uploaded (--report-immediately=false: clients batch reports)"},
+		&cli.BoolFlag{Name: flagAccountCreation, Value: false, EnvVars: env(flagAccountCreation),
+			Usage: "let volunteers create accounts with create_account.php (the Manager's wizard, boinccmd --create_account)"},
 	)
 }
 
@@ -95,6 +104,9 @@ func serve(ctx context.Context, c *cli.Context) error {
 	}
 	if n := c.Int64(flagMaxBodyBytes); n < 4096 {
 		errs = append(errs, fmt.Errorf("--%s %d: want at least 4096", flagMaxBodyBytes, n))
+	}
+	if d := c.Duration(flagNextRPCDelay); d < 0 {
+		errs = append(errs, fmt.Errorf("--%s %s: want 0 or a positive duration", flagNextRPCDelay, d))
 	}
 	if c.String(flagAddr) == "" {
 		errs = append(errs, fmt.Errorf("--%s is empty", flagAddr))
@@ -144,6 +156,9 @@ func serve(ctx context.Context, c *cli.Context) error {
 		CodeSignKey:         codeSignKey,
 		URLBase:             urlBase,
 		Fanout:              cfg.Fanout,
+		UploadDir:           cfg.UploadDir,
+		NextRPCDelay:        c.Duration(flagNextRPCDelay),
+		ReportImmediately:   c.Bool(flagReportImmediately),
 		ProjectName:         c.String(flagProjectName),
 		RequestDelay:        c.Duration(flagRequestDelay),
 		MaxResultsPerRPC:    c.Int(flagMaxResultsPerRPC),
@@ -151,6 +166,18 @@ func serve(ctx context.Context, c *cli.Context) error {
 		MaxBodyBytes:        c.Int64(flagMaxBodyBytes),
 		Logger:              log,
 		Registerer:          reg,
+	})
+	if err != nil {
+		return err
+	}
+	accounts, err := scheduler.NewAccounts(scheduler.AccountOptions{
+		Store:           st,
+		Cache:           cache,
+		URLBase:         urlBase,
+		ProjectName:     c.String(flagProjectName),
+		AccountCreation: c.Bool(flagAccountCreation),
+		Logger:          log,
+		Registerer:      reg,
 	})
 	if err != nil {
 		return err
@@ -170,7 +197,7 @@ func serve(ctx context.Context, c *cli.Context) error {
 
 	health := &daemon.Health{}
 	admin := daemon.AdminMux(reg, health)
-	r := routes{scheduler: svc, dataServer: ds, master: scheduler.MasterPage(c.String(flagProjectName), urlBase+"/scheduler")}
+	r := routes{scheduler: svc, dataServer: ds, accounts: accounts, master: scheduler.MasterPage(c.String(flagProjectName), urlBase+"/scheduler")}
 	if cfg.Listen == "" {
 		r.admin = admin
 	}

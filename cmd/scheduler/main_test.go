@@ -107,6 +107,13 @@ func TestRunServesEverythingOnOneAddress(t *testing.T) {
 	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, `taskserver_scheduler_requests_total{outcome="bad_authenticator"} 1`) {
 		t.Fatalf("GET /metrics = %d, lacks the request count:\n%s", code, body)
 	}
+	if code, body := get(t, base+"/get_project_config.php"); code != 200 || !strings.Contains(body, "<name>Smoke</name>") ||
+		!strings.Contains(body, "<account_creation_disabled>1</account_creation_disabled>") {
+		t.Fatalf("GET /get_project_config.php = %d, want the project named and account creation off (the default):\n%s", code, body)
+	}
+	if code, body := get(t, base+"/lookup_account.php?email_addr=nobody%40example%2Ecom"); code != 200 || !strings.Contains(body, "<error_num>-136</error_num>") {
+		t.Fatalf("GET /lookup_account.php of an unknown address = %d, want error -136:\n%s", code, body)
+	}
 	if code, _ := get(t, base+"/download/0/nothing"); code != http.StatusNotFound {
 		t.Fatalf("GET of a missing download = %d, want 404", code)
 	}

@@ -9,6 +9,7 @@ type routes struct {
 	scheduler  http.Handler // POST /scheduler and /cgi: the scheduler RPC
 	dataServer http.Handler // GET /download/..., POST /file_upload_handler
 	master     http.Handler // GET /: the master page
+	accounts   http.Handler // GET /get_project_config.php, /lookup_account.php, /create_account.php
 	admin      http.Handler // /metrics and /healthz; nil when served on --listen
 }
 
@@ -21,6 +22,12 @@ func newMux(r routes) *http.ServeMux {
 	mux.Handle("/cgi", r.scheduler) // BOINC's name for it, for clients attached to an old URL
 	mux.Handle("/download/", r.dataServer)
 	mux.Handle("/file_upload_handler", r.dataServer)
+	if r.accounts != nil {
+		// Relative to the master URL, where the client looks for them.
+		for _, p := range []string{"/get_project_config.php", "/lookup_account.php", "/create_account.php"} {
+			mux.Handle(p, r.accounts)
+		}
+	}
 	if r.admin != nil {
 		mux.Handle("/metrics", r.admin)
 		mux.Handle("/healthz", r.admin)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
+	"io/fs"
 	"math"
+	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -64,6 +67,20 @@ func (s *Service) report(ctx context.Context, x *rpc, name string, rr *protocol.
 	}
 	outputs, _ := jobxml.ParseResult(r.XMLDocIn)
 	outcome, clientErr := reportOutcome(rr)
+	if !clientErr {
+		missing, err := s.missingOutput(outputs, rr.FileInfos)
+		if err != nil {
+			// The upload directory cannot be read: a server fault, not the
+			// host's. Not acked, so the host reports again later.
+			s.log.Error("check reported outputs", "result_id", r.ID, "host_id", x.host.ID, "error", err)
+			return reportError
+		}
+		if missing != "" {
+			s.log.Debug("result reported as success without its output", "result_id", r.ID,
+				"host_id", x.host.ID, "file", missing)
+			outcome, clientErr = state.OutcomeClientError, true
+		}
+	}
 	p := store.ResultReportParams{
 		ResultID:    r.ID,
 		WorkunitID:  r.WorkunitID,
@@ -107,6 +124,41 @@ func reportOutcome(rr *protocol.ReportResult) (state.Outcome, bool) {
 		}
 	}
 	return state.OutcomeSuccess, false
+}
+
+// missingOutput returns the name of the first output file of the result
+// that is not in the upload directory, or is there with another size than
+// the client reported; "" when all arrived. The client reports a result as
+// uploaded even when an upload failed for good (PROTOCOL.md §8.5), and the
+// validator must not be handed a success with nothing to check.
+func (s *Service) missingOutput(outputs []jobxml.OutputFile, reported []protocol.ReportFileInfo) (string, error) {
+	if s.opts.UploadDir == "" {
+		return "", nil
+	}
+	nbytes := map[string]float64{}
+	for _, f := range reported {
+		nbytes[strings.TrimSpace(f.Name)] = finite(f.Nbytes)
+	}
+	for _, o := range outputs {
+		path, err := fanout.Path(s.opts.UploadDir, o.Name, s.opts.Fanout)
+		if err != nil {
+			return o.Name, nil // no upload could have stored it
+		}
+		fi, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return o.Name, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("output %s: %w", o.Name, err)
+		}
+		if !fi.Mode().IsRegular() {
+			return o.Name, nil
+		}
+		if n := nbytes[o.Name]; n > 0 && fi.Size() != int64(n) {
+			return o.Name, nil
+		}
+	}
+	return "", nil
 }
 
 // reportedFile is one uploaded output as stored in result.xml_doc_out.

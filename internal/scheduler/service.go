@@ -25,6 +25,7 @@ import (
 // Store is what the scheduler needs from the database; *store.Store is one.
 type Store interface {
 	HostGet(ctx context.Context, id int64) (store.Host, error)
+	HostGetByCPID(ctx context.Context, userID int64, cpid string) (store.Host, error)
 	HostInsert(ctx context.Context, h store.Host) (int64, error)
 	HostUpdateRPC(ctx context.Context, h store.Host) error
 	ResultGetByName(ctx context.Context, name string) (store.Result, error)
@@ -51,8 +52,21 @@ type Options struct {
 	// downloads are under URLBase/download/, uploads go to
 	// URLBase/file_upload_handler.
 	URLBase string
-	// Fanout is the download directory's fan-out (config --fanout).
+	// Fanout is the download and upload directories' fan-out (config
+	// --fanout).
 	Fanout int
+	// UploadDir is where the data server stores uploaded outputs. A result
+	// reported as a success counts as one only if its output files are
+	// there (the client reports success even after an upload failed for
+	// good). Empty skips the check.
+	UploadDir string
+	// NextRPCDelay makes clients contact the scheduler again after this
+	// long even when they need nothing; 0 sends none.
+	NextRPCDelay time.Duration
+	// ReportImmediately marks every sent result <report_immediately/>, so
+	// the client reports it as soon as it is uploaded instead of with its
+	// next work request or up to an hour later.
+	ReportImmediately bool
 	// ProjectName is shown by clients; empty sends none.
 	ProjectName string
 	// RequestDelay is the least time a client waits before its next RPC;
@@ -91,6 +105,7 @@ type Service struct {
 	m         *metrics
 	now       func() time.Time
 	uploadURL string
+	masterURL string // URLBase + "/": the URL volunteers attach to
 	download  string // URL prefix of input files, ending in "/"
 	catalog   catalogCache
 }
@@ -119,6 +134,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.RequestDelay <= 0 {
 		opts.RequestDelay = 5 * time.Second
+	}
+	if opts.NextRPCDelay < 0 {
+		opts.NextRPCDelay = 0
 	}
 	if opts.MaxResultsPerRPC <= 0 {
 		opts.MaxResultsPerRPC = 10
@@ -152,6 +170,7 @@ func New(opts Options) (*Service, error) {
 		m:         newMetrics(opts.Registerer),
 		now:       opts.Now,
 		uploadURL: base + "/file_upload_handler",
+		masterURL: base + "/",
 		download:  base + "/download/",
 	}, nil
 }
@@ -260,6 +279,9 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 		return nil, false, err
 	}
 	x.reply.RequestDelay = s.opts.RequestDelay.Seconds()
+	x.reply.NextRPCDelay = s.opts.NextRPCDelay.Seconds()
+	// The client checks master_url against the URL it attached to.
+	x.reply.MasterURL = s.masterURL
 	x.reply.UserID = user.ID
 	x.reply.UserName = user.Name
 	x.reply.UserTotalCredit = user.TotalCredit
@@ -275,6 +297,11 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 
 	s.handleReports(ctx, x)
 	s.sendWork(ctx, x)
+	if s.opts.ReportImmediately {
+		for i := range x.reply.Results {
+			x.reply.Results[i].ReportImmediately = &protocol.Empty{}
+		}
+	}
 	s.log.Debug("scheduler request", "host_id", x.host.ID, "user_id", x.user.ID, "reported", len(req.Results),
 		"acked", len(x.reply.ResultAcks), "results", len(x.reply.Results), "work_req_seconds", req.WorkReqSeconds)
 	return x.reply, false, nil
@@ -299,40 +326,6 @@ func (s *Service) authenticate(ctx context.Context, auth string) (store.User, bo
 		return store.User{}, false, nil
 	}
 	return u, true, nil
-}
-
-// recordHost finds the requesting host, or creates it when the client has
-// none or names one that is not this user's, and records what it says about
-// itself.
-func (s *Service) recordHost(ctx context.Context, x *rpc, ip string) error {
-	req := x.req
-	if req.HostID > 0 {
-		h, err := s.st.HostGet(ctx, req.HostID)
-		switch {
-		case err == nil && h.UserID == x.user.ID:
-			x.host = h
-		case err == nil, errors.Is(err, store.ErrNotFound):
-		default:
-			return fmt.Errorf("%w: %w", errUnavailable, err)
-		}
-	}
-	if x.host.ID == 0 {
-		h := hostFromRequest(store.Host{CreateTime: x.now, UserID: x.user.ID}, req, ip, x.now)
-		id, err := s.st.HostInsert(ctx, h)
-		if err != nil {
-			return fmt.Errorf("%w: %w", errUnavailable, err)
-		}
-		h.ID = id
-		x.host = h
-		x.reply.HostID = id
-		s.log.Debug("new host", "host_id", id, "user_id", x.user.ID)
-		return nil
-	}
-	x.host = hostFromRequest(x.host, req, ip, x.now)
-	if err := s.st.HostUpdateRPC(ctx, x.host); err != nil {
-		return fmt.Errorf("%w: %w", errUnavailable, err)
-	}
-	return nil
 }
 
 // text makes a client's string storable in a VARCHAR(254) column: valid

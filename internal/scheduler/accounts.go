@@ -1,0 +1,439 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/daemon"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// BOINC error numbers the account RPCs answer with (lib/error_numbers.h);
+// the client and the Manager turn them into their own messages.
+const (
+	errDBNotFound            = -136 // no account with that email address
+	errDBNotUnique           = -137 // the email address is taken
+	errNotImplemented        = -150
+	errProjectDown           = -183
+	errBadUserName           = -188
+	errBadEmailAddr          = -205
+	errBadPasswd             = -206
+	errAcctCreationDisabled  = -208
+	defaultMinPasswdLength   = 6
+	defaultAccountRPCTimeout = 10 * time.Second
+)
+
+// Account RPC names (label values of account_rpcs_total).
+const (
+	rpcProjectConfig = "get_project_config"
+	rpcLookupAccount = "lookup_account"
+	rpcCreateAccount = "create_account"
+)
+
+// PasswdHash is what the client sends for a password and what the user
+// table's passwd_hash column holds: the md5 hex of the password followed by
+// the lowercased email address (PROTOCOL.md §10). The operator tool uses it
+// to give an account a password.
+func PasswdHash(password, email string) string {
+	sum := md5.Sum([]byte(password + strings.ToLower(email)))
+	return hex.EncodeToString(sum[:])
+}
+
+// AccountStore is what the account RPCs need from the database;
+// *store.Store is one.
+type AccountStore interface {
+	UserGetByEmail(ctx context.Context, email string) (store.User, error)
+	UserCreate(ctx context.Context, u store.User) (int64, error)
+}
+
+// AccountOptions configures the account RPCs. Store and URLBase are
+// required.
+type AccountOptions struct {
+	Store AccountStore
+	// Cache supplies the platforms get_project_config lists; nil lists
+	// none.
+	Cache CacheSource
+	// URLBase is the public URL of the server; the master URL and the base
+	// of these RPCs is URLBase + "/".
+	URLBase     string
+	ProjectName string
+	// AccountCreation lets create_account make accounts. Off, volunteers
+	// need an account the operator made (and its key or password).
+	AccountCreation bool
+	// MinPasswdLength is the shortest password the client lets a volunteer
+	// choose; the server only ever sees its hash. Default 6.
+	MinPasswdLength int
+	// Timeout bounds one request's database work; default 10s.
+	Timeout    time.Duration
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Now        func() time.Time
+}
+
+// Accounts serves the web RPCs the client uses to find out about the
+// project and to attach by email and password instead of by account key:
+// get_project_config.php, lookup_account.php and create_account.php, at the
+// master URL. Replies are XML, errors BOINC's <error> form with HTTP 200
+// (the client reads the error number from the body). It is an
+// http.Handler; the path's last element picks the RPC.
+type Accounts struct {
+	opts      AccountOptions
+	masterURL string
+	rpcs      *prometheus.CounterVec
+}
+
+// NewAccounts checks opts and returns the account RPC handler.
+func NewAccounts(opts AccountOptions) (*Accounts, error) {
+	if opts.Store == nil {
+		return nil, errors.New("account options: no store")
+	}
+	base := strings.TrimRight(opts.URLBase, "/")
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		return nil, fmt.Errorf("account options: URL base %q: want an absolute http or https URL", opts.URLBase)
+	}
+	if opts.MinPasswdLength <= 0 {
+		opts.MinPasswdLength = defaultMinPasswdLength
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = defaultAccountRPCTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	a := &Accounts{opts: opts, masterURL: base + "/",
+		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: "scheduler",
+			Name: "account_rpcs_total",
+			Help: "Account web RPCs (get_project_config, lookup_account, create_account) by outcome (ok, or the BOINC error number answered)."},
+			[]string{"rpc", "outcome"})}
+	for _, r := range []string{rpcProjectConfig, rpcLookupAccount, rpcCreateAccount} {
+		a.rpcs.WithLabelValues(r, "ok")
+	}
+	if err := opts.Registerer.Register(a.rpcs); err != nil {
+		return nil, fmt.Errorf("account metrics: %w", err)
+	}
+	return a, nil
+}
+
+// rpcError is an answer in BOINC's <error> form.
+type rpcError struct {
+	num int
+	msg string
+}
+
+func (e *rpcError) Error() string { return fmt.Sprintf("%d %s", e.num, e.msg) }
+
+// ServeHTTP answers one account RPC.
+func (a *Accounts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rpc := strings.TrimSuffix(path.Base(r.URL.Path), ".php")
+	if rpc != rpcProjectConfig && rpc != rpcLookupAccount && rpc != rpcCreateAccount {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.opts.Timeout)
+	defer cancel()
+	var reply any
+	var err error
+	switch rpc {
+	case rpcProjectConfig:
+		reply = a.projectConfig()
+	case rpcLookupAccount:
+		reply, err = a.lookupAccount(ctx, r)
+	case rpcCreateAccount:
+		reply, err = a.createAccount(ctx, r)
+	}
+	outcome := "ok"
+	if err != nil {
+		var re *rpcError
+		if !errors.As(err, &re) {
+			a.opts.Logger.Error("account rpc failed", "rpc", rpc, "error", err)
+			re = &rpcError{errProjectDown, "The project's database is unavailable; try again later."}
+		}
+		outcome = fmt.Sprint(re.num)
+		reply = errorReply{Num: re.num, Msg: re.msg}
+	}
+	a.rpcs.WithLabelValues(rpc, outcome).Inc()
+	a.opts.Logger.Debug("account rpc", "rpc", rpc, "outcome", outcome)
+	var buf bytes.Buffer
+	enc := xml.NewEncoder(&buf)
+	enc.Indent("", "    ")
+	if raw, ok := reply.(rawReply); ok {
+		buf.WriteString(string(raw))
+	} else if err := enc.Encode(reply); err != nil {
+		a.opts.Logger.Error("write account rpc reply", "rpc", rpc, "error", err)
+		http.Error(w, "internal error writing the reply", http.StatusInternalServerError)
+		return
+	}
+	buf.WriteByte('\n')
+	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(buf.Bytes())
+}
+
+type errorReply struct {
+	XMLName xml.Name `xml:"error"`
+	Num     int      `xml:"error_num"`
+	Msg     string   `xml:"error_msg"`
+}
+
+// projectConfigReply is <project_config>. Flags are written 0/1, which the
+// client reads as it reads the empty-element form.
+type projectConfigReply struct {
+	XMLName                       xml.Name          `xml:"project_config"`
+	Name                          string            `xml:"name"`
+	MasterURL                     string            `xml:"master_url"`
+	WebRPCURLBase                 string            `xml:"web_rpc_url_base"`
+	MinPasswdLength               int               `xml:"min_passwd_length"`
+	UsesUsername                  int               `xml:"uses_username"`
+	AccountCreationDisabled       int               `xml:"account_creation_disabled"`
+	ClientAccountCreationDisabled int               `xml:"client_account_creation_disabled"`
+	WebStopped                    int               `xml:"web_stopped"`
+	SchedStopped                  int               `xml:"sched_stopped"`
+	Platforms                     []projectPlatform `xml:"platforms>platform"`
+}
+
+type projectPlatform struct {
+	Name             string `xml:"platform_name"`
+	UserFriendlyName string `xml:"user_friendly_name"`
+	PlanClass        string `xml:"plan_class,omitempty"`
+}
+
+func (a *Accounts) projectConfig() projectConfigReply {
+	disabled := 1
+	if a.opts.AccountCreation {
+		disabled = 0
+	}
+	return projectConfigReply{
+		Name:                          a.opts.ProjectName,
+		MasterURL:                     a.masterURL,
+		WebRPCURLBase:                 a.masterURL,
+		MinPasswdLength:               a.opts.MinPasswdLength,
+		AccountCreationDisabled:       disabled,
+		ClientAccountCreationDisabled: disabled,
+		Platforms:                     a.platforms(),
+	}
+}
+
+// platforms lists the platforms (and plan classes) the project has a usable
+// app version for, from the tables the feeder publishes: what the Manager
+// checks a computer against before attaching it.
+func (a *Accounts) platforms() []projectPlatform {
+	if a.opts.Cache == nil {
+		return nil
+	}
+	c, err := a.opts.Cache.Current()
+	if err != nil {
+		return nil
+	}
+	t, _, err := c.Tables()
+	if err != nil {
+		return nil
+	}
+	plats := map[int64]store.Platform{}
+	for _, p := range t.Platforms {
+		if !p.Deprecated {
+			plats[p.ID] = p
+		}
+	}
+	apps := map[int64]bool{}
+	for _, ap := range t.Apps {
+		if !ap.Deprecated {
+			apps[ap.ID] = true
+		}
+	}
+	seen := map[projectPlatform]bool{}
+	var out []projectPlatform
+	for _, v := range t.AppVersions {
+		p, ok := plats[v.PlatformID]
+		if !ok || v.Deprecated || !apps[v.AppID] {
+			continue
+		}
+		pp := projectPlatform{Name: p.Name, UserFriendlyName: p.UserFriendlyName, PlanClass: v.PlanClass}
+		if !seen[pp] {
+			seen[pp] = true
+			out = append(out, pp)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].PlanClass < out[j].PlanClass
+	})
+	return out
+}
+
+// accountOut is <account_out> with the account key.
+type accountOut struct {
+	XMLName       xml.Name `xml:"account_out"`
+	Authenticator string   `xml:"authenticator"`
+}
+
+// rawReply is a reply written as it is.
+type rawReply string
+
+// accountExists answers a lookup without a password hash, in the form
+// BOINC writes it.
+const accountExists = rawReply("<account_out>\n    <success/>\n</account_out>")
+
+// lookupAccount answers lookup_account.php?email_addr=E[&passwd_hash=H]:
+// the account key of the account with address E if H is its password hash;
+// without H, whether the account exists.
+func (a *Accounts) lookupAccount(ctx context.Context, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	if q.Get("ldap_auth") != "" || q.Get("server_assigned_cookie") != "" {
+		return nil, &rpcError{errNotImplemented, "This project supports only lookups by email address and password."}
+	}
+	email := normalizeEmail(q.Get("email_addr"))
+	if email == "" || len(email) > 254 || !utf8.ValidString(email) {
+		return nil, &rpcError{errDBNotFound, "No account with that email address."}
+	}
+	u, err := a.opts.Store.UserGetByEmail(ctx, email)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &rpcError{errDBNotFound, "No account with that email address."}
+	}
+	if err != nil {
+		return nil, err
+	}
+	hash, given := q["passwd_hash"]
+	if !given {
+		return accountExists, nil
+	}
+	if !passwdHashMatches(u.PasswdHash, hash[0]) {
+		return nil, &rpcError{errBadPasswd, "Wrong password."}
+	}
+	return accountOut{Authenticator: u.Authenticator}, nil
+}
+
+// passwdHashMatches compares in constant time. An account without a stored
+// hash (made by the operator with only an account key) matches nothing.
+func passwdHashMatches(stored, given string) bool {
+	stored = strings.ToLower(strings.TrimSpace(stored))
+	given = strings.ToLower(strings.TrimSpace(given))
+	if stored == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(stored), []byte(given)) == 1
+}
+
+// createAccount answers
+// create_account.php?email_addr=E&passwd_hash=H&user_name=N[&team_name=T...]
+// with the new account's key. An address already registered with the same
+// password hash gets that account's key, as BOINC does: a client whose
+// first reply was lost can ask again. With another hash it is an error.
+// Teams are not supported; team_name is ignored.
+func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, error) {
+	if !a.opts.AccountCreation {
+		return nil, &rpcError{errAcctCreationDisabled, "This project does not create accounts here; ask its operator for one."}
+	}
+	q := r.URL.Query()
+	email := normalizeEmail(q.Get("email_addr"))
+	if !validEmail(email) {
+		return nil, &rpcError{errBadEmailAddr, "Invalid email address."}
+	}
+	hash := strings.ToLower(strings.TrimSpace(q.Get("passwd_hash")))
+	if !isHex(hash, 32) {
+		return nil, &rpcError{errBadPasswd, "Invalid password hash."}
+	}
+	name := strings.TrimSpace(q.Get("user_name"))
+	if name == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > 254 || strings.ContainsFunc(name, unicode.IsControl) {
+		return nil, &rpcError{errBadUserName, "Invalid user name."}
+	}
+	existing, err := a.opts.Store.UserGetByEmail(ctx, email)
+	switch {
+	case err == nil:
+		return a.existingAccount(existing, hash)
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	auth, err := randomHex(16)
+	if err != nil {
+		return nil, err
+	}
+	cpid, err := randomHex(16)
+	if err != nil {
+		return nil, err
+	}
+	u := store.User{CreateTime: a.opts.Now().Unix(), EmailAddr: email, Name: name, Authenticator: auth,
+		PasswdHash: hash, CrossProjectID: cpid}
+	id, err := a.opts.Store.UserCreate(ctx, u)
+	if errors.Is(err, store.ErrDuplicate) {
+		// Created by a concurrent request a moment ago.
+		existing, err := a.opts.Store.UserGetByEmail(ctx, email)
+		if err != nil {
+			return nil, err
+		}
+		return a.existingAccount(existing, hash)
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.opts.Logger.Info("account created", "user_id", id)
+	return accountOut{Authenticator: auth}, nil
+}
+
+func (a *Accounts) existingAccount(u store.User, hash string) (any, error) {
+	if !passwdHashMatches(u.PasswdHash, hash) {
+		return nil, &rpcError{errDBNotUnique, "An account with that email address already exists."}
+	}
+	return accountOut{Authenticator: u.Authenticator}, nil
+}
+
+// normalizeEmail is the address as stored: the client lowercases it
+// before hashing the password with it, so the server must too.
+func normalizeEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+// validEmail is a plausibility check, not RFC 5322: one @ with something
+// on both sides, a dot in the domain, no spaces or control characters.
+func validEmail(s string) bool {
+	if len(s) < 5 || len(s) > 254 || !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r)
+	}) {
+		return false
+	}
+	local, domain, ok := strings.Cut(s, "@")
+	return ok && local != "" && !strings.Contains(domain, "@") && strings.Contains(strings.Trim(domain, "."), ".")
+}
+
+func isHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}

@@ -1,0 +1,115 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// Why a request was given a host id other than the one it sent (log
+// values).
+const (
+	hostNew      = "new"         // the client had none and no earlier host matches
+	hostReattach = "reattach"    // no id, but the user has a host with the client's cpid
+	hostUnknown  = "unknown_id"  // the id names no host
+	hostForeign  = "foreign_id"  // the id names another user's host
+	hostStaleSeq = "stale_seqno" // rpc_seqno went backwards: a copied or restored client
+	hostSame     = "same"        // the host row the client named
+)
+
+// recordHost decides which host row the request is from and records what
+// the client says about itself, following BOINC's rules:
+//   - an id of the user's own host, with an rpc_seqno not below the one
+//     stored, is that host;
+//   - a lower rpc_seqno means two clients share one identity (a data
+//     directory copied to another computer, or restored from a backup):
+//     the request gets a new host, so the two stop reporting over each
+//     other's work;
+//   - an id of another user's host gets a new host (the id is not proof of
+//     anything; the authenticator is);
+//   - no id (or one that names no host) with the cpid of one of the user's
+//     hosts is that host coming back after a detach: it gets its old id
+//     rather than a duplicate row.
+//
+// Whenever the host differs from the id sent, the reply carries <hostid>;
+// the client then restarts its rpc_seqno at 0, which is what is stored. The
+// id is not sent otherwise: a client that already has one takes a new id as
+// a sign it was cloned and makes itself a new cpid.
+func (s *Service) recordHost(ctx context.Context, x *rpc, ip string) error {
+	req := x.req
+	why := hostNew
+	if req.HostID > 0 {
+		h, err := s.st.HostGet(ctx, req.HostID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			why = hostUnknown
+		case err != nil:
+			return fmt.Errorf("%w: %w", errUnavailable, err)
+		case h.UserID != x.user.ID:
+			why = hostForeign
+		case req.RPCSeqno < h.RPCSeqno:
+			why = hostStaleSeq
+		default:
+			why = hostSame
+			x.host = h
+		}
+	}
+	if why == hostNew || why == hostUnknown {
+		h, ok, err := s.hostByCPID(ctx, x)
+		if err != nil {
+			return err
+		}
+		if ok {
+			why = hostReattach
+			x.host = h
+		}
+	}
+
+	switch why {
+	case hostSame:
+		x.host = hostFromRequest(x.host, req, ip, x.now)
+	case hostReattach:
+		x.host = hostFromRequest(x.host, req, ip, x.now)
+		x.host.RPCSeqno = 0
+		x.reply.HostID = x.host.ID
+	default:
+		h := hostFromRequest(store.Host{CreateTime: x.now, UserID: x.user.ID}, req, ip, x.now)
+		h.RPCSeqno = 0
+		id, err := s.st.HostInsert(ctx, h)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUnavailable, err)
+		}
+		h.ID = id
+		x.host = h
+		x.reply.HostID = id
+		s.log.Debug("new host", "host_id", id, "user_id", x.user.ID, "reason", why, "sent_host_id", req.HostID,
+			"rpc_seqno", req.RPCSeqno)
+		return nil
+	}
+	if why == hostReattach {
+		s.log.Debug("host came back without its id", "host_id", x.host.ID, "user_id", x.user.ID)
+	}
+	if err := s.st.HostUpdateRPC(ctx, x.host); err != nil {
+		return fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	return nil
+}
+
+// hostByCPID finds the user's host with the cpid the request's host_info
+// names, if it names one.
+func (s *Service) hostByCPID(ctx context.Context, x *rpc) (store.Host, bool, error) {
+	cpid := text(x.req.HostInfo.HostCPID)
+	if cpid == "" {
+		return store.Host{}, false, nil
+	}
+	h, err := s.st.HostGetByCPID(ctx, x.user.ID, cpid)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Host{}, false, nil
+	}
+	if err != nil {
+		return store.Host{}, false, fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	return h, true, nil
+}

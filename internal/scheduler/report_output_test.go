@@ -1,0 +1,99 @@
+package scheduler
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/state"
+)
+
+const sample24 = "../protocol/testdata/samples/24_scheduler_request_report_after_permanent_upload_error.body.xml"
+
+// sampleReport returns the <result> element of a captured request.
+func sampleReport(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)<result>.*</result>\n`).Find(b)
+	if m == nil {
+		t.Fatalf("%s has no <result>", path)
+	}
+	return string(m)
+}
+
+// TestReportWithoutUploadedOutput reports the real client's report after a
+// permanent upload error (sample 24: state 5, exit 0), with and without the
+// error_msg the client adds, against an upload directory that has the
+// output, has it with the wrong size, or lacks it.
+func TestReportWithoutUploadedOutput(t *testing.T) {
+	t.Parallel()
+	report := sampleReport(t, sample24)
+	noErrorMsg := regexp.MustCompile(`(?s)\s*<error_msg>.*</error_msg>`).ReplaceAllString(report, "")
+	if !strings.Contains(report, "<error_msg>") || strings.Contains(noErrorMsg, "error_msg") {
+		t.Fatalf("sample 24 not as expected:\n%s", report)
+	}
+	const output = "wu_upper_1_0_r0_out" // sample 24's output, 23 bytes
+	for _, tt := range []struct {
+		name     string
+		report   string
+		uploaded int // bytes in the upload directory; -1: no file
+		want     state.Outcome
+	}{
+		{"sample 24 as captured, nothing uploaded", report, -1, state.OutcomeClientError},
+		{"sample 24 as captured, file there", report, 23, state.OutcomeClientError},
+		{"no error_msg, nothing uploaded", noErrorMsg, -1, state.OutcomeClientError},
+		{"no error_msg, file too short", noErrorMsg, 10, state.OutcomeClientError},
+		{"no error_msg, file there", noErrorMsg, 23, state.OutcomeSuccess},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			uploads := t.TempDir()
+			f := setup(t, func(o *Options) { o.UploadDir = uploads })
+			_, ids := f.addJob("wu_upper_1", job{})
+			// The captured result names its output as the capture's server
+			// did; make the stored result agree.
+			if _, err := f.st.DB().ExecContext(f.ctx, `UPDATE result SET xml_doc_in = ? WHERE id = ?`,
+				`<result><file_info><name>`+output+`</name><open_name>out</open_name><max_nbytes>100000</max_nbytes></file_info></result>`,
+				ids[0]); err != nil {
+				t.Fatal(err)
+			}
+			host := f.sendTo(1)
+			if tt.uploaded >= 0 {
+				p, err := fanout.Path(uploads, output, 16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(strings.Repeat("x", tt.uploaded)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep := f.rpc(request{hostID: host, results: []string{tt.report}})
+			if !acked(rep, "wu_upper_1_0") {
+				t.Fatalf("report not acked: %+v", rep.ResultAcks)
+			}
+			r := f.result(ids[0])
+			if r.ServerState != state.ServerOver || r.Outcome != tt.want || r.ClientState != state.ClientFilesUploaded ||
+				r.ExitStatus != 0 {
+				t.Fatalf("recorded %+v, want OVER, outcome %s, client_state as reported (5), exit 0", r, tt.want)
+			}
+			label := reportSuccess
+			if tt.want != state.OutcomeSuccess {
+				label = reportClientError
+			}
+			if got := testutil.ToFloat64(f.svc.m.resultsReported.WithLabelValues(label)); got != 1 {
+				t.Fatalf("results_reported_total{%s} = %v, want 1", label, got)
+			}
+		})
+	}
+}

@@ -1,0 +1,57 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// ErrDuplicate means an insert collided with a unique key: for a user, an
+// email address (or, vanishingly rarely, an account key) already taken.
+var ErrDuplicate = errors.New("duplicate key")
+
+const userGetByEmail = `SELECT ` + userColumns + ` FROM user WHERE email_addr = ?`
+
+// UserGetByEmail returns the user whose email address is email, or
+// ErrNotFound. The lookup goes through the unique index user_email_addr;
+// callers pass the address lowercased, as the client sends it and as
+// UserCreate stores it.
+func (s *Store) UserGetByEmail(ctx context.Context, email string) (User, error) {
+	var u User
+	err := s.db.GetContext(ctx, &u, userGetByEmail, email)
+	if errors.Is(err, sql.ErrNoRows) {
+		return u, ErrNotFound
+	}
+	if err != nil {
+		return u, fmt.Errorf("get user by email: %w", err)
+	}
+	return u, nil
+}
+
+// UserCreate adds an account made through the create_account RPC and
+// returns its id. An email address or account key already in use is
+// ErrDuplicate, and nothing is written: the unique indexes, not a prior
+// read, decide, so two concurrent creations of one address cannot both
+// succeed.
+func (s *Store) UserCreate(ctx context.Context, u User) (int64, error) {
+	var id int64
+	err := withRetry(ctx, func() error {
+		res, err := s.db.NamedExecContext(ctx, userInsert, u)
+		if err != nil {
+			return err
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1062 { // ER_DUP_ENTRY
+		return 0, ErrDuplicate
+	}
+	if err != nil {
+		return 0, fmt.Errorf("create user: %w", err)
+	}
+	return id, nil
+}
