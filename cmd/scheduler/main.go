@@ -129,6 +129,12 @@ func serve(ctx context.Context, c *cli.Context) error {
 		log.Warn("no code-signing key: clients will not accept signed app files (anonymous-platform clients are unaffected)",
 			"path", cfg.Path(c.String(flagCodeSignKey)))
 	}
+	var rotationSig string
+	if codeSignKey != "" {
+		if rotationSig, err = readRotationSignature(cfg.Path(c.String(flagCodeSignKey))); err != nil {
+			return err
+		}
+	}
 
 	st, err := store.Open(ctx, cfg.DBDSN, store.Options{MaxOpenConns: c.Int(flagMaxConns)})
 	if err != nil {
@@ -150,22 +156,23 @@ func serve(ctx context.Context, c *cli.Context) error {
 
 	urlBase := strings.TrimRight(c.String(flagURLBase), "/")
 	svc, err := scheduler.New(scheduler.Options{
-		Store:               st,
-		Cache:               cache,
-		UploadKey:           uploadKey,
-		CodeSignKey:         codeSignKey,
-		URLBase:             urlBase,
-		Fanout:              cfg.Fanout,
-		UploadDir:           cfg.UploadDir,
-		NextRPCDelay:        c.Duration(flagNextRPCDelay),
-		ReportImmediately:   c.Bool(flagReportImmediately),
-		ProjectName:         c.String(flagProjectName),
-		RequestDelay:        c.Duration(flagRequestDelay),
-		MaxResultsPerRPC:    c.Int(flagMaxResultsPerRPC),
-		MaxInProgressPerCPU: c.Int(flagMaxInProgressPerCPU),
-		MaxBodyBytes:        c.Int64(flagMaxBodyBytes),
-		Logger:              log,
-		Registerer:          reg,
+		Store:                st,
+		Cache:                cache,
+		UploadKey:            uploadKey,
+		CodeSignKey:          codeSignKey,
+		CodeSignKeySignature: rotationSig,
+		URLBase:              urlBase,
+		Fanout:               cfg.Fanout,
+		UploadDir:            cfg.UploadDir,
+		NextRPCDelay:         c.Duration(flagNextRPCDelay),
+		ReportImmediately:    c.Bool(flagReportImmediately),
+		ProjectName:          c.String(flagProjectName),
+		RequestDelay:         c.Duration(flagRequestDelay),
+		MaxResultsPerRPC:     c.Int(flagMaxResultsPerRPC),
+		MaxInProgressPerCPU:  c.Int(flagMaxInProgressPerCPU),
+		MaxBodyBytes:         c.Int64(flagMaxBodyBytes),
+		Logger:               log,
+		Registerer:           reg,
 	})
 	if err != nil {
 		return err

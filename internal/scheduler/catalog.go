@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"log/slog"
 	"sync"
 
+	"github.com/taskserver/taskserver/internal/appversion"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
@@ -23,8 +25,15 @@ type catalog struct {
 	versionByID    map[int64]store.AppVersion
 	// versionsByApp holds the usable versions: not deprecated, no plan
 	// class (plan classes need host capability checks this scheduler does
-	// not make), of an app that is not deprecated, at least its min_version.
+	// not make), of an app that is not deprecated, at least its min_version,
+	// with a readable file list.
 	versionsByApp map[int64][]store.AppVersion
+	// files are the versions' files from xml_doc; none for a version with
+	// an empty document, which only the simulated client can run.
+	files map[int64][]appversion.File
+	// unreadable are the versions whose xml_doc cannot be read: never sent,
+	// since a client given them could run nothing.
+	unreadable map[int64]error
 }
 
 func newCatalog(t shmcache.Tables, gen uint64) *catalog {
@@ -36,6 +45,8 @@ func newCatalog(t shmcache.Tables, gen uint64) *catalog {
 		appByName:      map[string]store.App{},
 		versionByID:    map[int64]store.AppVersion{},
 		versionsByApp:  map[int64][]store.AppVersion{},
+		files:          map[int64][]appversion.File{},
+		unreadable:     map[int64]error{},
 	}
 	for _, p := range t.Platforms {
 		c.platformByID[p.ID] = p
@@ -51,6 +62,12 @@ func newCatalog(t shmcache.Tables, gen uint64) *catalog {
 	}
 	for _, v := range t.AppVersions {
 		c.versionByID[v.ID] = v
+		files, err := appversion.Parse(v.XMLDoc)
+		if err != nil {
+			c.unreadable[v.ID] = err
+			continue
+		}
+		c.files[v.ID] = files
 		a, ok := c.appByID[v.AppID]
 		if !ok || a.Deprecated || v.Deprecated || v.PlanClass != "" || v.VersionNum < a.MinVersion {
 			continue
@@ -67,6 +84,9 @@ type version struct {
 	platform   string           // the name sent in <result><platform>
 	anonymous  bool
 	versionNum int
+	// files are the version's files to send with it (none for an
+	// anonymous-platform client or a version without files).
+	files []appversion.File
 }
 
 // choose returns, for each app the host can run, the version to send: the
@@ -114,7 +134,7 @@ func (c *catalog) choose(req *protocol.SchedulerRequest) map[int64]version {
 			}
 		}
 		if found {
-			out[appID] = version{app: c.appByID[appID], av: best,
+			out[appID] = version{app: c.appByID[appID], av: best, files: c.files[best.ID],
 				platform: c.platformByID[best.PlatformID].Name, versionNum: best.VersionNum}
 		}
 	}
@@ -122,11 +142,12 @@ func (c *catalog) choose(req *protocol.SchedulerRequest) map[int64]version {
 }
 
 // forResend returns the version a result in progress was sent with, so that
-// a resend names the same build; if that version is gone, the current choice
-// for the app.
+// a resend names the same build; if that version is gone or unreadable, the
+// current choice for the app.
 func (c *catalog) forResend(appID, avID int64, avNum int, chosen map[int64]version) (version, bool) {
-	if v, ok := c.versionByID[avID]; ok && avID != 0 {
-		return version{app: c.appByID[v.AppID], av: v, platform: c.platformByID[v.PlatformID].Name, versionNum: v.VersionNum}, true
+	if v, ok := c.versionByID[avID]; ok && avID != 0 && c.unreadable[avID] == nil {
+		return version{app: c.appByID[v.AppID], av: v, files: c.files[avID],
+			platform: c.platformByID[v.PlatformID].Name, versionNum: v.VersionNum}, true
 	}
 	v, ok := chosen[appID]
 	if ok && v.anonymous {
@@ -140,6 +161,8 @@ type catalogCache struct {
 	mu  sync.Mutex
 	cur *catalog
 	src Cache
+	// log, if set, hears of unreadable app versions once per rebuild.
+	log *slog.Logger
 }
 
 func (cc *catalogCache) get(c Cache) (*catalog, error) {
@@ -153,6 +176,12 @@ func (cc *catalogCache) get(c Cache) (*catalog, error) {
 	// starts again, so the mapping is part of the key.
 	if cc.cur == nil || cc.cur.gen != gen || cc.src != c {
 		cc.cur, cc.src = newCatalog(t, gen), c
+		if cc.log != nil {
+			for id, err := range cc.cur.unreadable {
+				cc.log.Error("app version not sent: its xml_doc is unreadable (re-add it with taskctl app-version add --file)",
+					"app_version_id", id, "error", err)
+			}
+		}
 	}
 	return cc.cur, nil
 }

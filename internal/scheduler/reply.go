@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
@@ -43,7 +42,8 @@ func (s *Service) addResults(ctx context.Context, x *rpc, items []sendItem) {
 	for _, wu := range wus {
 		wuByID[wu.ID] = wu
 	}
-	b := replyBuilder{s: s, reply: x.reply, apps: map[string]bool{}, versions: map[string]bool{}, files: map[string]bool{}}
+	b := replyBuilder{s: s, reply: x.reply, flops: x.host.PFpops,
+		apps: map[string]bool{}, versions: map[string]bool{}, files: map[string]bool{}}
 	for _, it := range items {
 		r, ok := byID[it.resultID]
 		if !ok {
@@ -67,8 +67,11 @@ func (s *Service) addResults(ctx context.Context, x *rpc, items []sendItem) {
 }
 
 type replyBuilder struct {
-	s        *Service
-	reply    *protocol.SchedulerReply
+	s     *Service
+	reply *protocol.SchedulerReply
+	// flops is the host's measured speed, sent as each version's flops:
+	// the client's runtime estimates and elapsed-time limit divide by it.
+	flops    float64
 	apps     map[string]bool
 	versions map[string]bool
 	files    map[string]bool
@@ -108,25 +111,20 @@ func (b *replyBuilder) add(r store.Result, wu store.Workunit, v version) error {
 		resRefs = append(resRefs, protocol.FileRef{FileName: f.Name, OpenName: f.OpenName, CopyFile: &protocol.Empty{}})
 	}
 
+	var verFiles []protocol.FileInfo
+	var av *protocol.AppVersion
+	if key := fmt.Sprintf("%s/%d/%s", v.app.Name, v.versionNum, v.platform); !v.anonymous && !b.versions[key] {
+		if verFiles, av, err = b.version(v); err != nil {
+			return fmt.Errorf("app version %d: %w", v.av.ID, err)
+		}
+		b.versions[key] = true
+		b.reply.AppVersions = append(b.reply.AppVersions, *av)
+	}
 	if !b.apps[v.app.Name] {
 		b.apps[v.app.Name] = true
 		b.reply.Apps = append(b.reply.Apps, protocol.App{Name: v.app.Name, UserFriendlyName: v.app.UserFriendlyName})
 	}
-	if !v.anonymous {
-		key := fmt.Sprintf("%d/%s", v.versionNum, v.platform)
-		if !b.versions[key] {
-			b.versions[key] = true
-			if doc := strings.TrimSpace(v.av.XMLDoc); doc != "" {
-				// The operator tool stores the version's <file_info>s (signed)
-				// and its <app_version> ready to send.
-				b.reply.Raw = append(b.reply.Raw, doc)
-			} else {
-				b.reply.AppVersions = append(b.reply.AppVersions, protocol.AppVersion{AppName: v.app.Name,
-					VersionNum: v.versionNum, Platform: v.platform})
-			}
-		}
-	}
-	for _, f := range append(inFiles, outFiles...) {
+	for _, f := range append(append(verFiles, inFiles...), outFiles...) {
 		if !b.files[f.Name] {
 			b.files[f.Name] = true
 			b.reply.FileInfos = append(b.reply.FileInfos, f)
@@ -152,4 +150,37 @@ func (b *replyBuilder) add(r store.Result, wu store.Workunit, v version) error {
 		FileRefs:       resRefs,
 	})
 	return nil
+}
+
+// version describes an app version: its <app_version> and the <file_info>
+// of each of its files, each signed (the client runs no unsigned app file,
+// PROTOCOL.md §5.1) and the main program marked executable. A version
+// without files (the simulated client's) is sent bare.
+func (b *replyBuilder) version(v version) ([]protocol.FileInfo, *protocol.AppVersion, error) {
+	av := &protocol.AppVersion{AppName: v.app.Name, VersionNum: v.versionNum, Platform: v.platform}
+	if len(v.files) == 0 {
+		return nil, av, nil
+	}
+	av.AvgNCPUs = 1
+	av.Flops = finite(b.flops)
+	var infos []protocol.FileInfo
+	for _, f := range v.files {
+		rel, err := fanout.Rel(f.Name, b.s.opts.Fanout)
+		if err != nil {
+			return nil, nil, err
+		}
+		fi := protocol.FileInfo{Name: f.Name, URLs: []string{b.s.download + rel}, MD5Cksum: f.MD5, Nbytes: f.Nbytes,
+			FileSignature: f.Signature}
+		ref := protocol.FileRef{FileName: f.Name, OpenName: f.OpenName}
+		if f.MainProgram {
+			fi.Executable = &protocol.Empty{}
+			ref.MainProgram = &protocol.Empty{}
+		}
+		if f.CopyFile {
+			ref.CopyFile = &protocol.Empty{}
+		}
+		infos = append(infos, fi)
+		av.FileRefs = append(av.FileRefs, ref)
+	}
+	return infos, av, nil
 }

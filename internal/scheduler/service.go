@@ -48,6 +48,10 @@ type Options struct {
 	// CodeSignKey is the project's code-signing public key in BOINC text
 	// form, sent to clients that do not have one yet; empty sends none.
 	CodeSignKey string
+	// CodeSignKeySignature is CodeSignKey's text signed with the previous
+	// code-signing private key (taskctl keys rotate). With it, clients that
+	// hold the previous key are sent the new one; empty sends them nothing.
+	CodeSignKeySignature string
 	// URLBase is the public URL of this server, e.g. http://host:8080:
 	// downloads are under URLBase/download/, uploads go to
 	// URLBase/file_upload_handler.
@@ -172,6 +176,7 @@ func New(opts Options) (*Service, error) {
 		uploadURL: base + "/file_upload_handler",
 		masterURL: base + "/",
 		download:  base + "/download/",
+		catalog:   catalogCache{log: opts.Logger},
 	}, nil
 }
 
@@ -291,9 +296,7 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 	x.reply.HostTotalCredit = x.host.TotalCredit
 	x.reply.HostExpavgCredit = x.host.ExpavgCredit
 	x.reply.HostCreateTime = x.host.CreateTime
-	if req.CodeSignKey == "" && s.opts.CodeSignKey != "" {
-		x.reply.CodeSignKey = s.opts.CodeSignKey
-	}
+	s.addCodeSignKey(x)
 
 	s.handleReports(ctx, x)
 	s.sendWork(ctx, x)

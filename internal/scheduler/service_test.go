@@ -955,59 +955,6 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-func TestAppVersionXMLDocIsSentVerbatim(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	doc := `<file_info>
-    <name>demo_100_x86_64-pc-linux-gnu</name>
-    <url>http://127.0.0.1:8080/download/demo_100_x86_64-pc-linux-gnu</url>
-    <executable/>
-    <file_signature>
-abcd
-.
-</file_signature>
-</file_info>
-<app_version>
-    <app_name>demo</app_name>
-    <version_num>100</version_num>
-    <platform>x86_64-pc-linux-gnu</platform>
-    <file_ref>
-        <file_name>demo_100_x86_64-pc-linux-gnu</file_name>
-        <main_program/>
-    </file_ref>
-</app_version>`
-	if _, err := f.st.DB().ExecContext(f.ctx, `UPDATE app_version SET xml_doc = ? WHERE id = ?`, doc, f.avID); err != nil {
-		t.Fatal(err)
-	}
-	f.publishTables()
-	f.addJob("wua", job{})
-	f.addJob("wub", job{})
-	code, body := f.post(request{auth: f.user.Authenticator, workSecs: 1000, instances: 2}.body())
-	if code != http.StatusOK || strings.Count(body, "<main_program/>") != 1 || !strings.Contains(body, "<file_signature>\nabcd\n.\n</file_signature>") {
-		t.Fatalf("reply with a stored app version document = %d:\n%s\nwant the document once, verbatim", code, body)
-	}
-	rep, err := protocol.ParseSchedulerReply(strings.NewReader(body))
-	if err != nil || len(rep.AppVersions) != 1 || len(rep.AppVersions[0].FileRefs) != 1 || len(rep.Results) != 2 {
-		t.Fatalf("ParseSchedulerReply = %+v, %v", rep, err)
-	}
-}
-
-func TestCodeSignKeySentOnlyToClientsWithout(t *testing.T) {
-	t.Parallel()
-	pub := keys.FormatPublic(&func() *rsa.PrivateKey { k, _ := uploadKey(); return k }().PublicKey)
-	f := setup(t, func(o *Options) { o.CodeSignKey = pub })
-	rep := f.rpc(request{})
-	if strings.TrimSpace(rep.CodeSignKey) != strings.TrimSpace(pub) {
-		t.Fatalf("reply to a client without a key: code_sign_key = %q, want the project's", rep.CodeSignKey)
-	}
-	body := strings.Replace(request{auth: f.user.Authenticator, hostID: rep.HostID}.body(), "</platform_name>",
-		"</platform_name>\n<code_sign_key>\n"+pub+"</code_sign_key>", 1)
-	code, out := f.post(body)
-	if code != http.StatusOK || strings.Contains(out, "<code_sign_key>") {
-		t.Fatalf("reply to a client with the key = %d, contains a key: %v", code, strings.Contains(out, "<code_sign_key>"))
-	}
-}
-
 func TestOddClientTextIsStored(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
