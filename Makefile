@@ -35,6 +35,11 @@ test: deps ## run the whole test suite (race detector on) against a real databas
 	@dsn=$$(scripts/db-up.sh) && \
 	TEST_MYSQL_DSN="$$dsn" $(GO) test -race -count=1 -timeout 30m ./...
 
+.PHONY: test-client
+test-client: deps ## run the server against two real BOINC clients (installs boinc-client if missing)
+	@scripts/boinc-client-up.sh && dsn=$$(scripts/db-up.sh) && \
+	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 $(GO) test -count=1 -timeout 15m -run TestRealBOINCClient -v ./e2e/
+
 .PHONY: test-race
 test-race: test ## alias of test: the race detector is always on
 

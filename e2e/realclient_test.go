@@ -1,0 +1,630 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+// Settings of the real-client run. The jobs are tiny (the demo app takes
+// milliseconds), so the time goes into the client's own pacing: attach,
+// request_delay, work-fetch checks and the back-off after a task error.
+const (
+	realClientJobs      = 6                // jobs that succeed; plus one that fails
+	realClientWantBoth  = 3                // jobs both clients must have completed
+	realClientTimeout   = 8 * time.Minute  // give up after this long
+	realClientPoll      = 3 * time.Second  // DB poll interval
+	realClientDelay     = 5 * time.Minute  // job deadline: short, so the client reports at once (PROTOCOL.md §9.3)
+	realClientReqDelay  = 5 * time.Second  // scheduler request_delay
+	realClientStopGrace = 15 * time.Second // SIGTERM to SIGKILL
+	realClientPlatform  = "x86_64-pc-linux-gnu"
+	realClientVersion   = 100
+	realClientFailJob   = "rc_fail"
+	realClientJobPrefix = "rc_job_"
+)
+
+// TestRealBOINCClient runs the whole server against two real BOINC clients
+// (Debian boinc-client 7.20.5), each attached with its own account through
+// an account file, and checks that jobs flow all the way: signed app
+// download, compute, upload, report, validation with a quorum of two hosts,
+// credit, assimilation; and that a job whose app fails comes back as a
+// client error and is retried.
+//
+// It runs when `boinc` is on PATH, or always with TASKSERVER_REAL_CLIENT=1
+// (then a missing client is a failure). `make test-client` installs the
+// client and runs it.
+func TestRealBOINCClient(t *testing.T) {
+	required := os.Getenv("TASKSERVER_REAL_CLIENT") == "1"
+	boinc, err := exec.LookPath("boinc")
+	if err != nil {
+		if required {
+			t.Fatalf("TASKSERVER_REAL_CLIENT=1 but the BOINC client is not on PATH (%v); install it with: make test-client", err)
+		}
+		t.Skip("real BOINC client test skipped: `boinc` is not on PATH (run `make test-client`, which installs boinc-client, or set TASKSERVER_REAL_CLIENT=1)")
+	}
+	if testing.Short() && !required {
+		t.Skip("real BOINC client test skipped in -short mode")
+	}
+	bin := buildPrograms(t)
+	rp := newRealProject(t, bin)
+	defer rp.stopAll() // also on t.Fatal: clients first, then daemons
+
+	rp.setup()
+	rp.startDaemons()
+	for i := range rp.users {
+		rp.startClient(boinc, i)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), realClientTimeout)
+	defer cancel()
+	st, err := store.Open(ctx, rp.dsn, store.Options{MaxOpenConns: 2})
+	if err != nil {
+		t.Fatalf("open project database: %v", err)
+	}
+	defer st.Close()
+
+	start := time.Now()
+	var last realProgress
+	for {
+		pg, err := rp.progress(ctx, st)
+		if err != nil {
+			t.Logf("%4.0fs progress unavailable: %v", time.Since(start).Seconds(), err)
+		} else {
+			if pg.String() != last.String() {
+				t.Logf("%4.0fs %s", time.Since(start).Seconds(), pg)
+			}
+			last = pg
+			if pg.done() {
+				break
+			}
+		}
+		if p := rp.exited(); p != nil {
+			rp.dumpLogs()
+			t.Fatalf("%s exited during the run: %v (log %s)", p.name, p.err, p.log)
+		}
+		select {
+		case <-ctx.Done():
+			rp.dumpLogs()
+			t.Fatalf("after %s: want >= %d jobs completed by both clients (valid, credited, assimilated with the right output) and the FAIL job reported as a client error and retried; got %s\nproblems: %s",
+				realClientTimeout, realClientWantBoth, last, strings.Join(last.problems, "; "))
+		case <-time.After(realClientPoll):
+		}
+	}
+	if len(last.problems) > 0 {
+		rp.dumpLogs()
+		t.Errorf("wrong results: %s", strings.Join(last.problems, "; "))
+	}
+	fmt.Printf("real BOINC client: %d jobs completed\n", last.bothDone)
+	t.Logf("real BOINC client: %d jobs completed (by both clients) in %s", last.bothDone, time.Since(start).Round(time.Second))
+}
+
+// realProject is one project with its daemons and clients.
+type realProject struct {
+	t        *testing.T
+	bin      string
+	dir      string // project directory
+	dsn      string
+	config   string
+	urlBase  string // http://127.0.0.1:PORT, the master URL without the slash
+	schedAdr string
+	users    []realUser
+	daemons  []*realProc
+	clients  []*realProc
+	stopped  bool
+}
+
+type realUser struct {
+	email, auth string
+	id          int64
+	dataDir     string
+}
+
+func newRealProject(t *testing.T, bin string) *realProject {
+	dir := t.TempDir()
+	// TASKSERVER_REAL_CLIENT_KEEP=1 keeps the project and the clients' data
+	// directories (logs, client_state.xml) for a look after the run.
+	if os.Getenv("TASKSERVER_REAL_CLIENT_KEEP") == "1" {
+		var err error
+		if dir, err = os.MkdirTemp("", "taskserver-realclient-"); err != nil {
+			t.Fatalf("make project directory: %v", err)
+		}
+		t.Logf("project and client directories kept in %s", dir)
+	}
+	port := realFreePort(t)
+	rp := &realProject{
+		t:        t,
+		bin:      bin,
+		dir:      dir,
+		dsn:      storetest.NewDatabase(t),
+		config:   filepath.Join(dir, "project.yaml"),
+		urlBase:  fmt.Sprintf("http://127.0.0.1:%d", port),
+		schedAdr: fmt.Sprintf("127.0.0.1:%d", port),
+	}
+	for _, d := range []string{"download", "upload", "results", "archives", "logs"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatalf("make project directory: %v", err)
+		}
+	}
+	shm := filepath.Join(dir, "shm-cache")
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		shm = filepath.Join("/dev/shm", "taskserver-rc-"+filepath.Base(dir))
+		t.Cleanup(func() { _ = os.Remove(shm) })
+	}
+	conf := fmt.Sprintf(`# Real-client test project; keys are flag names.
+db-dsn: %q
+project-dir: %q
+download-dir: download
+upload-dir: upload
+shm-path: %q
+log-level: debug
+app: %s
+url-base: %q
+`, rp.dsn, dir, shm, demoapp.AppName, rp.urlBase)
+	if err := os.WriteFile(rp.config, []byte(conf), 0o600); err != nil {
+		t.Fatalf("write project config: %v", err)
+	}
+	return rp
+}
+
+// taskctl runs the operator tool on the project and returns its stdout.
+func (rp *realProject) taskctl(args ...string) string {
+	rp.t.Helper()
+	cmd := exec.Command(filepath.Join(rp.bin, "taskctl"), append([]string{"--config", rp.config}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		rp.t.Fatalf("taskctl %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+// setup makes the keys, the catalog with the signed demo app version, two
+// accounts and the jobs.
+func (rp *realProject) setup() {
+	t := rp.t
+	rp.taskctl("keys", "generate")
+	rp.taskctl("platform", "add", "--name", realClientPlatform)
+	rp.taskctl("app", "add", "--name", demoapp.AppName)
+	rp.taskctl("app-version", "add", "--app", demoapp.AppName, "--platform", realClientPlatform,
+		"--version-num", strconv.Itoa(realClientVersion), "--file", filepath.Join(rp.bin, "demo_app"),
+		"--code-sign-key", "keys/code_sign_private")
+
+	for i := 0; i < 2; i++ {
+		email := fmt.Sprintf("realclient%d@example.org", i)
+		auth := strings.TrimSpace(rp.taskctl("user", "create", "--email", email, "--name", fmt.Sprintf("realclient%d", i)))
+		if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(auth) {
+			t.Fatalf("taskctl user create printed %q, want a 32-hex-digit authenticator", auth)
+		}
+		rp.users = append(rp.users, realUser{email: email, auth: auth})
+	}
+
+	jobArgs := []string{"--app", demoapp.AppName, "--delay-bound", realClientDelay.String(),
+		"--min-quorum", "2", "--target-nresults", "2", "--max-error-results", "3", "--max-total-results", "6",
+		"--rsc-fpops-est", "1e9", "--rsc-fpops-bound", "1e12"}
+	inputs := filepath.Join(t.TempDir())
+	submit := func(name string, input []byte) {
+		path := filepath.Join(inputs, name)
+		if err := os.WriteFile(path, input, 0o644); err != nil {
+			t.Fatalf("write job input: %v", err)
+		}
+		rp.taskctl(append([]string{"job", "submit", "--name", name, "--input", path}, jobArgs...)...)
+	}
+	for i := 0; i < realClientJobs; i++ {
+		name := fmt.Sprintf("%s%d", realClientJobPrefix, i)
+		submit(name, demoapp.Input(name))
+	}
+	// The failing job last: a task error makes the client wait 1-2 minutes
+	// before its next request (PROTOCOL.md §9.4), so it should not be the
+	// first job a client gets.
+	submit(realClientFailJob, append([]byte("FAIL: this job's app exits 3\n"), demoapp.Input(realClientFailJob)...))
+}
+
+// startDaemons starts every daemon on the project. db_purge keeps finished
+// jobs for an hour so the test can still read them.
+func (rp *realProject) startDaemons() {
+	t := rp.t
+	listen := func() string { return fmt.Sprintf("127.0.0.1:%d", realFreePort(t)) }
+	steps := []struct {
+		name string
+		args []string
+	}{
+		{"feeder", []string{"--listen", listen(), "--sleep", "200ms", "--tables-interval", "1s"}},
+		{"scheduler", []string{"--addr", rp.schedAdr, "--url-base", rp.urlBase, "--project-name", "Real client test",
+			"--request-delay", realClientReqDelay.String()}},
+		{"transitioner", []string{"--listen", listen(), "--sleep", "300ms"}},
+		{"validator", []string{"--listen", listen(), "--sleep", "300ms"}},
+		{"assimilator", []string{"--listen", listen(), "--sleep", "300ms", "--results-dir", "results"}},
+		{"file_deleter", []string{"--listen", listen(), "--sleep", "500ms"}},
+		{"db_purge", []string{"--listen", listen(), "--sleep", "1s", "--archive-dir", "archives", "--min-age", "1h"}},
+	}
+	for _, s := range steps {
+		p := rp.start(s.name, filepath.Join(rp.bin, s.name), "", append([]string{"--config", rp.config}, s.args...)...)
+		rp.daemons = append(rp.daemons, p)
+		switch s.name {
+		case "feeder":
+			shm := rp.configValue("shm-path")
+			rp.waitFor(p, "its cache file", func() bool { _, err := os.Stat(shm); return err == nil })
+		case "scheduler":
+			rp.waitFor(p, "listening on "+rp.schedAdr, func() bool {
+				c, err := net.DialTimeout("tcp", rp.schedAdr, 200*time.Millisecond)
+				if err == nil {
+					c.Close()
+				}
+				return err == nil
+			})
+		}
+	}
+}
+
+func (rp *realProject) configValue(key string) string {
+	b, err := os.ReadFile(rp.config)
+	if err != nil {
+		rp.t.Fatalf("read project config: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `: "(.*)"$`).FindSubmatch(b)
+	if m == nil {
+		rp.t.Fatalf("project config has no %s", key)
+	}
+	v, err := strconv.Unquote(`"` + string(m[1]) + `"`)
+	if err != nil {
+		rp.t.Fatalf("project config %s: %v", key, err)
+	}
+	return v
+}
+
+func (rp *realProject) waitFor(p *realProc, what string, ok func() bool) {
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if !p.running() {
+			rp.dumpLogs()
+			rp.t.Fatalf("%s exited before %s: %v", p.name, what, p.err)
+		}
+		if time.Now().After(deadline) {
+			rp.dumpLogs()
+			rp.t.Fatalf("%s: not %s after 30s", p.name, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// accountFileName is the client's name for a project's account file: the
+// master URL without its scheme, every character but letters, digits, '.',
+// '-' and '_' turned into '_', one trailing '_' dropped (PROTOCOL.md §2.1).
+func accountFileName(masterURL string) string {
+	s := masterURL
+	if i := strings.Index(s, "://"); i >= 0 {
+		s = s[i+3:]
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	s = strings.TrimSuffix(string(b), "_")
+	return "account_" + s + ".xml"
+}
+
+// startClient prepares client i's data directory (configuration, run-always
+// preferences, the account file that attaches it) and starts it.
+func (rp *realProject) startClient(boinc string, i int) {
+	t := rp.t
+	u := &rp.users[i]
+	u.dataDir = filepath.Join(rp.dir, fmt.Sprintf("client%d", i))
+	if err := os.MkdirAll(u.dataDir, 0o755); err != nil {
+		t.Fatalf("make client data directory: %v", err)
+	}
+	master := rp.urlBase + "/"
+	files := map[string]string{
+		// no_info_fetch: no lookups at boinc.berkeley.edu.
+		"cc_config.xml": `<cc_config>
+<log_flags>
+<sched_ops/>
+<sched_op_debug/>
+<file_xfer/>
+<file_xfer_debug/>
+<task/>
+<task_debug/>
+<unparsed_xml/>
+</log_flags>
+<options>
+<no_info_fetch>1</no_info_fetch>
+</options>
+</cc_config>
+`,
+		// The machine is busy with the server itself: without
+		// suspend_cpu_usage 0 the client suspends computing.
+		"global_prefs_override.xml": `<global_preferences>
+<run_on_batteries>1</run_on_batteries>
+<run_if_user_active>1</run_if_user_active>
+<run_gpu_if_user_active>1</run_gpu_if_user_active>
+<suspend_cpu_usage>0</suspend_cpu_usage>
+<idle_time_to_run>0</idle_time_to_run>
+<cpu_usage_limit>100</cpu_usage_limit>
+<max_ncpus_pct>100</max_ncpus_pct>
+<work_buf_min_days>0.01</work_buf_min_days>
+<work_buf_additional_days>0.01</work_buf_additional_days>
+<disk_min_free_gb>0.1</disk_min_free_gb>
+<disk_max_used_pct>90</disk_max_used_pct>
+<network_wifi_only>0</network_wifi_only>
+</global_preferences>
+`,
+		accountFileName(master): fmt.Sprintf("<account>\n<master_url>%s</master_url>\n<authenticator>%s</authenticator>\n</account>\n", master, u.auth),
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(u.dataDir, name), []byte(text), 0o600); err != nil {
+			t.Fatalf("write client file: %v", err)
+		}
+	}
+	port := realFreePort(t)
+	p := rp.start(fmt.Sprintf("client%d", i), boinc, u.dataDir,
+		"--dir", u.dataDir, "--gui_rpc_port", strconv.Itoa(port), "--no_gpus", "--skip_cpu_benchmarks")
+	rp.clients = append(rp.clients, p)
+}
+
+// realProc is a daemon or client run by the test.
+type realProc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+func (p *realProc) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// start runs program detached in its own session (the client must not hold
+// the test's output open: PROTOCOL.md §12), stdin /dev/null, output to
+// logs/name.log.
+func (rp *realProject) start(name, program, dir string, args ...string) *realProc {
+	t := rp.t
+	logPath := filepath.Join(rp.dir, "logs", name+".log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatalf("open log of %s: %v", name, err)
+	}
+	cmd := exec.Command(program, args...)
+	cmd.Dir = dir
+	cmd.Stdin = nil // /dev/null
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p := &realProc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p
+}
+
+// stop sends SIGTERM, then SIGKILL after the grace period.
+func (p *realProc) stop() error {
+	if p.running() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(realClientStopGrace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return errors.New("did not stop after SIGTERM; killed")
+	}
+}
+
+// stopAll stops the clients, then the daemons in reverse start order.
+func (rp *realProject) stopAll() {
+	if rp.stopped {
+		return
+	}
+	rp.stopped = true
+	all := append(append([]*realProc{}, rp.clients...), reversed(rp.daemons)...)
+	for _, p := range all {
+		if err := p.stop(); err != nil {
+			rp.t.Logf("stop %s: %v", p.name, err)
+		}
+	}
+	// A client's app may still be running in its slot: the client kills its
+	// tasks on exit, so by now nothing of ours is left.
+}
+
+func reversed(ps []*realProc) []*realProc {
+	out := make([]*realProc, 0, len(ps))
+	for i := len(ps) - 1; i >= 0; i-- {
+		out = append(out, ps[i])
+	}
+	return out
+}
+
+// exited returns a program that stopped while it should be running.
+func (rp *realProject) exited() *realProc {
+	for _, p := range append(append([]*realProc{}, rp.daemons...), rp.clients...) {
+		if !p.running() {
+			return p
+		}
+	}
+	return nil
+}
+
+// dumpLogs prints the tail of every daemon's and client's log and each
+// client's event log and state file.
+func (rp *realProject) dumpLogs() {
+	tail := func(path string, n int) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return
+		}
+		if len(b) > n {
+			b = b[len(b)-n:]
+		}
+		rp.t.Logf("---- %s (tail)\n%s", path, b)
+	}
+	files, _ := filepath.Glob(filepath.Join(rp.dir, "logs", "*.log"))
+	for _, f := range files {
+		tail(f, 6000)
+	}
+	for _, u := range rp.users {
+		if u.dataDir == "" {
+			continue
+		}
+		tail(filepath.Join(u.dataDir, "stdoutdae.txt"), 8000)
+		tail(filepath.Join(u.dataDir, "client_state.xml"), 4000)
+	}
+}
+
+// realProgress is what the database says about the jobs.
+type realProgress struct {
+	hosts         int
+	results       map[string]int // by server state
+	bothDone      int            // jobs assimilated with both users' results valid and credited
+	failErrors    int            // client-error results of the FAIL job
+	failInstances int
+	userCredit    [2]float64
+	assimilated   int
+	problems      []string
+	failRetried   bool
+}
+
+func (p realProgress) String() string {
+	return fmt.Sprintf("hosts %d, results %v, jobs done by both clients %d/%d, assimilated %d, FAIL job: %d client errors in %d instances, user credit %.3g/%.3g",
+		p.hosts, p.results, p.bothDone, realClientJobs, p.assimilated, p.failErrors, p.failInstances, p.userCredit[0], p.userCredit[1])
+}
+
+func (p realProgress) done() bool {
+	return p.bothDone >= realClientWantBoth && p.failErrors >= 1 && p.failRetried &&
+		p.userCredit[0] > 0 && p.userCredit[1] > 0
+}
+
+// progress reads the jobs' state: read-only queries, so they live here
+// rather than in the store package.
+func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgress, error) {
+	pg := realProgress{results: map[string]int{}}
+	db := st.DB()
+	if err := db.GetContext(ctx, &pg.hosts, `SELECT COUNT(*) FROM host`); err != nil {
+		return pg, err
+	}
+	if len(rp.users) == 2 && rp.users[0].id == 0 {
+		for i := range rp.users {
+			if err := db.GetContext(ctx, &rp.users[i].id, `SELECT id FROM user WHERE email_addr = ?`, rp.users[i].email); err != nil {
+				return pg, err
+			}
+		}
+	}
+	for i := range rp.users {
+		if err := db.GetContext(ctx, &pg.userCredit[i], `SELECT total_credit FROM user WHERE id = ?`, rp.users[i].id); err != nil {
+			return pg, err
+		}
+	}
+	var rows []struct {
+		WU            string  `db:"wu_name"`
+		WUID          int64   `db:"wu_id"`
+		Canonical     int64   `db:"canonical_resultid"`
+		Assimilate    int     `db:"assimilate_state"`
+		ID            int64   `db:"id"`
+		ServerState   int     `db:"server_state"`
+		Outcome       int     `db:"outcome"`
+		ValidateState int     `db:"validate_state"`
+		HostID        int64   `db:"hostid"`
+		UserID        int64   `db:"userid"`
+		Credit        float64 `db:"granted_credit"`
+		ExitStatus    int     `db:"exit_status"`
+	}
+	err := db.SelectContext(ctx, &rows, `SELECT w.name AS wu_name, w.id AS wu_id, w.canonical_resultid, w.assimilate_state,
+		r.id, r.server_state, r.outcome, r.validate_state, r.hostid, r.userid, r.granted_credit, r.exit_status
+		FROM workunit w JOIN result r ON r.workunitid = w.id ORDER BY r.id`)
+	if err != nil {
+		return pg, err
+	}
+	type job struct {
+		assimilated bool
+		okUsers     map[int64]bool // users with a valid, credited result
+		okHosts     map[int64]bool
+	}
+	jobs := map[string]*job{}
+	for _, r := range rows {
+		pg.results[state.ServerState(r.ServerState).String()]++
+		j := jobs[r.WU]
+		if j == nil {
+			j = &job{assimilated: r.Assimilate == int(state.AssimilateDone), okUsers: map[int64]bool{}, okHosts: map[int64]bool{}}
+			jobs[r.WU] = j
+		}
+		if r.WU == realClientFailJob {
+			pg.failInstances++
+			if r.ServerState == int(state.ServerOver) && r.Outcome == int(state.OutcomeClientError) {
+				pg.failErrors++
+				if r.ExitStatus != 3 {
+					pg.problems = append(pg.problems, fmt.Sprintf("FAIL job result %d: exit_status %d, want 3", r.ID, r.ExitStatus))
+				}
+			}
+			if r.Outcome == int(state.OutcomeSuccess) {
+				pg.problems = append(pg.problems, fmt.Sprintf("FAIL job result %d: outcome success, want client error", r.ID))
+			}
+			continue
+		}
+		if r.Outcome == int(state.OutcomeSuccess) && r.ValidateState == int(state.ValidateValid) && r.Credit > 0 {
+			j.okUsers[r.UserID] = true
+			j.okHosts[r.HostID] = true
+		}
+	}
+	// Retried: an instance beyond the first two exists, created after an
+	// error came back.
+	pg.failRetried = pg.failInstances > 2 && pg.failErrors >= 1
+	for name, j := range jobs {
+		if name == realClientFailJob {
+			continue
+		}
+		if j.assimilated {
+			pg.assimilated++
+			out, err := os.ReadFile(filepath.Join(rp.dir, "results", name))
+			if err != nil {
+				pg.problems = append(pg.problems, fmt.Sprintf("job %s assimilated but its output is missing: %v", name, err))
+				continue
+			}
+			if !bytes.Equal(out, demoapp.Output(name)) {
+				pg.problems = append(pg.problems, fmt.Sprintf("job %s: assimilated output %q, want %q", name, out, demoapp.Output(name)))
+				continue
+			}
+		}
+		if j.assimilated && len(j.okUsers) >= 2 && len(j.okHosts) >= 2 &&
+			j.okUsers[rp.users[0].id] && j.okUsers[rp.users[1].id] {
+			pg.bothDone++
+		}
+	}
+	return pg, nil
+}
+
+func realFreePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
