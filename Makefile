@@ -31,9 +31,9 @@ run: build ## set up and run a local project with simulated volunteers (DURATION
 	$(BIN)/localproject --bin-dir $(BIN) --server-dsn "$$dsn" --duration $(DURATION) --summary-json project/summary.json
 
 .PHONY: test
-test: deps ## run the whole test suite (race detector on) against a real database
-	@dsn=$$(scripts/db-up.sh) && \
-	TEST_MYSQL_DSN="$$dsn" $(GO) test -race -count=1 -timeout 30m ./...
+test: deps ## run the whole test suite (race detector on) against a real database and the real BOINC client
+	@scripts/boinc-client-up.sh && dsn=$$(scripts/db-up.sh) && \
+	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 $(GO) test -race -count=1 -timeout 30m ./...
 
 .PHONY: test-client
 test-client: deps ## run the server against two real BOINC clients (installs boinc-client if missing)
