@@ -2,13 +2,16 @@
 // <scheduler_request> and gets a <scheduler_reply> (PROTOCOL.md §3, §4, §9).
 //
 // For each request it authenticates the account key, creates or updates the
-// host row, records the results the host reports, resends results the host
-// should have but no longer lists, and sends new work claimed from the
+// host row, records the results the host reports, tells the host to abort
+// listed tasks the project no longer needs (result_abort, or
+// result_abort_if_not_started when only the job is done), resends results
+// the host should have but no longer lists, and sends new work claimed from the
 // feeder's shared-memory cache, subject to the host's platform, memory, disk,
 // deadline feasibility (a fair-share queue prediction) and in-progress limit.
 //
 // Reads: user (by authenticator), host, result and workunit rows of the
-// requesting host, the shared-memory cache (slots and static tables).
+// requesting host, the result rows (joined to their workunit) the host lists
+// in <other_results>, the shared-memory cache (slots and static tables).
 // Writes, each state change in its own short transaction:
 //   - host: a new row, or the host_info columns, rpc_seqno and rpc_time;
 //   - result: UNSENT → IN_PROGRESS on send (hostid, userid, sent_time,

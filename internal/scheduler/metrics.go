@@ -49,6 +49,7 @@ type metrics struct {
 	resultsReported *prometheus.CounterVec
 	noWork          *prometheus.CounterVec
 	claims          *prometheus.CounterVec
+	resultsAborted  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -73,6 +74,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "cache_claims_total", Help: "Cache slots claimed, by result (ok: sent; conflict: taken or no longer unsent; one_per_user: job already sent to the user)."},
 			[]string{"result"}),
+		resultsAborted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "results_aborted_total", Help: "Tasks a host listed that it was told to drop, by kind (abort: unknown, not this host's, or over; if_not_started: its job is already done)."},
+			[]string{"kind"}),
 	}
 	for _, o := range []string{outcomeOK, outcomeBadRequest, outcomeTooLarge, outcomeBadAuthenticator, outcomeUnavailable} {
 		m.requests.WithLabelValues(o)
@@ -86,6 +90,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{claimOK, claimConflict, claimOnePerUser} {
 		m.claims.WithLabelValues(r)
 	}
-	reg.MustRegister(m.requests, m.duration, m.resultsSent, m.resultsResent, m.resultsReported, m.noWork, m.claims)
+	for _, k := range []string{abortNow, abortIfNotStarted} {
+		m.resultsAborted.WithLabelValues(k)
+	}
+	reg.MustRegister(m.requests, m.duration, m.resultsSent, m.resultsResent, m.resultsReported, m.noWork, m.claims, m.resultsAborted)
 	return m
 }

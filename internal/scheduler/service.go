@@ -30,6 +30,7 @@ type Store interface {
 	HostUpdateRPC(ctx context.Context, h store.Host) error
 	ResultGetByName(ctx context.Context, name string) (store.Result, error)
 	ResultListByIDs(ctx context.Context, ids []int64) ([]store.Result, error)
+	ResultListByNames(ctx context.Context, names []string) ([]store.ResultByName, error)
 	ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]store.HostResult, error)
 	ResultReport(ctx context.Context, p store.ResultReportParams) error
 	ResultSend(ctx context.Context, p store.ResultSendParams) error
@@ -299,6 +300,7 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 	s.addCodeSignKey(x)
 
 	s.handleReports(ctx, x)
+	s.abortUnneeded(ctx, x)
 	s.sendWork(ctx, x)
 	if s.opts.ReportImmediately {
 		for i := range x.reply.Results {
@@ -306,7 +308,7 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 		}
 	}
 	s.log.Debug("scheduler request", "host_id", x.host.ID, "user_id", x.user.ID, "reported", len(req.Results),
-		"acked", len(x.reply.ResultAcks), "results", len(x.reply.Results), "work_req_seconds", req.WorkReqSeconds)
+		"acked", len(x.reply.ResultAcks), "aborted", len(x.reply.ResultAborts)+len(x.reply.ResultAbortsINS), "results", len(x.reply.Results), "work_req_seconds", req.WorkReqSeconds)
 	return x.reply, false, nil
 }
 
