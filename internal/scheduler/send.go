@@ -88,6 +88,9 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) {
 			if hr.ReportDeadline <= x.now {
 				continue // lost and late: the transitioner times it out
 			}
+			if hr.JobDone {
+				continue // lost, and its job no longer needs it: as BOINC, no resend
+			}
 			if cat == nil {
 				continue
 			}

@@ -924,6 +924,21 @@ func TestLostResultsAreResent(t *testing.T) {
 	}
 }
 
+func TestLostResultOfFinishedJobIsNotResent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	wuDone, _ := f.addJob("wudone", job{})
+	f.addJob("wuopen", job{})
+	host := f.sendTo(2)
+	if _, err := f.st.DB().Exec(`UPDATE workunit SET canonical_resultid = 999 WHERE id = ?`, wuDone); err != nil {
+		t.Fatal(err)
+	}
+	rep := f.rpc(request{hostID: host, hasOther: true})
+	if names := resultNames(rep); len(names) != 1 || names[0] != "wuopen_0" {
+		t.Fatalf("host that lost both: resent %v, want only [wuopen_0] (wudone has a canonical result)", names)
+	}
+}
+
 func TestBadRequests(t *testing.T) {
 	t.Parallel()
 	f := setup(t, func(o *Options) { o.MaxBodyBytes = 4096 })

@@ -80,10 +80,13 @@ type HostResult struct {
 	AppVersionID   int64   `db:"app_version_id"`
 	AppVersionNum  int     `db:"app_version_num"`
 	RscFpopsEst    float64 `db:"rsc_fpops_est"`
+	// JobDone is set when the job already has a canonical result or an
+	// error: the instance is no longer needed.
+	JobDone bool `db:"job_done"`
 }
 
 const resultListHostInProgress = `SELECT r.id, r.name, r.workunitid, w.appid, r.report_deadline, r.sent_time,
-r.app_version_id, r.app_version_num, w.rsc_fpops_est
+r.app_version_id, r.app_version_num, w.rsc_fpops_est, (w.canonical_resultid <> 0 OR w.error_mask <> 0) AS job_done
 FROM result r JOIN workunit w ON w.id = r.workunitid
 WHERE r.hostid = ? AND r.server_state = ?
 ORDER BY r.id LIMIT ?`
