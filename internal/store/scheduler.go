@@ -138,16 +138,10 @@ func (s *Store) ResultReport(ctx context.Context, p ResultReportParams) error {
 		if _, err := tx.ExecContext(ctx, workunitTrigger, p.Now, p.WorkunitID); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, resultReport, state.ServerOver, p.Outcome, p.ClientState, p.ExitStatus,
+		if err := execChanged(ctx, tx, ErrConflict, resultReport, state.ServerOver, p.Outcome, p.ClientState, p.ExitStatus,
 			p.CPUTime, p.ElapsedTime, p.Now, p.StderrOut, p.XMLDocOut, state.ValidateInit,
-			p.Now, p.ResultID, p.HostID, state.ServerInProgress)
-		if err != nil {
+			p.Now, p.ResultID, p.HostID, state.ServerInProgress); err != nil {
 			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrConflict
 		}
 		return nil
 	})
@@ -191,27 +185,15 @@ WHERE id = ? AND server_state = ?`
 //     otherwise nothing changes and the error is ErrConflict.
 func (s *Store) ResultSend(ctx context.Context, p ResultSendParams) error {
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, workunitUserInsert, p.WorkunitID, p.UserID, p.ResultID)
-		if err != nil {
+		if err := execChanged(ctx, tx, ErrAlreadySentToUser, workunitUserInsert, p.WorkunitID, p.UserID, p.ResultID); err != nil {
 			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrAlreadySentToUser
 		}
 		if _, err := tx.ExecContext(ctx, workunitWakeBy, p.ReportDeadline, p.WorkunitID); err != nil {
 			return err
 		}
-		res, err = tx.ExecContext(ctx, resultSend, state.ServerInProgress, p.HostID, p.UserID, p.Now,
-			p.ReportDeadline, p.AppVersionID, p.AppVersionNum, p.Now, p.ResultID, state.ServerUnsent)
-		if err != nil {
+		if err := execChanged(ctx, tx, ErrConflict, resultSend, state.ServerInProgress, p.HostID, p.UserID, p.Now,
+			p.ReportDeadline, p.AppVersionID, p.AppVersionNum, p.Now, p.ResultID, state.ServerUnsent); err != nil {
 			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrConflict
 		}
 		return nil
 	})

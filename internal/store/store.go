@@ -142,6 +142,23 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	})
 }
 
+// execChanged runs a conditional statement inside tx and returns miss when
+// it changed no row: the condition no longer held.
+func execChanged(ctx context.Context, tx *sqlx.Tx, miss error, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return miss
+	}
+	return nil
+}
+
 // exec runs one statement with retry and returns rows affected.
 func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	var n int64

@@ -199,16 +199,10 @@ WHERE id = ? AND server_state = ? AND file_delete_state = ?`
 // pass reads it afresh.
 func (s *Store) WorkunitTransition(ctx context.Context, p WorkunitTransitionParams) error {
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, workunitTransition, p.NeedValidate, p.ErrorMask, p.AssimilateState,
+		if err := execChanged(ctx, tx, ErrConflict, workunitTransition, p.NeedValidate, p.ErrorMask, p.AssimilateState,
 			p.FileDeleteState, p.TransitionTime, p.ID, state.ServerInProgress, p.Now, state.NoTransition,
-			p.Now, p.ID, p.ReadTransitionTime)
-		if err != nil {
+			p.Now, p.ID, p.ReadTransitionTime); err != nil {
 			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrConflict
 		}
 		for _, r := range p.NewResults {
 			if _, err := tx.NamedExecContext(ctx, resultInsert, r); err != nil {
@@ -220,15 +214,9 @@ func (s *Store) WorkunitTransition(ctx context.Context, p WorkunitTransitionPara
 			}
 		}
 		for _, c := range p.Changes {
-			res, err := tx.ExecContext(ctx, resultTransition, c.ServerState, c.Outcome, c.FileDeleteState, p.Now,
-				c.ID, c.FromServerState, c.FromFileDeleteState)
-			if err != nil {
+			if err := execChanged(ctx, tx, ErrConflict, resultTransition, c.ServerState, c.Outcome, c.FileDeleteState, p.Now,
+				c.ID, c.FromServerState, c.FromFileDeleteState); err != nil {
 				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 0 {
-				return ErrConflict
 			}
 		}
 		return nil

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -90,31 +89,19 @@ const hostAddCredit = `UPDATE host SET total_credit = total_credit + ? WHERE id 
 func (s *Store) WorkunitValidate(ctx context.Context, p WorkunitValidateParams) error {
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
-		var res sql.Result
 		if p.CanonicalResultID != 0 {
-			res, err = tx.ExecContext(ctx, workunitValidateCanonical, p.CanonicalResultID, p.CanonicalCredit,
+			err = execChanged(ctx, tx, ErrConflict, workunitValidateCanonical, p.CanonicalResultID, p.CanonicalCredit,
 				state.AssimilateReady, p.Now, p.Now, p.ID)
 		} else {
-			res, err = tx.ExecContext(ctx, workunitValidate, p.TargetNResults, p.Now, p.Now, p.ID)
+			err = execChanged(ctx, tx, ErrConflict, workunitValidate, p.TargetNResults, p.Now, p.Now, p.ID)
 		}
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrConflict
-		}
 		for _, r := range p.Results {
-			res, err := tx.ExecContext(ctx, resultValidate, r.ValidateState, r.Outcome, r.GrantedCredit, p.Now,
-				r.ID, state.ValidateInit, state.ValidateInconclusive)
-			if err != nil {
+			if err := execChanged(ctx, tx, ErrConflict, resultValidate, r.ValidateState, r.Outcome, r.GrantedCredit, p.Now,
+				r.ID, state.ValidateInit, state.ValidateInconclusive); err != nil {
 				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 0 {
-				return ErrConflict
 			}
 		}
 		for _, r := range p.Results {
