@@ -53,18 +53,7 @@ const resultListByWorkunitIDs = `SELECT ` + ResultColumns + ` FROM result WHERE 
 
 // ResultListByWorkunitIDs returns every instance of the given jobs, by id.
 func (s *Store) ResultListByWorkunitIDs(ctx context.Context, wuids []int64) ([]Result, error) {
-	if len(wuids) == 0 {
-		return nil, nil
-	}
-	q, args, err := sqlx.In(resultListByWorkunitIDs, wuids)
-	if err != nil {
-		return nil, fmt.Errorf("list results of workunits: %w", err)
-	}
-	var out []Result
-	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
-		return nil, fmt.Errorf("list results of workunits: %w", err)
-	}
-	return out, nil
+	return selectIn[Result](ctx, s, "list results of workunits", resultListByWorkunitIDs, wuids)
 }
 
 // PurgeParams names the rows of one purge batch.

@@ -35,18 +35,7 @@ const resultListByIDs = `SELECT ` + ResultColumns + ` FROM result WHERE id IN (?
 // ResultListByIDs returns the instances with the given ids, by id; ids that
 // do not exist are skipped.
 func (s *Store) ResultListByIDs(ctx context.Context, ids []int64) ([]Result, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	q, args, err := sqlx.In(resultListByIDs, ids)
-	if err != nil {
-		return nil, fmt.Errorf("list results by id: %w", err)
-	}
-	var out []Result
-	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
-		return nil, fmt.Errorf("list results by id: %w", err)
-	}
-	return out, nil
+	return selectIn[Result](ctx, s, "list results by id", resultListByIDs, ids)
 }
 
 const workunitListByIDs = `SELECT ` + WorkunitColumns + ` FROM workunit WHERE id IN (?) ORDER BY id`
@@ -54,18 +43,7 @@ const workunitListByIDs = `SELECT ` + WorkunitColumns + ` FROM workunit WHERE id
 // WorkunitListByIDs returns the jobs with the given ids, by id; ids that do
 // not exist are skipped.
 func (s *Store) WorkunitListByIDs(ctx context.Context, ids []int64) ([]Workunit, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	q, args, err := sqlx.In(workunitListByIDs, ids)
-	if err != nil {
-		return nil, fmt.Errorf("list workunits by id: %w", err)
-	}
-	var out []Workunit
-	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
-		return nil, fmt.Errorf("list workunits by id: %w", err)
-	}
-	return out, nil
+	return selectIn[Workunit](ctx, s, "list workunits by id", workunitListByIDs, ids)
 }
 
 // HostResult is an instance in progress on a host, with the job fields the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -35,19 +34,8 @@ WHERE r.name IN (?)`
 // skipped. More than MaxResultNames names is an error: the caller bounds
 // what it asks.
 func (s *Store) ResultListByNames(ctx context.Context, names []string) ([]ResultByName, error) {
-	if len(names) == 0 {
-		return nil, nil
-	}
 	if len(names) > MaxResultNames {
 		return nil, fmt.Errorf("list results by name: %d names, at most %d", len(names), MaxResultNames)
 	}
-	q, args, err := sqlx.In(resultListByNames, names)
-	if err != nil {
-		return nil, fmt.Errorf("list results by name: %w", err)
-	}
-	var out []ResultByName
-	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
-		return nil, fmt.Errorf("list results by name: %w", err)
-	}
-	return out, nil
+	return selectIn[ResultByName](ctx, s, "list results by name", resultListByNames, names)
 }

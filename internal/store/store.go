@@ -159,6 +159,24 @@ func execChanged(ctx context.Context, tx *sqlx.Tx, miss error, query string, arg
 	return nil
 }
 
+// selectIn runs query, whose one "IN (?)" takes the values of list, and
+// returns the rows; an empty list returns nothing without a query. what
+// names the query in errors.
+func selectIn[T any, V any](ctx context.Context, s *Store, what, query string, list []V) ([]T, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	q, args, err := sqlx.In(query, list)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var out []T
+	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
 // exec runs one statement with retry and returns rows affected.
 func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	var n int64
