@@ -27,10 +27,13 @@ func (s *Store) PlatformList(ctx context.Context) ([]Platform, error) {
 	return out, nil
 }
 
-const appColumns = `id, create_time, name, user_friendly_name, min_version, deprecated, homogeneous_redundancy, weight`
+const appColumns = `id, create_time, name, user_friendly_name, min_version, deprecated, homogeneous_redundancy, weight,
+adaptive_replication, credit_policy, hold_failed_jobs, known_answer_fraction`
 
-const appInsert = `INSERT INTO app (create_time, name, user_friendly_name, min_version, deprecated, homogeneous_redundancy, weight)
-VALUES (:create_time, :name, :user_friendly_name, :min_version, :deprecated, :homogeneous_redundancy, :weight)`
+const appInsert = `INSERT INTO app (create_time, name, user_friendly_name, min_version, deprecated, homogeneous_redundancy, weight,
+adaptive_replication, credit_policy, hold_failed_jobs, known_answer_fraction)
+VALUES (:create_time, :name, :user_friendly_name, :min_version, :deprecated, :homogeneous_redundancy, :weight,
+:adaptive_replication, :credit_policy, :hold_failed_jobs, :known_answer_fraction)`
 
 // AppInsert adds an app and returns its id.
 func (s *Store) AppInsert(ctx context.Context, a App) (int64, error) {

@@ -12,16 +12,19 @@ import (
 const WorkunitColumns = `id, create_time, appid, name, COALESCE(xml_doc, '') AS xml_doc, batch, rsc_fpops_est,
 rsc_fpops_bound, rsc_memory_bound, rsc_disk_bound, need_validate, canonical_resultid, canonical_credit,
 transition_time, delay_bound, error_mask, file_delete_state, assimilate_state, hr_class, opaque,
-min_quorum, target_nresults, max_error_results, max_total_results, max_success_results, priority, mod_time`
+min_quorum, target_nresults, max_error_results, max_total_results, max_success_results, priority, mod_time,
+hold_reason, hold_time, fixed_credit, replication_quorum, known_answer_id, tail_copies`
 
 const workunitInsert = `INSERT INTO workunit (create_time, appid, name, xml_doc, batch, rsc_fpops_est,
 rsc_fpops_bound, rsc_memory_bound, rsc_disk_bound, need_validate, canonical_resultid, canonical_credit,
 transition_time, delay_bound, error_mask, file_delete_state, assimilate_state, hr_class, opaque,
-min_quorum, target_nresults, max_error_results, max_total_results, max_success_results, priority, mod_time)
+min_quorum, target_nresults, max_error_results, max_total_results, max_success_results, priority, mod_time,
+hold_reason, hold_time, fixed_credit, replication_quorum, known_answer_id, tail_copies)
 VALUES (:create_time, :appid, :name, :xml_doc, :batch, :rsc_fpops_est,
 :rsc_fpops_bound, :rsc_memory_bound, :rsc_disk_bound, :need_validate, :canonical_resultid, :canonical_credit,
 :transition_time, :delay_bound, :error_mask, :file_delete_state, :assimilate_state, :hr_class, :opaque,
-:min_quorum, :target_nresults, :max_error_results, :max_total_results, :max_success_results, :priority, :mod_time)`
+:min_quorum, :target_nresults, :max_error_results, :max_total_results, :max_success_results, :priority, :mod_time,
+:hold_reason, :hold_time, :fixed_credit, :replication_quorum, :known_answer_id, :tail_copies)`
 
 // WorkunitInsert adds a job and returns its id. The caller sets
 // TransitionTime (normally now) so the transitioner creates its instances.
@@ -47,16 +50,16 @@ const ResultColumns = `id, create_time, workunitid, server_state, outcome, clien
 report_deadline, sent_time, received_time, name, cpu_time, COALESCE(xml_doc_in, '') AS xml_doc_in,
 COALESCE(xml_doc_out, '') AS xml_doc_out, COALESCE(stderr_out, '') AS stderr_out, batch, file_delete_state,
 validate_state, claimed_credit, granted_credit, opaque, random, app_version_num, appid, exit_status,
-teamid, priority, mod_time, elapsed_time, app_version_id`
+teamid, priority, mod_time, elapsed_time, app_version_id, send_flags`
 
 const resultInsert = `INSERT INTO result (create_time, workunitid, server_state, outcome, client_state, hostid,
 userid, report_deadline, sent_time, received_time, name, cpu_time, xml_doc_in, xml_doc_out, stderr_out, batch,
 file_delete_state, validate_state, claimed_credit, granted_credit, opaque, random, app_version_num, appid,
-exit_status, teamid, priority, mod_time, elapsed_time, app_version_id)
+exit_status, teamid, priority, mod_time, elapsed_time, app_version_id, send_flags)
 VALUES (:create_time, :workunitid, :server_state, :outcome, :client_state, :hostid,
 :userid, :report_deadline, :sent_time, :received_time, :name, :cpu_time, :xml_doc_in, :xml_doc_out, :stderr_out, :batch,
 :file_delete_state, :validate_state, :claimed_credit, :granted_credit, :opaque, :random, :app_version_num, :appid,
-:exit_status, :teamid, :priority, :mod_time, :elapsed_time, :app_version_id)`
+:exit_status, :teamid, :priority, :mod_time, :elapsed_time, :app_version_id, :send_flags)`
 
 // ResultInsert adds an instance and returns its id.
 func (s *Store) ResultInsert(ctx context.Context, r Result) (int64, error) {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"fmt"
+
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -24,7 +26,29 @@ type App struct {
 	Deprecated            bool    `db:"deprecated"`
 	HomogeneousRedundancy int     `db:"homogeneous_redundancy"`
 	Weight                float64 `db:"weight"`
+	// AdaptiveReplication sends a job to a single trusted host when it can
+	// (see workunit.replication_quorum).
+	AdaptiveReplication bool `db:"adaptive_replication"`
+	// CreditPolicy is one of CreditFpops, CreditFixed, CreditMedian.
+	CreditPolicy string `db:"credit_policy"`
+	// HoldFailedJobs puts a job that exhausts its limits on hold instead of
+	// failing it.
+	HoldFailedJobs bool `db:"hold_failed_jobs"`
+	// KnownAnswerFraction is the share of the app's new jobs that are
+	// copies of known-answer jobs.
+	KnownAnswerFraction float64 `db:"known_answer_fraction"`
 }
+
+// Credit policies (app.credit_policy).
+const (
+	// CreditFpops grants credit from the job's FLOP estimate.
+	CreditFpops = "fpops"
+	// CreditFixed grants the job's fixed_credit.
+	CreditFixed = "fixed"
+	// CreditMedian grants the median of the claimed credit of the valid
+	// results of the quorum.
+	CreditMedian = "median"
+)
 
 // AppVersion is a row of app_version: one build of an app for one platform.
 // XMLDoc holds the <file_info> elements and the <app_version> element sent to
@@ -53,6 +77,8 @@ type User struct {
 	ExpavgTime     float64 `db:"expavg_time"`
 	TeamID         int64   `db:"teamid"`
 	CrossProjectID string  `db:"cross_project_id"`
+	// SubmitAllowed lets the user submit batches through the submission API.
+	SubmitAllowed bool `db:"submit_allowed"`
 }
 
 // Host is a row of host: one volunteer computer.
@@ -84,6 +110,12 @@ type Host struct {
 	ActiveFrac    float64 `db:"active_frac"`
 	NResultsToday int     `db:"nresults_today"`
 	AvgTurnaround float64 `db:"avg_turnaround"`
+	// ConsecutiveValid counts valid results since the host's last invalid
+	// or error result.
+	ConsecutiveValid int `db:"consecutive_valid"`
+	// ErrorStreak counts error or invalid results since the host's last
+	// valid one.
+	ErrorStreak int `db:"error_streak"`
 }
 
 // Workunit is a row of workunit: a job.
@@ -115,6 +147,20 @@ type Workunit struct {
 	MaxSuccessResults int                   `db:"max_success_results"`
 	Priority          int                   `db:"priority"`
 	ModTime           int64                 `db:"mod_time"`
+	// HoldReason is the error bit the job would have failed with, when its
+	// app holds failed jobs; 0 when not held.
+	HoldReason state.ErrorMask `db:"hold_reason"`
+	HoldTime   int64           `db:"hold_time"`
+	// FixedCredit is the credit of a valid result under CreditFixed.
+	FixedCredit float64 `db:"fixed_credit"`
+	// ReplicationQuorum is, under adaptive replication, the quorum the job
+	// needs once it is replicated; 0 when not adaptive.
+	ReplicationQuorum int `db:"replication_quorum"`
+	// KnownAnswerID is the known_answer row this job is a copy of; 0 for
+	// a science job.
+	KnownAnswerID int64 `db:"known_answer_id"`
+	// TailCopies counts the instances tail acceleration added.
+	TailCopies int `db:"tail_copies"`
 }
 
 // Result is a row of result: one instance of a job.
@@ -150,4 +196,59 @@ type Result struct {
 	ModTime         int64                 `db:"mod_time"`
 	ElapsedTime     float64               `db:"elapsed_time"`
 	AppVersionID    int64                 `db:"app_version_id"`
+	// SendFlags restricts which hosts may get the instance (SendReliableOnly).
+	SendFlags int `db:"send_flags"`
+}
+
+// SendReliableOnly is the result.send_flags bit of an instance that only a
+// fast, reliable host may get (tail acceleration).
+const SendReliableOnly = 1
+
+// Batch is a row of batch: jobs submitted together.
+type Batch struct {
+	ID          int64  `db:"id"`
+	CreateTime  int64  `db:"create_time"`
+	AppID       int64  `db:"appid"`
+	UserID      int64  `db:"userid"`
+	Name        string `db:"name"`
+	Description string `db:"description"`
+	// IdempotencyKey is empty when the submitter gave none (stored NULL).
+	IdempotencyKey string     `db:"idempotency_key"`
+	State          BatchState `db:"state"`
+	NJobs          int        `db:"njobs"`
+	CompletionTime int64      `db:"completion_time"`
+	CancelTime     int64      `db:"cancel_time"`
+}
+
+// BatchState is batch.state.
+type BatchState int
+
+// Batch states.
+const (
+	BatchInProgress BatchState = 1
+	BatchDone       BatchState = 2
+	BatchCancelled  BatchState = 3
+)
+
+func (b BatchState) String() string {
+	switch b {
+	case BatchInProgress:
+		return "in_progress"
+	case BatchDone:
+		return "done"
+	case BatchCancelled:
+		return "cancelled"
+	}
+	return fmt.Sprintf("batch_state(%d)", int(b))
+}
+
+// KnownAnswer is a row of known_answer: an input whose correct output the
+// project knows.
+type KnownAnswer struct {
+	ID         int64  `db:"id"`
+	CreateTime int64  `db:"create_time"`
+	AppID      int64  `db:"appid"`
+	Name       string `db:"name"`
+	Input      []byte `db:"input"`
+	Output     []byte `db:"output"`
 }

@@ -25,7 +25,8 @@ const workunitJoinColumns = `w.id, w.create_time, w.appid, w.name, COALESCE(w.xm
 w.rsc_fpops_est, w.rsc_fpops_bound, w.rsc_memory_bound, w.rsc_disk_bound, w.need_validate,
 w.canonical_resultid, w.canonical_credit, w.transition_time, w.delay_bound, w.error_mask,
 w.file_delete_state, w.assimilate_state, w.hr_class, w.opaque, w.min_quorum, w.target_nresults,
-w.max_error_results, w.max_total_results, w.max_success_results, w.priority, w.mod_time`
+w.max_error_results, w.max_total_results, w.max_success_results, w.priority, w.mod_time,
+w.hold_reason, w.hold_time, w.fixed_credit, w.replication_quorum, w.known_answer_id, w.tail_copies`
 
 // resultJoinColumns are the Result columns of r in a LEFT JOIN, named
 // "r.<column>" so sqlx fills the nested struct, with the NULLs of a job that
@@ -42,7 +43,7 @@ var resultJoinColumns = func() string {
 		{"batch", false}, {"file_delete_state", false}, {"validate_state", false},
 		{"claimed_credit", false}, {"granted_credit", false}, {"opaque", false}, {"random", false},
 		{"app_version_num", false}, {"appid", false}, {"exit_status", false}, {"teamid", false},
-		{"priority", false}, {"mod_time", false}, {"elapsed_time", false}, {"app_version_id", false},
+		{"priority", false}, {"mod_time", false}, {"elapsed_time", false}, {"app_version_id", false}, {"send_flags", false},
 	}
 	parts := make([]string, len(cols))
 	for i, c := range cols {

@@ -8,12 +8,12 @@ import (
 )
 
 const userColumns = `id, create_time, email_addr, name, authenticator, passwd_hash, total_credit,
-expavg_credit, expavg_time, teamid, cross_project_id`
+expavg_credit, expavg_time, teamid, cross_project_id, submit_allowed`
 
 const userInsert = `INSERT INTO user (create_time, email_addr, name, authenticator, passwd_hash,
-total_credit, expavg_credit, expavg_time, teamid, cross_project_id)
+total_credit, expavg_credit, expavg_time, teamid, cross_project_id, submit_allowed)
 VALUES (:create_time, :email_addr, :name, :authenticator, :passwd_hash,
-:total_credit, :expavg_credit, :expavg_time, :teamid, :cross_project_id)`
+:total_credit, :expavg_credit, :expavg_time, :teamid, :cross_project_id, :submit_allowed)`
 
 // UserInsert adds a user and returns its id.
 func (s *Store) UserInsert(ctx context.Context, u User) (int64, error) {
@@ -50,7 +50,8 @@ func (s *Store) UserGet(ctx context.Context, id int64) (User, error) {
 
 const hostColumns = `id, create_time, userid, rpc_seqno, rpc_time, total_credit, expavg_credit, expavg_time,
 timezone, domain_name, last_ip_addr, host_cpid, p_ncpus, p_vendor, p_model, p_fpops, p_iops,
-m_nbytes, m_swap, d_total, d_free, os_name, os_version, on_frac, active_frac, nresults_today, avg_turnaround`
+m_nbytes, m_swap, d_total, d_free, os_name, os_version, on_frac, active_frac, nresults_today, avg_turnaround,
+consecutive_valid, error_streak`
 
 const hostInsert = `INSERT INTO host (create_time, userid, rpc_seqno, rpc_time, total_credit, expavg_credit,
 expavg_time, timezone, domain_name, last_ip_addr, host_cpid, p_ncpus, p_vendor, p_model, p_fpops, p_iops,
