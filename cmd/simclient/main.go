@@ -1,7 +1,7 @@
 // Command simclient runs many simulated volunteer hosts, in one process,
 // against a project's scheduler: they register, fetch work, download,
-// compute the demo app, upload, report, and some of them fail, vanish or
-// cheat. It prints a summary line periodically and, with --report, writes
+// compute the demo app, upload, report, and some of them fail, vanish,
+// cheat or come back after the deadline. It prints a summary line periodically and, with --report, writes
 // its statistics as JSON when it stops.
 package main
 
@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -38,6 +40,9 @@ func run(ctx context.Context, args []string) error {
 			&cli.Float64Flag{Name: "fail-frac", Usage: "share of hosts that fail every task (state 3, exit_status 1)", EnvVars: env("fail-frac")},
 			&cli.Float64Flag{Name: "vanish-frac", Usage: "share of hosts that take work and never contact the server again", EnvVars: env("vanish-frac")},
 			&cli.Float64Flag{Name: "cheat-frac", Usage: "share of hosts that upload a plausible but wrong output", EnvVars: env("cheat-frac")},
+			&cli.Float64Flag{Name: "late-frac", Usage: "share of hosts that go offline with their work and upload and report it only after its deadline", EnvVars: env("late-frac")},
+			&cli.DurationFlag{Name: "late-by", Value: simclient.DefaultLateBy, Usage: "a late host returns a task its deadline plus this × [1, 2) after", EnvVars: env("late-by")},
+			&cli.StringFlag{Name: "ack-log", Usage: "append a line per acknowledged result to this file: <result> <host kind> <success|error> <on_time|late>", EnvVars: env("ack-log")},
 			&cli.DurationFlag{Name: "compute-time", Value: simclient.DefaultComputeTime, Usage: "simulated run time of one task on a host of speed --flops", EnvVars: env("compute-time")},
 			&cli.IntFlag{Name: "buffer-per-cpu", Value: 2, Usage: "tasks per CPU a host asks to hold when a CPU is idle", EnvVars: env("buffer-per-cpu")},
 			&cli.DurationFlag{Name: "duration", Usage: "stop after this long (0: until interrupted)", EnvVars: env("duration")},
@@ -66,6 +71,14 @@ func run(ctx context.Context, args []string) error {
 			if err != nil {
 				return err
 			}
+			var ackLog *os.File
+			if path := c.String("ack-log"); path != "" {
+				ackLog, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				if err != nil {
+					return fmt.Errorf("open ack log: %w", err)
+				}
+				defer ackLog.Close()
+			}
 			summary := c.Duration("summary-every")
 			if summary == 0 {
 				summary = -1
@@ -79,6 +92,8 @@ func run(ctx context.Context, args []string) error {
 				FailFrac:         c.Float64("fail-frac"),
 				VanishFrac:       c.Float64("vanish-frac"),
 				CheatFrac:        c.Float64("cheat-frac"),
+				LateFrac:         c.Float64("late-frac"),
+				LateBy:           c.Duration("late-by"),
 				ComputeTime:      c.Duration("compute-time"),
 				BufferPerCPU:     c.Int("buffer-per-cpu"),
 				Duration:         c.Duration("duration"),
@@ -90,15 +105,31 @@ func run(ctx context.Context, args []string) error {
 				HTTPTimeout:      c.Duration("http-timeout"),
 				SummaryEvery:     summary,
 				Log:              daemon.NewLogger(program, level),
+				AckLog:           writerOrNil(ackLog),
 			})
 			if err != nil {
 				return err
 			}
 			if path := c.String("report"); path != "" {
-				return stats.WriteFile(path)
+				if err := stats.WriteFile(path); err != nil {
+					return err
+				}
+			}
+			if ackLog != nil {
+				if err := ackLog.Close(); err != nil {
+					return fmt.Errorf("close ack log: %w", err)
+				}
 			}
 			return nil
 		},
 	}
 	return app.RunContext(ctx, args)
+}
+
+// writerOrNil keeps a nil *os.File from becoming a non-nil io.Writer.
+func writerOrNil(f *os.File) io.Writer {
+	if f == nil {
+		return nil
+	}
+	return f
 }

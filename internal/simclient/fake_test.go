@@ -32,12 +32,15 @@ type fakeProject struct {
 	abort        map[string]bool // results to abort when a request lists them in progress
 	uploadStatus []int           // data-server statuses for the next uploads (then 0)
 	badMD5       bool            // announce a wrong md5 for inputs
+	deadline     time.Duration   // report deadline of results handed out; 0 = an hour
 	nextHost     int64
 	issued       int
 	requests     []fakeRequest
 	downloads    int
 	uploadTries  int
 	uploads      map[string]fakeUpload
+	uploadTimes  map[string]time.Time
+	deadlines    []float64 // report deadlines handed out, in order
 }
 
 type fakeRequest struct {
@@ -60,7 +63,7 @@ const testSignature = "\n0123abcd\nef456789\n.\n"
 
 func newFakeProject(t *testing.T) *fakeProject {
 	t.Helper()
-	f := &fakeProject{changed: make(chan struct{}), uploads: map[string]fakeUpload{}, abort: map[string]bool{}}
+	f := &fakeProject{changed: make(chan struct{}), uploads: map[string]fakeUpload{}, uploadTimes: map[string]time.Time{}, abort: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /scheduler", f.scheduler)
 	mux.HandleFunc("GET /download/{name}", f.download)
@@ -121,6 +124,10 @@ func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
 		res := wu + "_0"
 		f.issued++
 		input := demoapp.Input(wu)
+		deadline := float64(time.Now().Add(time.Hour).Unix())
+		if f.deadline > 0 {
+			deadline = float64(time.Now().Add(f.deadline).UnixNano()) / 1e9
+		}
 		sum := md5hex(input)
 		if f.badMD5 {
 			sum = md5hex(nil)
@@ -133,9 +140,10 @@ func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
 		reply.Workunits = []protocol.Workunit{{Name: wu, AppName: demoapp.AppName, RscFpopsEst: 1e10,
 			FileRefs: []protocol.FileRef{{FileName: wu + "_in", OpenName: "in"}}}}
 		reply.Results = []protocol.Result{{Name: res, WUName: wu, Platform: platformName, VersionNum: 100,
-			ReportDeadline: float64(time.Now().Add(time.Hour).Unix()),
+			ReportDeadline: deadline,
 			FileRefs:       []protocol.FileRef{{FileName: res + "_0", OpenName: "out"}}}}
 		rec.sent = append(rec.sent, res)
+		f.deadlines = append(f.deadlines, reply.Results[0].ReportDeadline)
 	}
 	f.requests = append(f.requests, rec)
 	_ = protocol.WriteSchedulerReply(w, &reply)
@@ -176,6 +184,7 @@ func (f *fakeProject) upload(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	f.uploads[name] = fakeUpload{data: data, signature: sig, maxNbytes: maxN, md5: sum}
+	f.uploadTimes[name] = time.Now()
 	_, _ = io.WriteString(w, "<data_server_reply>\n    <status>0</status>\n</data_server_reply>\n")
 }
 

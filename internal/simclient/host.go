@@ -2,6 +2,7 @@ package simclient
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +32,7 @@ type task struct {
 	appVersion int // index into host.appVersions, or -1
 	state      taskState
 	reported   bool
+	late       bool // first reported after its report deadline
 	cancel     context.CancelFunc
 	report     protocol.ReportResult
 }
@@ -45,7 +47,7 @@ type host struct {
 	auth   string
 	flops  float64
 	info   protocol.HostInfo
-	salt   [8]byte // makes a cheater's wrong output its own
+	salt   [8]byte // makes a cheater's wrong output its own; unique per host
 	log    *slog.Logger
 	wake   chan struct{}
 	byName map[string]*task
@@ -80,11 +82,16 @@ func newHost(r *runner, index int, kind Kind, auth string, rng *rand.Rand) *host
 		byName: map[string]*task{},
 		rng:    rng,
 	}
-	for i := range h.salt {
+	// The index in the first bytes makes every host's salt, and so every
+	// cheater's forged input and output, different from every other's.
+	binary.LittleEndian.PutUint32(h.salt[:4], uint32(index)+1)
+	for i := 4; i < len(h.salt); i++ {
 		h.salt[i] = byte(rng.IntN(255) + 1)
 	}
 	h.info = protocol.HostInfo{
-		DomainName:  fmt.Sprintf("simhost%d", index),
+		// The kind in the domain name lets tests tell, from the host
+		// table, which hosts cheat or fail.
+		DomainName:  DomainName(index, kind),
 		IPAddr:      fmt.Sprintf("10.%d.%d.%d", index>>16&255, index>>8&255, index&255),
 		HostCPID:    fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64()),
 		PNCPUs:      o.NCPUs,
@@ -104,6 +111,12 @@ func newHost(r *runner, index int, kind Kind, auth string, rng *rand.Rand) *host
 	}
 	h.estTask = h.computeTime()
 	return h
+}
+
+// DomainName is the domain_name simulated host index of the given kind
+// reports: "simhost<index>.<kind>".
+func DomainName(index int, kind Kind) string {
+	return fmt.Sprintf("simhost%d.%s", index, kind)
 }
 
 // computeTime is the simulated wall time of one task on this host.
@@ -219,6 +232,11 @@ func (h *host) nextRPC() (at time.Time, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	pending, ready := h.counts()
+	if h.kind == KindLate && pending > 0 {
+		// Offline while holding work: back only when every task is
+		// finished, past its deadline.
+		return at, false
+	}
 	consider := func(t time.Time) {
 		t = later(t, h.minRPC)
 		if !ok || t.Before(at) {
@@ -380,6 +398,10 @@ func (h *host) applyReply(now time.Time, reply *protocol.SchedulerReply, reporti
 			t.reported = true
 			c.reported.Add(1)
 			c.byKind[h.kind].reported.Add(1)
+			if dl := t.res.ReportDeadline; dl > 0 && float64(now.UnixNano())/1e9 > dl {
+				t.late = true
+				c.late.Add(1)
+			}
 		}
 	}
 	for _, a := range reply.ResultAcks {
@@ -387,6 +409,7 @@ func (h *host) applyReply(now time.Time, reply *protocol.SchedulerReply, reporti
 			h.drop(t)
 			c.acked.Add(1)
 			c.byKind[h.kind].acked.Add(1)
+			h.r.logAck(t.res.Name, h.kind, reportedSuccess(t.report), t.late)
 		}
 	}
 	unacked := 0
@@ -521,6 +544,20 @@ func (h *host) drop(t *task) {
 			break
 		}
 	}
+}
+
+// reportedSuccess is the server's rule for a success (the outputs uploaded
+// and exit status 0), so the ack log says what the server should record.
+func reportedSuccess(rep protocol.ReportResult) bool {
+	if state.ClientState(rep.State) != state.ClientFilesUploaded || rep.ExitStatus != 0 {
+		return false
+	}
+	for _, f := range rep.FileInfos {
+		if f.ErrorMsg != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // errorReport is a task that ended in error.

@@ -28,10 +28,22 @@ type Options struct {
 	// Flops is the nominal per-CPU speed reported as p_fpops; each host's
 	// speed is Flops × a seeded random factor in [0.5, 1.5). Default 1e10.
 	Flops float64
-	// FailFrac, VanishFrac and CheatFrac are the shares of hosts that fail
-	// every task, that vanish after taking work, and that return wrong
-	// output. Each in [0, 1], sum at most 1.
-	FailFrac, VanishFrac, CheatFrac float64
+	// FailFrac, VanishFrac, CheatFrac and LateFrac are the shares of hosts
+	// that fail every task, that vanish after taking work, that return wrong
+	// output, and that return correct output after the deadline. Each in
+	// [0, 1], sum at most 1.
+	FailFrac, VanishFrac, CheatFrac, LateFrac float64
+	// LateBy is how long after a task's report deadline a late host uploads
+	// and reports it: the deadline plus LateBy × a random factor in [1, 2).
+	// Default 5s.
+	LateBy time.Duration
+	// AckLog, when set, receives one line per result the server
+	// acknowledged: "<result name> <host kind> <success|error>
+	// <on_time|late>\n", where success means the host reported correct or
+	// cheated output and late that it first reported the result after its
+	// report deadline. Tests join it with the database. Writes are
+	// serialised; Run does not close it.
+	AckLog io.Writer
 	// ComputeTime is the wall time a task takes on a host of speed Flops;
 	// a host's time scales with Flops / its speed. Default 1s.
 	ComputeTime time.Duration
@@ -75,6 +87,7 @@ const (
 	DefaultNCPUs        = 2
 	DefaultFlops        = 1e10
 	DefaultComputeTime  = time.Second
+	DefaultLateBy       = 5 * time.Second
 )
 
 func (o Options) withDefaults() Options {
@@ -89,6 +102,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ComputeTime == 0 {
 		o.ComputeTime = DefaultComputeTime
+	}
+	if o.LateBy == 0 {
+		o.LateBy = DefaultLateBy
 	}
 	if o.BufferPerCPU == 0 {
 		o.BufferPerCPU = 2
@@ -131,13 +147,16 @@ func (o Options) validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"fail-frac", o.FailFrac}, {"vanish-frac", o.VanishFrac}, {"cheat-frac", o.CheatFrac}} {
+	}{{"fail-frac", o.FailFrac}, {"vanish-frac", o.VanishFrac}, {"cheat-frac", o.CheatFrac}, {"late-frac", o.LateFrac}} {
 		if !(f.v >= 0 && f.v <= 1) {
 			errs = append(errs, fmt.Errorf("%s %g: want 0..1", f.name, f.v))
 		}
 	}
-	if s := o.FailFrac + o.VanishFrac + o.CheatFrac; s > 1+1e-9 {
-		errs = append(errs, fmt.Errorf("fail-frac + vanish-frac + cheat-frac = %g: want at most 1", s))
+	if s := o.FailFrac + o.VanishFrac + o.CheatFrac + o.LateFrac; s > 1+1e-9 {
+		errs = append(errs, fmt.Errorf("fail-frac + vanish-frac + cheat-frac + late-frac = %g: want at most 1", s))
+	}
+	if o.LateBy < 0 {
+		errs = append(errs, fmt.Errorf("late-by %s: want >= 0", o.LateBy))
 	}
 	if o.ComputeTime < 0 {
 		errs = append(errs, fmt.Errorf("compute time %s: want >= 0", o.ComputeTime))

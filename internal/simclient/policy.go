@@ -16,9 +16,18 @@ const (
 	KindFailing
 	// KindVanishing takes work and never contacts the server again.
 	KindVanishing
-	// KindCheating uploads an output of the right format with a wrong digest.
+	// KindCheating uploads an output of the right format with a wrong digest,
+	// a different one on every cheating host, so two cheaters never agree.
 	KindCheating
+	// KindLate computes correct output but goes offline after fetching
+	// work: it uploads and reports each task only after the task's report
+	// deadline has passed (plus Options.LateBy), and makes no RPC while it
+	// holds unfinished tasks, as a laptop closed for the weekend would.
+	KindLate
 )
+
+// kindCount is the number of kinds, for arrays indexed by Kind.
+const kindCount = int(KindLate) + 1
 
 func (k Kind) String() string {
 	switch k {
@@ -30,20 +39,27 @@ func (k Kind) String() string {
 		return "vanishing"
 	case KindCheating:
 		return "cheating"
+	case KindLate:
+		return "late"
 	}
 	return "unknown"
+}
+
+// kindFracs are the shares of hosts of each special kind.
+type kindFracs struct {
+	fail, vanish, cheat, late float64
 }
 
 // assignKinds gives n hosts their kinds: round(frac × n) of each special
 // kind, the rest normal, in an order shuffled by r so the special hosts are
 // spread over users and host numbers.
-func assignKinds(n int, failFrac, vanishFrac, cheatFrac float64, r *rand.Rand) []Kind {
+func assignKinds(n int, f kindFracs, r *rand.Rand) []Kind {
 	kinds := make([]Kind, n)
 	i := 0
 	for _, k := range []struct {
 		kind Kind
 		frac float64
-	}{{KindFailing, failFrac}, {KindVanishing, vanishFrac}, {KindCheating, cheatFrac}} {
+	}{{KindFailing, f.fail}, {KindVanishing, f.vanish}, {KindCheating, f.cheat}, {KindLate, f.late}} {
 		for c := int(k.frac*float64(n) + 0.5); c > 0 && i < n; c-- {
 			kinds[i] = k.kind
 			i++

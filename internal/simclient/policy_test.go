@@ -46,24 +46,27 @@ func TestScaled(t *testing.T) {
 func TestAssignKinds(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		n                          int
-		fail, vanish, cheat        float64
-		wantF, wantV, wantC, wantN int
+		n                                 int
+		fracs                             kindFracs
+		wantF, wantV, wantC, wantL, wantN int
 	}{
-		{20, 0, 0, 0, 0, 0, 0, 20},
-		{20, 0.1, 0.05, 0.2, 2, 1, 4, 13},
-		{3, 0.5, 0.5, 0, 2, 1, 0, 0}, // rounding up may not exceed n
-		{10, 1, 0, 0, 10, 0, 0, 0},
+		{20, kindFracs{}, 0, 0, 0, 0, 20},
+		{20, kindFracs{fail: 0.1, vanish: 0.05, cheat: 0.2}, 2, 1, 4, 0, 13},
+		{20, kindFracs{fail: 0.1, late: 0.15}, 2, 0, 0, 3, 15},
+		{3, kindFracs{fail: 0.5, vanish: 0.5}, 2, 1, 0, 0, 0}, // rounding up may not exceed n
+		{4, kindFracs{cheat: 0.5, late: 0.75}, 0, 0, 2, 2, 0}, // later kinds get what is left
+		{10, kindFracs{fail: 1}, 10, 0, 0, 0, 0},
+		{10, kindFracs{late: 1}, 0, 0, 0, 10, 0},
 	} {
-		kinds := assignKinds(tc.n, tc.fail, tc.vanish, tc.cheat, rand.New(rand.NewPCG(1, 2)))
+		kinds := assignKinds(tc.n, tc.fracs, rand.New(rand.NewPCG(1, 2)))
 		got := map[Kind]int{}
 		for _, k := range kinds {
 			got[k]++
 		}
 		if len(kinds) != tc.n || got[KindFailing] != tc.wantF || got[KindVanishing] != tc.wantV ||
-			got[KindCheating] != tc.wantC || got[KindNormal] != tc.wantN {
-			t.Errorf("assignKinds(%d, %g, %g, %g) = %v, want %d failing, %d vanishing, %d cheating, %d normal",
-				tc.n, tc.fail, tc.vanish, tc.cheat, got, tc.wantF, tc.wantV, tc.wantC, tc.wantN)
+			got[KindCheating] != tc.wantC || got[KindLate] != tc.wantL || got[KindNormal] != tc.wantN {
+			t.Errorf("assignKinds(%d, %+v) = %v, want %d failing, %d vanishing, %d cheating, %d late, %d normal",
+				tc.n, tc.fracs, got, tc.wantF, tc.wantV, tc.wantC, tc.wantL, tc.wantN)
 		}
 	}
 }

@@ -22,6 +22,7 @@ type runner struct {
 	rpcCtx     context.Context // ends on the caller's stop or Duration, not on MaxRPCs
 	start      time.Time
 	stop       context.CancelFunc
+	ackMu      sync.Mutex // serialises lines of opts.AckLog
 	rpcStarted atomic.Int64
 	lastWarn   atomic.Int64 // unix nanoseconds
 	suppressed atomic.Int64
@@ -38,6 +39,27 @@ func (r *runner) reserveRPC() bool {
 		return false
 	}
 	return true
+}
+
+// logAck writes one line of opts.AckLog, if any. A write error is warned
+// about, not fatal: the simulation matters more than its log.
+func (r *runner) logAck(name string, kind Kind, success, late bool) {
+	if r.opts.AckLog == nil {
+		return
+	}
+	outcome, when := "error", "on_time"
+	if success {
+		outcome = "success"
+	}
+	if late {
+		when = "late"
+	}
+	r.ackMu.Lock()
+	_, err := fmt.Fprintf(r.opts.AckLog, "%s %s %s %s\n", name, kind, outcome, when)
+	r.ackMu.Unlock()
+	if err != nil {
+		r.warnRateLimited("write ack log", "error", err)
+	}
 }
 
 // warnRateLimited logs at warn level at most once per warnEvery, with the
@@ -81,7 +103,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	}
 	r := &runner{opts: opts, web: &web{client: client, timeout: opts.HTTPTimeout}, rpcCtx: ctx, stop: stop, start: start}
 
-	kinds := assignKinds(opts.Hosts, opts.FailFrac, opts.VanishFrac, opts.CheatFrac,
+	kinds := assignKinds(opts.Hosts, kindFracs{fail: opts.FailFrac, vanish: opts.VanishFrac, cheat: opts.CheatFrac, late: opts.LateFrac},
 		rand.New(rand.NewPCG(opts.Seed, 0x6b696e6473)))
 	byKind := map[string]int64{}
 	hosts := make([]*host, opts.Hosts)
@@ -92,7 +114,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	}
 	opts.Log.Info("starting", "hosts", opts.Hosts, "ncpus", opts.NCPUs, "users", len(opts.Authenticators),
 		"normal", byKind["normal"], "failing", byKind["failing"], "vanishing", byKind["vanishing"],
-		"cheating", byKind["cheating"], "url", opts.SchedulerURL)
+		"cheating", byKind["cheating"], "late", byKind["late"], "url", opts.SchedulerURL)
 
 	var hostsWG sync.WaitGroup
 	for _, h := range hosts {
@@ -126,6 +148,6 @@ func (s Stats) logAttrs() []any {
 	return []any{"rpcs", s.RPCs, "rpc_errors", s.RPCErrors, "received", s.ResultsReceived,
 		"computed", s.ResultsComputed, "uploaded", s.ResultsUploaded, "upload_errors", s.UploadErrors,
 		"reported", s.ResultsReported, "acked", s.ResultsAcked, "failed", s.ResultsFailed,
-		"vanished", s.ResultsVanished, "cheated", s.ResultsCheated, "aborted", s.ResultsAborted,
+		"vanished", s.ResultsVanished, "cheated", s.ResultsCheated, "aborted", s.ResultsAborted, "late", s.ResultsLate,
 		"elapsed", time.Duration(s.ElapsedSeconds * float64(time.Second)).Round(time.Millisecond)}
 }

@@ -359,6 +359,9 @@ func TestRunRejectsBadOptions(t *testing.T) {
 		{"no authenticators", Options{SchedulerURL: "http://x/"}},
 		{"fractions over 1", Options{SchedulerURL: "http://x/", Authenticators: []string{"k"}, FailFrac: 0.6, CheatFrac: 0.6}},
 		{"negative hosts", Options{SchedulerURL: "http://x/", Authenticators: []string{"k"}, Hosts: -1}},
+		{"late fraction pushes the sum over 1", Options{SchedulerURL: "http://x/", Authenticators: []string{"k"}, FailFrac: 0.5, LateFrac: 0.6}},
+		{"late fraction over 1", Options{SchedulerURL: "http://x/", Authenticators: []string{"k"}, LateFrac: 1.5}},
+		{"negative late-by", Options{SchedulerURL: "http://x/", Authenticators: []string{"k"}, LateBy: -time.Second}},
 	} {
 		if _, err := Run(context.Background(), tc.opts); err == nil {
 			t.Errorf("%s: Run = nil error, want an options error", tc.name)

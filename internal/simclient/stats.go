@@ -13,7 +13,7 @@ import (
 // (one result each), not files.
 type Stats struct {
 	// Hosts is the number of simulated hosts; HostsByKind splits it by kind
-	// (normal, failing, vanishing, cheating).
+	// (normal, failing, vanishing, cheating, late).
 	Hosts       int64            `json:"hosts"`
 	HostsByKind map[string]int64 `json:"hosts_by_kind"`
 	// RPCs counts scheduler RPCs sent; RPCErrors those that failed (HTTP
@@ -47,6 +47,9 @@ type Stats struct {
 	ResultsCheated int64 `json:"results_cheated"`
 	// ResultsAborted counts tasks dropped on the server's result_abort.
 	ResultsAborted int64 `json:"results_aborted"`
+	// ResultsLate counts tasks first reported after their report deadline
+	// (by late hosts on purpose, by others when slow).
+	ResultsLate int64 `json:"results_late"`
 	// ByKind splits the result counts by host kind.
 	ByKind map[string]KindStats `json:"by_kind"`
 	// ElapsedSeconds is the wall time of the run.
@@ -56,9 +59,9 @@ type Stats struct {
 // String is the one-line summary logged periodically.
 func (s Stats) String() string {
 	return fmt.Sprintf("hosts=%d rpcs=%d rpc_errors=%d received=%d computed=%d uploaded=%d upload_errors=%d "+
-		"reported=%d acked=%d failed=%d vanished=%d cheated=%d aborted=%d",
+		"reported=%d acked=%d failed=%d vanished=%d cheated=%d aborted=%d late=%d",
 		s.Hosts, s.RPCs, s.RPCErrors, s.ResultsReceived, s.ResultsComputed, s.ResultsUploaded, s.UploadErrors,
-		s.ResultsReported, s.ResultsAcked, s.ResultsFailed, s.ResultsVanished, s.ResultsCheated, s.ResultsAborted)
+		s.ResultsReported, s.ResultsAcked, s.ResultsFailed, s.ResultsVanished, s.ResultsCheated, s.ResultsAborted, s.ResultsLate)
 }
 
 // WriteFile writes s as indented JSON to path, replacing it atomically.
@@ -109,7 +112,8 @@ type counters struct {
 	uploadErrors, downloadErrors     atomic.Int64
 	reported, rereports, acked       atomic.Int64
 	failed, vanished, cheated, abort atomic.Int64
-	byKind                           [KindCheating + 1]kindCounters
+	late                             atomic.Int64
+	byKind                           [kindCount]kindCounters
 }
 
 func (c *counters) snapshot(hostsByKind map[string]int64, elapsed time.Duration) Stats {
@@ -129,6 +133,7 @@ func (c *counters) snapshot(hostsByKind map[string]int64, elapsed time.Duration)
 		ResultsVanished: c.vanished.Load(),
 		ResultsCheated:  c.cheated.Load(),
 		ResultsAborted:  c.abort.Load(),
+		ResultsLate:     c.late.Load(),
 		ElapsedSeconds:  elapsed.Seconds(),
 	}
 	for k, v := range hostsByKind {

@@ -62,6 +62,9 @@ func (h *host) work(ctx context.Context, t *task) (protocol.ReportResult, bool) 
 	out := h.compute(input)
 	h.r.c.computed.Add(1)
 	h.r.c.byKind[h.kind].computed.Add(1)
+	if h.kind == KindLate && !sleep(ctx, time.Until(h.lateUntil(t))) {
+		return protocol.ReportResult{}, false
+	}
 
 	sum := md5hex(out)
 	var files []protocol.ReportFileInfo
@@ -94,6 +97,18 @@ func (h *host) work(ctx context.Context, t *task) (protocol.ReportResult, bool) 
 	return rep, false
 }
 
+// lateUntil is when a late host comes back online with task t: its report
+// deadline plus LateBy × a random factor in [1, 2). A task without a
+// deadline is not held.
+func (h *host) lateUntil(t *task) time.Time {
+	dl := t.res.ReportDeadline
+	if !(dl > 0) {
+		return time.Time{}
+	}
+	extra := time.Duration(float64(h.r.opts.LateBy) * (1 + h.rand()))
+	return time.Unix(0, int64(dl*1e9)).Add(extra)
+}
+
 // compute is the demo app: the correct output, or for a cheater an output
 // of the same shape computed from a slightly altered input, so its digest
 // is wrong and differs from every other cheater's.
@@ -102,11 +117,11 @@ func (h *host) compute(input []byte) []byte {
 		return demoapp.Compute(input, demoapp.Rounds)
 	}
 	h.r.c.cheated.Add(1)
-	if len(input) == 0 {
-		return demoapp.Compute(h.salt[:0], demoapp.Rounds+1)
-	}
 	forged := append([]byte(nil), input...)
-	for i := 0; i < len(forged) && i < len(h.salt); i++ {
+	for len(forged) < len(h.salt) {
+		forged = append(forged, 0)
+	}
+	for i := range h.salt {
 		forged[i] ^= h.salt[i]
 	}
 	return demoapp.Compute(forged, demoapp.Rounds)
