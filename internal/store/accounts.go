@@ -55,3 +55,17 @@ func (s *Store) UserCreate(ctx context.Context, u User) (int64, error) {
 	}
 	return id, nil
 }
+
+const userSetSubmitAllowed = `UPDATE user SET submit_allowed = ? WHERE id = ?`
+
+// UserSetSubmitAllowed lets user id submit batches through the submission
+// API, or stops it. A missing user is ErrNotFound.
+func (s *Store) UserSetSubmitAllowed(ctx context.Context, id int64, allowed bool) error {
+	if _, err := s.exec(ctx, userSetSubmitAllowed, allowed, id); err != nil {
+		return fmt.Errorf("set submit_allowed of user %d: %w", id, err)
+	}
+	if _, err := s.UserGet(ctx, id); err != nil {
+		return err
+	}
+	return nil
+}

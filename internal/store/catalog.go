@@ -99,3 +99,41 @@ func (s *Store) insert(ctx context.Context, table, query string, arg any) (int64
 	}
 	return id, nil
 }
+
+// AppGet returns app id, or ErrNotFound.
+func (s *Store) AppGet(ctx context.Context, id int64) (App, error) {
+	var a App
+	err := s.db.GetContext(ctx, &a, `SELECT `+appColumns+` FROM app WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, fmt.Errorf("app %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return a, fmt.Errorf("get app %d: %w", id, err)
+	}
+	return a, nil
+}
+
+const appUpdate = `UPDATE app SET user_friendly_name = :user_friendly_name, min_version = :min_version,
+deprecated = :deprecated, homogeneous_redundancy = :homogeneous_redundancy, weight = :weight,
+adaptive_replication = :adaptive_replication, credit_policy = :credit_policy,
+hold_failed_jobs = :hold_failed_jobs, known_answer_fraction = :known_answer_fraction
+WHERE id = :id`
+
+// AppUpdate writes the settings of app a.ID (everything but its id, name and
+// creation time). Daemons read apps through caches, so a change reaches them
+// within their refresh interval. A missing app is ErrNotFound.
+func (s *Store) AppUpdate(ctx context.Context, a App) error {
+	err := withRetry(ctx, func() error {
+		_, err := s.db.NamedExecContext(ctx, appUpdate, a)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("update app %d: %w", a.ID, err)
+	}
+	// Rows affected counts changed rows only: an update that changes
+	// nothing looks like a miss, so check existence separately.
+	if _, err := s.AppGet(ctx, a.ID); err != nil {
+		return err
+	}
+	return nil
+}
