@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/store"
@@ -13,8 +14,8 @@ import (
 // Store is what the assimilator needs from the database.
 type Store interface {
 	AppGetByName(ctx context.Context, name string) (store.App, error)
-	WorkunitListAssimilate(ctx context.Context, p store.WorkunitListAssimilateParams) ([]store.Workunit, error)
 	ResultGet(ctx context.Context, id int64) (store.Result, error)
+	WorkunitListAssimilate(ctx context.Context, p store.WorkunitListAssimilateParams) ([]store.Workunit, error)
 	WorkunitMarkAssimilated(ctx context.Context, id, now int64) error
 }
 
@@ -25,13 +26,22 @@ type Options struct {
 	// Mod and ModIndex select this replica's jobs (id % Mod = ModIndex).
 	// Mod 0 means 1.
 	Mod, ModIndex int
-	// Batch bounds the jobs read per pass; 0 means 500.
+	// Batch bounds the jobs tried per pass, and the rows read per query;
+	// 0 means 500.
 	Batch int
+	// ScanPages bounds the queries of one pass; 0 means 10. Jobs backing
+	// off are skipped in memory, so a pass reads on past them, up to
+	// ScanPages × Batch rows, and the next pass goes on from where it
+	// stopped: failing jobs at the head of the queue never hold up the rest.
+	ScanPages int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Rand gives the back-off jitter, in [0, 1); nil means math/rand.
+	Rand func() float64
 }
 
-// Service is the assimilator of one app.
+// Service is the assimilator of one app. Its RunOnce must not be called
+// concurrently.
 type Service struct {
 	st    Store
 	h     Handler
@@ -39,6 +49,9 @@ type Service struct {
 	m     *Metrics
 	opts  Options
 	appID int64
+	retry *backoff
+	// after is where the scan of READY jobs goes on: the last id looked at.
+	after int64
 }
 
 // New returns an assimilator handing jobs to h.
@@ -49,16 +62,32 @@ func New(st Store, h Handler, log *slog.Logger, m *Metrics, opts Options) *Servi
 	if opts.Batch <= 0 {
 		opts.Batch = 500
 	}
+	if opts.ScanPages <= 0 {
+		opts.ScanPages = 10
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Service{st: st, h: h, log: log, m: m, opts: opts}
+	if opts.Rand == nil {
+		opts.Rand = rand.Float64
+	}
+	return &Service{st: st, h: h, log: log, m: m, opts: opts, retry: newBackoff(opts.Rand)}
 }
 
-// RunOnce assimilates one batch of jobs and returns how many it looked at.
-// A job whose handler fails stays READY and is tried again on a later pass,
-// never skipped; the other jobs of the batch still go ahead, and the
-// failures are returned so the loop backs off.
+// pass tallies one RunOnce.
+type pass struct {
+	tried    int
+	done     map[string]int
+	failed   int
+	firstErr error
+}
+
+// RunOnce tries up to Options.Batch READY jobs and returns how many it
+// tried. A job whose handler fails stays READY and is tried again after its
+// back-off (RetryMin doubling to RetryMax); meanwhile the scan steps past
+// it. Only a failure to read the queue is returned as an error: a failing
+// job is counted, logged and retried, and must not slow the loop for the
+// others.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	if s.appID == 0 {
 		app, err := s.st.AppGetByName(ctx, s.opts.App)
@@ -67,56 +96,118 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 		}
 		s.appID = app.ID
 	}
-	jobs, err := s.st.WorkunitListAssimilate(ctx, store.WorkunitListAssimilateParams{
-		AppID: s.appID, Mod: s.opts.Mod, ModIndex: s.opts.ModIndex, Limit: s.opts.Batch})
-	if err != nil {
-		return 0, err
+	p := pass{done: map[string]int{}}
+	err := s.scan(ctx, &p)
+	s.m.backingOff.Set(float64(s.retry.len()))
+	if p.failed > 0 {
+		s.log.Warn("jobs failed to assimilate; they stay ready and are retried", "failed", p.failed,
+			"backing_off", s.retry.len(), "error", p.firstErr)
 	}
-	done := map[string]int{}
-	var errs []error
-	for _, wu := range jobs {
-		kind, err := s.assimilate(ctx, wu)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if kind != "" {
-			done[kind]++
-		}
+	if p.tried > p.failed {
+		s.log.Info("assimilated jobs", "success", p.done[kindSuccess], "error", p.done[kindError],
+			"known_answer", p.done[kindKnownAnswer], "failed", p.failed)
 	}
-	if len(done) > 0 {
-		s.log.Info("assimilated jobs", "success", done[kindSuccess], "error", done[kindError], "failed", len(errs))
-	}
-	return len(jobs), errors.Join(errs...)
+	return p.tried, err
 }
 
-// assimilate hands one job on and marks it done; it returns the job's kind,
-// or "" if someone else marked it first.
-func (s *Service) assimilate(ctx context.Context, wu store.Workunit) (string, error) {
-	kind := kindError
-	var canonical *store.Result
-	if wu.CanonicalResultID != 0 {
+// scan walks the READY jobs from s.after, trying those not backing off,
+// until it has tried Batch jobs, read ScanPages pages, or gone round once.
+func (s *Service) scan(ctx context.Context, p *pass) error {
+	startedAtHead := s.after == 0
+	wrapped := false
+	for range s.opts.ScanPages {
+		jobs, err := s.st.WorkunitListAssimilate(ctx, store.WorkunitListAssimilateParams{AppID: s.appID,
+			Mod: s.opts.Mod, ModIndex: s.opts.ModIndex, AfterID: s.after, Limit: s.opts.Batch})
+		if err != nil {
+			return err
+		}
+		for _, wu := range jobs {
+			s.after = wu.ID
+			if s.retry.waiting(wu.ID, s.opts.Now()) {
+				continue
+			}
+			s.try(ctx, wu, p)
+			if p.tried >= s.opts.Batch {
+				return nil
+			}
+		}
+		if len(jobs) == s.opts.Batch {
+			continue
+		}
+		// The end of the queue: every READY job has been seen since the
+		// last time round.
+		s.after = 0
+		s.retry.endSweep()
+		if startedAtHead || wrapped {
+			return nil
+		}
+		wrapped = true
+	}
+	return nil
+}
+
+// try assimilates one job, recording a failure for its back-off.
+func (s *Service) try(ctx context.Context, wu store.Workunit, p *pass) {
+	p.tried++
+	kind, fail, err := s.assimilate(ctx, wu)
+	if err == nil {
+		s.retry.forget(wu.ID)
+		if kind != "" {
+			p.done[kind]++
+		}
+		return
+	}
+	s.m.handlerErrors.WithLabelValues(fail).Inc()
+	delay, failures := s.retry.fail(wu.ID, s.opts.Now())
+	p.failed++
+	if p.firstErr == nil {
+		p.firstErr = err
+	}
+	s.log.Debug("job failed to assimilate", "workunit_id", wu.ID, "kind", fail, "failures", failures,
+		"retry_in", delay, "error", err)
+}
+
+// assimilate hands one job on and marks it done. It returns the job's kind,
+// or "" if someone else marked it first; on error, the kind of failure.
+func (s *Service) assimilate(ctx context.Context, wu store.Workunit) (kind, fail string, err error) {
+	switch {
+	case wu.KnownAnswerID != 0:
+		// A known-answer job only tested a host; the project has no use
+		// for its output.
+		kind = kindKnownAnswer
+	case wu.CanonicalResultID != 0:
 		r, err := s.st.ResultGet(ctx, wu.CanonicalResultID)
 		if err != nil {
-			s.m.handlerErrors.Inc()
-			return "", fmt.Errorf("assimilate workunit %d: %w", wu.ID, err)
+			return "", failDB, fmt.Errorf("assimilate workunit %d: %w", wu.ID, err)
 		}
-		canonical, kind = &r, kindSuccess
+		kind = kindSuccess
+		err = s.h.Handle(ctx, wu, &r)
+		if err != nil {
+			return "", handlerFailure(err), fmt.Errorf("assimilate workunit %d: %w", wu.ID, err)
+		}
+	default:
+		kind = kindError
+		if err := s.h.Handle(ctx, wu, nil); err != nil {
+			return "", handlerFailure(err), fmt.Errorf("assimilate workunit %d: %w", wu.ID, err)
+		}
 	}
-	if err := s.h.Handle(ctx, wu, canonical); err != nil {
-		s.m.handlerErrors.Inc()
-		return "", fmt.Errorf("assimilate workunit %d: %w", wu.ID, err)
-	}
-	err := s.st.WorkunitMarkAssimilated(ctx, wu.ID, s.opts.Now().Unix())
+	err = s.st.WorkunitMarkAssimilated(ctx, wu.ID, s.opts.Now().Unix())
 	if errors.Is(err, store.ErrConflict) {
 		s.m.conflicts.Inc()
 		s.log.Debug("job no longer ready to assimilate", "workunit_id", wu.ID)
-		return "", nil
+		return "", "", nil
 	}
 	if err != nil {
-		return "", err
+		return "", failDB, fmt.Errorf("assimilate workunit %d: %w", wu.ID, err)
 	}
 	s.m.jobs.WithLabelValues(kind).Inc()
 	s.log.Debug("assimilated job", "workunit_id", wu.ID, "kind", kind)
-	return kind, nil
+	return kind, "", nil
+}
+
+func handlerFailure(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return failTimeout
+	}
+	return failHandler
 }

@@ -1,12 +1,14 @@
 package assimilator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +33,8 @@ type bundle struct {
 	results string
 	appID   int64
 	m       *Metrics
+	// now is the services' clock, in Unix seconds.
+	now atomic.Int64
 }
 
 func setup(t *testing.T) *bundle {
@@ -43,14 +47,27 @@ func setup(t *testing.T) *bundle {
 		t.Fatalf("AppInsert: %v", err)
 	}
 	b.appID = id
+	b.now.Store(t0)
 	return b
 }
 
 func (b *bundle) service(mod, index int) *Service {
-	h := FileHandler{Dir: b.results, UploadDir: b.upload, Fanout: fanoutN}
-	return New(b.st, h, slog.New(slog.DiscardHandler), b.m, Options{App: "demo", Mod: mod, ModIndex: index, Batch: 10,
-		Now: func() time.Time { return time.Unix(t0, 0) }})
+	return b.serviceWith(FileHandler{Dir: b.results, UploadDir: b.upload, Fanout: fanoutN}, b.st,
+		Options{Mod: mod, ModIndex: index})
 }
+
+// serviceWith returns an assimilator of app demo with handler h over st,
+// reading 10 jobs at a time, on the bundle's clock, without jitter.
+func (b *bundle) serviceWith(h Handler, st Store, opts Options) *Service {
+	opts.App = "demo"
+	opts.Batch = cmp.Or(opts.Batch, 10)
+	opts.Now = func() time.Time { return time.Unix(b.now.Load(), 0) }
+	opts.Rand = func() float64 { return 0 }
+	return New(st, h, slog.New(slog.DiscardHandler), b.m, opts)
+}
+
+// advance moves the clock on by d.
+func (b *bundle) advance(d time.Duration) { b.now.Add(int64(d / time.Second)) }
 
 // addJob inserts a job ready for assimilation. With outputs it has a
 // canonical result whose output files hold them (nil: file not uploaded);
@@ -195,35 +212,6 @@ func TestFailedJobWritesErrorFile(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(b.m.jobs.WithLabelValues("error")); got != 1 {
 		t.Errorf(`jobs_assimilated_total{kind="error"} = %v, want 1`, got)
-	}
-}
-
-func TestHandlerErrorIsRetriedNotSkipped(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	missing := b.addJob(t, "missing", 0, nil)
-	fine := b.addJob(t, "fine", 0, []byte("ok"))
-	s := b.service(1, 0)
-	n, err := s.RunOnce(context.Background())
-	if err == nil || n != 2 {
-		t.Fatalf("RunOnce with a missing output = %d, %v; want 2 jobs and an error", n, err)
-	}
-	if wu := b.job(t, missing); wu.AssimilateState != state.AssimilateReady {
-		t.Errorf("job whose handler failed = %v, want still ready", wu.AssimilateState)
-	}
-	if wu := b.job(t, fine); wu.AssimilateState != state.AssimilateDone {
-		t.Errorf("other job of the batch = %v, want done", wu.AssimilateState)
-	}
-	if got := testutil.ToFloat64(b.m.handlerErrors); got != 1 {
-		t.Errorf("handler_errors_total = %v, want 1", got)
-	}
-	b.upload1(t, jobxml.OutputName("missing_0", 0), []byte("late"))
-	runOnce(t, s)
-	if got := b.read(t, "missing"); got != "late" {
-		t.Errorf("results/missing once its file is there = %q, want late", got)
-	}
-	if got := b.files(t); !slices.Equal(got, []string{"fine", "missing"}) {
-		t.Errorf("results dir = %v, want [fine missing]: no temporary files left", got)
 	}
 }
 

@@ -1,16 +1,27 @@
 // Package assimilator is the daemon that hands finished jobs to the project
-// (seed 003 §3.1): for a job with a canonical instance it stores the
-// canonical output in the results directory; for a job that failed for good
-// it records why. Either way it then marks the job assimilated.
+// (seed 003 §3.1), and the framework science code builds its own
+// assimilator with. For a job with a canonical instance a Handler gets the
+// instance and its output files; for a job that failed for good it gets the
+// job alone (its error mask says why). Either way the job is then marked
+// assimilated. Built-in handlers: FileHandler (--handler copy, the default)
+// copies the canonical output into a results directory; CommandHandler
+// (--handler command) runs a program per job. Science code with a Go
+// handler calls Main from its own main (see examples/assimilator).
 //
-// Reads: workunit (appid, assimilate_state = READY, id % mod = mod_index);
-// the canonical result row; its output files in the upload directory.
+// Reads: workunit (appid, assimilate_state = READY, id % mod = mod_index,
+// paged by id); the canonical result row; its output files in the upload
+// directory.
 //
-// Writes: files in the results directory (each written whole, atomically);
-// workunit assimilate_state (READY → DONE), transition_time (the trigger)
-// and mod_time.
+// Writes: workunit assimilate_state (READY → DONE), transition_time (the
+// trigger) and mod_time; whatever the handler writes (FileHandler: files in
+// the results directory, each written whole, atomically).
 //
-// The file is written before the row is updated, and writing it again gives
-// the same bytes, so a crash between the two only means the job is handled
-// once more: its output exists exactly once either way.
+// The handler runs before the row is updated and must be idempotent, so a
+// crash between the two only means the job is handled once more. A
+// handler that fails leaves the job READY: it is retried with a per-job
+// exponential back-off held in memory (RetryMin doubling to RetryMax,
+// jittered), and the scan pages past jobs that are backing off, so a broken
+// job never holds up the others and is never dropped. Known-answer jobs
+// (known_answer_id <> 0) only test hosts: they are marked done without the
+// handler.
 package assimilator

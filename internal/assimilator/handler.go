@@ -17,7 +17,9 @@ import (
 // Handler hands one finished job to the project. canonical is the job's
 // canonical instance, nil for a job that failed (wu.ErrorMask says why). It
 // must be idempotent: after a crash it is called again for the same job. An
-// error leaves the job to be handled again on a later pass.
+// error leaves the job READY, to be handled again after a back-off; an error
+// wrapping context.DeadlineExceeded counts as a timeout. Handle is called
+// from one goroutine at a time, and never for a known-answer job.
 type Handler interface {
 	Handle(ctx context.Context, wu store.Workunit, canonical *store.Result) error
 }

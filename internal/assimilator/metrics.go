@@ -6,16 +6,27 @@ import (
 	"github.com/taskserver/taskserver/internal/daemon"
 )
 
-// Kinds of assimilated job: the label values of jobs_assimilated_total.
+// Kinds of assimilated job (label kind of jobs_assimilated_total).
 const (
-	kindSuccess = "success"
-	kindError   = "error"
+	kindSuccess     = "success"
+	kindError       = "error"
+	kindKnownAnswer = "known_answer"
+)
+
+// Kinds of failure (label kind of handler_errors_total): the handler
+// returned an error, it ran past its time limit, or reading or marking the
+// job in the database failed.
+const (
+	failHandler = "handler"
+	failTimeout = "timeout"
+	failDB      = "db"
 )
 
 // Metrics are the assimilator's domain metrics.
 type Metrics struct {
 	jobs          *prometheus.CounterVec
-	handlerErrors prometheus.Counter
+	handlerErrors *prometheus.CounterVec
+	backingOff    prometheus.Gauge
 	conflicts     prometheus.Counter
 }
 
@@ -24,15 +35,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const sub = "assimilator"
 	m := &Metrics{
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
-			Name: "jobs_assimilated_total", Help: "Jobs handed to the project, by kind (success or error)."},
+			Name: "jobs_assimilated_total",
+			Help: "Jobs handed to the project, by kind (success, error, or known_answer: marked done unhandled)."},
 			[]string{"kind"}),
-		handlerErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
-			Name: "handler_errors_total", Help: "Jobs whose handler failed; they are retried."}),
+		handlerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "handler_errors_total",
+			Help: "Failed attempts to assimilate a job, by kind (handler, timeout, db); the job is retried."},
+			[]string{"kind"}),
+		backingOff: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "jobs_backing_off", Help: "Jobs whose last attempt failed, waiting for their retry."}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "conflicts_total", Help: "Jobs found no longer ready when marked assimilated."}),
 	}
-	m.jobs.WithLabelValues(kindSuccess)
-	m.jobs.WithLabelValues(kindError)
-	reg.MustRegister(m.jobs, m.handlerErrors, m.conflicts)
+	for _, k := range []string{kindSuccess, kindError, kindKnownAnswer} {
+		m.jobs.WithLabelValues(k)
+	}
+	for _, k := range []string{failHandler, failTimeout, failDB} {
+		m.handlerErrors.WithLabelValues(k)
+	}
+	reg.MustRegister(m.jobs, m.handlerErrors, m.backingOff, m.conflicts)
 	return m
 }

@@ -12,22 +12,25 @@ type WorkunitListAssimilateParams struct {
 	AppID int64
 	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex.
 	Mod, ModIndex int
-	Limit         int
+	// AfterID pages through the jobs: only ids above it are returned, so a
+	// caller can step past jobs it chose to skip (0 starts at the first).
+	AfterID int64
+	Limit   int
 }
 
 const workunitListAssimilate = `SELECT ` + WorkunitColumns + ` FROM workunit
-WHERE appid = ? AND assimilate_state = ? AND id % ? = ?
+WHERE appid = ? AND assimilate_state = ? AND id > ? AND id % ? = ?
 ORDER BY id
 LIMIT ?`
 
-// WorkunitListAssimilate returns app p.AppID's jobs with assimilate_state
-// READY, by id.
+// WorkunitListAssimilate returns up to p.Limit of app p.AppID's jobs with
+// assimilate_state READY and id above p.AfterID, by id.
 func (s *Store) WorkunitListAssimilate(ctx context.Context, p WorkunitListAssimilateParams) ([]Workunit, error) {
 	var out []Workunit
 	err := withRetry(ctx, func() error {
 		out = nil
 		return s.db.SelectContext(ctx, &out, workunitListAssimilate, p.AppID, state.AssimilateReady,
-			p.Mod, p.ModIndex, p.Limit)
+			p.AfterID, p.Mod, p.ModIndex, p.Limit)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list workunits to assimilate: %w", err)

@@ -1,0 +1,166 @@
+package assimilator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// Environment variables a CommandHandler's command gets, besides the
+// assimilator's own environment.
+const (
+	EnvJobName    = "TASKSERVER_JOB_NAME"
+	EnvJobID      = "TASKSERVER_JOB_ID"
+	EnvBatch      = "TASKSERVER_BATCH"
+	EnvErrorMask  = "TASKSERVER_ERROR_MASK"  // the job's error_mask as a number; 0 for a success
+	EnvErrorNames = "TASKSERVER_ERROR_NAMES" // its bits' names joined by "|"; empty for a success
+)
+
+// DefaultMaxOutput is how much of a command's output CommandHandler keeps
+// for the log when MaxOutput is 0.
+const DefaultMaxOutput = 4096
+
+// CommandHandler runs a program for each job: Argv, then the paths of the
+// canonical instance's output files in the upload directory, in the
+// instance's file order (none for a failed job), with the job described in
+// the Env* variables. Exit status 0 means the job is handled; anything else,
+// a missing output file, or running past Timeout, means it is retried. The
+// program must be idempotent, like any Handler. Its standard output and
+// error, together and bounded, go to the log (debug on success) and into
+// the error (on failure).
+type CommandHandler struct {
+	// Argv is the program and its fixed arguments. The program is looked
+	// up in PATH unless it holds a slash.
+	Argv []string
+	// Timeout bounds one run; the program and everything it started in its
+	// process group are killed then. 0 means no limit.
+	Timeout time.Duration
+	// UploadDir and Fanout locate output files (see package fanout).
+	UploadDir string
+	Fanout    int
+	// MaxOutput bounds the output kept per run; 0 means DefaultMaxOutput.
+	MaxOutput int
+	// Log receives the output of successful runs at debug level; nil
+	// discards it.
+	Log *slog.Logger
+}
+
+// Handle runs the command for one job.
+func (h CommandHandler) Handle(ctx context.Context, wu store.Workunit, canonical *store.Result) error {
+	if len(h.Argv) == 0 || h.Argv[0] == "" {
+		return errors.New("handler command: no program")
+	}
+	var paths []string
+	if canonical != nil {
+		var err error
+		if paths, err = outputPaths(h.UploadDir, h.Fanout, *canonical); err != nil {
+			return err
+		}
+	}
+	if h.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.Timeout)
+		defer cancel()
+	}
+	args := append(append([]string(nil), h.Argv[1:]...), paths...)
+	cmd := exec.CommandContext(ctx, h.Argv[0], args...)
+	names := ""
+	if wu.ErrorMask != 0 {
+		names = wu.ErrorMask.String()
+	}
+	cmd.Env = append(os.Environ(),
+		EnvJobName+"="+wu.Name,
+		EnvJobID+"="+strconv.FormatInt(wu.ID, 10),
+		EnvBatch+"="+strconv.FormatInt(wu.Batch, 10),
+		EnvErrorMask+"="+strconv.Itoa(int(wu.ErrorMask)),
+		EnvErrorNames+"="+names)
+	limit := h.MaxOutput
+	if limit <= 0 {
+		limit = DefaultMaxOutput
+	}
+	out := &cappedBuffer{max: limit}
+	cmd.Stdout, cmd.Stderr = out, out
+	killProcessGroup(cmd)
+	// Should something outlive the kill and hold the output pipe open, Wait
+	// gives up on it after this long rather than hang the pass.
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("handler command for job %s: killed after %s (%w); output: %q", wu.Name, h.Timeout,
+			context.DeadlineExceeded, out.String())
+	}
+	if err != nil {
+		return fmt.Errorf("handler command for job %s: %w; output: %q", wu.Name, err, out.String())
+	}
+	if h.Log != nil && out.Len() > 0 {
+		h.Log.Debug("handler command output", "workunit_id", wu.ID, "output", out.String())
+	}
+	return nil
+}
+
+// outputPaths lists where the canonical instance's output files are,
+// failing if one is missing: a handler given a partial set would report a
+// wrong result, so the job waits for a retry instead.
+func outputPaths(uploadDir string, fan int, canonical store.Result) ([]string, error) {
+	files, err := jobxml.ParseResult(canonical.XMLDocIn)
+	if err != nil {
+		return nil, fmt.Errorf("canonical result %d: %w", canonical.ID, err)
+	}
+	paths := make([]string, 0, len(files))
+	for _, f := range files {
+		path, err := fanout.Path(uploadDir, f.Name, fan)
+		if err != nil {
+			return nil, fmt.Errorf("canonical result %d: %w", canonical.ID, err)
+		}
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("canonical result %d output: %w", canonical.ID, err)
+		}
+		paths = append(paths, path)
+	}
+	return paths, nil
+}
+
+// cappedBuffer keeps the first max bytes written to it and counts the rest.
+// It never fails a write, so a chatty program is not killed by a broken
+// pipe. Stdout and stderr share it, written from two goroutines.
+type cappedBuffer struct {
+	mu      sync.Mutex
+	max     int
+	buf     []byte
+	dropped int
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := min(len(p), b.max-len(b.buf))
+	b.buf = append(b.buf, p[:n]...)
+	b.dropped += len(p) - n
+	return len(p), nil
+}
+
+// Len is the number of bytes written, kept or not.
+func (b *cappedBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.buf) + b.dropped
+}
+
+func (b *cappedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dropped == 0 {
+		return string(b.buf)
+	}
+	return string(b.buf) + fmt.Sprintf("... (%d more bytes)", b.dropped)
+}
