@@ -166,8 +166,13 @@ type WorkunitTransitionParams struct {
 	Now int64
 	// The job's new values. ErrorMask is ORed in; AssimilateState and
 	// FileDeleteState never move a job backwards.
-	NeedValidate    bool
-	ErrorMask       state.ErrorMask
+	NeedValidate bool
+	ErrorMask    state.ErrorMask
+	// HoldReason and HoldTime are written as given: a hold is set, kept or
+	// cleared only by a decision on the job as read, which the guard on
+	// transition_time keeps current (a requeue or cancel triggers the job).
+	HoldReason      state.ErrorMask
+	HoldTime        int64
 	AssimilateState state.AssimilateState
 	FileDeleteState state.FileDeleteState
 	TransitionTime  int64
@@ -183,6 +188,7 @@ type WorkunitTransitionParams struct {
 // after the job was read: a scheduler's LEAST(transition_time, deadline) does
 // not change a transition_time already due, so the guard would not see it.
 const workunitTransition = `UPDATE workunit SET need_validate = ?, error_mask = error_mask | ?,
+hold_reason = ?, hold_time = ?,
 assimilate_state = GREATEST(assimilate_state, ?), file_delete_state = GREATEST(file_delete_state, ?),
 transition_time = LEAST(?, COALESCE((SELECT MIN(r.report_deadline) FROM result r
     WHERE r.workunitid = ? AND r.server_state = ? AND r.report_deadline > ?), ?)),
@@ -200,7 +206,8 @@ WHERE id = ? AND server_state = ? AND file_delete_state = ?`
 // pass reads it afresh.
 func (s *Store) WorkunitTransition(ctx context.Context, p WorkunitTransitionParams) error {
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := execChanged(ctx, tx, ErrConflict, workunitTransition, p.NeedValidate, p.ErrorMask, p.AssimilateState,
+		if err := execChanged(ctx, tx, ErrConflict, workunitTransition, p.NeedValidate, p.ErrorMask,
+			p.HoldReason, p.HoldTime, p.AssimilateState,
 			p.FileDeleteState, p.TransitionTime, p.ID, state.ServerInProgress, p.Now, state.NoTransition,
 			p.Now, p.ID, p.ReadTransitionTime); err != nil {
 			return err

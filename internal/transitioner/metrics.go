@@ -22,6 +22,17 @@ type Metrics struct {
 	jobErrors *prometheus.CounterVec
 	conflicts prometheus.Counter
 	lag       prometheus.Gauge
+	// The batch pass and holds.
+	tailCopies  prometheus.Counter
+	batchesDone prometheus.Counter
+	jobsHeld    *prometheus.CounterVec
+}
+
+// holdBits are the bits a job can be held for: every error bit but
+// CANCELLED.
+var holdBits = []state.ErrorMask{
+	state.ErrCouldntSendResult, state.ErrTooManyErrorResults, state.ErrTooManySuccessResult,
+	state.ErrTooManyTotalResults, state.ErrNoCanonicalResult,
 }
 
 // NewMetrics registers the transitioner's metrics on reg.
@@ -40,11 +51,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "conflicts_total", Help: "Transitions dropped because the job or an instance changed meanwhile."}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "transition_lag_seconds", Help: "Age of the oldest due transition at the start of the last pass."}),
+		tailCopies: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "tail_copies_total", Help: "Extra instances asked for by tail acceleration."}),
+		batchesDone: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "batches_completed_total", Help: "Batches marked done, every job assimilated."}),
+		jobsHeld: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "jobs_held_total", Help: "Jobs put on hold instead of failed, by hold_reason bit set."}, []string{"reason"}),
 	}
 	for _, b := range errorBits {
 		m.jobErrors.WithLabelValues(b.String())
 	}
-	reg.MustRegister(m.jobs, m.created, m.timedOut, m.jobErrors, m.conflicts, m.lag)
+	for _, b := range holdBits {
+		m.jobsHeld.WithLabelValues(b.String())
+	}
+	reg.MustRegister(m.jobs, m.created, m.timedOut, m.jobErrors, m.conflicts, m.lag,
+		m.tailCopies, m.batchesDone, m.jobsHeld)
 	return m
 }
 
@@ -52,6 +73,14 @@ func (m *Metrics) addErrors(added state.ErrorMask) {
 	for _, b := range errorBits {
 		if added&b != 0 {
 			m.jobErrors.WithLabelValues(b.String()).Inc()
+		}
+	}
+}
+
+func (m *Metrics) addHeld(reason state.ErrorMask) {
+	for _, b := range holdBits {
+		if reason&b != 0 {
+			m.jobsHeld.WithLabelValues(b.String()).Inc()
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/jobxml"
@@ -24,21 +25,56 @@ const OutputOpenName = "out"
 
 // Store is what the transitioner needs from the database.
 type Store interface {
+	AppList(ctx context.Context) ([]store.App, error)
+	BatchListProgress(ctx context.Context, p store.BatchListProgressParams) ([]store.BatchProgress, error)
+	BatchMarkDone(ctx context.Context, id, now int64) error
+	WorkunitAddTailCopy(ctx context.Context, id int64, readTailCopies int, now int64) error
 	WorkunitListDue(ctx context.Context, p store.WorkunitListDueParams) ([]store.WorkunitResults, error)
+	WorkunitListTail(ctx context.Context, p store.WorkunitListTailParams) ([]store.TailCandidate, error)
 	WorkunitOldestDue(ctx context.Context, now int64, mod, modIndex int) (int64, bool, error)
 	WorkunitTransition(ctx context.Context, p store.WorkunitTransitionParams) error
 }
 
+// Defaults of the batch pass.
+const (
+	// DefaultTailInterval is how often the batch pass runs.
+	DefaultTailInterval = time.Minute
+	// DefaultTailFraction is the share of a batch's jobs at or below which
+	// its remaining jobs are accelerated.
+	DefaultTailFraction = 0.05
+	// DefaultTailAfter is the fraction of a job's delay_bound an instance
+	// must have been out for before the job is accelerated.
+	DefaultTailAfter = 0.5
+)
+
+// appCacheTTL is how long the apps' policies are used before they are read
+// again: a changed policy takes effect within it.
+const appCacheTTL = 30 * time.Second
+
+// batchPage bounds the batches read per query of the batch pass.
+const batchPage = 100
+
 // Options configures a Service.
 type Options struct {
 	// Mod and ModIndex select this replica's jobs (id % Mod = ModIndex).
-	// Mod 0 means 1.
+	// Mod 0 means 1. Only the replica with ModIndex 0 runs the batch pass.
 	Mod, ModIndex int
 	// Batch bounds the job ⋈ instance rows read per pass; 0 means 500.
 	Batch int
 	// MaxOutputBytes bounds each output file of a new instance; 0 means
 	// DefaultMaxOutputBytes.
 	MaxOutputBytes float64
+	// TailInterval is how often the batch pass (batch completion and tail
+	// acceleration) runs; 0 means DefaultTailInterval.
+	TailInterval time.Duration
+	// TailFraction: a batch whose unfinished jobs are at most
+	// max(1, TailFraction × its jobs) gets tail copies. 0 disables tail
+	// acceleration (batches are still marked done).
+	TailFraction float64
+	// TailAfter is the fraction of a job's delay_bound an instance must have
+	// been out for before the job gets a tail copy; taken as given (0: any
+	// instance out).
+	TailAfter float64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -49,6 +85,13 @@ type Service struct {
 	log  *slog.Logger
 	m    *Metrics
 	opts Options
+
+	// mu serialises RunOnce, which owns the fields below.
+	mu       sync.Mutex
+	nextTail time.Time
+	policies map[int64]transition.Policy
+	// policiesRead is when policies was read; zero forces a read.
+	policiesRead time.Time
 }
 
 // New returns a transitioner working through st.
@@ -62,6 +105,9 @@ func New(st Store, log *slog.Logger, m *Metrics, opts Options) *Service {
 	if opts.MaxOutputBytes <= 0 {
 		opts.MaxOutputBytes = DefaultMaxOutputBytes
 	}
+	if opts.TailInterval <= 0 {
+		opts.TailInterval = DefaultTailInterval
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -70,14 +116,41 @@ func New(st Store, log *slog.Logger, m *Metrics, opts Options) *Service {
 
 // passStats is what one pass did, for its log line.
 type passStats struct {
-	transitioned, created, timedOut, failed, conflicts int
+	transitioned, created, timedOut, failed, held, conflicts int
 }
 
-// RunOnce transitions one batch of due jobs and returns how many it looked
-// at. A job that fails is left due and the others still go ahead; the
-// failures are returned together at the end of the pass.
+// RunOnce runs the batch pass when it is due (replica 0 only), then
+// transitions one batch of due jobs, and returns how many jobs it looked at
+// plus how many batch-pass actions it took. A job that fails is left due and
+// the others still go ahead; the failures are returned together at the end
+// of the pass.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
-	now := s.opts.Now().Unix()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clock := s.opts.Now()
+	now := clock.Unix()
+	var errs []error
+	work := 0
+	if s.opts.ModIndex == 0 && !clock.Before(s.nextTail) {
+		// Before the due jobs, so the jobs it triggers are transitioned in
+		// this same pass.
+		n, err := s.batchPass(ctx, now)
+		work += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+		s.nextTail = clock.Add(s.opts.TailInterval)
+	}
+	n, err := s.transitionDue(ctx, now)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return work + n, errors.Join(errs...)
+}
+
+// transitionDue transitions one batch of due jobs and returns how many it
+// looked at.
+func (s *Service) transitionDue(ctx context.Context, now int64) (int, error) {
 	oldest, due, err := s.st.WorkunitOldestDue(ctx, now, s.opts.Mod, s.opts.ModIndex)
 	if err != nil {
 		return 0, err
@@ -92,6 +165,9 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := s.readPolicies(ctx, jobs, now); err != nil {
+		return 0, err
+	}
 	var stats passStats
 	var errs []error
 	for _, j := range jobs {
@@ -101,41 +177,74 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	}
 	if stats.transitioned > 0 || stats.conflicts > 0 {
 		s.log.Info("transitioned jobs", "jobs", stats.transitioned, "results_created", stats.created,
-			"results_timed_out", stats.timedOut, "jobs_failed", stats.failed, "conflicts", stats.conflicts)
+			"results_timed_out", stats.timedOut, "jobs_failed", stats.failed, "jobs_held", stats.held,
+			"conflicts", stats.conflicts)
 	}
 	return len(jobs), errors.Join(errs...)
+}
+
+// readPolicies reads the apps' policies when the cached ones are older than
+// appCacheTTL or one of jobs belongs to an app not seen yet.
+func (s *Service) readPolicies(ctx context.Context, jobs []store.WorkunitResults, now int64) error {
+	fresh := s.policies != nil && now-s.policiesRead.Unix() < int64(appCacheTTL/time.Second)
+	if fresh {
+		for _, j := range jobs {
+			if _, ok := s.policies[j.Workunit.AppID]; !ok {
+				fresh = false
+				break
+			}
+		}
+	}
+	if fresh {
+		return nil
+	}
+	apps, err := s.st.AppList(ctx)
+	if err != nil {
+		return err
+	}
+	s.policies = make(map[int64]transition.Policy, len(apps))
+	for _, a := range apps {
+		s.policies[a.ID] = transition.Policy{HoldFailedJobs: a.HoldFailedJobs}
+	}
+	s.policiesRead = time.Unix(now, 0)
+	return nil
 }
 
 // transition decides and writes one job.
 func (s *Service) transition(ctx context.Context, j store.WorkunitResults, now int64, stats *passStats) error {
 	wu := j.Workunit
-	d := transition.Decide(wu, j.Results, now)
+	// An app missing from the list just read (deleted under its jobs) has
+	// the zero policy: its jobs fail rather than hold.
+	d := transition.Decide(wu, j.Results, now, s.policies[wu.AppID])
 	p := store.WorkunitTransitionParams{
 		ID:                 wu.ID,
 		ReadTransitionTime: wu.TransitionTime,
 		Now:                now,
 		NeedValidate:       d.NeedValidate,
 		ErrorMask:          d.ErrorMask,
+		HoldReason:         d.HoldReason,
+		HoldTime:           d.HoldTime,
 		AssimilateState:    d.AssimilateState,
 		FileDeleteState:    d.FileDeleteState,
 		TransitionTime:     d.TransitionTime,
 	}
-	for _, name := range d.NewResults {
-		doc, err := jobxml.FormatResult(name, []string{OutputOpenName}, s.opts.MaxOutputBytes)
+	for _, nr := range d.NewResults {
+		doc, err := jobxml.FormatResult(nr.Name, []string{OutputOpenName}, s.opts.MaxOutputBytes)
 		if err != nil {
-			return fmt.Errorf("transition workunit %d: new instance %q: %w", wu.ID, name, err)
+			return fmt.Errorf("transition workunit %d: new instance %q: %w", wu.ID, nr.Name, err)
 		}
 		p.NewResults = append(p.NewResults, store.Result{
 			CreateTime:  now,
 			WorkunitID:  wu.ID,
 			ServerState: state.ServerUnsent,
-			Name:        name,
+			Name:        nr.Name,
 			XMLDocIn:    doc,
 			Batch:       wu.Batch,
 			AppID:       wu.AppID,
-			Priority:    wu.Priority,
+			Priority:    nr.Priority,
 			Random:      int64(rand.Int32()),
 			ModTime:     now,
+			SendFlags:   nr.SendFlags,
 		})
 	}
 	fromFDS := make(map[int64]state.FileDeleteState, len(j.Results))
@@ -172,6 +281,11 @@ func (s *Service) transition(ctx context.Context, j store.WorkunitResults, now i
 	if added := d.AddedErrors(wu.ErrorMask); added != 0 {
 		stats.failed++
 		s.log.Debug("job failed", "workunit_id", wu.ID, "error_mask", added.String())
+	}
+	if held := d.NewHold(wu.HoldReason); held != 0 {
+		s.m.addHeld(held)
+		stats.held++
+		s.log.Debug("job held", "workunit_id", wu.ID, "hold_reason", held.String())
 	}
 	s.log.Debug("transitioned job", "workunit_id", wu.ID, "results_created", len(p.NewResults),
 		"results_changed", len(p.Changes), "need_validate", d.NeedValidate, "transition_time", d.TransitionTime)

@@ -1,0 +1,238 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+const tailNow = 1_700_000_000
+
+// tailBundle is a test database with one app, and helpers to make batches,
+// jobs and instances.
+type tailBundle struct {
+	st    *store.Store
+	appID int64
+	n     int
+}
+
+func tailSetup(t *testing.T) *tailBundle {
+	t.Helper()
+	st := storetest.New(t)
+	appID, err := st.AppInsert(context.Background(), store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	if err != nil {
+		t.Fatalf("AppInsert: %v", err)
+	}
+	return &tailBundle{st: st, appID: appID}
+}
+
+func (b *tailBundle) exec(t *testing.T, q string, args ...any) {
+	t.Helper()
+	if _, err := b.st.DB().ExecContext(context.Background(), q, args...); err != nil {
+		t.Fatalf("exec %q: %v", q, err)
+	}
+}
+
+func (b *tailBundle) batch(t *testing.T, st store.BatchState) int64 {
+	t.Helper()
+	b.n++
+	res, err := b.st.DB().ExecContext(context.Background(),
+		`INSERT INTO batch (create_time, appid, name, state) VALUES (?, ?, ?, ?)`, 1, b.appID, fmt.Sprintf("b%d", b.n), st)
+	if err != nil {
+		t.Fatalf("insert batch: %v", err)
+	}
+	id, _ := res.LastInsertId()
+	return id
+}
+
+// job inserts an unfinished job of batch with quorum 1, delay_bound 1000.
+func (b *tailBundle) job(t *testing.T, batch int64, mod ...func(*store.Workunit)) int64 {
+	t.Helper()
+	b.n++
+	wu := store.Workunit{CreateTime: 1, AppID: b.appID, Name: fmt.Sprintf("j%d", b.n), Batch: batch, DelayBound: 1000,
+		MinQuorum: 1, TargetNResults: 1, MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3,
+		TransitionTime: state.NoTransition}
+	for _, m := range mod {
+		m(&wu)
+	}
+	id, err := b.st.WorkunitInsert(context.Background(), wu)
+	if err != nil {
+		t.Fatalf("WorkunitInsert: %v", err)
+	}
+	return id
+}
+
+// instance inserts an instance of job wuID in server state ss sent at sent.
+func (b *tailBundle) instance(t *testing.T, wuID int64, ss state.ServerState, sent int64) {
+	t.Helper()
+	b.n++
+	_, err := b.st.ResultInsert(context.Background(), store.Result{CreateTime: 1, WorkunitID: wuID, ServerState: ss,
+		Name: fmt.Sprintf("r%d", b.n), SentTime: sent, ReportDeadline: sent + 1000})
+	if err != nil {
+		t.Fatalf("ResultInsert: %v", err)
+	}
+}
+
+func TestBatchListProgress(t *testing.T) {
+	t.Parallel()
+	b := tailSetup(t)
+	ctx := context.Background()
+	mixed := b.batch(t, store.BatchInProgress)
+	b.job(t, mixed)
+	b.job(t, mixed, func(wu *store.Workunit) { wu.CanonicalResultID = 99; wu.AssimilateState = state.AssimilateReady })
+	b.job(t, mixed, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	b.job(t, mixed, func(wu *store.Workunit) { wu.HoldReason = state.ErrTooManyErrorResults })
+	b.job(t, mixed, func(wu *store.Workunit) { wu.ErrorMask = state.ErrCancelled })
+	empty := b.batch(t, store.BatchInProgress)
+	done := b.batch(t, store.BatchDone)
+	b.job(t, done, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	finished := b.batch(t, store.BatchInProgress)
+	b.job(t, finished, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	b.job(t, 0) // no batch
+
+	got, err := b.st.BatchListProgress(ctx, store.BatchListProgressParams{Limit: 10})
+	if err != nil {
+		t.Fatalf("BatchListProgress: %v", err)
+	}
+	want := []store.BatchProgress{
+		{ID: mixed, NJobs: 5, Unfinished: 1, Assimilated: 1},
+		{ID: empty},
+		{ID: finished, NJobs: 1, Assimilated: 1},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("BatchListProgress = %+v, want %+v (the done batch left out)", got, want)
+	}
+
+	first, err := b.st.BatchListProgress(ctx, store.BatchListProgressParams{Limit: 2})
+	if err != nil || len(first) != 2 || first[1].ID != empty {
+		t.Fatalf("BatchListProgress(limit 2) = %+v, %v; want the first two batches", first, err)
+	}
+	rest, err := b.st.BatchListProgress(ctx, store.BatchListProgressParams{AfterID: first[1].ID, Limit: 2})
+	if err != nil || len(rest) != 1 || rest[0].ID != finished {
+		t.Fatalf("BatchListProgress(after %d) = %+v, %v; want the last batch only", first[1].ID, rest, err)
+	}
+}
+
+func TestBatchMarkDone(t *testing.T) {
+	t.Parallel()
+	b := tailSetup(t)
+	ctx := context.Background()
+	finished := b.batch(t, store.BatchInProgress)
+	b.job(t, finished, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone; wu.ErrorMask = state.ErrCancelled })
+	b.job(t, finished, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	open := b.batch(t, store.BatchInProgress)
+	b.job(t, open, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	b.job(t, open, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateReady })
+	empty := b.batch(t, store.BatchInProgress)
+
+	if err := b.st.BatchMarkDone(ctx, finished, tailNow); err != nil {
+		t.Fatalf("BatchMarkDone(every job assimilated) = %v, want nil", err)
+	}
+	var row struct {
+		State          store.BatchState `db:"state"`
+		CompletionTime int64            `db:"completion_time"`
+	}
+	if err := b.st.DB().GetContext(ctx, &row, `SELECT state, completion_time FROM batch WHERE id = ?`, finished); err != nil {
+		t.Fatal(err)
+	}
+	if row.State != store.BatchDone || row.CompletionTime != tailNow {
+		t.Errorf("batch after BatchMarkDone = %v at %d, want done at %d", row.State, row.CompletionTime, tailNow)
+	}
+	for _, tc := range []struct {
+		name string
+		id   int64
+	}{{"already done", finished}, {"a job not assimilated", open}, {"no jobs", empty}} {
+		if err := b.st.BatchMarkDone(ctx, tc.id, tailNow); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("BatchMarkDone(%s) = %v, want ErrConflict", tc.name, err)
+		}
+	}
+}
+
+func TestWorkunitListTail(t *testing.T) {
+	t.Parallel()
+	b := tailSetup(t)
+	ctx := context.Background()
+	batch := b.batch(t, store.BatchInProgress)
+	old := int64(tailNow - 600) // out for 0.6 × delay_bound
+	recent := int64(tailNow - 400)
+
+	slow := b.job(t, batch)
+	b.instance(t, slow, state.ServerInProgress, old)
+	b.instance(t, slow, state.ServerOver, old)
+
+	mixed := b.job(t, batch, func(wu *store.Workunit) { wu.TargetNResults, wu.MinQuorum = 2, 2 })
+	b.instance(t, mixed, state.ServerInProgress, recent)
+	b.instance(t, mixed, state.ServerInProgress, old)
+
+	// Jobs that do not qualify, by why not.
+	for _, mod := range map[string]func(*store.Workunit){
+		"accelerated already": func(wu *store.Workunit) { wu.TailCopies = 1 },
+		"held":                func(wu *store.Workunit) { wu.HoldReason = state.ErrTooManyTotalResults },
+		"failed":              func(wu *store.Workunit) { wu.ErrorMask = state.ErrCancelled },
+		"canonical":           func(wu *store.Workunit) { wu.CanonicalResultID = 5; wu.AssimilateState = state.AssimilateReady },
+		"at max total":        func(wu *store.Workunit) { wu.MaxTotalResults = 1 },
+	} {
+		id := b.job(t, batch, mod)
+		b.instance(t, id, state.ServerInProgress, old)
+	}
+	withUnsent := b.job(t, batch)
+	b.instance(t, withUnsent, state.ServerInProgress, old)
+	b.instance(t, withUnsent, state.ServerUnsent, 0)
+	onlyRecent := b.job(t, batch)
+	b.instance(t, onlyRecent, state.ServerInProgress, recent)
+	b.job(t, batch) // nothing sent yet
+	other := b.job(t, b.batch(t, store.BatchInProgress))
+	b.instance(t, other, state.ServerInProgress, old)
+
+	got, err := b.st.WorkunitListTail(ctx, store.WorkunitListTailParams{Batch: batch, Now: tailNow, After: 0.5, Limit: 10})
+	if err != nil {
+		t.Fatalf("WorkunitListTail: %v", err)
+	}
+	var ids []int64
+	for _, c := range got {
+		ids = append(ids, c.ID)
+	}
+	if want := []int64{slow, mixed}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("WorkunitListTail(after 0.5) = jobs %v, want %v: only unfinished, unaccelerated jobs with an "+
+			"instance out past half the delay bound, none unsent, room under the total", ids, want)
+	}
+	got, err = b.st.WorkunitListTail(ctx, store.WorkunitListTailParams{Batch: batch, Now: tailNow, After: 0.5, Limit: 1})
+	if err != nil || len(got) != 1 || got[0].ID != slow {
+		t.Errorf("WorkunitListTail(limit 1) = %d jobs, %v; want job %d", len(got), err, slow)
+	}
+	got, err = b.st.WorkunitListTail(ctx, store.WorkunitListTailParams{Batch: batch, Now: tailNow, After: 0.7, Limit: 10})
+	if err != nil || len(got) != 0 {
+		t.Errorf("WorkunitListTail(after 0.7) = %d jobs, %v; want none", len(got), err)
+	}
+}
+
+func TestWorkunitAddTailCopy(t *testing.T) {
+	t.Parallel()
+	b := tailSetup(t)
+	ctx := context.Background()
+	id := b.job(t, 0, func(wu *store.Workunit) { wu.TransitionTime = tailNow + 500; wu.TargetNResults = 2 })
+	if err := b.st.WorkunitAddTailCopy(ctx, id, 0, tailNow); err != nil {
+		t.Fatalf("WorkunitAddTailCopy = %v, want nil", err)
+	}
+	wu, err := b.st.WorkunitGet(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wu.TargetNResults != 3 || wu.TailCopies != 1 || wu.TransitionTime != tailNow || wu.ModTime != tailNow {
+		t.Errorf("job after WorkunitAddTailCopy = target %d tail_copies %d transition_time %d mod_time %d; want 3, 1, %d, %d",
+			wu.TargetNResults, wu.TailCopies, wu.TransitionTime, wu.ModTime, tailNow, tailNow)
+	}
+	if err := b.st.WorkunitAddTailCopy(ctx, id, 0, tailNow); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("WorkunitAddTailCopy with a stale tail_copies = %v, want ErrConflict", err)
+	}
+	done := b.job(t, 0, func(wu *store.Workunit) { wu.CanonicalResultID = 1; wu.AssimilateState = state.AssimilateReady })
+	if err := b.st.WorkunitAddTailCopy(ctx, done, 0, tailNow); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("WorkunitAddTailCopy on a finished job = %v, want ErrConflict", err)
+	}
+}
