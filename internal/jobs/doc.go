@@ -1,8 +1,17 @@
 // Package jobs creates jobs: it stages a job's input file in the download
 // directory and inserts its workunit row with the job's parameters, so that
-// the transitioner creates its instances. The work generator and the
-// operator tool's "job submit" both create jobs through it, so a job looks
-// the same whichever made it.
+// the transitioner creates its instances. The work generator, the operator
+// tool's "job submit" and "batch submit", and the submission API all create
+// jobs through it, so a job looks the same whichever made it.
+//
+// The app's policies shape the rows: under adaptive replication a job asking
+// for a quorum q >= 2 is stored with min_quorum 1, target_nresults 1 and
+// replication_quorum q; and for every job created, with probability
+// app.known_answer_fraction, one known-answer job is added: a copy of a random
+// known_answer row of the app (name "ka_<known answer id>_<random>", one
+// instance, no batch), whose results the validator checks against the known
+// output. Jobs of a batch are inserted in the transaction that inserts the
+// batch row.
 //
 // Order and crash safety: every input file is written to a temporary name,
 // synced and renamed into place, and its directory synced, before the

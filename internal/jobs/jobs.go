@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,8 +29,12 @@ var ErrJobExists = errors.New("job already exists")
 
 // Store is what job creation needs from the database.
 type Store interface {
-	WorkunitInsertBatch(ctx context.Context, wus []store.Workunit) error
+	AppGet(ctx context.Context, id int64) (store.App, error)
+	BatchInsertWithJobs(ctx context.Context, p store.BatchInsertParams) (store.Batch, bool, error)
+	KnownAnswerList(ctx context.Context, appID int64) ([]store.KnownAnswer, error)
+	KnownAnswerListInputs(ctx context.Context, ids []int64) ([]store.KnownAnswer, error)
 	WorkunitGetByName(ctx context.Context, name string) (store.Workunit, error)
+	WorkunitInsertBatch(ctx context.Context, wus []store.Workunit) error
 }
 
 // Job is one job to create: its name and the content of its input file.
@@ -36,6 +42,12 @@ type Job struct {
 	Name  string
 	Input []byte
 }
+
+// MaxNameLen is the longest job name the workunit table stores.
+const MaxNameLen = 254
+
+// KnownAnswerPrefix starts the name of every known-answer job.
+const KnownAnswerPrefix = "ka_"
 
 // Creator stages input files and inserts jobs.
 type Creator struct {
@@ -54,85 +66,76 @@ func NewCreator(st Store, downloadDir string, fan int, now func() time.Time) *Cr
 	return &Creator{st: st, downloadDir: downloadDir, fanout: fan, now: now}
 }
 
-// InputName is the name of job's input file in the download directory.
+// InputName is the name of job's input file in the download directory
+// (jobs of a batch add a random part; see CreateBatch).
 func InputName(job string) string { return job + "_in" }
 
 // NewName returns a fresh job name "<prefix>_<unix time>_<16 random hex>":
 // unique without asking the database, and never reused, so a file left by a
 // crashed batch can never be mistaken for a later job's.
 func NewName(prefix string, now time.Time) string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return prefix + "_" + strconv.FormatInt(now.Unix(), 10) + "_" + hex.EncodeToString(b[:])
+	return prefix + "_" + strconv.FormatInt(now.Unix(), 10) + "_" + randomHex(8)
 }
 
-// Create stages the input file of every job and then inserts all their
-// workunits in one transaction, with transition_time = now so the
-// transitioner creates their instances. On error no job of the batch is in
-// the database (files may be left; see the package comment).
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+// Create is CreateForApp for app appID, read from the database.
 func (c *Creator) Create(ctx context.Context, appID int64, batch []Job, p Params) error {
-	if err := p.Validate(); err != nil {
-		return fmt.Errorf("job parameters: %w", err)
-	}
-	if len(batch) == 0 {
-		return nil
-	}
-	now := c.now().Unix()
-	wus := make([]store.Workunit, 0, len(batch))
-	// The root is synced too, in case staging created a sub-directory.
-	dirs := map[string]bool{c.downloadDir: true}
-	for _, j := range batch {
-		if len(j.Name) > 254 {
-			return fmt.Errorf("job name %q: longer than 254 bytes", j.Name)
-		}
-		in := jobxml.InputFile{Name: InputName(j.Name), OpenName: InputOpenName,
-			Nbytes: float64(len(j.Input)), MD5: md5Hex(j.Input)}
-		doc, err := jobxml.FormatWorkunit(jobxml.Workunit{Inputs: []jobxml.InputFile{in}})
-		if err != nil {
-			return fmt.Errorf("job %q: %w", j.Name, err)
-		}
-		dir, err := stage(c.downloadDir, c.fanout, in.Name, j.Input)
-		if err != nil {
-			return fmt.Errorf("job %q: %w", j.Name, err)
-		}
-		dirs[dir] = true
-		wus = append(wus, store.Workunit{
-			CreateTime:        now,
-			AppID:             appID,
-			Name:              j.Name,
-			XMLDoc:            doc,
-			RscFpopsEst:       p.RscFpopsEst,
-			RscFpopsBound:     p.FpopsBound(),
-			RscMemoryBound:    p.RscMemoryBound,
-			RscDiskBound:      p.RscDiskBound,
-			TransitionTime:    now,
-			DelayBound:        int64(p.DelayBound / time.Second),
-			MinQuorum:         p.MinQuorum,
-			TargetNResults:    p.TargetNResults,
-			MaxErrorResults:   p.MaxErrorResults,
-			MaxTotalResults:   p.MaxTotalResults,
-			MaxSuccessResults: p.MaxSuccessResults,
-			Priority:          p.Priority,
-			ModTime:           now,
-		})
-	}
-	// The renames are durable only once their directories are synced; a
-	// row must never outlive its file in a crash.
-	for d := range dirs {
-		if err := syncDir(d); err != nil {
-			return err
-		}
-	}
-	if err := c.st.WorkunitInsertBatch(ctx, wus); err != nil {
+	app, err := c.st.AppGet(ctx, appID)
+	if err != nil {
 		return err
 	}
-	return nil
+	return c.CreateForApp(ctx, app, batch, p)
+}
+
+// CreateForApp stages the input file of every job and then inserts all
+// their workunits in one transaction, with transition_time = now so the
+// transitioner creates their instances. The app's policies shape the rows
+// (see Params.workunit), and known-answer jobs are mixed in (see mix). On
+// error no job of the batch is in the database (files may be left; see the
+// package comment).
+func (c *Creator) CreateForApp(ctx context.Context, app store.App, batch []Job, p Params) error {
+	if len(batch) == 0 {
+		return p.check()
+	}
+	wus, extra, err := c.prepare(ctx, app, batch, p, "")
+	if err != nil {
+		return err
+	}
+	return c.st.WorkunitInsertBatch(ctx, append(wus, extra...))
+}
+
+// CreateBatch creates batch b of app with its jobs, all in one transaction:
+// a retried submission never finds half a batch. It returns the stored batch
+// and true; or, if the submitter's idempotency key was used already, that
+// earlier batch and false, having created nothing. The input files of a
+// batch's jobs carry a random part in their names, so a submission that
+// loses a race for the batch name (and fails on it) cannot overwrite the
+// files of the one that won.
+func (c *Creator) CreateBatch(ctx context.Context, app store.App, b store.Batch, batch []Job, p Params) (store.Batch, bool, error) {
+	if err := p.check(); err != nil {
+		return store.Batch{}, false, err
+	}
+	wus, extra, err := c.prepare(ctx, app, batch, p, randomHex(4))
+	if err != nil {
+		return store.Batch{}, false, err
+	}
+	b.AppID = app.ID
+	if b.CreateTime == 0 {
+		b.CreateTime = c.now().Unix()
+	}
+	return c.st.BatchInsertWithJobs(ctx, store.BatchInsertParams{Batch: b, Jobs: wus, Extra: extra})
 }
 
 // Submit creates one job named name after checking that no job of that name
 // exists: without the check, staging would replace the input file of the
 // existing job before the insert failed on the unique name.
-func (c *Creator) Submit(ctx context.Context, appID int64, job Job, p Params) error {
+func (c *Creator) Submit(ctx context.Context, app store.App, job Job, p Params) error {
 	_, err := c.st.WorkunitGetByName(ctx, job.Name)
 	switch {
 	case err == nil:
@@ -140,7 +143,135 @@ func (c *Creator) Submit(ctx context.Context, appID int64, job Job, p Params) er
 	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}
-	return c.Create(ctx, appID, []Job{job}, p)
+	return c.CreateForApp(ctx, app, []Job{job}, p)
+}
+
+// staged is a job whose input file is to be staged under file.
+type staged struct {
+	job           Job
+	file          string
+	knownAnswerID int64
+}
+
+// prepare checks every job, picks the known-answer jobs to mix in, stages
+// all input files and syncs their directories, and returns the workunit rows
+// of the jobs and of the known-answer jobs. Nothing is staged unless every
+// job is valid. salt, if not empty, goes into the input file names.
+func (c *Creator) prepare(ctx context.Context, app store.App, batch []Job, p Params, salt string) ([]store.Workunit, []store.Workunit, error) {
+	if err := p.check(); err != nil {
+		return nil, nil, err
+	}
+	seen := make(map[string]bool, len(batch))
+	todo := make([]staged, 0, len(batch))
+	for _, j := range batch {
+		file := InputName(j.Name)
+		if salt != "" {
+			file = InputName(j.Name + "_" + salt)
+		}
+		if err := checkName(j.Name, file); err != nil {
+			return nil, nil, err
+		}
+		if seen[j.Name] {
+			return nil, nil, fmt.Errorf("job %q: named twice", j.Name)
+		}
+		seen[j.Name] = true
+		todo = append(todo, staged{job: j, file: file})
+	}
+	kas, err := c.mix(ctx, app, len(batch))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, ka := range kas {
+		name := KnownAnswerPrefix + strconv.FormatInt(ka.ID, 10) + "_" + randomHex(8)
+		todo = append(todo, staged{job: Job{Name: name, Input: ka.Input}, file: InputName(name), knownAnswerID: ka.ID})
+	}
+
+	now := c.now().Unix()
+	wus := make([]store.Workunit, 0, len(batch))
+	var extra []store.Workunit
+	// The root is synced too, in case staging created a sub-directory.
+	dirs := map[string]bool{c.downloadDir: true}
+	for _, s := range todo {
+		in := jobxml.InputFile{Name: s.file, OpenName: InputOpenName, Nbytes: float64(len(s.job.Input)), MD5: md5Hex(s.job.Input)}
+		doc, err := jobxml.FormatWorkunit(jobxml.Workunit{Inputs: []jobxml.InputFile{in}})
+		if err != nil {
+			return nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)
+		}
+		dir, err := stage(c.downloadDir, c.fanout, in.Name, s.job.Input)
+		if err != nil {
+			return nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)
+		}
+		dirs[dir] = true
+		wu := p.workunit(app, s.job.Name, doc, now, s.knownAnswerID)
+		if s.knownAnswerID != 0 {
+			extra = append(extra, wu)
+		} else {
+			wus = append(wus, wu)
+		}
+	}
+	// The renames are durable only once their directories are synced; a
+	// row must never outlive its file in a crash.
+	for d := range dirs {
+		if err := syncDir(d); err != nil {
+			return nil, nil, err
+		}
+	}
+	return wus, extra, nil
+}
+
+// checkName refuses a job name the database or the download directory
+// cannot hold.
+func checkName(job, file string) error {
+	if len(job) > MaxNameLen {
+		return fmt.Errorf("job name %q: longer than %d bytes", job, MaxNameLen)
+	}
+	if err := fanout.ValidName(job); err != nil {
+		return fmt.Errorf("job name: %w", err)
+	}
+	if err := fanout.ValidName(file); err != nil {
+		return fmt.Errorf("job %q input file: %w", job, err)
+	}
+	return nil
+}
+
+// mix picks the known-answer jobs to add to n new jobs of app: for each job,
+// with probability app.KnownAnswerFraction, a random known answer of the app
+// (so some may repeat). It returns them with their inputs; none when the app
+// has no known answers.
+func (c *Creator) mix(ctx context.Context, app store.App, n int) ([]store.KnownAnswer, error) {
+	if app.KnownAnswerFraction <= 0 || n == 0 {
+		return nil, nil
+	}
+	list, err := c.st.KnownAnswerList(ctx, app.ID)
+	if err != nil || len(list) == 0 {
+		return nil, err
+	}
+	var picked []int64
+	for range n {
+		if mrand.Float64() < app.KnownAnswerFraction {
+			picked = append(picked, list[mrand.IntN(len(list))].ID)
+		}
+	}
+	if len(picked) == 0 {
+		return nil, nil
+	}
+	distinct := slices.Compact(slices.Sorted(slices.Values(picked)))
+	inputs, err := c.st.KnownAnswerListInputs(ctx, distinct)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[int64]store.KnownAnswer, len(inputs))
+	for _, ka := range inputs {
+		byID[ka.ID] = ka
+	}
+	out := make([]store.KnownAnswer, 0, len(picked))
+	for _, id := range picked {
+		// One deleted between the two reads is simply not mixed in.
+		if ka, ok := byID[id]; ok {
+			out = append(out, ka)
+		}
+	}
+	return out, nil
 }
 
 func md5Hex(b []byte) string {

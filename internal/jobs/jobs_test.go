@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobs"
+	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
@@ -62,16 +64,17 @@ func TestSubmitRefusesExistingNameWithoutTouchingItsFile(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
+	app := store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}
+	var err error
+	if app.ID, err = st.AppInsert(ctx, app); err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "download")
 	c := jobs.NewCreator(st, dir, 8, nil)
-	if err := c.Submit(ctx, appID, jobs.Job{Name: "j1", Input: []byte("first")}, jobs.DefaultParams()); err != nil {
+	if err := c.Submit(ctx, app, jobs.Job{Name: "j1", Input: []byte("first")}, jobs.DefaultParams()); err != nil {
 		t.Fatalf("Submit j1: %v", err)
 	}
-	err = c.Submit(ctx, appID, jobs.Job{Name: "j1", Input: []byte("second")}, jobs.DefaultParams())
+	err = c.Submit(ctx, app, jobs.Job{Name: "j1", Input: []byte("second")}, jobs.DefaultParams())
 	if !errors.Is(err, jobs.ErrJobExists) {
 		t.Fatalf("second Submit j1 = %v, want ErrJobExists", err)
 	}
@@ -79,7 +82,195 @@ func TestSubmitRefusesExistingNameWithoutTouchingItsFile(t *testing.T) {
 	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, []byte("first")) {
 		t.Fatalf("input of j1 after refused resubmit = %q, %v; want \"first\"", got, err)
 	}
-	if err := c.Submit(ctx, appID, jobs.Job{Name: "bad/name", Input: nil}, jobs.DefaultParams()); err == nil {
+	if err := c.Submit(ctx, app, jobs.Job{Name: "bad/name", Input: nil}, jobs.DefaultParams()); err == nil {
 		t.Fatal("Submit with a slash in the name succeeded, want an error")
+	}
+}
+
+type creatorFixture struct {
+	st  *store.Store
+	dir string
+	c   *jobs.Creator
+	now time.Time
+}
+
+func newCreatorFixture(t *testing.T) *creatorFixture {
+	t.Helper()
+	st := storetest.New(t)
+	f := &creatorFixture{st: st, dir: filepath.Join(t.TempDir(), "download"), now: time.Unix(1_700_000_000, 0)}
+	f.c = jobs.NewCreator(st, f.dir, 8, func() time.Time { return f.now })
+	return f
+}
+
+// app inserts an app with the given policies.
+func (f *creatorFixture) app(t *testing.T, a store.App) store.App {
+	t.Helper()
+	a.CreateTime, a.UserFriendlyName, a.Weight = 1, a.Name, 1
+	var err error
+	if a.ID, err = f.st.AppInsert(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func (f *creatorFixture) all(t *testing.T) []store.Workunit {
+	t.Helper()
+	var wus []store.Workunit
+	if err := f.st.DB().Select(&wus, `SELECT `+store.WorkunitColumns+` FROM workunit ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	return wus
+}
+
+// input reads the staged input file of wu, named in its xml_doc.
+func (f *creatorFixture) input(t *testing.T, wu store.Workunit) []byte {
+	t.Helper()
+	doc, err := jobxml.ParseWorkunit(wu.XMLDoc)
+	if err != nil || len(doc.Inputs) != 1 {
+		t.Fatalf("xml_doc of %s = %q, %v; want one input", wu.Name, wu.XMLDoc, err)
+	}
+	path, _ := fanout.Path(f.dir, doc.Inputs[0].Name, 8)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("input of %s: %v", wu.Name, err)
+	}
+	return b
+}
+
+func TestCreatePolicies(t *testing.T) {
+	t.Parallel()
+	p := jobs.DefaultParams()
+	p.MinQuorum, p.TargetNResults, p.FixedCredit = 3, 4, 12.5
+	single := p
+	single.MinQuorum, single.TargetNResults = 1, 1
+	tests := []struct {
+		name       string
+		app        store.App
+		p          jobs.Params
+		wantQuorum int
+		wantTarget int
+		wantRepl   int
+	}{
+		{"plain app keeps the asked redundancy", store.App{Name: "plain"}, p, 3, 4, 0},
+		{"adaptive app starts with one instance", store.App{Name: "ar", AdaptiveReplication: true}, p, 1, 1, 3},
+		{"adaptive app with a quorum of one is plain", store.App{Name: "ar1", AdaptiveReplication: true}, single, 1, 1, 0},
+	}
+	f := newCreatorFixture(t)
+	ctx := context.Background()
+	for _, tc := range tests {
+		app := f.app(t, tc.app)
+		if err := f.c.CreateForApp(ctx, app, []jobs.Job{{Name: tc.app.Name + "_j", Input: []byte("x")}}, tc.p); err != nil {
+			t.Fatalf("%s: CreateForApp: %v", tc.name, err)
+		}
+		wu, err := f.st.WorkunitGetByName(ctx, tc.app.Name+"_j")
+		if err != nil || wu.MinQuorum != tc.wantQuorum || wu.TargetNResults != tc.wantTarget ||
+			wu.ReplicationQuorum != tc.wantRepl || wu.FixedCredit != 12.5 || wu.Batch != 0 {
+			t.Errorf("%s: job = quorum %d target %d replication %d fixed credit %g, %v; want %d %d %d 12.5",
+				tc.name, wu.MinQuorum, wu.TargetNResults, wu.ReplicationQuorum, wu.FixedCredit, err,
+				tc.wantQuorum, tc.wantTarget, tc.wantRepl)
+		}
+	}
+	// Create by app id reads the app, policies included.
+	ar, err := f.st.AppGetByName(ctx, "ar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.Create(ctx, ar.ID, []jobs.Job{{Name: "by_id", Input: nil}}, p); err != nil {
+		t.Fatal(err)
+	}
+	if wu, _ := f.st.WorkunitGetByName(ctx, "by_id"); wu.ReplicationQuorum != 3 {
+		t.Errorf("job created by app id has replication_quorum %d, want 3", wu.ReplicationQuorum)
+	}
+	if err := f.c.Create(ctx, ar.ID+100, []jobs.Job{{Name: "nope"}}, p); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Create for a missing app = %v, want ErrNotFound", err)
+	}
+	bad := p
+	bad.FixedCredit = -1
+	if err := f.c.CreateForApp(ctx, ar, []jobs.Job{{Name: "neg"}}, bad); err == nil {
+		t.Error("CreateForApp with negative fixed credit succeeded, want an error")
+	}
+}
+
+func TestCreateMixesKnownAnswerJobs(t *testing.T) {
+	t.Parallel()
+	f := newCreatorFixture(t)
+	ctx := context.Background()
+	always := f.app(t, store.App{Name: "always", KnownAnswerFraction: 1, AdaptiveReplication: true})
+	never := f.app(t, store.App{Name: "never"})
+	empty := f.app(t, store.App{Name: "empty", KnownAnswerFraction: 1})
+	kaID, err := f.st.KnownAnswerInsert(ctx, store.KnownAnswer{CreateTime: 1, AppID: always.ID, Name: "k",
+		Input: []byte("known input"), Output: []byte("known output")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.KnownAnswerInsert(ctx, store.KnownAnswer{CreateTime: 1, AppID: never.ID, Name: "k",
+		Input: []byte("x"), Output: []byte("y")}); err != nil {
+		t.Fatal(err)
+	}
+	p := jobs.DefaultParams()
+	p.Priority = 7
+	for _, app := range []store.App{always, never, empty} {
+		batch := []jobs.Job{{Name: app.Name + "_1", Input: []byte("a")}, {Name: app.Name + "_2", Input: []byte("b")}}
+		if err := f.c.CreateForApp(ctx, app, batch, p); err != nil {
+			t.Fatalf("CreateForApp(%s): %v", app.Name, err)
+		}
+	}
+	count := map[int64]int{}
+	for _, wu := range f.all(t) {
+		if !strings.HasPrefix(wu.Name, jobs.KnownAnswerPrefix) {
+			count[wu.AppID]++
+			continue
+		}
+		if wu.AppID != always.ID || wu.KnownAnswerID != kaID || wu.MinQuorum != 1 || wu.TargetNResults != 1 ||
+			wu.ReplicationQuorum != 0 || wu.Batch != 0 || wu.Priority != 7 ||
+			!strings.HasPrefix(wu.Name, fmt.Sprintf("ka_%d_", kaID)) {
+			t.Errorf("known-answer job = %+v; want app always, known answer %d, one instance, the batch's priority", wu, kaID)
+		}
+		if got := f.input(t, wu); string(got) != "known input" {
+			t.Errorf("input of known-answer job %s = %q, want the known input", wu.Name, got)
+		}
+		count[-1]++
+	}
+	if count[-1] != 2 || count[always.ID] != 2 || count[never.ID] != 2 || count[empty.ID] != 2 {
+		t.Fatalf("jobs per app = %v; want 2 each and 2 known-answer jobs (fraction 1, 2 jobs)", count)
+	}
+}
+
+func TestCreateBatch(t *testing.T) {
+	t.Parallel()
+	f := newCreatorFixture(t)
+	ctx := context.Background()
+	app := f.app(t, store.App{Name: "demo"})
+	batch := []jobs.Job{{Name: "b_x", Input: []byte("x")}, {Name: "b_y", Input: []byte("y")}}
+	b, created, err := f.c.CreateBatch(ctx, app, store.Batch{UserID: 2, Name: "b", IdempotencyKey: "k"}, batch, jobs.DefaultParams())
+	if err != nil || !created || b.NJobs != 2 || b.AppID != app.ID || b.CreateTime != f.now.Unix() {
+		t.Fatalf("CreateBatch = %+v, %v, %v", b, created, err)
+	}
+	wus := f.all(t)
+	for i, wu := range wus {
+		if wu.Batch != b.ID || string(f.input(t, wu)) != string(batch[i].Input) {
+			t.Errorf("job %s: batch %d, input %q; want batch %d, input %q", wu.Name, wu.Batch, f.input(t, wu), b.ID, batch[i].Input)
+		}
+		doc, _ := jobxml.ParseWorkunit(wu.XMLDoc)
+		if doc.Inputs[0].Name == jobs.InputName(wu.Name) {
+			t.Errorf("input file of batch job %s has the plain name %s, want a random part", wu.Name, doc.Inputs[0].Name)
+		}
+	}
+	again, created, err := f.c.CreateBatch(ctx, app, store.Batch{UserID: 2, Name: "b2", IdempotencyKey: "k"},
+		[]jobs.Job{{Name: "b2_x"}}, jobs.DefaultParams())
+	if err != nil || created || again.ID != b.ID {
+		t.Fatalf("CreateBatch with the same key = %+v, %v, %v; want the first batch back", again, created, err)
+	}
+	for _, bad := range [][]jobs.Job{
+		{{Name: "dup"}, {Name: "dup"}},
+		{{Name: "a/b"}},
+		{{Name: strings.Repeat("n", jobs.MaxNameLen+1)}},
+	} {
+		if _, _, err := f.c.CreateBatch(ctx, app, store.Batch{Name: "bad"}, bad, jobs.DefaultParams()); err == nil {
+			t.Errorf("CreateBatch(%.20v) succeeded, want an error", bad)
+		}
+	}
+	if n := len(f.all(t)); n != 2 {
+		t.Fatalf("%d jobs after the refused batches, want 2", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/store"
 )
 
 // Params are a job's resource estimates and redundancy settings, as stored
@@ -37,6 +38,9 @@ type Params struct {
 	MaxSuccessResults int
 	// Priority orders the job's instances in the feeder; higher goes first.
 	Priority int
+	// FixedCredit is the credit of a valid result when the app's credit
+	// policy is "fixed"; 0 falls back to the FLOP estimate.
+	FixedCredit float64
 }
 
 // DefaultParams are the defaults of the job flags.
@@ -82,10 +86,58 @@ func (p Params) Validate() error {
 	if p.MaxTotalResults < p.TargetNResults {
 		errs = append(errs, fmt.Errorf("max_total_results %d: want >= target_nresults %d", p.MaxTotalResults, p.TargetNResults))
 	}
+	if p.FixedCredit < 0 {
+		errs = append(errs, fmt.Errorf("fixed_credit %g: want >= 0", p.FixedCredit))
+	}
 	if p.MaxSuccessResults < p.MinQuorum {
 		errs = append(errs, fmt.Errorf("max_success_results %d: want >= min_quorum %d", p.MaxSuccessResults, p.MinQuorum))
 	}
 	return errors.Join(errs...)
+}
+
+// check is Validate with context for the error.
+func (p Params) check() error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("job parameters: %w", err)
+	}
+	return nil
+}
+
+// workunit is the row of a new job of app named name with input document
+// doc, created at now. Under adaptive replication a job that asks for a
+// quorum of 2 or more starts with a quorum of 1 and keeps the quorum it asked
+// for in replication_quorum, which the scheduler applies when it sends the job
+// to a host it does not trust. A known-answer job (knownAnswerID <> 0) runs
+// once: its check is against the expected output, not another host.
+func (p Params) workunit(app store.App, name, doc string, now, knownAnswerID int64) store.Workunit {
+	wu := store.Workunit{
+		CreateTime:        now,
+		AppID:             app.ID,
+		Name:              name,
+		XMLDoc:            doc,
+		RscFpopsEst:       p.RscFpopsEst,
+		RscFpopsBound:     p.FpopsBound(),
+		RscMemoryBound:    p.RscMemoryBound,
+		RscDiskBound:      p.RscDiskBound,
+		TransitionTime:    now,
+		DelayBound:        int64(p.DelayBound / time.Second),
+		MinQuorum:         p.MinQuorum,
+		TargetNResults:    p.TargetNResults,
+		MaxErrorResults:   p.MaxErrorResults,
+		MaxTotalResults:   p.MaxTotalResults,
+		MaxSuccessResults: p.MaxSuccessResults,
+		Priority:          p.Priority,
+		ModTime:           now,
+		FixedCredit:       p.FixedCredit,
+		KnownAnswerID:     knownAnswerID,
+	}
+	switch {
+	case knownAnswerID != 0:
+		wu.MinQuorum, wu.TargetNResults = 1, 1
+	case app.AdaptiveReplication && p.MinQuorum >= 2:
+		wu.MinQuorum, wu.TargetNResults, wu.ReplicationQuorum = 1, 1, p.MinQuorum
+	}
+	return wu
 }
 
 // FpopsBound is RscFpopsBound, or its default of ten times the estimate.
@@ -109,6 +161,7 @@ const (
 	FlagMaxTotalResults   = "max-total-results"
 	FlagMaxSuccessResults = "max-success-results"
 	FlagPriority          = "priority"
+	FlagFixedCredit       = "fixed-credit"
 )
 
 // Flags are the job-parameter options shared by the work generator and the
@@ -128,6 +181,7 @@ func Flags() []cli.Flag {
 		&cli.IntFlag{Name: FlagMaxTotalResults, Value: d.MaxTotalResults, Usage: "instances after which the job fails", EnvVars: env(FlagMaxTotalResults)},
 		&cli.IntFlag{Name: FlagMaxSuccessResults, Value: d.MaxSuccessResults, Usage: "successful results without a quorum after which the job fails", EnvVars: env(FlagMaxSuccessResults)},
 		&cli.IntFlag{Name: FlagPriority, Value: d.Priority, Usage: "job priority; higher is sent first", EnvVars: env(FlagPriority)},
+		&cli.Float64Flag{Name: FlagFixedCredit, Value: d.FixedCredit, Usage: "credit of a valid result for apps with credit policy \"fixed\" (0: from rsc-fpops-est)", EnvVars: env(FlagFixedCredit)},
 	}
 }
 
@@ -145,6 +199,7 @@ func ParamsFrom(c *cli.Context) (Params, error) {
 		MaxTotalResults:   c.Int(FlagMaxTotalResults),
 		MaxSuccessResults: c.Int(FlagMaxSuccessResults),
 		Priority:          c.Int(FlagPriority),
+		FixedCredit:       c.Float64(FlagFixedCredit),
 	}
 	if err := p.Validate(); err != nil {
 		return p, fmt.Errorf("job parameters: %w", err)

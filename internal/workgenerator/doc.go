@@ -3,7 +3,9 @@
 // jobs in batches through package jobs.
 //
 // Reads: result (server_state, via workunit.appid), workunit (appid,
-// transition_time, target_nresults, name), app (by name).
+// transition_time, target_nresults, name), app (by name; its policies on every
+// batch, through package jobs, so a change applies without a restart),
+// known_answer (when the app mixes in known-answer jobs).
 // Writes: new workunit rows with transition_time = now; input files in the
 // download directory; the counter file <project-dir>/work_generator.<app>.count.
 //
