@@ -12,7 +12,9 @@
 //     in id order from a cursor that wraps to 0 at the end of the table, so
 //     every unsent result comes round and none starves. Results of deprecated
 //     apps are left out. With --mod N --mod-index I it caches only results
-//     with id % N = I (one feeder per scheduler host).
+//     with id % N = I (one feeder per scheduler host). Each slot carries the
+//     result's send_flags, so schedulers give a reliable-only instance (tail
+//     acceleration) to reliable hosts only.
 //
 // It reads result, workunit, app, app_version and platform, and writes
 // nothing in the database: the scheduler that claims a slot marks the result

@@ -253,5 +253,6 @@ func entryOf(r store.UnsentResult) shmcache.Entry {
 		DelayBound:     r.DelayBound,
 		Priority:       r.Priority,
 		HRClass:        r.HRClass,
+		Flags:          r.SendFlags,
 	}
 }

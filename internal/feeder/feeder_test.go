@@ -373,3 +373,20 @@ func TestDeprecatedAppEvicted(t *testing.T) {
 	b.runOnce(0)
 	b.wantCached(keep)
 }
+
+func TestSendFlagsReachTheCache(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{slots: 4})
+	plain := b.addResult(b.appID, state.ServerUnsent, 0)
+	tail := b.addResult(b.appID, state.ServerUnsent, 1000)
+	if _, err := b.st.DB().ExecContext(b.ctx, `UPDATE result SET send_flags = ? WHERE id = ?`, store.SendReliableOnly, tail); err != nil {
+		t.Fatal(err)
+	}
+	b.runOnce(2)
+	if _, e := b.cache.Slot(b.slotOf(tail)); e.Flags != store.SendReliableOnly || e.Priority != 1000 {
+		t.Fatalf("slot of a reliable-only instance = %+v, want Flags %d and priority 1000", e, store.SendReliableOnly)
+	}
+	if _, e := b.cache.Slot(b.slotOf(plain)); e.Flags != 0 {
+		t.Fatalf("slot of a plain instance = %+v, want Flags 0", e)
+	}
+}

@@ -15,8 +15,10 @@ import (
 )
 
 // LayoutVersion is the version of the file layout; a reader that finds
-// another refuses with ErrLayout.
-const LayoutVersion = 1
+// another refuses with ErrLayout. Version 2 added the slot's send flags: a
+// version-1 scheduler would ignore them and send a reliable-only instance to
+// any host.
+const LayoutVersion = 2
 
 // ErrLayout means the file is not a cache this binary can read: wrong magic,
 // another layout version, or a size that does not match its header. It is
@@ -36,7 +38,7 @@ const TablesCapacity = 4 << 20
 // magic identifies a cache file: "TSKCACHE" read as a little-endian uint64.
 var magic = binary.LittleEndian.Uint64([]byte("TSKCACHE"))
 
-// The file layout, version 1. Every field is naturally aligned and the
+// The file layout, version 2. Every field is naturally aligned and the
 // mapping is page-aligned, so the 64-bit atomics are aligned too.
 const (
 	headerSize = 4096
@@ -69,6 +71,7 @@ const (
 	sDelayBound = 72 // int64
 	sPriority   = 80 // int32
 	sHRClass    = 84 // int32
+	sFlags      = 88 // int32: result.send_flags
 )
 
 func fileSize(nslots int) int { return slotsOff + nslots*slotSize }
@@ -114,6 +117,8 @@ type Entry struct {
 	DelayBound     int64 // seconds
 	Priority       int32
 	HRClass        int32
+	// Flags is the result's send_flags (store.SendReliableOnly).
+	Flags int32
 }
 
 // Tables are the static tables the scheduler needs, published by the feeder.
@@ -214,6 +219,7 @@ func (c *Cache) readEntry(i int) Entry {
 		DelayBound:     atomic.LoadInt64(c.i64(o + sDelayBound)),
 		Priority:       atomic.LoadInt32(c.i32(o + sPriority)),
 		HRClass:        atomic.LoadInt32(c.i32(o + sHRClass)),
+		Flags:          atomic.LoadInt32(c.i32(o + sFlags)),
 	}
 }
 
@@ -229,6 +235,7 @@ func (c *Cache) writeEntry(i int, e Entry) {
 	atomic.StoreInt64(c.i64(o+sDelayBound), e.DelayBound)
 	atomic.StoreInt32(c.i32(o+sPriority), e.Priority)
 	atomic.StoreInt32(c.i32(o+sHRClass), e.HRClass)
+	atomic.StoreInt32(c.i32(o+sFlags), e.Flags)
 }
 
 // clearClaimer forgets the claimer of slot i, which the caller holds in

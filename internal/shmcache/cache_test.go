@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/taskserver/taskserver/internal/store"
 )
 
 // newCache creates a cache of n slots in a fresh directory and returns it
@@ -35,7 +37,7 @@ func openCache(t testing.TB, path string) *Cache {
 
 func entry(id int64) Entry {
 	return Entry{ResultID: id, WorkunitID: id * 10, AppID: 3, RscFpopsEst: 1e12, RscMemoryBound: 2e8,
-		RscDiskBound: 1e9, DelayBound: 86400, Priority: 7, HRClass: -2}
+		RscDiskBound: 1e9, DelayBound: 86400, Priority: 7, HRClass: -2, Flags: 1}
 }
 
 func wantState(t *testing.T, c *Cache, i int, want SlotState) {
@@ -320,7 +322,7 @@ func TestOpenRefusesUnknownLayout(t *testing.T) {
 	tests := []struct {
 		name, path, msg string
 	}{
-		{"newer layout version", patch("v2", hVersion, 2), "layout version 2, this binary reads version 1"},
+		{"other layout version", patch("v1", hVersion, 1), "layout version 1, this binary reads version 2"},
 		{"not a cache file", patch("magic", hMagic, 'X'), "not a task-server cache file"},
 		{"slot count disagrees with size", patch("nslots", hNSlots, 5), "header says 5 slots"},
 		{"truncated file", func() string {
@@ -526,5 +528,47 @@ func TestClosedCacheRefusesEverything(t *testing.T) {
 	}
 	if err := r.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestCreateRetiresOlderLayout(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "cache")
+	c, err := Create(path, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Fill(1, entry(1))
+	// Make it a file an older feeder left: layout version 1.
+	atomic.StoreUint32(c.u32(hVersion), LayoutVersion-1)
+	old, err := mapFile(path) // an older scheduler's mapping
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.unmap()
+	c.Close()
+
+	c2, err := Create(path, 8)
+	if err != nil {
+		t.Fatalf("Create over a version-%d file: %v", LayoutVersion-1, err)
+	}
+	defer c2.Close()
+	wantState(t, c2, 1, SlotEmpty)
+	if atomic.LoadUint32(old.u32(hRetired)) != 1 {
+		t.Fatalf("version-%d file not marked retired when replaced, want its schedulers told to reopen", LayoutVersion-1)
+	}
+}
+
+func TestEntryFlagsRoundTrip(t *testing.T) {
+	t.Parallel()
+	c, path := newCache(t, 2)
+	r := openCache(t, path)
+	e := entry(9)
+	e.Flags = store.SendReliableOnly
+	if !c.Fill(0, e) {
+		t.Fatal("Fill = false")
+	}
+	if got, ok := r.Peek(0); !ok || got.Flags != store.SendReliableOnly || got != e {
+		t.Fatalf("Peek after Fill with flags = %+v, %v; want %+v", got, ok, e)
 	}
 }

@@ -143,8 +143,11 @@ func mapFile(path string) (*Cache, error) {
 	return &Cache{path: path, data: data}, nil
 }
 
+// hasOurHeader reports whether the file is a task-server cache of any
+// layout version: every version keeps the retired flag at the same offset,
+// so a feeder replacing an older layout can still tell its schedulers.
 func (c *Cache) hasOurHeader() bool {
-	return atomic.LoadUint64(c.u64(hMagic)) == magic && atomic.LoadUint32(c.u32(hVersion)) == LayoutVersion
+	return atomic.LoadUint64(c.u64(hMagic)) == magic
 }
 
 // check validates the header against this binary's layout and sets nslots.

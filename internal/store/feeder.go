@@ -19,6 +19,8 @@ type UnsentResult struct {
 	DelayBound     int64   `db:"delay_bound"`
 	Priority       int32   `db:"priority"`
 	HRClass        int32   `db:"hr_class"`
+	// SendFlags is result.send_flags (SendReliableOnly).
+	SendFlags int32 `db:"send_flags"`
 }
 
 // FeederListParams selects unsent instances for the feeder's cache.
@@ -38,7 +40,7 @@ type FeederListParams struct {
 // MariaDB sort the whole unsent set instead of reading res_feeder in order
 // and stopping at the limit.
 const unsentColumns = `SELECT r.id, r.workunitid, w.appid, w.rsc_fpops_est, w.rsc_memory_bound,
-w.rsc_disk_bound, w.delay_bound, r.priority, w.hr_class`
+w.rsc_disk_bound, w.delay_bound, r.priority, w.hr_class, r.send_flags`
 
 const unsentFrom = `
 FROM result r
