@@ -1,0 +1,206 @@
+package batch
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// ErrNoResultsDir means Outputs was asked for without a results directory.
+var ErrNoResultsDir = errors.New("no results directory configured")
+
+// OutputFile is one file of a batch's outputs in the results directory.
+type OutputFile struct {
+	// Job is the job's name; Name the file's (the job's name, with ".<i>"
+	// for its output i >= 1, or ".error" for a failed job).
+	Job, Name string
+	Path      string
+	Size      int64
+}
+
+// outputPage is the number of jobs read per query while listing outputs.
+const outputPage = 500
+
+// errorSuffix ends the file the assimilator writes for a failed job (the
+// file handler's ErrorSuffix).
+const errorSuffix = ".error"
+
+// Outputs lists the files of batch b's assimilated jobs in the results
+// directory, by job id: <job>, <job>.1, <job>.2, ... while they exist, and
+// <job>.error. Jobs not yet assimilated have none.
+func (s *Service) Outputs(ctx context.Context, b store.Batch) ([]OutputFile, error) {
+	if s.resultsDir == "" {
+		return nil, ErrNoResultsDir
+	}
+	var out []OutputFile
+	after := int64(0)
+	for {
+		wus, err := s.st.WorkunitListByBatch(ctx, b.ID, after, outputPage)
+		if err != nil {
+			return nil, err
+		}
+		for _, wu := range wus {
+			if wu.AssimilateState != state.AssimilateDone {
+				continue
+			}
+			files, err := s.jobOutputs(wu.Name)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, files...)
+		}
+		if len(wus) < outputPage {
+			return out, nil
+		}
+		after = wus[len(wus)-1].ID
+	}
+}
+
+func (s *Service) jobOutputs(job string) ([]OutputFile, error) {
+	var out []OutputFile
+	add := func(name string) (bool, error) {
+		path := filepath.Join(s.resultsDir, name)
+		fi, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("output of job %s: %w", job, err)
+		}
+		if !fi.Mode().IsRegular() {
+			return false, nil
+		}
+		out = append(out, OutputFile{Job: job, Name: name, Path: path, Size: fi.Size()})
+		return true, nil
+	}
+	for i := 0; ; i++ {
+		name := job
+		if i > 0 {
+			name += "." + strconv.Itoa(i)
+		}
+		ok, err := add(name)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+	}
+	if _, err := add(job + errorSuffix); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// WriteTarGz writes batch b's outputs to w as a gzip-compressed tar, each
+// file as "<batch name>/<file name>", and returns how many files it wrote.
+// On error the archive is left unfinished, so a reader notices.
+func (s *Service) WriteTarGz(ctx context.Context, b store.Batch, w io.Writer) (int, error) {
+	files, err := s.Outputs(ctx, b)
+	if err != nil {
+		return 0, err
+	}
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	for i, f := range files {
+		if err := ctx.Err(); err != nil {
+			return i, err
+		}
+		if err := addTar(tw, b.Name+"/"+f.Name, f.Path); err != nil {
+			return i, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return len(files), fmt.Errorf("finish tar: %w", err)
+	}
+	if err := gz.Close(); err != nil {
+		return len(files), fmt.Errorf("finish gzip: %w", err)
+	}
+	return len(files), nil
+}
+
+func addTar(tw *tar.Writer, name, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("output %s: %w", name, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("output %s: %w", name, err)
+	}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: fi.Size(), ModTime: fi.ModTime(),
+		Format: tar.FormatPAX}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("output %s: %w", name, err)
+	}
+	// The header fixed the size: a file that grew is cut, one that shrank
+	// fails, and neither corrupts the archive silently.
+	if _, err := io.CopyN(tw, f, fi.Size()); err != nil {
+		return fmt.Errorf("output %s: %w", name, err)
+	}
+	return nil
+}
+
+// CopyOutputs copies batch b's outputs into directory dest (created if
+// missing) under their own names, and returns how many files it copied. Each
+// file is written to a temporary name and renamed, so dest never holds part
+// of one.
+func (s *Service) CopyOutputs(ctx context.Context, b store.Batch, dest string) (int, error) {
+	files, err := s.Outputs(ctx, b)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return 0, fmt.Errorf("create %s: %w", dest, err)
+	}
+	for i, f := range files {
+		if err := ctx.Err(); err != nil {
+			return i, err
+		}
+		if err := copyFile(f.Path, dest, f.Name); err != nil {
+			return i, err
+		}
+	}
+	return len(files), nil
+}
+
+func copyFile(src, dir, name string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", name, err)
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", name, err)
+	}
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("copy %s: %w", name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("copy %s: %w", name, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("copy %s: %w", name, err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("copy %s: %w", name, err)
+	}
+	return nil
+}
