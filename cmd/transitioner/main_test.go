@@ -33,7 +33,8 @@ func TestOnePassCreatesInstances(t *testing.T) {
 	if err != nil {
 		t.Fatalf("WorkunitInsert: %v", err)
 	}
-	args := []string{"transitioner", "--db-dsn", dsn, "--one-pass", "--listen", "", "--max-output-bytes", "4096"}
+	args := []string{"transitioner", "--db-dsn", dsn, "--one-pass", "--listen", "", "--max-output-bytes", "4096",
+		"--tail-interval", "30s", "--tail-fraction", "0.1", "--tail-after", "0.25"}
 	if err := run(ctx, args); err != nil {
 		t.Fatalf("run(%v): %v", args, err)
 	}
@@ -49,6 +50,10 @@ func TestRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"transitioner", "--max-output-bytes", "0", "--one-pass"},
 		{"transitioner", "--mod", "2", "--mod-index", "2", "--one-pass"},
+		{"transitioner", "--tail-interval", "0s", "--one-pass"},
+		{"transitioner", "--tail-fraction", "1.5", "--one-pass"},
+		{"transitioner", "--tail-fraction", "-0.1", "--one-pass"},
+		{"transitioner", "--tail-after", "-1", "--one-pass"},
 	} {
 		if err := run(context.Background(), args); err == nil {
 			t.Errorf("run(%v) = nil, want an error", args)
