@@ -1,0 +1,28 @@
+// Package submitapi is the HTTP JSON API through which scientists submit and
+// follow batches of jobs. The scheduler mounts it under /api/v1/ when started
+// with --submit-api.
+//
+// Authentication: every request carries "Authorization: Bearer <account
+// key>" of a user with submit_allowed = 1. The key is looked up through its
+// index and then compared in constant time. A user sees and cancels only the
+// batches (and their jobs) it submitted; others' look missing (404).
+//
+// Endpoints (request and response bodies are JSON; job inputs are base64, as
+// encoding/json writes []byte):
+//
+//	POST /api/v1/batches                  submit; Idempotency-Key header or "idempotency_key"
+//	GET  /api/v1/batches                  the caller's batches (?after=ID&limit=N&state=in_progress|done|cancelled)
+//	GET  /api/v1/batches/{id}             one batch with its counts
+//	POST /api/v1/batches/{id}/cancel      cancel the batch
+//	GET  /api/v1/batches/{id}/outputs     the assimilated outputs as a tar.gz
+//	POST /api/v1/jobs/{name}/cancel       cancel one job of the caller's batches
+//
+// A submission answers 201 with the batch; repeated with the same
+// idempotency key it answers 200 with the same batch and creates nothing.
+// Errors answer {"error": "..."} with 400 (bad request), 401 (no or unknown
+// key), 403 (not allowed to submit), 404, 405, 409 (name taken, or not
+// cancellable), 413 (body or inputs too large), 422 (idempotency key used for
+// another batch) or 500.
+//
+// Reads: user (by authenticator). Everything else goes through package batch.
+package submitapi
