@@ -1,5 +1,7 @@
-// Command taskctl is the project operator's tool: schema, platforms, apps,
-// app versions, users, job submission, queue status and key generation.
+// Command taskctl is the project operator's tool: schema, platforms, apps and
+// their policies, app versions, users, job and batch submission, cancel and
+// requeue, known-answer inputs, batch outputs, queue status and key
+// generation.
 package main
 
 import (

@@ -89,17 +89,20 @@ func (t *tool) appCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "add",
 			Usage: "add an app; prints its id",
-			Flags: []cli.Flag{
+			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "name", Required: true, Usage: "app name used in the database and the protocol"},
 				&cli.StringFlag{Name: "user-friendly-name", Usage: "name shown to people (default: --name)"},
 				&cli.IntFlag{Name: "min-version", Usage: "oldest app version number sent to clients"},
 				&cli.Float64Flag{Name: "weight", Value: 1, Usage: "share of work this app gets relative to others"},
-			},
+			}, appPolicyFlags()...),
 			Action: func(c *cli.Context) error {
+				a := store.App{CreateTime: t.now().Unix(), Name: c.String("name"),
+					UserFriendlyName: orDefault(c.String("user-friendly-name"), c.String("name")),
+					MinVersion:       c.Int("min-version"), Weight: c.Float64("weight")}
+				if err := applyAppFlags(c, &a, false); err != nil {
+					return err
+				}
 				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
-					a := store.App{CreateTime: t.now().Unix(), Name: c.String("name"),
-						UserFriendlyName: orDefault(c.String("user-friendly-name"), c.String("name")),
-						MinVersion:       c.Int("min-version"), Weight: c.Float64("weight")}
 					id, err := st.AppInsert(ctx, a)
 					if err != nil {
 						return err
@@ -108,8 +111,102 @@ func (t *tool) appCommand() *cli.Command {
 					return nil
 				})
 			},
+		}, {
+			Name: "set",
+			Usage: "change an app's settings; only the flags given change (daemons pick the change up within " +
+				"their cache refresh)",
+			Flags: append([]cli.Flag{
+				&cli.StringFlag{Name: "name", Required: true, Usage: "app to change"},
+				&cli.StringFlag{Name: "user-friendly-name", Usage: "name shown to people"},
+				&cli.IntFlag{Name: "min-version", Usage: "oldest app version number sent to clients"},
+				&cli.Float64Flag{Name: "weight", Usage: "share of work this app gets relative to others"},
+				&cli.BoolFlag{Name: "deprecated", Usage: "stop sending the app's work and refuse new batches for it"},
+			}, appPolicyFlags()...),
+			Action: func(c *cli.Context) error {
+				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
+					a, err := st.AppGetByName(ctx, c.String("name"))
+					if err != nil {
+						return notFoundHint(err, "add it with: taskctl app add")
+					}
+					if c.IsSet("user-friendly-name") {
+						a.UserFriendlyName = c.String("user-friendly-name")
+					}
+					if c.IsSet("min-version") {
+						a.MinVersion = c.Int("min-version")
+					}
+					if c.IsSet("weight") {
+						a.Weight = c.Float64("weight")
+					}
+					if c.IsSet("deprecated") {
+						a.Deprecated = c.Bool("deprecated")
+					}
+					if err := applyAppFlags(c, &a, true); err != nil {
+						return err
+					}
+					if err := st.AppUpdate(ctx, a); err != nil {
+						return err
+					}
+					t.printf("app %d %s: adaptive_replication=%t credit_policy=%s hold_failed_jobs=%t "+
+						"known_answer_fraction=%g homogeneous_redundancy=%d weight=%g min_version=%d deprecated=%t\n",
+						a.ID, a.Name, a.AdaptiveReplication, orDefault(a.CreditPolicy, store.CreditFpops), a.HoldFailedJobs,
+						a.KnownAnswerFraction, a.HomogeneousRedundancy, a.Weight, a.MinVersion, a.Deprecated)
+					return nil
+				})
+			},
 		}},
 	}
+}
+
+// appPolicyFlags are the per-app policies of the job lifecycle.
+func appPolicyFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "adaptive-replication", Usage: "send a job to one trusted host instead of a full quorum when possible"},
+		&cli.StringFlag{Name: "credit-policy", Value: store.CreditFpops,
+			Usage: "credit of a valid result: fpops (from the job's FLOP estimate), fixed (the job's --fixed-credit), median (of the quorum's claims)"},
+		&cli.BoolFlag{Name: "hold-failed-jobs", Usage: "put a job that exhausts its limits on hold (taskctl job requeue) instead of failing it"},
+		&cli.Float64Flag{Name: "known-answer-fraction", Usage: "share of new jobs that get a known-answer job mixed in, 0..1 (taskctl known-answer add)"},
+		&cli.IntFlag{Name: "homogeneous-redundancy", Usage: "send a job's instances only to similar hosts: 0 off, 1 fine (OS, CPU vendor and model), 2 coarse (OS and vendor)"},
+	}
+}
+
+// applyAppFlags copies the policy flags into a, only those given on the
+// command line when onlySet, and checks the result.
+func applyAppFlags(c *cli.Context, a *store.App, onlySet bool) error {
+	use := func(name string) bool { return !onlySet || c.IsSet(name) }
+	if use("adaptive-replication") {
+		a.AdaptiveReplication = c.Bool("adaptive-replication")
+	}
+	if use("credit-policy") {
+		a.CreditPolicy = c.String("credit-policy")
+	}
+	if use("hold-failed-jobs") {
+		a.HoldFailedJobs = c.Bool("hold-failed-jobs")
+	}
+	if use("known-answer-fraction") {
+		a.KnownAnswerFraction = c.Float64("known-answer-fraction")
+	}
+	if use("homogeneous-redundancy") {
+		a.HomogeneousRedundancy = c.Int("homogeneous-redundancy")
+	}
+	var errs []error
+	switch a.CreditPolicy {
+	case "", store.CreditFpops, store.CreditFixed, store.CreditMedian:
+	default:
+		errs = append(errs, fmt.Errorf("--credit-policy %q: want fpops, fixed or median", a.CreditPolicy))
+	}
+	if f := a.KnownAnswerFraction; !(f >= 0 && f <= 1) {
+		errs = append(errs, fmt.Errorf("--known-answer-fraction %g: want 0..1", f))
+	}
+	if hr := a.HomogeneousRedundancy; hr < 0 || hr > 2 {
+		errs = append(errs, fmt.Errorf("--homogeneous-redundancy %d: want 0, 1 or 2", hr))
+	}
+	if !(a.Weight > 0) {
+		errs = append(errs, fmt.Errorf("--weight %g: want > 0", a.Weight))
+	}
+	if a.MinVersion < 0 {
+		errs = append(errs, fmt.Errorf("--min-version %d: want >= 0", a.MinVersion))
+	}
+	return errors.Join(errs...)
 }
 
 func (t *tool) appVersionCommand() *cli.Command {

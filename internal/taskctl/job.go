@@ -2,11 +2,13 @@ package taskctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/taskserver/taskserver/internal/batch"
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/store"
@@ -56,6 +58,66 @@ func (t *tool) jobCommand() *cli.Command {
 						return err
 					}
 					t.printf("job %d %s\n", wu.ID, wu.Name)
+					return nil
+				})
+			},
+		}, {
+			Name:      "cancel",
+			Usage:     "cancel a job that has no result yet (instances in progress are aborted on the hosts' next contact)",
+			ArgsUsage: "NAME",
+			Action: func(c *cli.Context) error {
+				if err := oneArg(c, "the job name"); err != nil {
+					return err
+				}
+				return t.withBatches(c, "", func(ctx context.Context, svc *batch.Service) error {
+					wu, err := svc.Job(ctx, c.Args().First())
+					if err != nil {
+						return err
+					}
+					if err := svc.CancelJob(ctx, wu); err != nil {
+						return err
+					}
+					t.printf("cancelled job %d %s\n", wu.ID, wu.Name)
+					return nil
+				})
+			},
+		}, {
+			Name: "requeue",
+			Usage: "release a held job (NAME), or every job held for --reason, each with its error, total and " +
+				"success limits raised by their current values",
+			ArgsUsage: "[NAME]",
+			Flags:     []cli.Flag{reasonFlag(false)},
+			Action: func(c *cli.Context) error {
+				byName := c.NArg() > 0
+				if byName {
+					if err := oneArg(c, "the job name"); err != nil {
+						return err
+					}
+				}
+				if byName == (c.String("reason") != "") {
+					return errors.New("give a job name or --reason, not both")
+				}
+				return t.withBatches(c, "", func(ctx context.Context, svc *batch.Service) error {
+					if byName {
+						wu, err := svc.Job(ctx, c.Args().First())
+						if err != nil {
+							return err
+						}
+						if err := svc.RequeueJob(ctx, wu); err != nil {
+							return err
+						}
+						t.printf("requeued job %d %s\n", wu.ID, wu.Name)
+						return nil
+					}
+					reason, err := batch.ParseReason(c.String("reason"))
+					if err != nil {
+						return err
+					}
+					n, err := svc.RequeueReason(ctx, reason)
+					if err != nil {
+						return err
+					}
+					t.printf("requeued %d jobs held for %s\n", n, reason)
 					return nil
 				})
 			},

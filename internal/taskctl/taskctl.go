@@ -54,7 +54,7 @@ func NewApp(opts Options) *cli.App {
 	}
 	return &cli.App{
 		Name:      "taskctl",
-		Usage:     "operate a task-server project: schema, catalog, users, jobs, status, keys",
+		Usage:     "operate a task-server project: schema, catalog, users, jobs, batches, known answers, status, keys",
 		Flags:     flags,
 		Before:    config.LoadFile,
 		Writer:    t.stdout,
@@ -68,6 +68,8 @@ func NewApp(opts Options) *cli.App {
 			t.appVersionCommand(),
 			t.userCommand(),
 			t.jobCommand(),
+			t.batchCommand(),
+			t.knownAnswerCommand(),
 			t.statusCommand(),
 			t.keysCommand(),
 			t.signCommand(),

@@ -23,6 +23,7 @@ func (t *tool) userCommand() *cli.Command {
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "email", Required: true, Usage: "e-mail address (unique)"},
 				&cli.StringFlag{Name: "name", Required: true, Usage: "name shown to others"},
+				&cli.BoolFlag{Name: "submit-allowed", Usage: "let the account submit batches through the submission API (its authenticator is the API key)"},
 			},
 			Action: func(c *cli.Context) error {
 				email := strings.TrimSpace(c.String("email"))
@@ -35,12 +36,34 @@ func (t *tool) userCommand() *cli.Command {
 				}
 				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
 					id, err := st.UserInsert(ctx, store.User{CreateTime: t.now().Unix(), EmailAddr: email,
-						Name: c.String("name"), Authenticator: auth})
+						Name: c.String("name"), Authenticator: auth, SubmitAllowed: c.Bool("submit-allowed")})
 					if err != nil {
 						return err
 					}
 					t.notef("created user %d <%s>; its authenticator follows on standard output\n", id, email)
 					t.printf("%s\n", auth)
+					return nil
+				})
+			},
+		}, {
+			Name:  "set",
+			Usage: "change an account's permissions",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "email", Required: true, Usage: "e-mail address of the account"},
+				&cli.BoolFlag{Name: "submit-allowed", Required: true,
+					Usage: "let the account submit batches through the submission API (--submit-allowed=false to stop it)"},
+			},
+			Action: func(c *cli.Context) error {
+				email := strings.TrimSpace(c.String("email"))
+				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
+					u, err := st.UserGetByEmail(ctx, email)
+					if err != nil {
+						return fmt.Errorf("user <%s>: %w", email, err)
+					}
+					if err := st.UserSetSubmitAllowed(ctx, u.ID, c.Bool("submit-allowed")); err != nil {
+						return err
+					}
+					t.printf("user %d <%s> submit_allowed=%t\n", u.ID, u.EmailAddr, c.Bool("submit-allowed"))
 					return nil
 				})
 			},
