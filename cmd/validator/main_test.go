@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -17,8 +18,14 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestOnePassValidates(t *testing.T) {
-	t.Parallel()
+// The tests here run cli apps, so none is parallel: urfave/cli's help flag
+// is package state.
+
+// onePass makes a job of app "science" with two reported instances whose
+// outputs are outs, runs one pass of the validator with extra flags, and
+// returns the job afterwards.
+func onePass(t *testing.T, outs [2]string, extra ...string) (store.Workunit, error) {
+	t.Helper()
 	dsn := storetest.NewDatabase(t)
 	ctx := context.Background()
 	st, err := store.Open(ctx, dsn, store.Options{})
@@ -36,7 +43,7 @@ func TestOnePassValidates(t *testing.T) {
 		t.Fatalf("WorkunitInsert: %v", err)
 	}
 	project := t.TempDir()
-	for _, name := range []string{"job_0", "job_1"} {
+	for i, name := range []string{"job_0", "job_1"} {
 		doc, _ := jobxml.FormatResult(name, []string{"out"}, 1e6)
 		if _, err := st.ResultInsert(ctx, store.Result{WorkunitID: wuID, Name: name, ServerState: state.ServerOver,
 			Outcome: state.OutcomeSuccess, XMLDocIn: doc}); err != nil {
@@ -46,18 +53,71 @@ func TestOnePassValidates(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, []byte("same"), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(outs[i]), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	args := []string{"validator", "--db-dsn", dsn, "--one-pass", "--listen", "", "--app", "science",
-		"--project-dir", project, "--upload-dir", "up", "--fanout", "4"}
+	args := append([]string{"validator", "--db-dsn", dsn, "--one-pass", "--listen", "", "--app", "science",
+		"--project-dir", project, "--upload-dir", "up", "--fanout", "4"}, extra...)
 	if err := run(ctx, args); err != nil {
-		t.Fatalf("run(%v): %v", args, err)
+		return store.Workunit{}, err
 	}
 	wu, err := st.WorkunitGet(ctx, wuID)
-	if err != nil || wu.CanonicalResultID == 0 || wu.NeedValidate {
-		t.Fatalf("after one pass: job canonical %d need_validate %v (%v); want a canonical result, false",
-			wu.CanonicalResultID, wu.NeedValidate, err)
+	if err != nil {
+		t.Fatalf("WorkunitGet: %v", err)
+	}
+	return wu, nil
+}
+
+func TestOnePassCheckers(t *testing.T) {
+	tests := []struct {
+		name          string
+		outs          [2]string
+		flags         []string
+		wantCanonical bool
+	}{
+		{"bitwise by default: equal files agree", [2]string{"same", "same"}, nil, true},
+		{"bitwise: last digits differ", [2]string{"1.0", "1.0000001"}, nil, false},
+		{"numeric: last digits within the default tolerance", [2]string{"1.0", "1.0000001"},
+			[]string{"--checker", "numeric"}, true},
+		{"numeric: past a tighter tolerance", [2]string{"1.0", "1.0000001"},
+			[]string{"--checker", "numeric", "--tolerance", "1e-9"}, false},
+		{"trust: anything agrees", [2]string{"a", "b"}, []string{"--checker", "trust"}, true},
+		{"command: the compare program decides", [2]string{"a", "b"},
+			[]string{"--checker", "command", "--compare-cmd", "true"}, true},
+		{"command: the compare program says no", [2]string{"a", "a"},
+			[]string{"--checker", "command", "--compare-cmd", "false"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wu, err := onePass(t, tt.outs, tt.flags...)
+			if err != nil {
+				t.Fatalf("one pass with %v: %v", tt.flags, err)
+			}
+			if (wu.CanonicalResultID != 0) != tt.wantCanonical || wu.NeedValidate {
+				t.Errorf("outputs %q with %v: canonical %d need_validate %v; want a canonical result: %v, need_validate false",
+					tt.outs, tt.flags, wu.CanonicalResultID, wu.NeedValidate, tt.wantCanonical)
+			}
+		})
+	}
+}
+
+func TestBadCheckerFlags(t *testing.T) {
+	tests := []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--checker", "fuzzy"}, `--checker "fuzzy"`},
+		{[]string{"--checker", "command"}, "--compare-cmd"},
+		{[]string{"--checker", "numeric", "--tolerance", "-1"}, "--tolerance"},
+		{[]string{"--checker", "command", "--compare-cmd", "cmp", "--command-timeout", "-1s"}, "negative"},
+	}
+	for _, tt := range tests {
+		// The flags are checked before the database is opened.
+		args := append([]string{"validator", "--db-dsn", "root@tcp(127.0.0.1:1)/none", "--one-pass", "--listen", ""}, tt.flags...)
+		err := run(context.Background(), args)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("run(%v) = %v, want an error naming %s", tt.flags, err, tt.want)
+		}
 	}
 }

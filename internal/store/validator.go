@@ -1,9 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/jmoiron/sqlx"
 
@@ -13,6 +17,10 @@ import (
 // WorkunitListNeedValidateParams selects jobs awaiting validation.
 type WorkunitListNeedValidateParams struct {
 	AppID int64
+	// AfterID skips jobs with an id up to it, so a validator walks through
+	// its jobs instead of meeting the same first ones (say, jobs it cannot
+	// judge yet) on every pass; 0 starts from the first.
+	AfterID int64
 	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex.
 	Mod, ModIndex int
 	// Limit bounds the rows (job ⋈ instance) read.
@@ -21,21 +29,61 @@ type WorkunitListNeedValidateParams struct {
 
 var workunitListNeedValidate = `SELECT ` + workunitJoinColumns + `, ` + resultJoinColumns + `
 FROM workunit w JOIN result r ON r.workunitid = w.id
-WHERE w.appid = ? AND w.need_validate = 1 AND w.id % ? = ?
+WHERE w.appid = ? AND w.need_validate = 1 AND w.id > ? AND w.id % ? = ?
 ORDER BY w.id, r.id
 LIMIT ?`
 
-// WorkunitListNeedValidate returns app p.AppID's jobs with need_validate set,
-// with all their instances, read as one job ⋈ instance stream.
+// WorkunitListNeedValidate returns app p.AppID's jobs with need_validate set
+// and an id above p.AfterID, with all their instances, read as one job ⋈
+// instance stream.
 func (s *Store) WorkunitListNeedValidate(ctx context.Context, p WorkunitListNeedValidateParams) ([]WorkunitResults, error) {
 	return s.listWorkunitResults(ctx, "workunits to validate", workunitListNeedValidate, p.Limit,
-		p.AppID, p.Mod, p.ModIndex, p.Limit)
+		p.AppID, p.AfterID, p.Mod, p.ModIndex, p.Limit)
+}
+
+const knownAnswerGet = `SELECT id, create_time, appid, name, output FROM known_answer WHERE id = ?`
+
+// KnownAnswerGet returns known answer id with its expected output but
+// without its input (which only job creation needs), or ErrNotFound.
+func (s *Store) KnownAnswerGet(ctx context.Context, id int64) (KnownAnswer, error) {
+	var k KnownAnswer
+	err := s.db.GetContext(ctx, &k, knownAnswerGet, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return k, fmt.Errorf("known answer %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return k, fmt.Errorf("get known answer %d: %w", id, err)
+	}
+	return k, nil
+}
+
+// ExpavgHalfLife is the half-life of user and host expavg_credit, in
+// seconds: one week, as in BOINC.
+const ExpavgHalfLife = 7 * 86400
+
+// expavgDecay is the decay rate of expavg_credit per second.
+const expavgDecay = math.Ln2 / ExpavgHalfLife
+
+// expavgGain turns credit granted now into its share of the average, which
+// is in credit per day: a steady rate of c credits a day converges to c.
+const expavgGain = expavgDecay * 86400
+
+// ExpavgCredit returns the recent average credit (credit per day) of a user
+// or host whose average was avg at avgTime (Unix seconds; 0 = never) after
+// credit is granted at now: the old average decays with a half-life of
+// ExpavgHalfLife and the new credit joins it. WorkunitValidate computes the
+// same in SQL, relative to the stored values.
+func ExpavgCredit(avg, avgTime, credit float64, now int64) float64 {
+	elapsed := max(float64(now)-avgTime, 0)
+	return avg*math.Exp(-elapsed*expavgDecay) + credit*expavgGain
 }
 
 // ResultValidation is the validator's verdict on one instance.
 type ResultValidation struct {
 	ID int64
-	// UserID and HostID receive GrantedCredit.
+	// UserID and HostID receive GrantedCredit; HostID's reliability counts
+	// follow the verdict (VALID raises consecutive_valid and clears
+	// error_streak; INVALID, validate errors included, does the opposite).
 	UserID, HostID int64
 	ValidateState  state.ValidateState
 	// Outcome is SUCCESS, or VALIDATE_ERROR when the output could not be
@@ -47,7 +95,7 @@ type ResultValidation struct {
 // WorkunitValidateParams is one job's validation.
 type WorkunitValidateParams struct {
 	ID int64
-	// Now is the current time: the trigger and mod_time.
+	// Now is the current time: the trigger, mod_time and expavg_time.
 	Now int64
 	// CanonicalResultID is the canonical instance this validation found, 0
 	// if it found none (or the job had one already). Finding one also asks
@@ -75,18 +123,84 @@ WHERE id = ? AND need_validate = 1`
 const resultValidate = `UPDATE result SET validate_state = ?, outcome = ?, granted_credit = ?, mod_time = ?
 WHERE id = ? AND validate_state IN (?, ?)`
 
-const userAddCredit = `UPDATE user SET total_credit = total_credit + ? WHERE id = ?`
+// The credit updates are relative so that concurrent validators granting
+// to one user cannot lose each other's credit. MySQL assigns left to right,
+// so expavg_credit decays by the expavg_time it read before that is moved;
+// GREATEST keeps a validator whose clock lags from pushing it back.
+const userAddCredit = `UPDATE user SET total_credit = total_credit + ?,
+expavg_credit = expavg_credit * EXP(-GREATEST(? - expavg_time, 0) * ?) + ?,
+expavg_time = GREATEST(expavg_time, ?)
+WHERE id = ?`
 
-const hostAddCredit = `UPDATE host SET total_credit = total_credit + ? WHERE id = ?`
+const hostAddCredit = `UPDATE host SET total_credit = total_credit + ?,
+expavg_credit = expavg_credit * EXP(-GREATEST(? - expavg_time, 0) * ?) + ?,
+expavg_time = GREATEST(expavg_time, ?)
+WHERE id = ?`
+
+// hostReliability applies a run of verdicts to a host's counts: each count
+// is optionally reset, then raised.
+const hostReliability = `UPDATE host SET consecutive_valid = IF(?, 0, consecutive_valid) + ?,
+error_streak = IF(?, 0, error_streak) + ?
+WHERE id = ?`
+
+// reliability is the combined effect of a host's verdicts in one job, in
+// their order: VALID adds one to consecutive_valid and zeroes error_streak;
+// INVALID zeroes consecutive_valid and adds one to error_streak.
+type reliability struct {
+	resetValid  bool
+	addValid    int
+	resetStreak bool
+	addStreak   int
+}
+
+func (r *reliability) apply(vs state.ValidateState) bool {
+	switch vs {
+	case state.ValidateValid:
+		r.addValid++
+		r.resetStreak, r.addStreak = true, 0
+	case state.ValidateInvalid:
+		r.resetValid, r.addValid = true, 0
+		r.addStreak++
+	default:
+		return false
+	}
+	return true
+}
 
 // WorkunitValidate writes one job's validation in one short transaction:
 // the job row first (clearing need_validate, which guards against a second
 // validator, and triggering the transitioner), then each instance's verdict,
-// then credit, added relatively. Credit is granted only together with the
-// verdict it belongs to, so a rerun after a crash cannot grant it twice. If
-// the job no longer needs validation or an instance was judged meanwhile,
-// nothing is written and ErrConflict is returned.
+// then each user's and host's credit (total and recent average) and each
+// host's reliability counts, in id order so that concurrent validators lock
+// them in the same order. Credit is granted only together with the verdict
+// it belongs to, so a rerun after a crash cannot grant it twice. If the job
+// no longer needs validation or an instance was judged meanwhile, nothing is
+// written and ErrConflict is returned.
 func (s *Store) WorkunitValidate(ctx context.Context, p WorkunitValidateParams) error {
+	userCredit := map[int64]float64{}
+	hostCredit := map[int64]float64{}
+	hostRel := map[int64]*reliability{}
+	hosts := map[int64]bool{}
+	for _, r := range p.Results {
+		if r.GrantedCredit != 0 && r.UserID != 0 {
+			userCredit[r.UserID] += r.GrantedCredit
+		}
+		if r.HostID == 0 {
+			continue
+		}
+		if r.GrantedCredit != 0 {
+			hostCredit[r.HostID] += r.GrantedCredit
+			hosts[r.HostID] = true
+		}
+		rel := hostRel[r.HostID]
+		if rel == nil {
+			rel = &reliability{}
+		}
+		if rel.apply(r.ValidateState) {
+			hostRel[r.HostID] = rel
+			hosts[r.HostID] = true
+		}
+	}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
 		if p.CanonicalResultID != 0 {
@@ -104,15 +218,24 @@ func (s *Store) WorkunitValidate(ctx context.Context, p WorkunitValidateParams) 
 				return err
 			}
 		}
-		for _, r := range p.Results {
-			if r.GrantedCredit == 0 {
-				continue
+		for _, id := range sortedKeys(userCredit) {
+			c := userCredit[id]
+			if _, err := tx.ExecContext(ctx, userAddCredit, c, p.Now, expavgDecay, c*expavgGain, p.Now, id); err != nil {
+				return fmt.Errorf("credit user %d: %w", id, err)
 			}
-			if _, err := tx.ExecContext(ctx, userAddCredit, r.GrantedCredit, r.UserID); err != nil {
-				return err
+		}
+		// One host's statements run together, so its row is locked in id
+		// order like the others.
+		for _, id := range sortedKeys(hosts) {
+			if c := hostCredit[id]; c != 0 {
+				if _, err := tx.ExecContext(ctx, hostAddCredit, c, p.Now, expavgDecay, c*expavgGain, p.Now, id); err != nil {
+					return fmt.Errorf("credit host %d: %w", id, err)
+				}
 			}
-			if _, err := tx.ExecContext(ctx, hostAddCredit, r.GrantedCredit, r.HostID); err != nil {
-				return err
+			if r := hostRel[id]; r != nil {
+				if _, err := tx.ExecContext(ctx, hostReliability, r.resetValid, r.addValid, r.resetStreak, r.addStreak, id); err != nil {
+					return fmt.Errorf("host %d reliability: %w", id, err)
+				}
 			}
 		}
 		return nil
@@ -124,4 +247,14 @@ func (s *Store) WorkunitValidate(ctx context.Context, p WorkunitValidateParams) 
 		return fmt.Errorf("validate workunit %d: %w", p.ID, err)
 	}
 	return nil
+}
+
+// sortedKeys returns m's keys in ascending order.
+func sortedKeys[V any](m map[int64]V) []int64 {
+	keys := make([]int64, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, cmp.Compare)
+	return keys
 }

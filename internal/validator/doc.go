@@ -1,17 +1,32 @@
 // Package validator is the daemon that checks the outputs of a job's
-// instances against each other (seed 003 §2.1, §3.1): it finds a quorum of
-// bitwise-equal outputs and picks the canonical instance, compares instances
-// reported later with the canonical one, and grants credit for valid
-// instances.
+// instances (seed 003 §2.1, §3.1) and the framework a project plugs its own
+// output comparison into.
 //
-// Reads: workunit (appid, need_validate = 1, id % mod = mod_index) ⋈ result;
-// the instances' output files in the upload directory.
+// A Checker reads one instance's output files (Init) and says whether two
+// outputs agree (Compare). The built-ins are Bitwise (equal files, the
+// default), Numeric (numbers within a tolerance), Trust (every output that
+// is there) and Command (programs of the project's own); a project's own
+// Checker runs through Main from a main of a few lines.
+//
+// For a job without a canonical instance the validator looks for a quorum
+// (Quorum): the largest group of at least min_quorum agreeing outputs is
+// valid and its first member canonical; outputs that disagree are invalid;
+// without such a group the outputs are inconclusive and the job asks for
+// one more instance. Instances reported later are compared with the
+// canonical one (TOO_LATE once its files are deleted), and the instances of
+// a known-answer job with the known answer's expected output. An output
+// whose file is missing or that the Checker rejects (ErrInvalidOutput) is a
+// validate error. Any other failure leaves the job for a later pass.
+//
+// Reads: app (credit_policy, every 30 s); workunit (appid, need_validate = 1,
+// id % mod = mod_index) ⋈ result; known_answer (output, cached); the
+// instances' output files in the upload directory.
 //
 // Writes, in one transaction per job, the job row first: workunit
 // need_validate (to 0), canonical_resultid, canonical_credit,
 // assimilate_state (to READY when a canonical instance is found),
 // target_nresults (raised when outputs disagree), transition_time (the
-// trigger) and mod_time; result validate_state, outcome (VALIDATE_ERROR when
-// the output cannot be read) and granted_credit; user.total_credit and
-// host.total_credit, added relatively.
+// trigger) and mod_time; result validate_state, outcome (VALIDATE_ERROR) and
+// granted_credit; user and host total_credit, expavg_credit and expavg_time,
+// relatively; host consecutive_valid and error_streak.
 package validator

@@ -21,7 +21,8 @@ type Metrics struct {
 	jobs      prometheus.Counter
 	credit    prometheus.Counter
 	conflicts prometheus.Counter
-	errors    prometheus.Counter
+	transient prometheus.Counter
+	retrying  prometheus.Gauge
 }
 
 // NewMetrics registers the validator's metrics on reg.
@@ -36,12 +37,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "credit_granted_total", Help: "Credit granted for valid instances, in cobblestones."}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "conflicts_total", Help: "Validations dropped because the job or an instance changed meanwhile."}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
-			Name: "job_errors_total", Help: "Jobs left for a later pass because an output could not be read."}),
+		transient: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "transient_errors_total",
+			Help: "Jobs left for a later pass by an error that says nothing about the outputs (file system, checker program)."}),
+		retrying: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "jobs_retrying", Help: "Jobs waiting to be tried again after a transient error."}),
 	}
 	for _, o := range []string{outcomeValid, outcomeInvalid, outcomeInconclusive, outcomeValidateError, outcomeTooLate} {
 		m.results.WithLabelValues(o)
 	}
-	reg.MustRegister(m.results, m.jobs, m.credit, m.conflicts, m.errors)
+	reg.MustRegister(m.results, m.jobs, m.credit, m.conflicts, m.transient, m.retrying)
 	return m
 }

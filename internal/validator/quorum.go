@@ -1,31 +1,9 @@
 package validator
 
 import (
-	"slices"
-
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
-
-// CobblestonesPerFpop is BOINC's credit scale: 200 credits (cobblestones)
-// for a day of a 1 GFLOPS computer, i.e. 86400e9 floating-point operations.
-const CobblestonesPerFpop = 200 / 86400e9
-
-// Credit is the credit granted for a valid instance of a job estimated at
-// fpopsEst floating-point operations.
-func Credit(fpopsEst float64) float64 { return fpopsEst * CobblestonesPerFpop }
-
-// Digest identifies an instance's output: equal digests mean bitwise equal
-// output files.
-type Digest [32]byte
-
-// Output is what reading one instance's output files gave.
-type Output struct {
-	Digest Digest
-	// Missing is set when the output could not be read: the file is absent,
-	// its name is unusable, or the instance's file list does not parse.
-	Missing bool
-}
 
 // Verdict is what the validator decides for one job.
 type Verdict struct {
@@ -33,8 +11,9 @@ type Verdict struct {
 	Canonical int64
 	// States holds the new validate_state of each judged instance.
 	States map[int64]state.ValidateState
-	// ValidateErrors are the instances whose output could not be read:
-	// outcome VALIDATE_ERROR, validate_state INVALID.
+	// ValidateErrors are the instances whose output could not be used
+	// (missing, or rejected by the checker): outcome VALIDATE_ERROR,
+	// validate_state INVALID.
 	ValidateErrors []int64
 	// TargetNResults is the number of instances the job now wants, 0 for
 	// no change.
@@ -43,7 +22,7 @@ type Verdict struct {
 
 // Candidates returns the instances of a job that await a verdict: reported
 // successes whose validate_state is INIT or INCONCLUSIVE, other than the
-// canonical instance.
+// canonical instance, in the order given (the store lists them by id).
 func Candidates(wu store.Workunit, results []store.Result) []store.Result {
 	var out []store.Result
 	for _, r := range results {
@@ -57,76 +36,103 @@ func Candidates(wu store.Workunit, results []store.Result) []store.Result {
 	return out
 }
 
-// Quorum judges a job without a canonical instance. candidates are the
-// instances awaiting a verdict and outputs their read outputs. Instances
-// whose output is missing are validate errors. The rest are grouped by
-// output; the largest group of at least min_quorum (ties: the one holding
-// the lowest id) is valid and its lowest id is canonical, the others are
-// invalid. With no such group, min_quorum or more readable outputs that
-// disagree are all inconclusive and one more instance is wanted; fewer wait
-// as they are for more to arrive.
-func Quorum(wu store.Workunit, candidates []store.Result, outputs map[int64]Output) Verdict {
+// Quorum judges a job that has no canonical instance, as BOINC's check_set
+// does but with the largest agreement winning. ids are the candidates in
+// ascending order; unusable[i] says candidate i's output is missing or was
+// rejected, which makes it a validate error; agree(i, j), for usable i < j,
+// says whether two outputs agree (an error is returned as is: the job is
+// retried later).
+//
+// Each usable candidate i with the candidates agreeing with it forms a
+// group; the largest group (ties: the lowest i) wins if it has at least
+// minQuorum members: i is canonical, the group is valid, every other usable
+// candidate invalid. With no such group, minQuorum or more usable outputs
+// are all inconclusive and one more instance than there are usable outputs
+// is wanted; fewer wait as they are for more to arrive. Agreement need not
+// be transitive (outputs within a tolerance): only the canonical output is
+// sure to agree with every valid one.
+func Quorum(minQuorum int, ids []int64, unusable []bool, agree func(i, j int) (bool, error)) (Verdict, error) {
 	v := Verdict{States: map[int64]state.ValidateState{}}
-	groups := map[Digest][]int64{}
-	var order []Digest
-	var readable []int64
-	for _, r := range candidates {
-		out := outputs[r.ID]
-		if out.Missing {
-			v.ValidateErrors = append(v.ValidateErrors, r.ID)
-			v.States[r.ID] = state.ValidateInvalid
-			continue
-		}
-		if _, ok := groups[out.Digest]; !ok {
-			order = append(order, out.Digest)
-		}
-		groups[out.Digest] = append(groups[out.Digest], r.ID)
-		readable = append(readable, r.ID)
-	}
-	var best []int64
-	for _, d := range order {
-		g := groups[d]
-		if len(g) < wu.MinQuorum {
-			continue
-		}
-		if best == nil || len(g) > len(best) || (len(g) == len(best) && slices.Min(g) < slices.Min(best)) {
-			best = g
-		}
-	}
-	switch {
-	case best != nil:
-		v.Canonical = slices.Min(best)
-		for _, id := range readable {
+	minQuorum = max(minQuorum, 1)
+	var usable []int
+	for i, id := range ids {
+		if unusable[i] {
+			v.ValidateErrors = append(v.ValidateErrors, id)
 			v.States[id] = state.ValidateInvalid
+			continue
 		}
-		for _, id := range best {
-			v.States[id] = state.ValidateValid
-		}
-	case len(readable) >= wu.MinQuorum:
-		for _, id := range readable {
-			v.States[id] = state.ValidateInconclusive
-		}
-		v.TargetNResults = len(readable) + 1
+		usable = append(usable, i)
 	}
-	return v
+	if len(usable) < minQuorum {
+		return v, nil
+	}
+	// agrees[a][b]: usable[a] and usable[b] agree; each pair is compared
+	// once, Compare being symmetric.
+	agrees := make([][]bool, len(usable))
+	for a := range usable {
+		agrees[a] = make([]bool, len(usable))
+		agrees[a][a] = true
+	}
+	for a := range usable {
+		for b := a + 1; b < len(usable); b++ {
+			ok, err := agree(usable[a], usable[b])
+			if err != nil {
+				return Verdict{}, err
+			}
+			agrees[a][b], agrees[b][a] = ok, ok
+		}
+	}
+	best, bestSize := -1, 0
+	for a := range usable {
+		size := 0
+		for b := range usable {
+			if agrees[a][b] {
+				size++
+			}
+		}
+		if size > bestSize {
+			best, bestSize = a, size
+		}
+	}
+	if bestSize >= minQuorum {
+		v.Canonical = ids[usable[best]]
+		for b, i := range usable {
+			if agrees[best][b] {
+				v.States[ids[i]] = state.ValidateValid
+			} else {
+				v.States[ids[i]] = state.ValidateInvalid
+			}
+		}
+		return v, nil
+	}
+	for _, i := range usable {
+		v.States[ids[i]] = state.ValidateInconclusive
+	}
+	v.TargetNResults = len(usable) + 1
+	return v, nil
 }
 
-// AgainstCanonical judges instances reported after the canonical one:
-// valid if their output equals it, invalid if not, a validate error if it
-// cannot be read.
-func AgainstCanonical(canonical Digest, candidates []store.Result, outputs map[int64]Output) Verdict {
+// AgainstReference judges candidates against one reference output: the
+// canonical instance's, or a known answer. ids are the candidates,
+// unusable[i] marks a validate error, and matches(i) compares usable
+// candidate i with the reference: valid if it matches, invalid if not.
+func AgainstReference(ids []int64, unusable []bool, matches func(i int) (bool, error)) (Verdict, error) {
 	v := Verdict{States: map[int64]state.ValidateState{}}
-	for _, r := range candidates {
-		out := outputs[r.ID]
-		switch {
-		case out.Missing:
-			v.ValidateErrors = append(v.ValidateErrors, r.ID)
-			v.States[r.ID] = state.ValidateInvalid
-		case out.Digest == canonical:
-			v.States[r.ID] = state.ValidateValid
-		default:
-			v.States[r.ID] = state.ValidateInvalid
+	for i, id := range ids {
+		if unusable[i] {
+			v.ValidateErrors = append(v.ValidateErrors, id)
+			v.States[id] = state.ValidateInvalid
+			continue
+		}
+		ok, err := matches(i)
+		if err != nil {
+			return Verdict{}, err
+		}
+		if ok {
+			v.States[id] = state.ValidateValid
+		} else {
+			v.States[id] = state.ValidateInvalid
 		}
 	}
-	return v
+	return v, nil
 }

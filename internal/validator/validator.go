@@ -2,18 +2,11 @@ package validator
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
-	"os"
 	"time"
 
-	"github.com/taskserver/taskserver/internal/fanout"
-	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -21,6 +14,7 @@ import (
 // Store is what the validator needs from the database.
 type Store interface {
 	AppGetByName(ctx context.Context, name string) (store.App, error)
+	KnownAnswerGet(ctx context.Context, id int64) (store.KnownAnswer, error)
 	WorkunitListNeedValidate(ctx context.Context, p store.WorkunitListNeedValidateParams) ([]store.WorkunitResults, error)
 	WorkunitValidate(ctx context.Context, p store.WorkunitValidateParams) error
 }
@@ -29,9 +23,14 @@ type Store interface {
 type Options struct {
 	// App is the name of the app whose jobs this validator checks.
 	App string
+	// Checker reads and compares outputs; nil means Bitwise.
+	Checker Checker
 	// UploadDir and Fanout locate output files (see package fanout).
 	UploadDir string
 	Fanout    int
+	// TempDir holds the short-lived files of known answers' expected
+	// outputs; "" means the system's.
+	TempDir string
 	// Mod and ModIndex select this replica's jobs (id % Mod = ModIndex).
 	// Mod 0 means 1.
 	Mod, ModIndex int
@@ -41,13 +40,44 @@ type Options struct {
 	Now func() time.Time
 }
 
+// Retry delays after a transient error, per job: the first, doubling up to
+// the last.
+const (
+	retryFirst = 10 * time.Second
+	retryMax   = 10 * time.Minute
+)
+
+// appRefresh is how long the app row (its credit policy) is used before it
+// is read again.
+const appRefresh = 30 * time.Second
+
+// maxKnownAnswers bounds the known answers kept in memory; the cache starts
+// afresh when it is full.
+const maxKnownAnswers = 1000
+
 // Service is the validator of one app.
 type Service struct {
-	st    Store
-	log   *slog.Logger
-	m     *Metrics
-	opts  Options
-	appID int64
+	st      Store
+	log     *slog.Logger
+	m       *Metrics
+	opts    Options
+	checker Checker
+
+	app     store.App
+	appRead time.Time
+	// cursor is the id after which the next pass lists jobs.
+	cursor int64
+	// retry holds the jobs a transient error put off, with when to try
+	// again.
+	retry map[int64]retryState
+	// known caches known answers' expected outputs by id; the rows do not
+	// change once written.
+	known map[int64][]byte
+}
+
+type retryState struct {
+	at    time.Time
+	delay time.Duration
 }
 
 // New returns a validator working through st.
@@ -61,94 +91,165 @@ func New(st Store, log *slog.Logger, m *Metrics, opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Service{st: st, log: log, m: m, opts: opts}
+	c := opts.Checker
+	if c == nil {
+		c = Bitwise{}
+	}
+	return &Service{st: st, log: log, m: m, opts: opts, checker: c, retry: map[int64]retryState{},
+		known: map[int64][]byte{}}
 }
 
 // passStats is what one pass did, for its log line.
 type passStats struct {
-	jobs, valid, invalid, inconclusive, validateErrors, conflicts int
-	credit                                                        float64
+	jobs, valid, invalid, inconclusive, validateErrors, tooLate, conflicts, transient int
+	credit                                                                            float64
 }
 
-// RunOnce validates one batch of jobs and returns how many it looked at. A
-// job whose outputs cannot be read for a reason other than their absence
-// (the upload directory is unreachable, say) is left for a later pass and
-// the others go ahead; the failures are returned together.
+// RunOnce validates one batch of jobs and returns how many it looked at.
+// A job that cannot be judged now (a transient error: the upload directory
+// is unreachable, a checker's program failed) is left for a later pass,
+// after a delay that doubles with each failure, and the others go ahead.
+// The pass fails only when every job it looked at failed so, which makes
+// the loop back off.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
-	if s.appID == 0 {
-		app, err := s.st.AppGetByName(ctx, s.opts.App)
-		if err != nil {
-			return 0, fmt.Errorf("validator: %w", err)
-		}
-		s.appID = app.ID
-	}
-	jobs, err := s.st.WorkunitListNeedValidate(ctx, store.WorkunitListNeedValidateParams{
-		AppID: s.appID, Mod: s.opts.Mod, ModIndex: s.opts.ModIndex, Limit: s.opts.Batch})
+	now := s.opts.Now()
+	app, err := s.loadApp(ctx, now)
 	if err != nil {
 		return 0, err
 	}
-	now := s.opts.Now().Unix()
+	jobs, err := s.list(ctx, app.ID)
+	if err != nil {
+		return 0, err
+	}
 	var stats passStats
 	var errs []error
+	looked := 0
 	for _, j := range jobs {
-		if err := s.validate(ctx, j, now, &stats); err != nil {
-			s.m.errors.Inc()
+		id := j.Workunit.ID
+		if rs, ok := s.retry[id]; ok && now.Before(rs.at) {
+			continue
+		}
+		looked++
+		if err := s.validate(ctx, app, j, now.Unix(), &stats); err != nil {
+			s.m.transient.Inc()
+			stats.transient++
 			errs = append(errs, err)
+			rs := s.retry[id]
+			rs.delay = min(max(rs.delay*2, retryFirst), retryMax)
+			rs.at = now.Add(rs.delay)
+			s.retry[id] = rs
+			s.log.Warn("job left for a later pass", "workunit_id", id, "retry_in", rs.delay, "error", err)
+			continue
+		}
+		delete(s.retry, id)
+	}
+	for id, rs := range s.retry {
+		// A job put off long ago and not seen since was judged elsewhere.
+		if now.Sub(rs.at) > time.Hour {
+			delete(s.retry, id)
 		}
 	}
-	if stats.jobs > 0 || stats.conflicts > 0 {
+	s.m.retrying.Set(float64(len(s.retry)))
+	if stats.jobs > 0 || stats.conflicts > 0 || stats.transient > 0 {
 		s.log.Info("validated jobs", "jobs", stats.jobs, "valid", stats.valid, "invalid", stats.invalid,
-			"inconclusive", stats.inconclusive, "validate_errors", stats.validateErrors,
-			"credit", stats.credit, "conflicts", stats.conflicts)
+			"inconclusive", stats.inconclusive, "validate_errors", stats.validateErrors, "too_late", stats.tooLate,
+			"credit", stats.credit, "conflicts", stats.conflicts, "transient_errors", stats.transient)
 	}
-	return len(jobs), errors.Join(errs...)
+	if looked > 0 && len(errs) == looked {
+		return looked, fmt.Errorf("validator: every job of the pass failed: %w", errors.Join(errs...))
+	}
+	return looked, nil
 }
 
-// validate judges and writes one job.
-func (s *Service) validate(ctx context.Context, j store.WorkunitResults, now int64, stats *passStats) error {
-	wu := j.Workunit
-	candidates := Candidates(wu, j.Results)
-	outputs := make(map[int64]Output, len(candidates))
-	for _, r := range candidates {
-		out, err := s.readOutput(r)
-		if err != nil {
-			return fmt.Errorf("validate workunit %d: %w", wu.ID, err)
-		}
-		outputs[r.ID] = out
+// loadApp returns the app row, read again every appRefresh so that a
+// changed credit policy takes effect.
+func (s *Service) loadApp(ctx context.Context, now time.Time) (store.App, error) {
+	if s.app.ID != 0 && now.Sub(s.appRead) < appRefresh && !now.Before(s.appRead) {
+		return s.app, nil
 	}
+	app, err := s.st.AppGetByName(ctx, s.opts.App)
+	if err != nil {
+		return store.App{}, fmt.Errorf("validator: %w", err)
+	}
+	if !KnownCreditPolicy(app.CreditPolicy) {
+		s.log.Warn("unknown credit policy; granting by FLOP estimate", "app", app.Name, "credit_policy", app.CreditPolicy)
+	}
+	s.app, s.appRead = app, now
+	return app, nil
+}
 
-	var v Verdict
-	if wu.CanonicalResultID == 0 {
-		v = Quorum(wu, candidates, outputs)
-	} else {
-		canon := Output{Missing: true}
-		for _, r := range j.Results {
-			if r.ID == wu.CanonicalResultID {
-				var err error
-				if canon, err = s.readOutput(r); err != nil {
-					return fmt.Errorf("validate workunit %d: canonical: %w", wu.ID, err)
-				}
-			}
+// list returns the next jobs to validate, going on from where the last
+// pass stopped and starting again from the first job once past the last.
+func (s *Service) list(ctx context.Context, appID int64) ([]store.WorkunitResults, error) {
+	for {
+		p := store.WorkunitListNeedValidateParams{AppID: appID, AfterID: s.cursor, Mod: s.opts.Mod,
+			ModIndex: s.opts.ModIndex, Limit: s.opts.Batch}
+		jobs, err := s.st.WorkunitListNeedValidate(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		rows := 0
+		for _, j := range jobs {
+			rows += len(j.Results)
 		}
 		switch {
-		case !canon.Missing:
-			v = AgainstCanonical(canon.Digest, candidates, outputs)
-		case wu.FileDeleteState == state.FileDeleteInit:
-			// The canonical output should still be there: a file system that
-			// is not all there must not turn good results into bad ones.
-			return fmt.Errorf("validate workunit %d: output of canonical result %d is missing", wu.ID, wu.CanonicalResultID)
+		case rows >= s.opts.Batch && len(jobs) > 0:
+			s.cursor = jobs[len(jobs)-1].Workunit.ID
+		case len(jobs) == 0 && s.cursor != 0:
+			s.cursor = 0
+			continue
 		default:
-			// The job's files are deleted: nothing to compare with.
-			v = Verdict{States: map[int64]state.ValidateState{}}
-			for _, r := range candidates {
-				v.States[r.ID] = state.ValidateTooLate
-			}
+			s.cursor = 0
+		}
+		return jobs, nil
+	}
+}
+
+// expected returns a known answer's expected output, cached.
+func (s *Service) expected(ctx context.Context, id int64) ([]byte, error) {
+	if out, ok := s.known[id]; ok {
+		return out, nil
+	}
+	k, err := s.st.KnownAnswerGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if k.Output == nil {
+		k.Output = []byte{}
+	}
+	if len(s.known) >= maxKnownAnswers {
+		clear(s.known)
+	}
+	s.known[id] = k.Output
+	return k.Output, nil
+}
+
+// validate judges and writes one job. An error is transient: nothing was
+// written.
+func (s *Service) validate(ctx context.Context, app store.App, j store.WorkunitResults, now int64, stats *passStats) error {
+	wu := j.Workunit
+	var expected []byte
+	if wu.KnownAnswerID != 0 {
+		var err error
+		if expected, err = s.expected(ctx, wu.KnownAnswerID); err != nil {
+			return fmt.Errorf("validate workunit %d: %w", wu.ID, err)
 		}
 	}
+	v, err := s.judge(ctx, wu, j.Results, expected)
+	if err != nil {
+		return fmt.Errorf("validate workunit %d: %w", wu.ID, err)
+	}
 
-	credit := Credit(wu.RscFpopsEst)
 	p := store.WorkunitValidateParams{ID: wu.ID, Now: now, TargetNResults: v.TargetNResults}
+	credit := wu.CanonicalCredit
 	if v.Canonical != 0 {
+		var claims []float64
+		for _, r := range j.Results {
+			if v.States[r.ID] == state.ValidateValid {
+				claims = append(claims, r.ClaimedCredit)
+			}
+		}
+		credit = GrantedCredit(app.CreditPolicy, wu, claims)
 		p.CanonicalResultID, p.CanonicalCredit = v.Canonical, credit
 	}
 	validateError := map[int64]bool{}
@@ -156,7 +257,7 @@ func (s *Service) validate(ctx context.Context, j store.WorkunitResults, now int
 		validateError[id] = true
 	}
 	var local passStats
-	for _, r := range candidates {
+	for _, r := range j.Results {
 		vs, ok := v.States[r.ID]
 		if !ok || vs == r.ValidateState {
 			continue
@@ -175,10 +276,12 @@ func (s *Service) validate(ctx context.Context, j store.WorkunitResults, now int
 			local.invalid++
 		case vs == state.ValidateInconclusive:
 			local.inconclusive++
+		case vs == state.ValidateTooLate:
+			local.tooLate++
 		}
 		p.Results = append(p.Results, rv)
 	}
-	err := s.st.WorkunitValidate(ctx, p)
+	err = s.st.WorkunitValidate(ctx, p)
 	if errors.Is(err, store.ErrConflict) {
 		s.m.conflicts.Inc()
 		stats.conflicts++
@@ -188,58 +291,21 @@ func (s *Service) validate(ctx context.Context, j store.WorkunitResults, now int
 	if err != nil {
 		return err
 	}
-	tooLate := len(p.Results) - local.valid - local.invalid - local.inconclusive - local.validateErrors
 	s.m.jobs.Inc()
 	s.m.results.WithLabelValues(outcomeValid).Add(float64(local.valid))
 	s.m.results.WithLabelValues(outcomeInvalid).Add(float64(local.invalid))
 	s.m.results.WithLabelValues(outcomeInconclusive).Add(float64(local.inconclusive))
 	s.m.results.WithLabelValues(outcomeValidateError).Add(float64(local.validateErrors))
-	s.m.results.WithLabelValues(outcomeTooLate).Add(float64(tooLate))
+	s.m.results.WithLabelValues(outcomeTooLate).Add(float64(local.tooLate))
 	s.m.credit.Add(local.credit)
 	stats.jobs++
 	stats.valid += local.valid
 	stats.invalid += local.invalid
 	stats.inconclusive += local.inconclusive
 	stats.validateErrors += local.validateErrors
+	stats.tooLate += local.tooLate
 	stats.credit += local.credit
 	s.log.Debug("validated job", "workunit_id", wu.ID, "canonical_resultid", v.Canonical,
-		"results_judged", len(p.Results), "target_nresults", v.TargetNResults)
+		"results_judged", len(p.Results), "target_nresults", v.TargetNResults, "credit", credit)
 	return nil
-}
-
-// readOutput digests the output files of instance r. An output that is not
-// there, or that r's file list names unusably, is Missing: the instance
-// failed. Any other read error is returned: it says nothing about the
-// instance.
-func (s *Service) readOutput(r store.Result) (Output, error) {
-	files, err := jobxml.ParseResult(r.XMLDocIn)
-	if err != nil {
-		return Output{Missing: true}, nil
-	}
-	h := sha256.New()
-	var n [8]byte
-	for _, f := range files {
-		path, err := fanout.Path(s.opts.UploadDir, f.Name, s.opts.Fanout)
-		if err != nil {
-			return Output{Missing: true}, nil
-		}
-		fh, err := os.Open(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return Output{Missing: true}, nil
-		}
-		if err != nil {
-			return Output{}, fmt.Errorf("read output of result %d: %w", r.ID, err)
-		}
-		size, err := io.Copy(h, fh)
-		fh.Close()
-		if err != nil {
-			return Output{}, fmt.Errorf("read output of result %d: %w", r.ID, err)
-		}
-		// The length after each file keeps (ab, c) and (a, bc) apart.
-		binary.BigEndian.PutUint64(n[:], uint64(size))
-		h.Write(n[:])
-	}
-	var out Output
-	h.Sum(out.Digest[:0])
-	return out, nil
 }

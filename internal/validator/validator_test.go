@@ -33,19 +33,33 @@ type bundle struct {
 	appID  int64
 	m      *Metrics
 	svc    *Service
+	// now is the service's clock, in Unix seconds.
+	now int64
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	b := &bundle{st: storetest.New(t), upload: t.TempDir(), m: NewMetrics(prometheus.NewRegistry())}
-	id, err := b.st.AppInsert(context.Background(), store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	return setupApp(t, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}, nil)
+}
+
+// setupApp is setup with app as the validated app and c as the checker.
+func setupApp(t *testing.T, app store.App, c Checker) *bundle {
+	t.Helper()
+	b := &bundle{st: storetest.New(t), upload: t.TempDir(), m: NewMetrics(prometheus.NewRegistry()), now: t0}
+	id, err := b.st.AppInsert(context.Background(), app)
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
 	b.appID = id
-	b.svc = New(b.st, slog.New(slog.DiscardHandler), b.m, Options{App: "demo", UploadDir: b.upload, Fanout: fanoutN,
-		Batch: 100, Now: func() time.Time { return time.Unix(t0, 0) }})
+	b.svc = b.service(Options{App: app.Name, Checker: c, Batch: 100})
 	return b
+}
+
+// service returns a validator on b's store, upload directory and clock.
+func (b *bundle) service(opts Options) *Service {
+	opts.UploadDir, opts.Fanout = b.upload, fanoutN
+	opts.Now = func() time.Time { return time.Unix(b.now, 0) }
+	return New(b.st, slog.New(slog.DiscardHandler), b.m, opts)
 }
 
 // addJob inserts a job of one day's computing awaiting validation.
@@ -354,6 +368,9 @@ func TestCanonicalOutputMissingIsRetried(t *testing.T) {
 	if _, err := b.svc.RunOnce(context.Background()); err == nil {
 		t.Fatalf("RunOnce with the canonical output missing = nil error, want one (retried later)")
 	}
+	if got := testutil.ToFloat64(b.m.transient); got != 1 {
+		t.Errorf("transient_errors_total = %v, want 1", got)
+	}
 	if r := b.result(t, late); r.ValidateState != state.ValidateInit {
 		t.Errorf("late result = %v, want still init", r.ValidateState)
 	}
@@ -361,6 +378,7 @@ func TestCanonicalOutputMissingIsRetried(t *testing.T) {
 	if _, err := b.st.DB().Exec(`UPDATE workunit SET file_delete_state = ? WHERE id = ?`, state.FileDeleteDone, wuID); err != nil {
 		t.Fatal(err)
 	}
+	b.now += int64(retryFirst / time.Second)
 	runOnce(t, b.svc)
 	if r := b.result(t, late); r.ValidateState != state.ValidateTooLate || r.GrantedCredit != 0 {
 		t.Errorf("late result after file deletion = %v credit %g, want too_late, 0", r.ValidateState, r.GrantedCredit)
@@ -383,8 +401,7 @@ func TestOnlyOwnAppAndReplica(t *testing.T) {
 		ids = append(ids, id)
 	}
 	foreign := b.addJob(t, "foreign", func(wu *store.Workunit) { wu.AppID = other })
-	svc := New(b.st, slog.New(slog.DiscardHandler), b.m, Options{App: "demo", UploadDir: b.upload, Fanout: fanoutN,
-		Mod: 2, ModIndex: 1, Batch: 3, Now: func() time.Time { return time.Unix(t0, 0) }})
+	svc := b.service(Options{App: "demo", Mod: 2, ModIndex: 1, Batch: 3})
 	for range 3 {
 		runOnce(t, svc)
 	}
@@ -404,5 +421,202 @@ func TestUnknownAppIsAnError(t *testing.T) {
 	svc := New(b.st, slog.New(slog.DiscardHandler), b.m, Options{App: "nope", UploadDir: b.upload, Fanout: fanoutN})
 	if _, err := svc.RunOnce(context.Background()); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("RunOnce for app nope = %v, want ErrNotFound", err)
+	}
+}
+
+func (b *bundle) exec(t *testing.T, query string, args ...any) {
+	t.Helper()
+	if _, err := b.st.DB().Exec(query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+func (b *bundle) host(t *testing.T, id int64) store.Host {
+	t.Helper()
+	h, err := b.st.HostGet(context.Background(), id)
+	if err != nil {
+		t.Fatalf("HostGet(%d): %v", id, err)
+	}
+	return h
+}
+
+func TestCreditPolicies(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		policy string
+		fixed  float64
+		claims [3]float64 // of the two agreeing instances and the cheater
+		want   float64
+	}{
+		{"fpops: from the job's estimate", store.CreditFpops, 0, [3]float64{10, 30, 1000}, 200},
+		{"fixed: the job's fixed credit", store.CreditFixed, 7, [3]float64{10, 30, 1000}, 7},
+		{"median of the valid instances' claims, the cheater's left out", store.CreditMedian, 0, [3]float64{10, 30, 1000}, 20},
+		{"median with no claims: fpops", store.CreditMedian, 0, [3]float64{0, 0, 1000}, 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupApp(t, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: tt.policy}, nil)
+			wuID := b.addJob(t, "job", func(wu *store.Workunit) { wu.FixedCredit = tt.fixed })
+			var users, ids [3]int64
+			for i, out := range []string{"right", "right", "wrong"} {
+				u, h := b.volunteer(t, fmt.Sprintf("v%d@example.com", i))
+				users[i] = u
+				ids[i] = b.addSuccess(t, wuID, fmt.Sprintf("job_%d", i), u, h, []byte(out), state.ValidateInit)
+				b.exec(t, `UPDATE result SET claimed_credit = ? WHERE id = ?`, tt.claims[i], ids[i])
+			}
+			runOnce(t, b.svc)
+			if wu := b.job(t, wuID); wu.CanonicalResultID != ids[0] || wu.CanonicalCredit != tt.want {
+				t.Errorf("job canonical %d credit %g, want %d, %g", wu.CanonicalResultID, wu.CanonicalCredit, ids[0], tt.want)
+			}
+			for i, want := range []float64{tt.want, tt.want, 0} {
+				if r := b.result(t, ids[i]); r.GrantedCredit != want {
+					t.Errorf("result %d granted %g, want %g", i, r.GrantedCredit, want)
+				}
+				if u, err := b.st.UserGet(context.Background(), users[i]); err != nil || u.TotalCredit != want {
+					t.Errorf("user %d total_credit %g (%v), want %g", i, u.TotalCredit, err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestKnownAnswerCatchesWrongHost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	res, err := b.st.DB().Exec(`INSERT INTO known_answer (create_time, appid, name, input, output) VALUES (?, ?, ?, ?, ?)`,
+		t0, b.appID, "ka", []byte("in"), []byte("42\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kaID, _ := res.LastInsertId()
+	wuID := b.addJob(t, "ka_1_x", func(wu *store.Workunit) {
+		wu.MinQuorum, wu.TargetNResults, wu.KnownAnswerID = 1, 1, kaID
+	})
+	u1, h1 := b.volunteer(t, "cheat@example.com")
+	u2, h2 := b.volunteer(t, "honest@example.com")
+	b.exec(t, `UPDATE host SET consecutive_valid = 9 WHERE id = ?`, h1)
+	wrong := b.addSuccess(t, wuID, "ka_1_x_0", u1, h1, []byte("41\n"), state.ValidateInit)
+	runOnce(t, b.svc)
+	if r := b.result(t, wrong); r.ValidateState != state.ValidateInvalid || r.GrantedCredit != 0 {
+		t.Errorf("wrong answer = %v credit %g, want invalid, 0", r.ValidateState, r.GrantedCredit)
+	}
+	if h := b.host(t, h1); h.ConsecutiveValid != 0 || h.ErrorStreak != 1 {
+		t.Errorf("caught host consecutive_valid %d error_streak %d, want 0, 1", h.ConsecutiveValid, h.ErrorStreak)
+	}
+	if wu := b.job(t, wuID); wu.CanonicalResultID != 0 || wu.NeedValidate {
+		t.Errorf("job canonical %d need_validate %v, want 0, false (another instance is needed)", wu.CanonicalResultID, wu.NeedValidate)
+	}
+
+	right := b.addSuccess(t, wuID, "ka_1_x_1", u2, h2, []byte("42\n"), state.ValidateInit)
+	b.exec(t, `UPDATE workunit SET need_validate = 1 WHERE id = ?`, wuID)
+	// The expected output is cached: a changed row is not read again.
+	b.exec(t, `UPDATE known_answer SET output = 'changed' WHERE id = ?`, kaID)
+	runOnce(t, b.svc)
+	if wu := b.job(t, wuID); wu.CanonicalResultID != right || wu.AssimilateState != state.AssimilateReady {
+		t.Errorf("job canonical %d assimilate %v, want %d, ready", wu.CanonicalResultID, wu.AssimilateState, right)
+	}
+	if h := b.host(t, h2); h.ConsecutiveValid != 1 || h.ErrorStreak != 0 || h.TotalCredit != 200 {
+		t.Errorf("honest host consecutive_valid %d error_streak %d credit %g, want 1, 0, 200", h.ConsecutiveValid,
+			h.ErrorStreak, h.TotalCredit)
+	}
+	if _, err := b.st.KnownAnswerGet(ctx, kaID+1000); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("KnownAnswerGet(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+func TestTransientErrorLeavesJobForLaterPass(t *testing.T) {
+	t.Parallel()
+	b := setupApp(t, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo"}, failingChecker{failOn: "flaky"})
+	u, h := b.volunteer(t, "a@example.com")
+	stuck := b.addJob(t, "stuck")
+	b.addSuccess(t, stuck, "stuck_0", u, h, []byte("flaky"), state.ValidateInit)
+	b.addSuccess(t, stuck, "stuck_1", u, h, []byte("flaky"), state.ValidateInit)
+	fine := b.addJob(t, "fine")
+	b.addSuccess(t, fine, "fine_0", u, h, []byte("ok"), state.ValidateInit)
+	b.addSuccess(t, fine, "fine_1", u, h, []byte("ok"), state.ValidateInit)
+
+	// One job failing does not fail the pass: the other is validated.
+	if n := runOnce(t, b.svc); n != 2 {
+		t.Errorf("RunOnce = %d jobs, want 2", n)
+	}
+	if wu := b.job(t, fine); wu.CanonicalResultID == 0 {
+		t.Errorf("the job beside a failing one was not validated")
+	}
+	if wu := b.job(t, stuck); !wu.NeedValidate || wu.CanonicalResultID != 0 {
+		t.Errorf("failing job need_validate %v canonical %d, want true, 0 (left for later)", wu.NeedValidate, wu.CanonicalResultID)
+	}
+	if got := testutil.ToFloat64(b.m.transient); got != 1 {
+		t.Errorf("transient_errors_total = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(b.m.retrying); got != 1 {
+		t.Errorf("jobs_retrying = %v, want 1", got)
+	}
+	// It is not tried again at once.
+	if n := runOnce(t, b.svc); n != 0 {
+		t.Errorf("RunOnce before the retry delay = %d jobs, want 0", n)
+	}
+	// The second failure in a row, alone in its pass, fails the pass; the
+	// delay doubles.
+	b.now += int64(retryFirst / time.Second)
+	if _, err := b.svc.RunOnce(context.Background()); err == nil {
+		t.Errorf("RunOnce with only a failing job = nil, want an error (the loop backs off)")
+	}
+	if rs := b.svc.retry[stuck]; rs.delay != 2*retryFirst {
+		t.Errorf("retry delay after two failures = %s, want %s", rs.delay, 2*retryFirst)
+	}
+	// Repaired, it is validated once its delay has passed.
+	for _, name := range []string{"stuck_0", "stuck_1"} {
+		path, _ := fanout.Path(b.upload, jobxml.OutputName(name, 0), fanoutN)
+		if err := os.WriteFile(path, []byte("ok"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.now += int64(2 * retryFirst / time.Second)
+	runOnce(t, b.svc)
+	if wu := b.job(t, stuck); wu.NeedValidate || wu.CanonicalResultID == 0 {
+		t.Errorf("repaired job need_validate %v canonical %d, want validated", wu.NeedValidate, wu.CanonicalResultID)
+	}
+	if got := testutil.ToFloat64(b.m.retrying); got != 0 {
+		t.Errorf("jobs_retrying = %v, want 0", got)
+	}
+}
+
+func TestPassesWalkPastJobsThatCannotBeJudged(t *testing.T) {
+	t.Parallel()
+	b := setupApp(t, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo"}, failingChecker{failOn: "flaky"})
+	u, h := b.volunteer(t, "a@example.com")
+	var stuck, fine []int64
+	for i := range 6 {
+		out := "ok"
+		if i < 3 {
+			out = "flaky"
+		}
+		name := fmt.Sprintf("job%d", i)
+		id := b.addJob(t, name)
+		b.addSuccess(t, id, name+"_0", u, h, []byte(out), state.ValidateInit)
+		b.addSuccess(t, id, name+"_1", u, h, []byte(out), state.ValidateInit)
+		if i < 3 {
+			stuck = append(stuck, id)
+		} else {
+			fine = append(fine, id)
+		}
+	}
+	// Two rows (one job) per pass: the three failing jobs come first.
+	svc := b.service(Options{App: "demo", Checker: failingChecker{failOn: "flaky"}, Batch: 2})
+	for range 6 {
+		_, _ = svc.RunOnce(context.Background())
+	}
+	for _, id := range fine {
+		if wu := b.job(t, id); wu.NeedValidate {
+			t.Errorf("job %d behind failing jobs was never validated", id)
+		}
+	}
+	for _, id := range stuck {
+		if wu := b.job(t, id); !wu.NeedValidate {
+			t.Errorf("failing job %d lost its need_validate", id)
+		}
 	}
 }

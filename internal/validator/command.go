@@ -1,0 +1,181 @@
+package validator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// Environment variables the Command checker's programs get, besides the
+// validator's own environment.
+const (
+	// EnvResultName and EnvResultID name the result whose output the init
+	// command checks.
+	EnvResultName = "TASKSERVER_RESULT_NAME"
+	EnvResultID   = "TASKSERVER_RESULT_ID"
+	// EnvResultA and EnvResultB name the two results the compare command
+	// compares; EnvFilesPerResult is how many of its arguments belong to
+	// each (A's files come first).
+	EnvResultA        = "TASKSERVER_RESULT_A"
+	EnvResultB        = "TASKSERVER_RESULT_B"
+	EnvFilesPerResult = "TASKSERVER_FILES_PER_RESULT"
+)
+
+// Exit statuses of the Command checker's programs.
+const (
+	// ExitAgree: the compare command found the outputs equivalent; the
+	// init command found the output acceptable.
+	ExitAgree = 0
+	// ExitDisagree: the compare command found the outputs different; the
+	// init command found the output invalid.
+	ExitDisagree = 1
+)
+
+// DefaultCommandTimeout bounds one run of a Command checker's program when
+// Timeout is 0.
+const DefaultCommandTimeout = time.Minute
+
+// Command is the Checker that asks programs of the project's own. InitArgv,
+// if set, is run with one result's output files appended: exit status 0
+// accepts the output, 1 rejects it (a validate error). CompareArgv is run
+// with the files of result A then those of result B appended: 0 means they
+// agree, 1 that they do not. Any other status, a program that cannot start,
+// or one running past Timeout (killed with everything it started) is a
+// transient error: the job is retried on a later pass. Programs must not
+// change the files. The argument lists are taken as given, without a shell.
+type Command struct {
+	// InitArgv is the optional init program and its fixed arguments.
+	InitArgv []string
+	// CompareArgv is the compare program and its fixed arguments.
+	CompareArgv []string
+	// Timeout bounds one run; 0 means DefaultCommandTimeout.
+	Timeout time.Duration
+}
+
+// Check reports a Command that cannot work.
+func (c Command) Check() error {
+	if len(c.CompareArgv) == 0 || c.CompareArgv[0] == "" {
+		return errors.New("command checker: no compare program")
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("command checker: timeout %s is negative", c.Timeout)
+	}
+	return nil
+}
+
+// commandOutput is one instance's output for Command: where its files are.
+type commandOutput struct {
+	name  string
+	files []string
+}
+
+// Init runs the init program, if any, on the result's files.
+func (c Command) Init(ctx context.Context, r store.Result, files []string) (any, error) {
+	out := commandOutput{name: r.Name, files: files}
+	if len(c.InitArgv) == 0 {
+		return out, nil
+	}
+	ok, err := c.run(ctx, c.InitArgv, files, EnvResultName+"="+r.Name, EnvResultID+"="+strconv.FormatInt(r.ID, 10))
+	if err != nil {
+		return nil, fmt.Errorf("init command for result %s: %w", r.Name, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("init command rejected the output of result %s: %w", r.Name, ErrInvalidOutput)
+	}
+	return out, nil
+}
+
+// Compare runs the compare program on both outputs' files. Outputs with
+// different numbers of files disagree without it.
+func (c Command) Compare(ctx context.Context, a, b any) (bool, error) {
+	oa, okA := a.(commandOutput)
+	ob, okB := b.(commandOutput)
+	if !okA || !okB {
+		return false, fmt.Errorf("command compare: got %T and %T, want command output", a, b)
+	}
+	if len(oa.files) != len(ob.files) {
+		return false, nil
+	}
+	args := append(append([]string(nil), oa.files...), ob.files...)
+	ok, err := c.run(ctx, c.CompareArgv, args, EnvResultA+"="+oa.name, EnvResultB+"="+ob.name,
+		EnvFilesPerResult+"="+strconv.Itoa(len(oa.files)))
+	if err != nil {
+		return false, fmt.Errorf("compare command for results %s and %s: %w", oa.name, ob.name, err)
+	}
+	return ok, nil
+}
+
+// Cleanup does nothing: the files belong to the upload directory.
+func (Command) Cleanup(any) {}
+
+// maxCommandOutput bounds the program output kept for an error message.
+const maxCommandOutput = 4096
+
+// run runs argv with args appended and env added, and maps its exit status:
+// ExitAgree → true, ExitDisagree → false, anything else → an error.
+func (c Command) run(ctx context.Context, argv, args []string, env ...string) (bool, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return false, errors.New("no program")
+	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = DefaultCommandTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], append(append([]string(nil), argv[1:]...), args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out := &cappedBuffer{max: maxCommandOutput}
+	cmd.Stdout, cmd.Stderr = out, out
+	killProcessGroup(cmd)
+	// Should something outlive the kill and hold the output pipe open, Wait
+	// gives up on it after this long rather than hang the pass.
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return false, fmt.Errorf("killed after %s (%w); output: %q", timeout, context.DeadlineExceeded, out.String())
+	case errors.As(err, &exit) && exit.ExitCode() == ExitDisagree:
+		return false, nil
+	default:
+		return false, fmt.Errorf("%w; output: %q", err, out.String())
+	}
+}
+
+// cappedBuffer keeps the first max bytes written to it and counts the rest.
+// It never fails a write, so a chatty program is not killed by a broken
+// pipe. Stdout and stderr share it, written from two goroutines.
+type cappedBuffer struct {
+	mu      sync.Mutex
+	max     int
+	buf     []byte
+	dropped int
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := min(len(p), b.max-len(b.buf))
+	b.buf = append(b.buf, p[:n]...)
+	b.dropped += len(p) - n
+	return len(p), nil
+}
+
+func (b *cappedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dropped == 0 {
+		return string(b.buf)
+	}
+	return string(b.buf) + fmt.Sprintf("... (%d more bytes)", b.dropped)
+}
