@@ -40,6 +40,9 @@ const (
 	flagNextRPCDelay        = "next-rpc-delay"
 	flagReportImmediately   = "report-immediately"
 	flagAccountCreation     = "account-creation"
+	flagARTrustValid        = "ar-trust-valid"
+	flagARSpotCheck         = "ar-spot-check"
+	flagQuarantineStreak    = "quarantine-streak"
 )
 
 func main() { daemon.Main(run) }
@@ -58,7 +61,7 @@ func run(ctx context.Context, args []string) error {
 func flags() []cli.Flag {
 	env := func(name string) []string { return []string{config.EnvName(name)} }
 	fs := append(config.CommonFlags(""), config.ShmFlag())
-	return append(fs,
+	fs = append(fs,
 		&cli.StringFlag{Name: flagAddr, Value: "127.0.0.1:8080", EnvVars: env(flagAddr),
 			Usage: "address of the public HTTP server (master page, scheduler, downloads, uploads; and /metrics, /healthz unless --listen is set)"},
 		&cli.StringFlag{Name: flagURLBase, Value: "http://127.0.0.1:8080", EnvVars: env(flagURLBase),
@@ -85,7 +88,14 @@ func flags() []cli.Flag {
 			Usage: "ask clients to report each result as soon as its output is uploaded (--report-immediately=false: clients batch reports)"},
 		&cli.BoolFlag{Name: flagAccountCreation, Value: false, EnvVars: env(flagAccountCreation),
 			Usage: "let volunteers create accounts with create_account.php (the Manager's wizard, boinccmd --create_account)"},
+		&cli.IntFlag{Name: flagARTrustValid, Value: 10, EnvVars: env(flagARTrustValid),
+			Usage: "valid results in a row (with no error since) that make a host trusted: adaptive replication then sends it jobs alone, and it may get tail copies if it also reports quickly"},
+		&cli.Float64Flag{Name: flagARSpotCheck, Value: 0.1, EnvVars: env(flagARSpotCheck),
+			Usage: "least probability (0..1) that an adaptive replication job sent to a trusted host is replicated anyway"},
+		&cli.IntFlag{Name: flagQuarantineStreak, Value: 5, EnvVars: env(flagQuarantineStreak),
+			Usage: "errors or invalid results in a row that quarantine a host: one task at a time, never trusted (0: no quarantine)"},
 	)
+	return append(fs, submitAPIFlags()...)
 }
 
 func serve(ctx context.Context, c *cli.Context) error {
@@ -107,6 +117,15 @@ func serve(ctx context.Context, c *cli.Context) error {
 	}
 	if d := c.Duration(flagNextRPCDelay); d < 0 {
 		errs = append(errs, fmt.Errorf("--%s %s: want 0 or a positive duration", flagNextRPCDelay, d))
+	}
+	if n := c.Int(flagARTrustValid); n < 1 {
+		errs = append(errs, fmt.Errorf("--%s %d: want at least 1", flagARTrustValid, n))
+	}
+	if p := c.Float64(flagARSpotCheck); !(p >= 0 && p <= 1) {
+		errs = append(errs, fmt.Errorf("--%s %v: want a probability between 0 and 1", flagARSpotCheck, p))
+	}
+	if n := c.Int(flagQuarantineStreak); n < 0 {
+		errs = append(errs, fmt.Errorf("--%s %d: want 0 (off) or more", flagQuarantineStreak, n))
 	}
 	if c.String(flagAddr) == "" {
 		errs = append(errs, fmt.Errorf("--%s is empty", flagAddr))
@@ -171,6 +190,9 @@ func serve(ctx context.Context, c *cli.Context) error {
 		MaxResultsPerRPC:     c.Int(flagMaxResultsPerRPC),
 		MaxInProgressPerCPU:  c.Int(flagMaxInProgressPerCPU),
 		MaxBodyBytes:         c.Int64(flagMaxBodyBytes),
+		ARTrustValid:         c.Int(flagARTrustValid),
+		ARSpotCheck:          c.Float64(flagARSpotCheck),
+		QuarantineStreak:     c.Int(flagQuarantineStreak),
 		Logger:               log,
 		Registerer:           reg,
 	})
@@ -208,9 +230,13 @@ func serve(ctx context.Context, c *cli.Context) error {
 	if cfg.Listen == "" {
 		r.admin = admin
 	}
+	mux := newMux(r)
+	if err := mountSubmitAPI(c, mux, st, log); err != nil {
+		return err
+	}
 	log.Info("serving", "url_base", urlBase, "shm_path", shmPath)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return daemon.Serve(gctx, log, c.String(flagAddr), newMux(r)) })
+	g.Go(func() error { return daemon.Serve(gctx, log, c.String(flagAddr), mux) })
 	if cfg.Listen != "" {
 		g.Go(func() error { return daemon.Serve(gctx, log, cfg.Listen, admin) })
 	}

@@ -107,6 +107,9 @@ func TestRunServesEverythingOnOneAddress(t *testing.T) {
 	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, `taskserver_scheduler_requests_total{outcome="bad_authenticator"} 1`) {
 		t.Fatalf("GET /metrics = %d, lacks the request count:\n%s", code, body)
 	}
+	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, `taskserver_scheduler_ar_sends_total{replicated="true"} 0`) {
+		t.Fatalf("GET /metrics = %d, lacks the adaptive replication sends:\n%s", code, body)
+	}
 	if code, body := get(t, base+"/get_project_config.php"); code != 200 || !strings.Contains(body, "<name>Smoke</name>") ||
 		!strings.Contains(body, "<account_creation_disabled>1</account_creation_disabled>") {
 		t.Fatalf("GET /get_project_config.php = %d, want the project named and account creation off (the default):\n%s", code, body)
@@ -116,5 +119,21 @@ func TestRunServesEverythingOnOneAddress(t *testing.T) {
 	}
 	if code, _ := get(t, base+"/download/0/nothing"); code != http.StatusNotFound {
 		t.Fatalf("GET of a missing download = %d, want 404", code)
+	}
+}
+
+// TestRunRefusesBadPolicyFlags is not parallel: it runs a cli app (the
+// urfave/cli help flag race).
+func TestRunRefusesBadPolicyFlags(t *testing.T) {
+	dir := t.TempDir()
+	err := run(context.Background(), []string{"scheduler", "--db-dsn", "root@tcp(127.0.0.1:1)/none", "--project-dir", dir,
+		"--ar-trust-valid", "0", "--ar-spot-check", "1.5", "--quarantine-streak", "-1"})
+	if err == nil {
+		t.Fatal("run with bad policy flags = nil, want an error")
+	}
+	for _, f := range []string{"--ar-trust-valid 0", "--ar-spot-check 1.5", "--quarantine-streak -1"} {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("run with bad policy flags = %q, want it to name %s", err, f)
+		}
 	}
 }

@@ -9,18 +9,50 @@
 // feeder's shared-memory cache, subject to the host's platform, memory, disk,
 // deadline feasibility (a fair-share queue prediction) and in-progress limit.
 //
+// Policies applied when sending:
+//   - homogeneous redundancy: a job of an app with homogeneous_redundancy
+//     goes only to hosts of one class (OS family × CPU vendor, × CPU model
+//     family in fine mode), the class of the first host it was sent to;
+//   - adaptive replication: a job of such an app (min_quorum 1,
+//     replication_quorum q) is sent alone to a trusted host (enough valid
+//     results in a row, no error since), except for random spot checks
+//     whose chance falls as the host proves itself; to any other host it is
+//     replicated: its quorum is raised to q in the send transaction;
+//   - quarantine: a host whose error streak reached --quarantine-streak
+//     gets one task at a time and is never trusted;
+//   - reliable-only instances (result.send_flags, tail copies of a batch's
+//     last jobs) go only to trusted hosts that report within a quarter of
+//     the job's delay bound;
+//   - a job whose description cannot be sent at all gets its instance set
+//     OVER/COULDNT_SEND.
+//
+// Reports are recorded while the instance is in progress, and also after it
+// timed out or was marked detached (late results are never dropped); a
+// success for a job already failed or assimilated is TOO_LATE. A client
+// that attached anew (same cpid, no host id or another user's) has its old
+// host's tasks in progress marked CLIENT_DETACHED.
+//
 // Reads: user (by authenticator), host, result and workunit rows of the
 // requesting host, the result rows (joined to their workunit) the host lists
 // in <other_results>, the shared-memory cache (slots and static tables).
 // Writes, each state change in its own short transaction:
 //   - host: a new row, or the host_info columns, rpc_seqno and rpc_time;
+//   - host: also error_streak and consecutive_valid on a reported client
+//     error, avg_turnaround on a reported success (relative updates, in
+//     the report's transaction);
 //   - result: UNSENT → IN_PROGRESS on send (hostid, userid, sent_time,
 //     report_deadline, app_version_id, app_version_num), conditional on
-//     UNSENT; IN_PROGRESS → OVER on report (outcome, client_state,
+//     UNSENT; UNSENT → OVER/COULDNT_SEND; IN_PROGRESS (or OVER/NO_REPLY,
+//     OVER/CLIENT_DETACHED) → OVER on report (outcome, client_state,
 //     exit_status, cpu_time, elapsed_time, received_time, stderr_out,
-//     xml_doc_out, validate_state), conditional on IN_PROGRESS and hostid;
-//   - workunit.transition_time: moved to now on report, and no later than
-//     the deadline on send, so the transitioner looks at the job again;
+//     xml_doc_out, validate_state, claimed_credit), conditional on the
+//     state read and hostid; IN_PROGRESS → OVER/CLIENT_DETACHED;
+//   - workunit.transition_time: moved to now on report, detach and
+//     COULDNT_SEND, and no later than the deadline on send, so the
+//     transitioner looks at the job again;
+//   - workunit.hr_class (0 → the host's class, conditional) and, under
+//     adaptive replication, min_quorum and target_nresults (raised to
+//     replication_quorum), in the send transaction;
 //   - workunit_user: one row per (job, user) sent, whose primary key keeps
 //     two instances of one job from ever reaching one user.
 //

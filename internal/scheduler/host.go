@@ -33,6 +33,12 @@ const (
 //     hosts is that host coming back after a detach: it gets its old id
 //     rather than a duplicate row.
 //
+// A client that attached anew has lost the tasks its host held: when it
+// comes back by cpid listing and reporting no tasks, or names another user's host while
+// the user has a host with its cpid (replaced now by a new row), that
+// host's tasks in progress become CLIENT_DETACHED and their jobs are woken,
+// so they are sent elsewhere at once instead of at their deadlines.
+//
 // Whenever the host differs from the id sent, the reply carries <hostid>;
 // the client then restarts its rpc_seqno at 0, which is what is stored. The
 // id is not sent otherwise: a client that already has one takes a new id as
@@ -75,6 +81,18 @@ func (s *Service) recordHost(ctx context.Context, x *rpc, ip string) error {
 		x.host.RPCSeqno = 0
 		x.reply.HostID = x.host.ID
 	default:
+		// Naming another user's host, the client replaces the user's own
+		// host with its cpid, if there is one.
+		var replaced int64
+		if why == hostForeign {
+			old, ok, err := s.hostByCPID(ctx, x)
+			if err != nil {
+				return err
+			}
+			if ok {
+				replaced = old.ID
+			}
+		}
 		h := hostFromRequest(store.Host{CreateTime: x.now, UserID: x.user.ID}, req, ip, x.now)
 		h.RPCSeqno = 0
 		id, err := s.st.HostInsert(ctx, h)
@@ -86,15 +104,37 @@ func (s *Service) recordHost(ctx context.Context, x *rpc, ip string) error {
 		x.reply.HostID = id
 		s.log.Debug("new host", "host_id", id, "user_id", x.user.ID, "reason", why, "sent_host_id", req.HostID,
 			"rpc_seqno", req.RPCSeqno)
+		if replaced != 0 {
+			s.detach(ctx, x, replaced)
+		}
 		return nil
-	}
-	if why == hostReattach {
-		s.log.Debug("host came back without its id", "host_id", x.host.ID, "user_id", x.user.ID)
 	}
 	if err := s.st.HostUpdateRPC(ctx, x.host); err != nil {
 		return fmt.Errorf("%w: %w", errUnavailable, err)
 	}
+	if why == hostReattach {
+		s.log.Debug("host came back without its id", "host_id", x.host.ID, "user_id", x.user.ID)
+		// A client still listing or reporting tasks has not lost them.
+		if len(req.OtherResults) == 0 && len(req.Results) == 0 {
+			s.detach(ctx, x, x.host.ID)
+		}
+	}
 	return nil
+}
+
+// detach marks the tasks in progress on host hostID CLIENT_DETACHED. A
+// failure is logged, not returned: the tasks then simply time out.
+func (s *Service) detach(ctx context.Context, x *rpc, hostID int64) {
+	n, err := s.st.ResultDetachHost(ctx, hostID, x.now)
+	s.m.detached.Add(float64(n))
+	if err != nil {
+		s.log.Error("mark results of a detached client", "host_id", hostID, "user_id", x.user.ID, "error", err)
+		return
+	}
+	if n > 0 {
+		s.log.Info("client attached anew: its results in progress marked detached", "host_id", hostID,
+			"user_id", x.user.ID, "results", n)
+	}
 }
 
 // hostByCPID finds the user's host with the cpid the request's host_info

@@ -32,13 +32,18 @@ const (
 	reasonDeadline        = "deadline"
 	reasonInProgressLimit = "in_progress_limit"
 	reasonOnePerUser      = "one_per_user"
+	reasonHR              = "homogeneous_redundancy"
+	reasonQuarantined     = "quarantined"
+	reasonReliableOnly    = "reliable_only"
 )
 
 // Cache claim results (label values of cache_claims_total).
 const (
-	claimOK         = "ok"
-	claimConflict   = "conflict"
-	claimOnePerUser = "one_per_user"
+	claimOK          = "ok"
+	claimConflict    = "conflict"
+	claimOnePerUser  = "one_per_user"
+	claimHRMismatch  = "hr_mismatch"  // the job was bound to another host class meanwhile
+	claimCouldntSend = "couldnt_send" // the job cannot be sent at all: COULDNT_SEND
 )
 
 type metrics struct {
@@ -50,6 +55,9 @@ type metrics struct {
 	noWork          *prometheus.CounterVec
 	claims          *prometheus.CounterVec
 	resultsAborted  *prometheus.CounterVec
+	arSends         *prometheus.CounterVec
+	lateReports     prometheus.Counter
+	detached        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -72,11 +80,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "no_work_total", Help: "Work requests answered with no work, by main reason."},
 			[]string{"reason"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
-			Name: "cache_claims_total", Help: "Cache slots claimed, by result (ok: sent; conflict: taken or no longer unsent; one_per_user: job already sent to the user)."},
+			Name: "cache_claims_total", Help: "Cache slots claimed, by result (ok: sent; conflict: taken or no longer unsent; one_per_user: job already sent to the user; hr_mismatch: job bound to another host class; couldnt_send: job cannot be sent, instance set COULDNT_SEND)."},
 			[]string{"result"}),
 		resultsAborted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "results_aborted_total", Help: "Tasks a host listed that it was told to drop, by kind (abort: unknown, not this host's, or over; if_not_started: its job is already done)."},
 			[]string{"kind"}),
+		arSends: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "ar_sends_total", Help: "Results of adaptive replication apps sent, by whether the job was replicated (host untrusted or spot-checked) or trusted to the host alone."},
+			[]string{"replicated"}),
+		lateReports: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "late_reports_total", Help: "Results reported after they timed out or were marked detached, and recorded all the same."}),
+		detached: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "results_detached_total", Help: "Results in progress marked CLIENT_DETACHED because their host's client attached anew."}),
 	}
 	for _, o := range []string{outcomeOK, outcomeBadRequest, outcomeTooLarge, outcomeBadAuthenticator, outcomeUnavailable} {
 		m.requests.WithLabelValues(o)
@@ -84,15 +99,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, o := range []string{reportSuccess, reportClientError, reportIgnored, reportError} {
 		m.resultsReported.WithLabelValues(o)
 	}
-	for _, r := range []string{reasonNoCachedWork, reasonPlatform, reasonMemory, reasonDisk, reasonDeadline, reasonInProgressLimit, reasonOnePerUser} {
+	for _, r := range []string{reasonNoCachedWork, reasonPlatform, reasonMemory, reasonDisk, reasonDeadline, reasonInProgressLimit,
+		reasonOnePerUser, reasonHR, reasonQuarantined, reasonReliableOnly} {
 		m.noWork.WithLabelValues(r)
 	}
-	for _, r := range []string{claimOK, claimConflict, claimOnePerUser} {
+	for _, r := range []string{claimOK, claimConflict, claimOnePerUser, claimHRMismatch, claimCouldntSend} {
 		m.claims.WithLabelValues(r)
 	}
 	for _, k := range []string{abortNow, abortIfNotStarted} {
 		m.resultsAborted.WithLabelValues(k)
 	}
-	reg.MustRegister(m.requests, m.duration, m.resultsSent, m.resultsResent, m.resultsReported, m.noWork, m.claims, m.resultsAborted)
+	for _, r := range []string{"true", "false"} {
+		m.arSends.WithLabelValues(r)
+	}
+	reg.MustRegister(m.requests, m.duration, m.resultsSent, m.resultsResent, m.resultsReported, m.noWork, m.claims, m.resultsAborted,
+		m.arSends, m.lateReports, m.detached)
 	return m
 }

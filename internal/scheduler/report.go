@@ -46,7 +46,15 @@ func (s *Service) handleReports(ctx context.Context, x *rpc) {
 	}
 }
 
-// report records one reported result and returns its metric outcome.
+// reportAttempts bounds how often a report is retried after the instance
+// changed under it (timed out between the read and the update): each retry
+// reads it again, so a late report still lands.
+const reportAttempts = 3
+
+// report records one reported result and returns its metric outcome. An
+// instance of this host is recorded while IN_PROGRESS, and also after it
+// timed out or was marked detached: a late result is still a result, and
+// the transitioner and validator take it as it comes.
 func (s *Service) report(ctx context.Context, x *rpc, name string, rr *protocol.ReportResult) string {
 	if len(name) > 254 || !utf8.ValidString(name) {
 		return reportIgnored // no result has such a name
@@ -60,9 +68,9 @@ func (s *Service) report(ctx context.Context, x *rpc, name string, rr *protocol.
 		s.log.Error("look up reported result", "result", name, "host_id", x.host.ID, "error", err)
 		return reportError
 	}
-	if r.HostID != x.host.ID || r.ServerState != state.ServerInProgress {
+	if !reportable(r, x.host.ID) {
 		s.log.Debug("report of a result not in progress on this host", "result_id", r.ID, "host_id", x.host.ID,
-			"result_host_id", r.HostID, "server_state", r.ServerState.String())
+			"result_host_id", r.HostID, "server_state", r.ServerState.String(), "outcome", r.Outcome.String())
 		return reportIgnored
 	}
 	outputs, _ := jobxml.ParseResult(r.XMLDocIn)
@@ -82,32 +90,74 @@ func (s *Service) report(ctx context.Context, x *rpc, name string, rr *protocol.
 		}
 	}
 	p := store.ResultReportParams{
-		ResultID:    r.ID,
-		WorkunitID:  r.WorkunitID,
-		HostID:      x.host.ID,
-		Outcome:     outcome,
-		ClientState: state.ClientState(clampInt32(int64(rr.State))),
-		ExitStatus:  int(clampInt32(int64(rr.ExitStatus))),
-		CPUTime:     finite(rr.FinalCPUTime),
-		ElapsedTime: finite(rr.FinalElapsedTime),
-		StderrOut:   clip(rr.StderrOut, maxBlob),
-		XMLDocOut:   outputDoc(rr.FileInfos, outputs),
-		Now:         x.now,
+		ResultID:      r.ID,
+		WorkunitID:    r.WorkunitID,
+		HostID:        x.host.ID,
+		Outcome:       outcome,
+		ClientState:   state.ClientState(clampInt32(int64(rr.State))),
+		ExitStatus:    int(clampInt32(int64(rr.ExitStatus))),
+		CPUTime:       finite(rr.FinalCPUTime),
+		ElapsedTime:   finite(rr.FinalElapsedTime),
+		StderrOut:     clip(rr.StderrOut, maxBlob),
+		XMLDocOut:     outputDoc(rr.FileInfos, outputs),
+		ClaimedCredit: claimedCredit(rr.FinalCPUTime, rr.FinalElapsedTime, x.host.PFpops),
+		Now:           x.now,
 	}
-	err = s.st.ResultReport(ctx, p)
+	for attempt := 1; ; attempt++ {
+		p.FromState, p.FromOutcome = r.ServerState, r.Outcome
+		p.Turnaround = 0
+		if r.SentTime > 0 && x.now > r.SentTime {
+			p.Turnaround = float64(x.now - r.SentTime)
+		}
+		err = s.st.ResultReport(ctx, p)
+		if !errors.Is(err, store.ErrConflict) || attempt == reportAttempts {
+			break
+		}
+		// Changed since it was read: timed out a moment ago (then it is
+		// taken late), or reported by a concurrent request (then ignored).
+		if r, err = s.st.ResultGetByName(ctx, name); err != nil {
+			s.log.Error("look up reported result", "result", name, "host_id", x.host.ID, "error", err)
+			return reportError
+		}
+		if !reportable(r, x.host.ID) {
+			return reportIgnored
+		}
+	}
 	if errors.Is(err, store.ErrConflict) {
-		// Timed out or reported by a concurrent request a moment ago.
 		return reportIgnored
 	}
 	if err != nil {
 		s.log.Error("record reported result", "result_id", r.ID, "host_id", x.host.ID, "error", err)
 		return reportError
 	}
-	s.log.Debug("result reported", "result_id", r.ID, "host_id", x.host.ID, "outcome", outcome.String())
+	late := r.ServerState == state.ServerOver
+	if late {
+		s.m.lateReports.Inc()
+	}
+	// Later decisions in this request see the host as the report left it.
+	switch outcome {
+	case state.OutcomeClientError:
+		x.host.ErrorStreak++
+		x.host.ConsecutiveValid = 0
+	case state.OutcomeSuccess:
+		if p.Turnaround > 0 {
+			x.host.AvgTurnaround = store.NextAvgTurnaround(x.host.AvgTurnaround, p.Turnaround)
+		}
+	}
+	s.log.Debug("result reported", "result_id", r.ID, "host_id", x.host.ID, "outcome", outcome.String(), "late", late)
 	if clientErr {
 		return reportClientError
 	}
 	return reportSuccess
+}
+
+// reportable reports whether host hostID may report instance r: it is the
+// host's, and in progress or over without a result (timed out or detached).
+func reportable(r store.Result, hostID int64) bool {
+	if r.HostID != hostID {
+		return false
+	}
+	return r.ServerState == state.ServerInProgress || (r.ServerState == state.ServerOver && store.LateOutcome(r.Outcome))
 }
 
 // reportOutcome is BOINC's rule: success iff the client uploaded the outputs

@@ -3,9 +3,13 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 
+	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -20,10 +24,13 @@ var noWorkText = map[string]string{
 	reasonDeadline:        "The available tasks would not finish before their deadlines on your computer",
 	reasonInProgressLimit: "Your computer has reached this project's limit of tasks in progress",
 	reasonOnePerUser:      "The available tasks have already been sent to your account",
+	reasonHR:              "The available tasks are reserved for computers of another type (homogeneous redundancy)",
+	reasonQuarantined:     "Your computer has returned too many errors lately: it gets one task at a time until it returns a valid result",
+	reasonReliableOnly:    "The available tasks are reserved for computers that return valid results quickly",
 }
 
 // rejectOrder breaks ties between reasons, most specific first.
-var rejectOrder = []string{reasonMemory, reasonDisk, reasonDeadline, reasonOnePerUser, reasonPlatform}
+var rejectOrder = []string{reasonMemory, reasonDisk, reasonDeadline, reasonOnePerUser, reasonHR, reasonReliableOnly, reasonPlatform}
 
 // sendItem is a result going into the reply.
 type sendItem struct {
@@ -133,7 +140,8 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 	if n <= 0 {
 		return nil, reasonNoCachedWork
 	}
-	limit := s.opts.MaxInProgressPerCPU * max(x.host.PNCPUs, 1)
+	quar := quarantined(x.host, s.opts.QuarantineStreak)
+	limit := inProgressLimit(x.host, s.opts.MaxInProgressPerCPU, quar)
 	wantSecs := max(finite(x.req.WorkReqSeconds), finite(x.req.CPUReqSecs))
 	wantJobs := int(math.Ceil(min(finite(x.req.CPUReqInstances), float64(s.opts.MaxResultsPerRPC))))
 	var (
@@ -149,6 +157,9 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 		}
 		if nheld+len(sent) >= limit {
 			if len(sent) == 0 {
+				if quar {
+					return nil, reasonQuarantined
+				}
 				return nil, reasonInProgressLimit
 			}
 			break
@@ -171,6 +182,15 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 			rejected[reasonPlatform]++
 			continue
 		}
+		if e.Flags&store.SendReliableOnly != 0 && (quar || !reliableHost(x.host, s.opts.ARTrustValid, e.DelayBound)) {
+			rejected[reasonReliableOnly]++
+			continue
+		}
+		hr := hrClass(v.app.HomogeneousRedundancy, x.host.OSName, x.host.PVendor, x.host.PModel)
+		if hr != 0 && e.HRClass != 0 && int(e.HRClass) != hr {
+			rejected[reasonHR]++
+			continue
+		}
 		if why := q.check(e); why != "" {
 			rejected[why]++
 			continue
@@ -186,6 +206,8 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 			s.m.claims.WithLabelValues(claimConflict).Inc()
 			continue
 		}
+		replicate := v.app.AdaptiveReplication &&
+			s.opts.Rand() < replicationProbability(x.host, s.opts.ARTrustValid, s.opts.ARSpotCheck, quar)
 		err := s.st.ResultSend(ctx, store.ResultSendParams{
 			ResultID:       e.ResultID,
 			WorkunitID:     e.WorkunitID,
@@ -195,12 +217,18 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 			AppVersionNum:  v.versionNum,
 			ReportDeadline: x.now + e.DelayBound,
 			Now:            x.now,
+			HRClass:        hr,
+			Replicate:      replicate,
+			CheckWorkunit:  s.sendable,
 		})
 		switch {
 		case err == nil:
 			c.Release(cl)
 			s.m.claims.WithLabelValues(claimOK).Inc()
 			s.m.resultsSent.Inc()
+			if v.app.AdaptiveReplication {
+				s.m.arSends.WithLabelValues(strconv.FormatBool(replicate)).Inc()
+			}
 			sent = append(sent, sendItem{resultID: e.ResultID, v: v})
 			covered += q.runtime(e.RscFpopsEst)
 			q.add(e.RscFpopsEst, e.RscDiskBound)
@@ -210,6 +238,20 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 			c.Unclaim(cl)
 			s.m.claims.WithLabelValues(claimOnePerUser).Inc()
 			rejected[reasonOnePerUser]++
+			skipJob[e.WorkunitID] = true
+		case errors.Is(err, store.ErrHRMismatch):
+			// Bound to another class since the feeder cached it: hosts of
+			// that class may take it.
+			c.Unclaim(cl)
+			s.m.claims.WithLabelValues(claimHRMismatch).Inc()
+			rejected[reasonHR]++
+			skipJob[e.WorkunitID] = true
+		case errors.Is(err, store.ErrCouldntSend):
+			// No host could run it: the transitioner now deals with the job.
+			c.Release(cl)
+			s.m.claims.WithLabelValues(claimCouldntSend).Inc()
+			s.log.Warn("job cannot be sent: instance set COULDNT_SEND", "result_id", e.ResultID,
+				"workunit_id", e.WorkunitID, "error", err)
 			skipJob[e.WorkunitID] = true
 		case errors.Is(err, store.ErrConflict):
 			// No longer unsent (timed out, cancelled, sent by a scheduler
@@ -237,4 +279,20 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 		}
 	}
 	return nil, best
+}
+
+// sendable returns why a job cannot be sent to any host, or nil: its
+// description must parse and name only valid input files, or a client could
+// never run it.
+func (s *Service) sendable(wu store.Workunit) error {
+	in, err := jobxml.ParseWorkunit(wu.XMLDoc)
+	if err != nil {
+		return err
+	}
+	for _, f := range in.Inputs {
+		if _, err := fanout.Rel(f.Name, s.opts.Fanout); err != nil {
+			return fmt.Errorf("input file %q: %w", f.Name, err)
+		}
+	}
+	return nil
 }

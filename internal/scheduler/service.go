@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -32,6 +33,7 @@ type Store interface {
 	ResultListByIDs(ctx context.Context, ids []int64) ([]store.Result, error)
 	ResultListByNames(ctx context.Context, names []string) ([]store.ResultByName, error)
 	ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]store.HostResult, error)
+	ResultDetachHost(ctx context.Context, hostID, now int64) (int, error)
 	ResultReport(ctx context.Context, p store.ResultReportParams) error
 	ResultSend(ctx context.Context, p store.ResultSendParams) error
 	UserGetByAuthenticator(ctx context.Context, auth string) (store.User, error)
@@ -81,6 +83,22 @@ type Options struct {
 	MaxResultsPerRPC int
 	// MaxInProgressPerCPU bounds the results a host holds, per CPU; default 4.
 	MaxInProgressPerCPU int
+	// ARTrustValid is how many valid results in a row (and no error since)
+	// make a host trusted by adaptive replication, and one of the tests of
+	// a reliable host (reliable-only instances); default 10.
+	ARTrustValid int
+	// ARSpotCheck is the least probability, in [0, 1], that a job of an
+	// adaptive replication app sent to a trusted host is replicated anyway;
+	// 0 never spot-checks (the command's flag defaults to 0.1).
+	ARSpotCheck float64
+	// QuarantineStreak is the error streak (error or invalid results in a
+	// row) at which a host is quarantined: one task at a time, no
+	// reliable-only tasks, never trusted; 0 turns quarantine off (the
+	// command's flag defaults to 5).
+	QuarantineStreak int
+	// Rand draws adaptive replication's spot checks, uniform in [0, 1);
+	// default math/rand/v2's Float64.
+	Rand func() float64
 	// MaxBodyBytes bounds a request body; default 1 MiB.
 	MaxBodyBytes int64
 	// Timeout bounds the handling of one request; default 30s.
@@ -148,6 +166,16 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.MaxInProgressPerCPU <= 0 {
 		opts.MaxInProgressPerCPU = 4
+	}
+	if opts.ARTrustValid <= 0 {
+		opts.ARTrustValid = 10
+	}
+	opts.ARSpotCheck = clamp01(opts.ARSpotCheck)
+	if opts.QuarantineStreak < 0 {
+		opts.QuarantineStreak = 0
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Float64
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 1 << 20
