@@ -149,6 +149,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 		covered  float64
 		seen     int
 		rejected = map[string]int{}
+		hrBound  = map[int64]bool{} // jobs found bound to another host class
 	)
 	start := rand.IntN(n)
 	for k := 0; k < n; k++ {
@@ -173,6 +174,10 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 			continue
 		}
 		seen++
+		if hrBound[e.WorkunitID] {
+			rejected[reasonHR]++
+			continue
+		}
 		if skipJob[e.WorkunitID] {
 			rejected[reasonOnePerUser]++
 			continue
@@ -245,7 +250,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 			c.Unclaim(cl)
 			s.m.claims.WithLabelValues(claimHRMismatch).Inc()
 			rejected[reasonHR]++
-			skipJob[e.WorkunitID] = true
+			hrBound[e.WorkunitID] = true
 		case errors.Is(err, store.ErrCouldntSend):
 			// No host could run it: the transitioner now deals with the job.
 			c.Release(cl)

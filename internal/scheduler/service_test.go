@@ -136,6 +136,15 @@ type job struct {
 	memory     float64
 	disk       float64
 	delayBound int64
+	// replicationQuorum makes an adaptive replication job: min_quorum and
+	// target_nresults 1, raised to this when replicated.
+	replicationQuorum int
+	// sendFlags is each instance's send_flags, also in its cache entry.
+	sendFlags int
+	// hrClass is the job's hr_class, also in its cache entries.
+	hrClass int
+	// xmlDoc replaces the job's description when set.
+	xmlDoc string
 }
 
 // addJob creates a job with its instances UNSENT and puts them in the cache.
@@ -155,10 +164,18 @@ func (f *fixture) addJob(name string, j job) (int64, []int64) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	if j.xmlDoc != "" {
+		doc = j.xmlDoc
+	}
+	target := j.instances
+	if j.replicationQuorum > 0 {
+		target = 1
+	}
 	wuID := f.must(f.st.WorkunitInsert(f.ctx, store.Workunit{CreateTime: 1, AppID: f.appID, Name: name, XMLDoc: doc,
 		RscFpopsEst: j.fpops, RscFpopsBound: 10 * j.fpops, RscMemoryBound: j.memory, RscDiskBound: j.disk,
-		DelayBound: j.delayBound, TransitionTime: state.NoTransition, MinQuorum: 1, TargetNResults: j.instances,
-		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3}))
+		DelayBound: j.delayBound, TransitionTime: state.NoTransition, MinQuorum: 1, TargetNResults: target,
+		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, ReplicationQuorum: j.replicationQuorum,
+		HRClass: j.hrClass}))
 	var ids []int64
 	for i := 0; i < j.instances; i++ {
 		rname := fmt.Sprintf("%s_%d", name, i)
@@ -167,10 +184,11 @@ func (f *fixture) addJob(name string, j job) (int64, []int64) {
 			f.t.Fatal(err)
 		}
 		id := f.must(f.st.ResultInsert(f.ctx, store.Result{CreateTime: 1, WorkunitID: wuID, ServerState: state.ServerUnsent,
-			Name: rname, XMLDocIn: in, AppID: f.appID}))
+			Name: rname, XMLDocIn: in, AppID: f.appID, SendFlags: j.sendFlags}))
 		ids = append(ids, id)
 		f.fill(shmcache.Entry{ResultID: id, WorkunitID: wuID, AppID: f.appID, RscFpopsEst: j.fpops,
-			RscMemoryBound: j.memory, RscDiskBound: j.disk, DelayBound: j.delayBound})
+			RscMemoryBound: j.memory, RscDiskBound: j.disk, DelayBound: j.delayBound, HRClass: int32(j.hrClass),
+			Flags: int32(j.sendFlags)})
 	}
 	return wuID, ids
 }
@@ -215,6 +233,10 @@ type request struct {
 	// cpid is the host_cpid; empty gets a fresh one, so that requests
 	// without a host id are new computers rather than one coming back.
 	cpid string
+	// osName is the host's os_name; empty is "Linux Debian".
+	osName string
+	// vendor and model are the host's p_vendor and p_model.
+	vendor, model string
 }
 
 func (r request) body() string {
@@ -231,6 +253,9 @@ func (r request) body() string {
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)
 		r.cpid = hex.EncodeToString(b)
+	}
+	if r.osName == "" {
+		r.osName = "Linux Debian"
 	}
 	dont := 0
 	if r.dontSend {
@@ -257,9 +282,12 @@ func (r request) body() string {
     <p_fpops>%f</p_fpops>
     <m_nbytes>%f</m_nbytes>
     <d_free>%f</d_free>
-    <os_name>Linux Debian</os_name>
+    <os_name>%s</os_name>
+    <p_vendor>%s</p_vendor>
+    <p_model>%s</p_model>
 </host_info>
-`, r.auth, r.hostID, r.seqno, dont, r.workSecs, r.workSecs, r.instances, r.platform, r.cpid, r.ncpus, r.fpops, r.memory, r.diskFree)
+`, r.auth, r.hostID, r.seqno, dont, r.workSecs, r.workSecs, r.instances, r.platform, r.cpid, r.ncpus, r.fpops, r.memory, r.diskFree,
+		r.osName, r.vendor, r.model)
 	for _, res := range r.results {
 		b.WriteString(res)
 	}
