@@ -141,6 +141,8 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 		return nil, reasonNoCachedWork
 	}
 	quar := quarantined(x.host, s.opts.QuarantineStreak)
+	hostClass := [...]int{hrFine: hrClass(hrFine, x.host.OSName, x.host.PVendor, x.host.PModel),
+		hrCoarse: hrClass(hrCoarse, x.host.OSName, x.host.PVendor, x.host.PModel)}
 	limit := inProgressLimit(x.host, s.opts.MaxInProgressPerCPU, quar)
 	wantSecs := max(finite(x.req.WorkReqSeconds), finite(x.req.CPUReqSecs))
 	wantJobs := int(math.Ceil(min(finite(x.req.CPUReqInstances), float64(s.opts.MaxResultsPerRPC))))
@@ -191,7 +193,10 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 			rejected[reasonReliableOnly]++
 			continue
 		}
-		hr := hrClass(v.app.HomogeneousRedundancy, x.host.OSName, x.host.PVendor, x.host.PModel)
+		hr := 0
+		if m := v.app.HomogeneousRedundancy; m == hrFine || m == hrCoarse {
+			hr = hostClass[m]
+		}
 		if hr != 0 && e.HRClass != 0 && int(e.HRClass) != hr {
 			rejected[reasonHR]++
 			continue
@@ -252,12 +257,13 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 			rejected[reasonHR]++
 			hrBound[e.WorkunitID] = true
 		case errors.Is(err, store.ErrCouldntSend):
-			// No host could run it: the transitioner now deals with the job.
+			// No host could run it: the transitioner now deals with the
+			// job. Its other cached instances meet the same fate when
+			// tried, which clears them from the cache.
 			c.Release(cl)
 			s.m.claims.WithLabelValues(claimCouldntSend).Inc()
 			s.log.Warn("job cannot be sent: instance set COULDNT_SEND", "result_id", e.ResultID,
 				"workunit_id", e.WorkunitID, "error", err)
-			skipJob[e.WorkunitID] = true
 		case errors.Is(err, store.ErrConflict):
 			// No longer unsent (timed out, cancelled, sent by a scheduler
 			// on another host): the entry is stale.
