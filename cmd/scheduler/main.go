@@ -231,7 +231,7 @@ func serve(ctx context.Context, c *cli.Context) error {
 		r.admin = admin
 	}
 	mux := newMux(r)
-	if err := mountSubmitAPI(c, mux, st, log); err != nil {
+	if err := mountSubmitAPI(c, mux, st, reg, log); err != nil {
 		return err
 	}
 	log.Info("serving", "url_base", urlBase, "shm_path", shmPath)

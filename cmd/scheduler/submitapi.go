@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/batch"
@@ -33,8 +34,8 @@ func submitAPIFlags() []cli.Flag {
 }
 
 // mountSubmitAPI serves the submission API under /api/v1/ on mux when
-// --submit-api is set; otherwise it does nothing.
-func mountSubmitAPI(c *cli.Context, mux *http.ServeMux, st *store.Store, log *slog.Logger) error {
+// --submit-api is set, with its metrics in reg; otherwise it does nothing.
+func mountSubmitAPI(c *cli.Context, mux *http.ServeMux, st *store.Store, reg prometheus.Registerer, log *slog.Logger) error {
 	if !c.Bool(flagSubmitAPI) {
 		return nil
 	}
@@ -51,7 +52,8 @@ func mountSubmitAPI(c *cli.Context, mux *http.ServeMux, st *store.Store, log *sl
 	}
 	svc := batch.New(batch.Options{Store: st, DownloadDir: cfg.DownloadDir, Fanout: cfg.Fanout,
 		ResultsDir: cfg.Path(c.String(flagResultsDir)), Limits: batch.Limits{MaxTotalBytes: maxBody}})
-	api, err := submitapi.New(submitapi.Options{Batches: svc, Users: st, MaxBodyBytes: maxBody, Logger: log})
+	api, err := submitapi.New(submitapi.Options{Batches: svc, Users: st, MaxBodyBytes: maxBody, Logger: log,
+		Metrics: submitapi.NewMetrics(reg)})
 	if err != nil {
 		return err
 	}

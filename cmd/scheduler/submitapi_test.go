@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
@@ -48,7 +49,7 @@ func TestMountSubmitAPI(t *testing.T) {
 	}
 	for _, tc := range tests {
 		mux := http.NewServeMux()
-		err := mountSubmitAPI(submitAPIContext(t, append([]string{"--project-dir", dir}, tc.args...)...), mux, st, log)
+		err := mountSubmitAPI(submitAPIContext(t, append([]string{"--project-dir", dir}, tc.args...)...), mux, st, prometheus.NewRegistry(), log)
 		if (err != nil) != tc.error {
 			t.Fatalf("%s: mountSubmitAPI = %v, want error %v", tc.name, err, tc.error)
 		}
