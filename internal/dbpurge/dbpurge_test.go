@@ -208,7 +208,7 @@ func TestArchivesThenDeletesFinishedJobsOnly(t *testing.T) {
 	if w.Table != "workunit" || w.Columns["id"] != strconv.FormatInt(purge1, 10) ||
 		w.Columns["xml_doc"] != `<workunit><file_info><name>purge1_in</name></file_info></workunit>` ||
 		w.Columns["rsc_fpops_est"] != "1.5e+12" || w.Columns["file_delete_state"] != "2" ||
-		w.Columns["canonical_resultid"] != "7" || w.Columns["need_validate"] != "0" || len(w.Columns) != 27 {
+		w.Columns["canonical_resultid"] != "7" || w.Columns["need_validate"] != "0" || len(w.Columns) != 33 {
 		t.Errorf("archived workunit purge1 = %+v; want its columns with their stored values", w)
 	}
 	_, resFiles := b.archived(t, "result_archive")
@@ -218,7 +218,7 @@ func TestArchivesThenDeletesFinishedJobsOnly(t *testing.T) {
 	}
 	for _, r := range results {
 		if r.Table != "result" || r.Columns["stderr_out"] != "<stderr_txt>a < b & \"c\"\n</stderr_txt>" ||
-			r.Columns["cpu_time"] != "12.25" || r.Columns["server_state"] != "5" || len(r.Columns) != 31 {
+			r.Columns["cpu_time"] != "12.25" || r.Columns["server_state"] != "5" || len(r.Columns) != 32 {
 			t.Errorf("archived result = %+v; want its columns with their stored values", r)
 		}
 		if wid := r.Columns["workunitid"]; wid != strconv.FormatInt(purge1, 10) && wid != strconv.FormatInt(purge2, 10) {
