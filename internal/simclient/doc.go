@@ -16,9 +16,14 @@
 // Hosts come in kinds: normal hosts compute the demo app's correct output;
 // failing hosts report every task as a compute error; vanishing hosts take
 // work and never contact the server again; cheating hosts upload an output
-// of the right format with a wrong digest. Nothing is written to disk: the
-// "computation" is demoapp.Compute plus a simulated run time.
+// of the right format with a wrong digest, different on every cheating host;
+// late hosts go offline with their work and upload and report it only after
+// its report deadline. A host's domain name says its kind
+// (simhost<index>.<kind>), so tests can tell from the host table who cheated.
+// Nothing is written to disk: the "computation" is demoapp.Compute plus a
+// simulated run time.
 //
 // Reads: the project's scheduler, download and upload URLs. Writes: nothing
-// but the JSON statistics report, when the command asks for one.
+// but the JSON statistics report and the log of acknowledged results
+// (Options.AckLog), when the command asks for them.
 package simclient
