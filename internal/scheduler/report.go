@@ -83,6 +83,14 @@ func (s *Service) report(ctx context.Context, x *rpc, name string, rr *protocol.
 			s.log.Error("check reported outputs", "result_id", r.ID, "host_id", x.host.ID, "error", err)
 			return reportError
 		}
+		if missing != "" && r.ServerState == state.ServerOver && r.FileDeleteState != state.FileDeleteInit {
+			// A late report after the job was finished and its files
+			// marked for deletion: the file deleter may have removed the
+			// output the host just uploaded. Nothing will validate it; it
+			// is recorded as the success it was (TOO_LATE), not held
+			// against the host.
+			missing = ""
+		}
 		if missing != "" {
 			s.log.Debug("result reported as success without its output", "result_id", r.ID,
 				"host_id", x.host.ID, "file", missing)

@@ -137,9 +137,13 @@ const workunitTrigger = `UPDATE workunit SET transition_time = LEAST(transition_
 // and reads whether it is done: failed, or assimilated.
 const workunitLockDone = `SELECT (error_mask <> 0 OR assimilate_state = ?) FROM workunit WHERE id = ? FOR UPDATE`
 
+// A late report can come after the file deleter went over the instance's
+// files: putting file_delete_state back from DONE to READY has the output
+// just uploaded deleted too, instead of left behind.
 const resultReport = `UPDATE result SET server_state = ?, outcome = ?, client_state = ?, exit_status = ?,
 cpu_time = ?, elapsed_time = ?, received_time = ?, stderr_out = ?, xml_doc_out = ?, validate_state = ?,
-claimed_credit = ?, mod_time = ?
+claimed_credit = ?, mod_time = ?,
+file_delete_state = IF(file_delete_state = ?, ?, file_delete_state)
 WHERE id = ? AND hostid = ? AND server_state = ? AND outcome = ?`
 
 const hostReportError = `UPDATE host SET error_streak = error_streak + 1, consecutive_valid = 0 WHERE id = ?`
@@ -180,7 +184,7 @@ func (s *Store) ResultReport(ctx context.Context, p ResultReportParams) error {
 		}
 		if err := execChanged(ctx, tx, ErrConflict, resultReport, state.ServerOver, p.Outcome, p.ClientState, p.ExitStatus,
 			p.CPUTime, p.ElapsedTime, p.Now, p.StderrOut, p.XMLDocOut, vs, p.ClaimedCredit,
-			p.Now, p.ResultID, p.HostID, p.FromState, p.FromOutcome); err != nil {
+			p.Now, state.FileDeleteDone, state.FileDeleteReady, p.ResultID, p.HostID, p.FromState, p.FromOutcome); err != nil {
 			return err
 		}
 		switch {

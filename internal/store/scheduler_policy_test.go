@@ -336,3 +336,34 @@ func TestNextAvgTurnaround(t *testing.T) {
 		})
 	}
 }
+
+// A late report after the file deleter went over the instance puts its
+// file_delete_state back to READY, so the output just uploaded is deleted
+// too rather than left behind.
+func TestResultReportLateAfterFileDeletionMarksFilesAgain(t *testing.T) {
+	t.Parallel()
+	f := newSchedFixture(t)
+	ctx := context.Background()
+	if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
+		UserID: f.user, ReportDeadline: 1100, Now: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.DB().ExecContext(ctx, `UPDATE result SET server_state = ?, outcome = ?, file_delete_state = ? WHERE id = ?`,
+		state.ServerOver, state.OutcomeNoReply, state.FileDeleteDone, f.r1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.DB().ExecContext(ctx, `UPDATE workunit SET canonical_resultid = ?, assimilate_state = ?, file_delete_state = ? WHERE id = ?`,
+		f.r2, state.AssimilateDone, state.FileDeleteDone, f.wuID); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.ResultReport(ctx, store.ResultReportParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
+		Outcome: state.OutcomeSuccess, ClientState: state.ClientFilesUploaded, Now: 2000,
+		FromState: state.ServerOver, FromOutcome: state.OutcomeNoReply}); err != nil {
+		t.Fatal(err)
+	}
+	r := f.result(t, f.r1)
+	if r.Outcome != state.OutcomeSuccess || r.ValidateState != state.ValidateTooLate || r.FileDeleteState != state.FileDeleteReady {
+		t.Fatalf("late success after file deletion = outcome %v validate %v file_delete %v; want success, too_late, ready",
+			r.Outcome, r.ValidateState, r.FileDeleteState)
+	}
+}
