@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/extcmd"
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/store"
@@ -67,43 +66,30 @@ func (h CommandHandler) Handle(ctx context.Context, wu store.Workunit, canonical
 			return err
 		}
 	}
-	if h.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.Timeout)
-		defer cancel()
-	}
-	args := append(append([]string(nil), h.Argv[1:]...), paths...)
-	cmd := exec.CommandContext(ctx, h.Argv[0], args...)
 	names := ""
 	if wu.ErrorMask != 0 {
 		names = wu.ErrorMask.String()
 	}
-	cmd.Env = append(os.Environ(),
-		EnvJobName+"="+wu.Name,
-		EnvJobID+"="+strconv.FormatInt(wu.ID, 10),
-		EnvBatch+"="+strconv.FormatInt(wu.Batch, 10),
-		EnvErrorMask+"="+strconv.Itoa(int(wu.ErrorMask)),
-		EnvErrorNames+"="+names)
 	limit := h.MaxOutput
 	if limit <= 0 {
 		limit = DefaultMaxOutput
 	}
-	out := &cappedBuffer{max: limit}
-	cmd.Stdout, cmd.Stderr = out, out
-	killProcessGroup(cmd)
-	// Should something outlive the kill and hold the output pipe open, Wait
-	// gives up on it after this long rather than hang the pass.
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("handler command for job %s: killed after %s (%w); output: %q", wu.Name, h.Timeout,
-			context.DeadlineExceeded, out.String())
-	}
+	res, err := extcmd.Run(ctx, extcmd.Spec{Argv: h.Argv, Args: paths, Timeout: h.Timeout, MaxOutput: limit,
+		Env: []string{
+			EnvJobName + "=" + wu.Name,
+			EnvJobID + "=" + strconv.FormatInt(wu.ID, 10),
+			EnvBatch + "=" + strconv.FormatInt(wu.Batch, 10),
+			EnvErrorMask + "=" + strconv.Itoa(int(wu.ErrorMask)),
+			EnvErrorNames + "=" + names,
+		}})
 	if err != nil {
-		return fmt.Errorf("handler command for job %s: %w; output: %q", wu.Name, err, out.String())
+		return fmt.Errorf("handler command for job %s: %w", wu.Name, err)
 	}
-	if h.Log != nil && out.Len() > 0 {
-		h.Log.Debug("handler command output", "workunit_id", wu.ID, "output", out.String())
+	if res.ExitCode != 0 {
+		return fmt.Errorf("handler command for job %s: exit status %d; output: %q", wu.Name, res.ExitCode, res.Output)
+	}
+	if h.Log != nil && res.OutputBytes > 0 {
+		h.Log.Debug("handler command output", "workunit_id", wu.ID, "output", res.Output)
 	}
 	return nil
 }
@@ -128,39 +114,4 @@ func outputPaths(uploadDir string, fan int, canonical store.Result) ([]string, e
 		paths = append(paths, path)
 	}
 	return paths, nil
-}
-
-// cappedBuffer keeps the first max bytes written to it and counts the rest.
-// It never fails a write, so a chatty program is not killed by a broken
-// pipe. Stdout and stderr share it, written from two goroutines.
-type cappedBuffer struct {
-	mu      sync.Mutex
-	max     int
-	buf     []byte
-	dropped int
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := min(len(p), b.max-len(b.buf))
-	b.buf = append(b.buf, p[:n]...)
-	b.dropped += len(p) - n
-	return len(p), nil
-}
-
-// Len is the number of bytes written, kept or not.
-func (b *cappedBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.buf) + b.dropped
-}
-
-func (b *cappedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.dropped == 0 {
-		return string(b.buf)
-	}
-	return string(b.buf) + fmt.Sprintf("... (%d more bytes)", b.dropped)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -128,9 +127,8 @@ exit 3
 `)
 	h := CommandHandler{Argv: []string{"/bin/sh", script}, MaxOutput: 100}
 	err := h.Handle(context.Background(), store.Workunit{ID: 1, Name: "job", ErrorMask: state.ErrCancelled}, nil)
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
-		t.Fatalf("Handle of a script exiting 3 = %v, want an ExitError with code 3", err)
+	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("Handle of a script exiting 3 = %v, want an error naming exit status 3", err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Handle error %v wraps DeadlineExceeded; want a plain failure", err)
@@ -175,29 +173,3 @@ wait
 	}
 }
 
-func TestCappedBuffer(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name    string
-		max     int
-		writes  []string
-		want    string
-		wantLen int
-	}{
-		{"under the bound", 10, []string{"ab", "cd"}, "abcd", 4},
-		{"exactly the bound", 4, []string{"abcd"}, "abcd", 4},
-		{"over the bound in one write", 3, []string{"abcdef"}, "abc... (3 more bytes)", 6},
-		{"over the bound across writes", 3, []string{"ab", "cd", "ef"}, "abc... (3 more bytes)", 6},
-		{"nothing written", 3, nil, "", 0},
-	} {
-		b := &cappedBuffer{max: tc.max}
-		for _, w := range tc.writes {
-			if n, err := b.Write([]byte(w)); n != len(w) || err != nil {
-				t.Errorf("%s: Write(%q) = %d, %v; want %d, nil", tc.name, w, n, err, len(w))
-			}
-		}
-		if got := b.String(); got != tc.want || b.Len() != tc.wantLen {
-			t.Errorf("%s: String() = %q, Len() = %d; want %q, %d", tc.name, got, b.Len(), tc.want, tc.wantLen)
-		}
-	}
-}

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/extcmd"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -121,61 +119,19 @@ const maxCommandOutput = 4096
 // run runs argv with args appended and env added, and maps its exit status:
 // ExitAgree → true, ExitDisagree → false, anything else → an error.
 func (c Command) run(ctx context.Context, argv, args []string, env ...string) (bool, error) {
-	if len(argv) == 0 || argv[0] == "" {
-		return false, errors.New("no program")
-	}
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = DefaultCommandTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], append(append([]string(nil), argv[1:]...), args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	out := &cappedBuffer{max: maxCommandOutput}
-	cmd.Stdout, cmd.Stderr = out, out
-	killProcessGroup(cmd)
-	// Should something outlive the kill and hold the output pipe open, Wait
-	// gives up on it after this long rather than hang the pass.
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	var exit *exec.ExitError
+	res, err := extcmd.Run(ctx, extcmd.Spec{Argv: argv, Args: args, Env: env, Timeout: timeout, MaxOutput: maxCommandOutput})
 	switch {
-	case err == nil:
+	case err != nil:
+		return false, err
+	case res.ExitCode == ExitAgree:
 		return true, nil
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return false, fmt.Errorf("killed after %s (%w); output: %q", timeout, context.DeadlineExceeded, out.String())
-	case errors.As(err, &exit) && exit.ExitCode() == ExitDisagree:
+	case res.ExitCode == ExitDisagree:
 		return false, nil
 	default:
-		return false, fmt.Errorf("%w; output: %q", err, out.String())
+		return false, fmt.Errorf("exit status %d; output: %q", res.ExitCode, res.Output)
 	}
-}
-
-// cappedBuffer keeps the first max bytes written to it and counts the rest.
-// It never fails a write, so a chatty program is not killed by a broken
-// pipe. Stdout and stderr share it, written from two goroutines.
-type cappedBuffer struct {
-	mu      sync.Mutex
-	max     int
-	buf     []byte
-	dropped int
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := min(len(p), b.max-len(b.buf))
-	b.buf = append(b.buf, p[:n]...)
-	b.dropped += len(p) - n
-	return len(p), nil
-}
-
-func (b *cappedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.dropped == 0 {
-		return string(b.buf)
-	}
-	return string(b.buf) + fmt.Sprintf("... (%d more bytes)", b.dropped)
 }

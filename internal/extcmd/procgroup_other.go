@@ -1,6 +1,6 @@
 //go:build !unix
 
-package assimilator
+package extcmd
 
 import "os/exec"
 

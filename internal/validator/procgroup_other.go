@@ -1,9 +1,0 @@
-//go:build !unix
-
-package validator
-
-import "os/exec"
-
-// killProcessGroup leaves cmd's default cancellation (kill the process)
-// where process groups do not exist.
-func killProcessGroup(*exec.Cmd) {}
