@@ -61,6 +61,8 @@ type WorkunitQueues struct {
 	FileDeleteError int64 `db:"file_delete_error"`
 	FileDeleteDone  int64 `db:"file_delete_done"`
 	Failed          int64 `db:"failed"`
+	// Held counts jobs on hold (hold_reason set), waiting for the operator.
+	Held int64 `db:"held"`
 }
 
 // workunitCountQueues scans the table once; it is for the operator tool,
@@ -72,12 +74,13 @@ const workunitCountQueues = `SELECT COUNT(*) AS total,
   COALESCE(SUM(CASE WHEN file_delete_state = ? THEN 1 ELSE 0 END), 0) AS file_delete_ready,
   COALESCE(SUM(CASE WHEN file_delete_state = ? THEN 1 ELSE 0 END), 0) AS file_delete_error,
   COALESCE(SUM(CASE WHEN file_delete_state = ? THEN 1 ELSE 0 END), 0) AS file_delete_done,
-  COALESCE(SUM(CASE WHEN error_mask <> 0 THEN 1 ELSE 0 END), 0) AS failed
+  COALESCE(SUM(CASE WHEN error_mask <> 0 THEN 1 ELSE 0 END), 0) AS failed,
+  COALESCE(SUM(CASE WHEN hold_reason <> 0 THEN 1 ELSE 0 END), 0) AS held
 FROM workunit`
 
 // WorkunitCountQueues counts jobs due for the transitioner at time now,
 // waiting for the validator, the assimilator and the file deleter, with
-// deleted files (purgeable once old enough), and failed.
+// deleted files (purgeable once old enough), failed, and on hold.
 func (s *Store) WorkunitCountQueues(ctx context.Context, now int64) (WorkunitQueues, error) {
 	var q WorkunitQueues
 	err := s.db.GetContext(ctx, &q, workunitCountQueues, now, int(state.AssimilateReady),

@@ -40,6 +40,7 @@ type WorkunitCounts struct {
 	FileDeleteError int64 `json:"file_delete_error"`
 	FileDeleteDone  int64 `json:"file_delete_done"`
 	Failed          int64 `json:"failed"`
+	Held            int64 `json:"held"`
 }
 
 // ResultFileCounts are the results' file-deletion queues.
@@ -117,5 +118,6 @@ func (t *tool) printStatus(s Status) error {
 	fmt.Fprintf(w, "file deletion errors\t%d\t%d\n", wq.FileDeleteError, rq.FileDeleteError)
 	fmt.Fprintf(w, "files deleted (purge candidates)\t%d\t-\n", wq.FileDeleteDone)
 	fmt.Fprintf(w, "failed (error_mask set)\t%d\t-\n", wq.Failed)
+	fmt.Fprintf(w, "held (taskctl job requeue)\t%d\t-\n", wq.Held)
 	return w.Flush()
 }

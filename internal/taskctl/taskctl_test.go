@@ -258,11 +258,12 @@ func TestJobSubmitAndStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.st.DB().Exec(`UPDATE workunit SET need_validate = 1, transition_time = ? WHERE id = ?`, b.now.Unix()+100, wuID); err != nil {
+	if _, err := b.st.DB().Exec(`UPDATE workunit SET need_validate = 1, transition_time = ?, hold_reason = ? WHERE id = ?`,
+		b.now.Unix()+100, state.ErrTooManyErrorResults, wuID); err != nil {
 		t.Fatal(err)
 	}
 	out := b.mustRun(t, "status")
-	for _, want := range []string{"unsent", "in_progress", "over", "success", "need transition", "need validation", "file deletion errors"} {
+	for _, want := range []string{"unsent", "in_progress", "over", "success", "need transition", "need validation", "file deletion errors", "held"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status table lacks %q:\n%s", want, out)
 		}
@@ -278,8 +279,8 @@ func TestJobSubmitAndStatus(t *testing.T) {
 	if counts["unsent/init"] != 1 || counts["in_progress/init"] != 1 || counts["over/success"] != 2 || len(counts) != 3 {
 		t.Errorf("status --json results = %+v", s.Results)
 	}
-	if s.Workunits != (taskctl.WorkunitCounts{Total: 2, NeedTransition: 1, NeedValidate: 1}) {
-		t.Errorf("status --json workunits = %+v, want 2 jobs, 1 due for transition, 1 needing validation", s.Workunits)
+	if s.Workunits != (taskctl.WorkunitCounts{Total: 2, NeedTransition: 1, NeedValidate: 1, Held: 1}) {
+		t.Errorf("status --json workunits = %+v, want 2 jobs, 1 due for transition, 1 needing validation, 1 held", s.Workunits)
 	}
 	if s.ResultFiles != (taskctl.ResultFileCounts{Total: 4, FileDeleteReady: 1, FileDeleteError: 1}) {
 		t.Errorf("status --json result files = %+v", s.ResultFiles)
