@@ -172,4 +172,3 @@ wait
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
