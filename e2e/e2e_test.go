@@ -69,7 +69,10 @@ func TestPipelineEndToEnd(t *testing.T) {
 		Out:         testWriter{t},
 	})
 	t.Logf("summary:\n%s", sum)
-	t.Cleanup(func() { _ = os.Remove(filepath.Join("/dev/shm", "taskserver-"+dbName)) })
+	t.Cleanup(func() {
+		_ = os.Remove(filepath.Join("/dev/shm", "taskserver-"+dbName))
+		_ = os.Remove(filepath.Join("/dev/shm", "taskserver-"+dbName+".lock"))
+	})
 	if err != nil {
 		dumpLogs(t, filepath.Join(projectDir, "logs"))
 		t.Fatalf("localproject.Run: %v", err)

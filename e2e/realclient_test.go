@@ -163,8 +163,10 @@ func newRealProject(t *testing.T, bin string) *realProject {
 	}
 	shm := filepath.Join(dir, "shm-cache")
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		shm = filepath.Join("/dev/shm", "taskserver-rc-"+filepath.Base(dir))
-		t.Cleanup(func() { _ = os.Remove(shm) })
+		// t.TempDir's last element is only a counter ("002"): the port
+		// makes the name unique among concurrent runs on one machine.
+		shm = filepath.Join("/dev/shm", fmt.Sprintf("taskserver-rc-%d-%s", port, filepath.Base(dir)))
+		t.Cleanup(func() { _ = os.Remove(shm); _ = os.Remove(shm + ".lock") })
 	}
 	conf := fmt.Sprintf(`# Real-client test project; keys are flag names.
 db-dsn: %q
