@@ -165,13 +165,7 @@ func (lp *lcProject) start(ctx context.Context, p lcParams) {
 	if err := os.WriteFile(lp.config, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	listen := func() string {
-		n, err := freeTCPPort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return "127.0.0.1:" + strconv.Itoa(n)
-	}
+	listen := portPicker(t, fmt.Sprintf("127.0.0.1:%d", port))
 	t.Cleanup(func() { lp.stopAll() })
 	steps := []struct {
 		name, program string
@@ -404,3 +398,25 @@ func freeTCPPort() (int, error) {
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// portPicker returns a function giving a free loopback address on each
+// call, never one of taken nor one it gave before: the kernel may hand out
+// a port it just got back, and two daemons must not get the same one.
+func portPicker(t *testing.T, taken ...string) func() string {
+	used := map[string]bool{}
+	for _, a := range taken {
+		used[a] = true
+	}
+	return func() string {
+		for {
+			n, err := freeTCPPort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := "127.0.0.1:" + strconv.Itoa(n); !used[a] {
+				used[a] = true
+				return a
+			}
+		}
+	}
+}

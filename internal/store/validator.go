@@ -113,12 +113,12 @@ type WorkunitValidateParams struct {
 
 const workunitValidateCanonical = `UPDATE workunit SET need_validate = 0, canonical_resultid = ?, canonical_credit = ?,
 assimilate_state = GREATEST(assimilate_state, ?), transition_time = LEAST(transition_time - 1, ?), mod_time = ?
-WHERE id = ? AND need_validate = 1 AND canonical_resultid = 0`
+WHERE id = ? AND need_validate = 1 AND canonical_resultid = 0 AND error_mask = 0`
 
 const workunitValidate = `UPDATE workunit SET need_validate = 0,
 target_nresults = GREATEST(target_nresults, LEAST(?, max_total_results)),
 transition_time = LEAST(transition_time - 1, ?), mod_time = ?
-WHERE id = ? AND need_validate = 1`
+WHERE id = ? AND need_validate = 1 AND error_mask = 0`
 
 const resultValidate = `UPDATE result SET validate_state = ?, outcome = ?, granted_credit = ?, mod_time = ?
 WHERE id = ? AND validate_state IN (?, ?)`
@@ -174,8 +174,10 @@ func (r *reliability) apply(vs state.ValidateState) bool {
 // host's reliability counts, in id order so that concurrent validators lock
 // them in the same order. Credit is granted only together with the verdict
 // it belongs to, so a rerun after a crash cannot grant it twice. If the job
-// no longer needs validation or an instance was judged meanwhile, nothing is
-// written and ErrConflict is returned.
+// no longer needs validation, has failed meanwhile (a cancel: its error bit
+// and a verdict exclude each other, whichever commits first wins), or an
+// instance was judged meanwhile, nothing is written and ErrConflict is
+// returned.
 func (s *Store) WorkunitValidate(ctx context.Context, p WorkunitValidateParams) error {
 	userCredit := map[int64]float64{}
 	hostCredit := map[int64]float64{}

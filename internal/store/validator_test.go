@@ -272,3 +272,42 @@ func TestKnownAnswerGet(t *testing.T) {
 		t.Errorf("KnownAnswerGet(missing) = %v, want ErrNotFound", err)
 	}
 }
+
+// A job cancelled while it awaits validation gets no verdict: the cancel and
+// the verdict exclude each other, and no credit is granted for it.
+func TestWorkunitValidateAfterCancelConflicts(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := context.Background()
+	users, hosts := volunteers(t, st, "c", 2)
+	f := newValidateFixture(t, st, "cancelled", 2, users, hosts)
+	if err := st.WorkunitCancel(ctx, f.wuID, vt0); err != nil {
+		t.Fatalf("WorkunitCancel: %v", err)
+	}
+	p := store.WorkunitValidateParams{ID: f.wuID, Now: vt0, CanonicalResultID: f.results[0].ID, CanonicalCredit: 50,
+		Results: []store.ResultValidation{
+			{ID: f.results[0].ID, UserID: users[0], HostID: hosts[0], ValidateState: state.ValidateValid,
+				Outcome: state.OutcomeSuccess, GrantedCredit: 50},
+			{ID: f.results[1].ID, UserID: users[1], HostID: hosts[1], ValidateState: state.ValidateValid,
+				Outcome: state.OutcomeSuccess, GrantedCredit: 50},
+		}}
+	if err := st.WorkunitValidate(ctx, p); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("WorkunitValidate of a cancelled job = %v, want ErrConflict", err)
+	}
+	p.CanonicalResultID, p.CanonicalCredit = 0, 0
+	if err := st.WorkunitValidate(ctx, p); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("WorkunitValidate (no canonical) of a cancelled job = %v, want ErrConflict", err)
+	}
+	wu, err := st.WorkunitGet(ctx, f.wuID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wu.CanonicalResultID != 0 || wu.ErrorMask != state.ErrCancelled {
+		t.Fatalf("cancelled job after a validation = canonical %d error_mask %v; want 0, cancelled", wu.CanonicalResultID, wu.ErrorMask)
+	}
+	for _, id := range users {
+		if u, err := st.UserGet(ctx, id); err != nil || u.TotalCredit != 0 {
+			t.Fatalf("user %d credit = %v, %v; want 0", id, u.TotalCredit, err)
+		}
+	}
+}

@@ -224,7 +224,9 @@ func Decide(wu store.Workunit, results []store.Result, now int64, pol Policy) De
 	var exhausted state.ErrorMask
 	if frozen {
 		d.HoldReason, d.HoldTime = wu.HoldReason, wu.HoldTime
-	} else if !hasCanonical && wu.AssimilateState == state.AssimilateInit {
+	} else if !hasCanonical && wu.ErrorMask == 0 && wu.AssimilateState == state.AssimilateInit {
+		// A job that already failed (a cancel, say) keeps the reason it
+		// failed for: its limits no longer matter.
 		exhausted, newResults = checkLimits(wu, c, quorumWaiting)
 	}
 	held := frozen
