@@ -14,7 +14,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -42,12 +41,9 @@ const (
 	exitFail = 3
 )
 
-// failFlag on the command line, or failMarker at the start of the input,
-// asks for the deliberate failure.
-const (
-	failFlag   = "--fail"
-	failMarker = "FAIL"
-)
+// failFlag on the command line, or demoapp.FailMarker at the start of the
+// input, asks for the deliberate failure.
+const failFlag = "--fail"
 
 // The exit code is the program's whole interface with the client, so main
 // sets it itself rather than through daemon.Main.
@@ -61,7 +57,7 @@ func run(args []string, dir string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "demo_app: read input: %v\n", err)
 		return exitError
 	}
-	if slices.Contains(args, failFlag) || bytes.HasPrefix(input, []byte(failMarker)) {
+	if slices.Contains(args, failFlag) || demoapp.Fails(input) {
 		fmt.Fprintln(stderr, "demo_app: failing on purpose")
 		return exitFail
 	}

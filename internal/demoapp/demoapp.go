@@ -6,6 +6,7 @@
 package demoapp
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -51,3 +52,11 @@ const Rounds = 1000
 
 // Output returns the correct output of job name.
 func Output(name string) []byte { return Compute(Input(name), Rounds) }
+
+// FailMarker at the start of a job's input makes the demo app fail on
+// purpose (exit status 3), on every host: a job that can never succeed, for
+// exercising error limits and holds.
+const FailMarker = "FAIL"
+
+// Fails reports whether the demo app fails on input.
+func Fails(input []byte) bool { return bytes.HasPrefix(input, []byte(FailMarker)) }

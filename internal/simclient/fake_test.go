@@ -32,6 +32,7 @@ type fakeProject struct {
 	abort        map[string]bool // results to abort when a request lists them in progress
 	uploadStatus []int           // data-server statuses for the next uploads (then 0)
 	badMD5       bool            // announce a wrong md5 for inputs
+	failInputs   bool            // inputs start with demoapp.FailMarker
 	deadline     time.Duration   // report deadline of results handed out; 0 = an hour
 	nextHost     int64
 	issued       int
@@ -123,7 +124,7 @@ func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
 		wu := fmt.Sprintf("wu_%d", f.issued)
 		res := wu + "_0"
 		f.issued++
-		input := demoapp.Input(wu)
+		input := f.input(wu)
 		deadline := float64(time.Now().Add(time.Hour).Unix())
 		if f.deadline > 0 {
 			deadline = float64(time.Now().Add(f.deadline).UnixNano()) / 1e9
@@ -154,7 +155,18 @@ func (f *fakeProject) download(w http.ResponseWriter, r *http.Request) {
 	f.downloads++
 	f.notify()
 	f.mu.Unlock()
-	_, _ = w.Write(demoapp.Input(r.PathValue("name")))
+	f.mu.Lock()
+	input := f.input(r.PathValue("name"))
+	f.mu.Unlock()
+	_, _ = w.Write(input)
+}
+
+// input is the input file of job wu; f.mu is held.
+func (f *fakeProject) input(wu string) []byte {
+	if f.failInputs {
+		return append([]byte(demoapp.FailMarker), demoapp.Input(wu)...)
+	}
+	return demoapp.Input(wu)
 }
 
 func (f *fakeProject) upload(w http.ResponseWriter, r *http.Request) {

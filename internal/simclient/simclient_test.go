@@ -171,6 +171,24 @@ func TestFailingHostReportsComputeErrorWithoutUploading(t *testing.T) {
 	}
 }
 
+// Every host fails a job the demo app fails on, as the real demo_app does.
+func TestHonestHostFailsJobTheDemoAppFailsOn(t *testing.T) {
+	t.Parallel()
+	f := newFakeProject(t)
+	f.set(func(f *fakeProject) { f.jobs, f.failInputs = 1, true })
+	stop := startRun(t, testOptions(f))
+	f.waitFor(t, "a request after the ack of wu_0_0", droppedAfterAck("wu_0_0"))
+	s := stop()
+
+	reps := reportsOf(f.snapshotRequests(), "wu_0_0")
+	if len(reps) != 1 || reps[0].State != int(state.ClientComputeError) || len(reps[0].FileInfos) != 0 {
+		t.Fatalf("reports of a FAIL job = %+v, want one compute error without files", reps)
+	}
+	if s.ResultsFailed != 1 || s.ResultsComputed != 0 {
+		t.Errorf("stats failed=%d computed=%d, want 1, 0", s.ResultsFailed, s.ResultsComputed)
+	}
+}
+
 func TestVanishingHostTakesWorkAndNeverComesBack(t *testing.T) {
 	t.Parallel()
 	f := newFakeProject(t)

@@ -49,7 +49,9 @@ func (h *host) work(ctx context.Context, t *task) (protocol.ReportResult, bool) 
 	}
 
 	d := time.Duration(float64(h.computeTime()) * (0.9 + 0.2*h.rand()))
-	if h.kind == KindFailing {
+	// A failing host fails everything; every host fails a job the demo
+	// app fails on (demoapp.FailMarker), as the real demo_app does.
+	if h.kind == KindFailing || demoapp.Fails(input) {
 		if !sleep(ctx, d/2) {
 			return protocol.ReportResult{}, false
 		}
