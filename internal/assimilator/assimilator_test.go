@@ -125,11 +125,7 @@ func (b *bundle) upload1(t *testing.T, name string, body []byte) {
 
 func (b *bundle) job(t *testing.T, id int64) store.Workunit {
 	t.Helper()
-	wu, err := b.st.WorkunitGet(context.Background(), id)
-	if err != nil {
-		t.Fatalf("WorkunitGet(%d): %v", id, err)
-	}
-	return wu
+	return storetest.Workunit(t, b.st, id)
 }
 
 // files lists the results directory.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
 func (f schedFixture) newUser(t *testing.T, name string) int64 {
@@ -23,20 +24,12 @@ func (f schedFixture) newUser(t *testing.T, name string) int64 {
 
 func (f schedFixture) workunit(t *testing.T, id int64) store.Workunit {
 	t.Helper()
-	wu, err := f.st.WorkunitGet(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return wu
+	return storetest.Workunit(t, f.st, id)
 }
 
 func (f schedFixture) result(t *testing.T, id int64) store.Result {
 	t.Helper()
-	r, err := f.st.ResultGet(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return storetest.Result(t, f.st, id)
 }
 
 func (f schedFixture) countUserRows(t *testing.T, user int64) int {

@@ -34,9 +34,7 @@ func tailSetup(t *testing.T) *tailBundle {
 
 func (b *tailBundle) exec(t *testing.T, q string, args ...any) {
 	t.Helper()
-	if _, err := b.st.DB().ExecContext(context.Background(), q, args...); err != nil {
-		t.Fatalf("exec %q: %v", q, err)
-	}
+	storetest.Exec(t, b.st, q, args...)
 }
 
 func (b *tailBundle) batch(t *testing.T, st store.BatchState) int64 {

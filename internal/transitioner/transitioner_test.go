@@ -74,27 +74,17 @@ func (b *bundle) addResult(t *testing.T, wuID int64, r store.Result) int64 {
 
 func (b *bundle) results(t *testing.T, wuID int64) []store.Result {
 	t.Helper()
-	rs, err := b.st.ResultListByWorkunit(context.Background(), wuID)
-	if err != nil {
-		t.Fatalf("ResultListByWorkunit(%d): %v", wuID, err)
-	}
-	return rs
+	return storetest.Results(t, b.st, wuID)
 }
 
 func (b *bundle) job(t *testing.T, id int64) store.Workunit {
 	t.Helper()
-	wu, err := b.st.WorkunitGet(context.Background(), id)
-	if err != nil {
-		t.Fatalf("WorkunitGet(%d): %v", id, err)
-	}
-	return wu
+	return storetest.Workunit(t, b.st, id)
 }
 
 func (b *bundle) exec(t *testing.T, q string, args ...any) {
 	t.Helper()
-	if _, err := b.st.DB().ExecContext(context.Background(), q, args...); err != nil {
-		t.Fatalf("exec %q: %v", q, err)
-	}
+	storetest.Exec(t, b.st, q, args...)
 }
 
 // trigger does what every program does to ask for a transition.

@@ -124,20 +124,12 @@ func (b *bundle) addSuccess(t *testing.T, wuID int64, name string, userID, hostI
 
 func (b *bundle) result(t *testing.T, id int64) store.Result {
 	t.Helper()
-	r, err := b.st.ResultGet(context.Background(), id)
-	if err != nil {
-		t.Fatalf("ResultGet(%d): %v", id, err)
-	}
-	return r
+	return storetest.Result(t, b.st, id)
 }
 
 func (b *bundle) job(t *testing.T, id int64) store.Workunit {
 	t.Helper()
-	wu, err := b.st.WorkunitGet(context.Background(), id)
-	if err != nil {
-		t.Fatalf("WorkunitGet(%d): %v", id, err)
-	}
-	return wu
+	return storetest.Workunit(t, b.st, id)
 }
 
 func (b *bundle) credit(t *testing.T, userID, hostID int64) (float64, float64) {
@@ -426,9 +418,7 @@ func TestUnknownAppIsAnError(t *testing.T) {
 
 func (b *bundle) exec(t *testing.T, query string, args ...any) {
 	t.Helper()
-	if _, err := b.st.DB().Exec(query, args...); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
+	storetest.Exec(t, b.st, query, args...)
 }
 
 func (b *bundle) host(t *testing.T, id int64) store.Host {
