@@ -1,0 +1,243 @@
+package clientpolicy
+
+import (
+	"math"
+	"slices"
+)
+
+// TaskState is where a task is on the host.
+type TaskState int
+
+// The task states.
+const (
+	// TaskWaiting is a task received and never started: it has no slot
+	// directory, so it is not "active" in the seeds' sense.
+	TaskWaiting TaskState = iota
+	// TaskRunning is a task on a CPU now.
+	TaskRunning
+	// TaskPreempted is a task started before and suspended now: active,
+	// not running.
+	TaskPreempted
+	// TaskDone is a task whose computation finished; it waits to be
+	// reported.
+	TaskDone
+)
+
+func (s TaskState) String() string {
+	switch s {
+	case TaskWaiting:
+		return "waiting"
+	case TaskRunning:
+		return "running"
+	case TaskPreempted:
+		return "preempted"
+	case TaskDone:
+		return "done"
+	}
+	return "unknown"
+}
+
+// overrunRemainder is the fraction of its estimate a task that has run
+// past its estimate still claims to need, so it never looks finished to
+// the work-fetch and deadline estimates before the caller says it is.
+const overrunRemainder = 0.01
+
+// Task is one result the host holds, from receipt until the server
+// acknowledges its report.
+type Task struct {
+	ID       int64 // unique on the host; the caller assigns it
+	Project  *Project
+	EstCPU   float64 // estimated CPU seconds of the whole task on one CPU of this host
+	CPU      float64 // CPU seconds computed so far; the caller advances it while the task runs
+	Deadline float64 // report deadline
+	Received float64 // when it arrived
+	Finished float64 // when computation finished (set by Host.TaskFinished)
+	State    TaskState
+
+	// cpuAtLastSched is CPU when the scheduler last accounted this task's
+	// work into the debts.
+	cpuAtLastSched float64
+}
+
+// Remaining is the estimated CPU seconds left: EstCPU-CPU, 0 once done. A
+// task past its estimate still claims 1% of it, so it never looks finished
+// before it is.
+func (t *Task) Remaining() float64 {
+	if t.State == TaskDone {
+		return 0
+	}
+	if r := t.EstCPU - t.CPU; r > 0 {
+		return r
+	}
+	return max(overrunRemainder*t.EstCPU, 1e-3)
+}
+
+// Project is one project the host is attached to, with the client's
+// bookkeeping for it.
+type Project struct {
+	Name  string
+	Share float64 // resource share, any positive number
+
+	Debt float64 // version-4 debt (seed 000), CPU seconds
+	STD  float64 // short-term debt (seed 001) over runnable projects: min 0, max Config.MaxSTD
+	LTD  float64 // long-term debt (seed 001) over potentially runnable projects: mean 0
+
+	MinRPC        float64 // no scheduler RPC before this time (request_delay, RPC back-off)
+	RPCFailures   int     // consecutive failed RPCs (drives the back-off)
+	WorkFetchAt   float64 // no work request before this time (back-off after "no work" replies)
+	NoWorkReplies int     // consecutive work requests that got nothing
+	LastNoWork    bool    // the last work request got nothing: LTD does not accumulate
+
+	// stats summarises completed task runtimes for the seed-004
+	// strategies.
+	stats runtimeStats
+	// unaccounted is CPU of tasks removed before Schedule accounted it.
+	unaccounted float64
+	// workDone and anticipated are scratch space of one Schedule call.
+	workDone, anticipated float64
+}
+
+// Host is one volunteer machine's client state. It is not safe for
+// concurrent use: one goroutine owns it.
+type Host struct {
+	NCPUs int
+	// ActiveFrac is the fraction of wall time the client runs and may
+	// compute (seed 000's "active fraction"); 0 means 1.
+	ActiveFrac float64
+	Config     Config
+	Projects   []*Project
+	// Tasks is every task held, in arrival order.
+	Tasks []*Task
+
+	// periodStart is when the current scheduling period began (the last
+	// full reschedule); started says whether there was one.
+	periodStart float64
+	started     bool
+	// periodWork is the CPU seconds computed since periodStart; payoff is
+	// the expected pay-off of one CPU for a period, from the last period.
+	periodWork, payoff float64
+	// s004 is the state of the seed-004 strategies.
+	s004 seed004State
+}
+
+// NewHost returns a host with ncpus CPUs (at least 1) attached to
+// projects, with cfg's zero fields set to their defaults.
+func NewHost(ncpus int, activeFrac float64, cfg Config, projects []*Project) *Host {
+	return &Host{
+		NCPUs:      max(ncpus, 1),
+		ActiveFrac: activeFrac,
+		Config:     cfg.withDefaults(),
+		Projects:   projects,
+	}
+}
+
+// cfg is the host's configuration with defaults, so callers may set Config
+// fields after NewHost.
+func (h *Host) cfg() Config { return h.Config.withDefaults() }
+
+// activeFrac is ActiveFrac with 0 (unset) meaning 1.
+func (h *Host) activeFrac() float64 {
+	if h.ActiveFrac <= 0 || h.ActiveFrac > 1 {
+		return 1
+	}
+	return h.ActiveFrac
+}
+
+func (h *Host) ncpus() int { return max(h.NCPUs, 1) }
+
+// AddTask takes a task the host received; it starts out waiting. The
+// caller then calls Schedule so a free CPU picks it up.
+func (h *Host) AddTask(t *Task) {
+	t.State = TaskWaiting
+	t.cpuAtLastSched = t.CPU
+	h.Tasks = append(h.Tasks, t)
+}
+
+// RemoveTask forgets a task, after the server acknowledged its report or
+// the task was aborted. CPU it computed since the last Schedule still
+// counts for its project.
+func (h *Host) RemoveTask(t *Task) {
+	i := slices.Index(h.Tasks, t)
+	if i < 0 {
+		return
+	}
+	if d := t.CPU - t.cpuAtLastSched; d > 0 && t.Project != nil {
+		t.Project.unaccounted += d
+	}
+	h.Tasks = slices.Delete(h.Tasks, i, i+1)
+}
+
+// TaskFinished marks t's computation finished at now: its CPU is free and
+// its runtime feeds its project's statistics. The caller then calls
+// Schedule to give the CPU to another task.
+func (h *Host) TaskFinished(t *Task, now float64) {
+	t.State = TaskDone
+	t.Finished = now
+	if t.Project != nil {
+		t.Project.stats.add(t.CPU)
+	}
+}
+
+// runnable returns p's unfinished tasks, earliest deadline first (arrival
+// order among equal deadlines).
+func (h *Host) runnable(p *Project) []*Task {
+	var ts []*Task
+	for _, t := range h.Tasks {
+		if t.Project == p && t.State != TaskDone {
+			ts = append(ts, t)
+		}
+	}
+	slices.SortStableFunc(ts, byDeadline)
+	return ts
+}
+
+// hasRunnable reports whether p has an unfinished task.
+func (h *Host) hasRunnable(p *Project) bool {
+	for _, t := range h.Tasks {
+		if t.Project == p && t.State != TaskDone {
+			return true
+		}
+	}
+	return false
+}
+
+// freeCPUs is how many CPUs no task is running on.
+func (h *Host) freeCPUs() int {
+	n := h.ncpus()
+	for _, t := range h.Tasks {
+		if t.State == TaskRunning {
+			n--
+		}
+	}
+	return max(n, 0)
+}
+
+// running returns the tasks on a CPU now.
+func (h *Host) running() []*Task {
+	var ts []*Task
+	for _, t := range h.Tasks {
+		if t.State == TaskRunning {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+func byDeadline(a, b *Task) int {
+	switch {
+	case a.Deadline < b.Deadline:
+		return -1
+	case a.Deadline > b.Deadline:
+		return 1
+	}
+	return 0
+}
+
+// shareOf is p's share, with nonsense (zero, negative, NaN) read as a
+// tiny positive share so divisions stay finite.
+func shareOf(p *Project) float64 {
+	if !(p.Share > 0) || math.IsInf(p.Share, 0) {
+		return 1e-9
+	}
+	return p.Share
+}
