@@ -12,7 +12,7 @@ import (
 
 // Plot geometry, in SVG user units.
 const (
-	svgWidth    = 960.0
+	svgWidth    = 1020.0
 	svgHeight   = 540.0
 	plotLeft    = 64.0
 	plotRight   = 720.0
@@ -131,7 +131,7 @@ func (r Report) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(bw, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#333" stroke-width="%g"/><text x="%s" y="%s">cumulative share</text>`+"\n",
 		num(legendLeft), num(key), num(legendLeft+24), num(key), lineWidth, num(legendLeft+30), num(key+4))
 	fmt.Fprintf(bw, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#333" stroke-width="%g" stroke-opacity="%g"/><text x="%s" y="%s">share per %s</text>`+"\n",
-		num(legendLeft), num(key+18), num(legendLeft+24), num(key+18), thinWidth, thinOpacity, num(legendLeft+30), num(key+22), escape(formatDuration(r.IntervalSeconds)))
+		num(legendLeft), num(key+18), num(legendLeft+24), num(key+18), thinWidth, thinOpacity, num(legendLeft+30), num(key+22), escape(formatInterval(r.IntervalSeconds)))
 	fmt.Fprintf(bw, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#333" stroke-width="1.5" stroke-dasharray="6 4"/><text x="%s" y="%s">resource share</text>`+"\n",
 		num(legendLeft), num(key+36), num(legendLeft+24), num(key+36), num(legendLeft+30), num(key+40))
 	bw.WriteString("</g>\n</svg>\n")
@@ -171,6 +171,19 @@ func timeTicks(end float64) (step, unit float64, unitName string) {
 		return step, 60, "minutes"
 	default:
 		return step, 1, "seconds"
+	}
+}
+
+// formatInterval names a series interval the way the legend reads it:
+// "1 h", "15 min", "30 s".
+func formatInterval(s float64) string {
+	switch {
+	case s >= 3600 && math.Mod(s, 3600) == 0:
+		return strconv.FormatFloat(s/3600, 'f', -1, 64) + " h"
+	case s >= 60 && math.Mod(s, 60) == 0:
+		return strconv.FormatFloat(s/60, 'f', -1, 64) + " min"
+	default:
+		return strconv.FormatFloat(s, 'g', 4, 64) + " s"
 	}
 }
 

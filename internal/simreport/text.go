@@ -18,17 +18,23 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(bw, "\n%d hosts, %d CPUs, %s covered in %s of wall time\n\n",
 		r.Hosts, r.CPUs, formatDuration(r.DurationSeconds), formatDuration(r.WallSeconds))
 
-	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "project\tresource share\tachieved share\tCPU hours\tfetched\tcompleted\treported\tdeadlines missed\tRPCs\tRPC failures\tno-work replies\t")
+	// Names are padded to one width so that they read left-aligned in a
+	// table whose figures are right-aligned.
+	nameWidth := len("project")
 	for _, p := range r.Projects {
-		fmt.Fprintf(tw, "%s\t%.1f%%\t%.1f%%\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
-			p.Name, 100*p.ResourceShare, 100*p.AchievedShare, p.CPUSeconds/3600,
+		nameWidth = max(nameWidth, len(p.Name))
+	}
+	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\tresource share\tachieved share\tCPU hours\tfetched\tcompleted\treported\tdeadlines missed\tRPCs\tRPC failures\tno-work replies\t\n", nameWidth, "project")
+	for _, p := range r.Projects {
+		fmt.Fprintf(tw, "%-*s\t%.1f%%\t%.1f%%\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+			nameWidth, p.Name, 100*p.ResourceShare, 100*p.AchievedShare, p.CPUSeconds/3600,
 			p.TasksFetched, p.TasksCompleted, p.TasksReported, p.DeadlinesMissed,
 			p.RPCs, p.RPCFailures, p.NoWorkReplies)
 	}
 	t := r.Totals
-	fmt.Fprintf(tw, "total\t\t\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
-		t.CPUSeconds/3600, t.TasksFetched, t.TasksCompleted, t.TasksReported, t.DeadlinesMissed,
+	fmt.Fprintf(tw, "%-*s\t\t\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+		nameWidth, "total", t.CPUSeconds/3600, t.TasksFetched, t.TasksCompleted, t.TasksReported, t.DeadlinesMissed,
 		t.RPCs, t.RPCFailures, t.NoWorkReplies)
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write text report: %w", err)
