@@ -184,13 +184,18 @@ func (r *Recorder) seen(at float64) {
 	}
 }
 
+// boundarySlack is how far past an interval's end, in intervals, a time
+// still counts as at its end: a caller's k*interval may come back from the
+// division as k plus a rounding error, and must not spill into interval k.
+const boundarySlack = 1e-9
+
 // bucketIndex is the series interval holding time at: interval i covers
 // (i*interval, (i+1)*interval], times at or before 0 (and NaN) go to 0.
 func (r *Recorder) bucketIndex(at float64) int {
 	if !(at > 0) {
 		return 0
 	}
-	f := math.Ceil(at/r.interval) - 1
+	f := math.Ceil(at/r.interval-boundarySlack) - 1
 	if !(f < maxBuckets) {
 		return maxBuckets - 1
 	}

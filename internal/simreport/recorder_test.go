@@ -249,6 +249,14 @@ func TestSeriesBucketing(t *testing.T) {
 			cum:      [][]float64{{1, 0}, {0.5, 0.5}},
 		},
 		{
+			name:     "a boundary computed with rounding error stays in its interval",
+			duration: 20,
+			events:   []ev{{0, 3 * 0.1 / 0.1 * 10 / 3, 1}, {1, 10 * (1 + 1e-12), 1}},
+			times:    []float64{10, 20},
+			shares:   [][]float64{{0.5, 0.5}, {0, 0}},
+			cum:      [][]float64{{0.5, 0.5}, {0.5, 0.5}},
+		},
+		{
 			name:     "time zero and before go to the first interval",
 			duration: 10,
 			events:   []ev{{0, 0, 1}, {1, -3, 3}},
