@@ -1,0 +1,159 @@
+package simulate
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"github.com/taskserver/taskserver/internal/clientpolicy"
+)
+
+// host is one simulated volunteer: the client policy's state plus what the
+// policy leaves to its caller (the true runtime of each task, the on/off
+// periods, the clock up to which CPU has been accounted).
+type host struct {
+	index  int32
+	policy *clientpolicy.Host
+	// projects[k] is the scenario index of policy.Projects[k].
+	projects []int
+	flops    float64 // per CPU
+	onFrac   float64
+	meanOn   float64
+	// started is false until the host's client first starts (Population.StartWithin).
+	started bool
+	on      bool
+	// toggleAt is the next start or on/off change; +Inf when none.
+	toggleAt float64
+	// last is the time up to which the host's CPU has been accounted.
+	last float64
+	// trueCPU is the CPU time each task really takes; the policy only knows the estimate.
+	trueCPU map[*clientpolicy.Task]float64
+	nextID  int64
+	rng     *rand.Rand
+	// contacted is scratch space for one wake-up: projects already contacted.
+	contacted []bool
+}
+
+// policyConfig is the client policy settings the scenario asks for.
+func policyConfig(sc Scenario) clientpolicy.Config {
+	reportAfter := sc.ReportAfter.Seconds()
+	if reportAfter == 0 {
+		reportAfter = clientpolicy.ReportImmediately
+	}
+	// The scenario was validated, so the names parse.
+	strategy, _ := clientpolicy.ParseStrategy(sc.Strategy)
+	stat, _ := clientpolicy.ParseRuntimeStat(sc.RuntimeStat)
+	return clientpolicy.Config{
+		Strategy:            strategy,
+		RuntimeStat:         stat,
+		ConnectPeriod:       sc.ConnectPeriod.Seconds(),
+		SchedPeriod:         sc.SchedPeriod.Seconds(),
+		RPCBackoffMin:       sc.RPCBackoff.Min.Seconds(),
+		RPCBackoffMax:       sc.RPCBackoff.Max.Seconds(),
+		WorkFetchBackoffMin: sc.WorkFetchBackoff.Min.Seconds(),
+		WorkFetchBackoffMax: sc.WorkFetchBackoff.Max.Seconds(),
+		ReportAfter:         reportAfter,
+	}
+}
+
+// newHost draws host i of the population. Each host has its own random
+// stream, derived from the seed and its index, so that what one host draws
+// never depends on what the others did.
+func newHost(sc Scenario, i int, cfg clientpolicy.Config) *host {
+	r := rand.New(rand.NewPCG(sc.Seed, uint64(i)))
+	pop := sc.Population
+	h := &host{
+		index:   int32(i),
+		flops:   logUniform(pop.Flops, r),
+		onFrac:  uniform(pop.OnFrac, r),
+		meanOn:  pop.MeanOn.Seconds(),
+		trueCPU: map[*clientpolicy.Task]float64{},
+		rng:     r,
+	}
+	ncpus := chooseCPUs(pop.NCPUs, r)
+	var projects []*clientpolicy.Project
+	for j, p := range sc.Projects {
+		if r.Float64() < p.Attach {
+			h.projects = append(h.projects, j)
+			projects = append(projects, &clientpolicy.Project{Name: p.Name, Share: p.Share})
+		}
+	}
+	if len(projects) == 0 {
+		j := r.IntN(len(sc.Projects))
+		h.projects = append(h.projects, j)
+		projects = append(projects, &clientpolicy.Project{Name: sc.Projects[j].Name, Share: sc.Projects[j].Share})
+	}
+	h.policy = clientpolicy.NewHost(ncpus, h.onFrac, cfg, projects)
+	h.contacted = make([]bool, len(projects))
+	h.toggleAt = r.Float64() * pop.StartWithin.Seconds()
+	return h
+}
+
+// targets is each attached project's weight in the resource share the run
+// aims at: its share fraction on this host x the host's CPUs x its on fraction.
+func (h *host) targets(shares func(j int) float64) []float64 {
+	var sum float64
+	for _, j := range h.projects {
+		sum += shares(j)
+	}
+	out := make([]float64, len(h.projects))
+	for k, j := range h.projects {
+		out[k] = shares(j) / sum * float64(h.policy.NCPUs) * h.onFrac
+	}
+	return out
+}
+
+// local is the position of p in the host's projects.
+func (h *host) local(p *clientpolicy.Project) int {
+	for k, q := range h.policy.Projects {
+		if q == p {
+			return k
+		}
+	}
+	panic("simulate: the policy chose a project the host is not attached to")
+}
+
+// toggle starts the host, or switches it on or off, and draws the length of
+// the period that begins. Off-periods have the mean that gives the host its
+// on fraction in the long run.
+func (h *host) toggle(now float64) {
+	if !h.started {
+		h.started = true
+		h.on = h.onFrac >= 1 || h.rng.Float64() < h.onFrac
+	} else {
+		h.on = !h.on
+	}
+	switch {
+	case h.onFrac >= 1:
+		h.toggleAt = math.Inf(1)
+	case h.on:
+		h.toggleAt = now + h.rng.ExpFloat64()*h.meanOn
+	default:
+		h.toggleAt = now + h.rng.ExpFloat64()*h.meanOn*(1-h.onFrac)/h.onFrac
+	}
+}
+
+func chooseCPUs(choices []CPUChoice, r *rand.Rand) int {
+	var total float64
+	for _, c := range choices {
+		total += c.Weight
+	}
+	x := r.Float64() * total
+	for _, c := range choices {
+		if x < c.Weight {
+			return c.CPUs
+		}
+		x -= c.Weight
+	}
+	return choices[len(choices)-1].CPUs
+}
+
+func uniform(rg Range, r *rand.Rand) float64 {
+	return rg.Min + r.Float64()*(rg.Max-rg.Min)
+}
+
+// logUniform draws speeds evenly over orders of magnitude, as volunteer
+// machines spread over a decade of speeds rather than around a mean.
+func logUniform(rg Range, r *rand.Rand) float64 {
+	lo, hi := math.Log(rg.Min), math.Log(rg.Max)
+	return math.Exp(lo + r.Float64()*(hi-lo))
+}

@@ -1,0 +1,325 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/taskserver/taskserver/internal/clientpolicy"
+	"github.com/taskserver/taskserver/internal/simreport"
+)
+
+// stallStep is how far a host's next wake-up is pushed when the policy asks
+// for one at or before the present (a conservative NextRPCTime, or an RPC the
+// policy wants again at the same instant), so that simulated time always
+// moves on.
+const stallStep = 1.0
+
+// finishSlack absorbs floating-point error when a task's accumulated CPU
+// reaches its true runtime at the wake-up computed for that moment.
+const finishSlack = 1e-6
+
+// runOptions are knobs for the property tests; Run uses the zero value.
+type runOptions struct {
+	// fixedJitter passes 0.5 as every back-off's random number: with
+	// rpc_backoff min = max it makes every failed host retry on the same
+	// fixed period, the client an RPC storm comes from.
+	fixedJitter bool
+	// checkFeasible asks the policy after every fetch whether the host's
+	// queue can still meet all its deadlines.
+	checkFeasible bool
+	// afterWake, when set, sees each host after each of its wake-ups.
+	afterWake func(h *host, now float64)
+}
+
+// runStats are the engine's own counters, for tests and benchmarks.
+type runStats struct {
+	wakeups int64
+	// stalls counts wake-ups the policy asked for at or before the present.
+	stalls int64
+	// overbooked counts wake-ups at which a host ran more tasks than it has CPUs.
+	overbooked int64
+	// fetches and infeasibleFetches count replies with tasks, and those after
+	// which the host's queue was infeasible (only with checkFeasible).
+	fetches, infeasibleFetches int64
+}
+
+// sim is one run in progress.
+type sim struct {
+	sc      Scenario
+	opts    runOptions
+	end     float64
+	sample  float64
+	rec     *simreport.Recorder
+	servers []*server
+	hosts   []*host
+	queue   wakeQueue
+	stats   runStats
+	cpus    int
+}
+
+// Run simulates the scenario (filling in its defaults first) and returns the
+// report of the run. It is deterministic for a scenario, WallSeconds apart.
+// It stops early with ctx's error when ctx ends.
+func Run(ctx context.Context, sc Scenario) (simreport.Report, error) {
+	start := time.Now()
+	s, err := newSim(sc, runOptions{})
+	if err != nil {
+		return simreport.Report{}, err
+	}
+	if err := s.run(ctx); err != nil {
+		return simreport.Report{}, err
+	}
+	return s.report(time.Since(start)), nil
+}
+
+func newSim(sc Scenario, opts runOptions) (*sim, error) {
+	sc = sc.Normalized()
+	if err := sc.Validate(); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	s := &sim{
+		sc:     sc,
+		opts:   opts,
+		end:    sc.Duration.Seconds(),
+		sample: sc.SampleEvery.Seconds(),
+	}
+	names := make([]string, len(sc.Projects))
+	for j, p := range sc.Projects {
+		names[j] = p.Name
+		s.servers = append(s.servers, newServer(j, p, s.end))
+	}
+	s.rec = simreport.NewRecorder(names, s.sample)
+	cfg := policyConfig(sc)
+	share := func(j int) float64 { return sc.Projects[j].Share }
+	s.hosts = make([]*host, sc.Hosts)
+	s.queue = make(wakeQueue, 0, sc.Hosts)
+	for i := range s.hosts {
+		h := newHost(sc, i, cfg)
+		s.hosts[i] = h
+		s.cpus += h.policy.NCPUs
+		for k, w := range h.targets(share) {
+			s.rec.AddTarget(h.projects[k], w)
+		}
+		s.queue.push(wakeup{at: h.toggleAt, host: h.index})
+	}
+	return s, nil
+}
+
+// run processes wake-ups in time order until the end of the scenario, then
+// brings every host to the end and counts the deadlines already lost.
+func (s *sim) run(ctx context.Context) error {
+	for len(s.queue) > 0 && s.queue[0].at < s.end {
+		w := s.queue.pop()
+		s.wake(s.hosts[w.host], w.at)
+		s.stats.wakeups++
+		if s.stats.wakeups%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("simulate %s: %w", s.sc.Name, err)
+			}
+		}
+	}
+	for _, h := range s.hosts {
+		s.advance(h, s.end)
+		for _, t := range h.policy.Tasks {
+			// Unreported past its deadline: unfinished, or finished but
+			// certain to be reported late.
+			if t.Deadline < s.end {
+				s.rec.Missed(h.projects[h.local(t.Project)])
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+func (s *sim) report(wall time.Duration) simreport.Report {
+	return s.rec.Report(simreport.Report{
+		Clock:           "simulated",
+		Scenario:        s.sc.Name,
+		Strategy:        s.sc.Strategy,
+		RuntimeStat:     s.sc.RuntimeStat,
+		Hosts:           len(s.hosts),
+		CPUs:            s.cpus,
+		DurationSeconds: s.end,
+		WallSeconds:     wall.Seconds(),
+	})
+}
+
+// wake brings a host to now and lets its policy act: finished tasks, the CPU
+// scheduler, scheduler RPCs; then queues the host's next wake-up.
+func (s *sim) wake(h *host, now float64) {
+	s.advance(h, now)
+	reschedule := false
+	if now >= h.toggleAt {
+		h.toggle(now)
+		reschedule = h.on
+	}
+	if !h.on {
+		s.queue.push(wakeup{at: h.toggleAt, host: h.index})
+		return
+	}
+	for _, t := range h.policy.Tasks {
+		if t.State == clientpolicy.TaskRunning && t.CPU >= h.trueCPU[t]-finishSlack {
+			t.CPU = h.trueCPU[t]
+			h.policy.TaskFinished(t, now)
+			s.rec.Completed(h.projects[h.local(t.Project)])
+			reschedule = true
+		}
+	}
+	if reschedule || now >= h.policy.NextSchedule() {
+		h.policy.Schedule(now)
+	}
+	s.contact(h, now)
+	if s.opts.afterWake != nil {
+		s.opts.afterWake(h, now)
+	}
+	s.queue.push(wakeup{at: s.nextWake(h, now), host: h.index})
+}
+
+// nextWake is the earliest of the host's next task completion, scheduling
+// period end, possible RPC and on/off change.
+func (s *sim) nextWake(h *host, now float64) float64 {
+	next := h.toggleAt
+	running := 0
+	for _, t := range h.policy.Tasks {
+		if t.State == clientpolicy.TaskRunning {
+			running++
+			next = min(next, now+h.trueCPU[t]-t.CPU)
+		}
+	}
+	if running > h.policy.NCPUs {
+		s.stats.overbooked++
+	}
+	next = min(next, h.policy.NextSchedule(), h.policy.NextRPCTime(now))
+	if !(next > now) { // also catches NaN
+		s.stats.stalls++
+		next = now + stallStep
+	}
+	return next
+}
+
+// advance accounts the host's computing from the last time it was brought
+// up to date until to: each running task gains one CPU second per second
+// while the host is on.
+func (s *sim) advance(h *host, to float64) {
+	from := h.last
+	if !(to > from) {
+		return
+	}
+	h.last = to
+	if !h.on {
+		return
+	}
+	dt := to - from
+	s.rec.AddAvailable(float64(h.policy.NCPUs) * dt)
+	for _, t := range h.policy.Tasks {
+		if t.State != clientpolicy.TaskRunning {
+			continue
+		}
+		gain := min(dt, h.trueCPU[t]-t.CPU)
+		if gain <= 0 {
+			continue
+		}
+		t.CPU += gain
+		s.recordCPU(h.projects[h.local(t.Project)], from, from+gain)
+	}
+}
+
+// recordCPU records CPU computed for project j from..to, split at the
+// series' interval ends so each interval gets what was computed in it.
+func (s *sim) recordCPU(j int, from, to float64) {
+	for from < to {
+		seg := min(to, (math.Floor(from/s.sample)+1)*s.sample)
+		s.rec.CPU(j, seg, seg-from)
+		from = seg
+	}
+}
+
+// contact makes the RPCs the host's policy wants now, each project at most
+// once per wake-up.
+func (s *sim) contact(h *host, now float64) {
+	clear(h.contacted)
+	for {
+		req, ok := h.policy.NextRPC(now)
+		if !ok {
+			return
+		}
+		k := h.local(req.Project)
+		if h.contacted[k] {
+			return
+		}
+		h.contacted[k] = true
+		s.rpc(h, k, req, now)
+	}
+}
+
+// rpc is one scheduler RPC from host h to its k-th project, answered at once
+// by the project's server model.
+func (s *sim) rpc(h *host, k int, req clientpolicy.WorkRequest, now float64) {
+	j := h.projects[k]
+	srv := s.servers[j]
+	p := req.Project
+	failed := srv.down(now)
+	srv.countRPC(now, failed)
+	s.rec.RPC(j, now, failed)
+	if failed {
+		h.policy.RPCFailed(p, now, s.jitter(h))
+		return
+	}
+
+	// Every finished task of the project goes in the request.
+	var done []*clientpolicy.Task
+	for _, t := range h.policy.Tasks {
+		if t.Project == p && t.State == clientpolicy.TaskDone {
+			done = append(done, t)
+		}
+	}
+	for _, t := range done {
+		late := now > t.Deadline
+		srv.countReport(late)
+		s.rec.Reported(j, late)
+		h.policy.RemoveTask(t)
+		delete(h.trueCPU, t)
+	}
+
+	received := 0
+	if req.Seconds > 0 {
+		if srv.noWork(now) {
+			s.rec.NoWork(j)
+		} else {
+			var est float64
+			for _, nt := range srv.work(req.Seconds, h.flops, now, h.rng) {
+				h.nextID++
+				t := &clientpolicy.Task{ID: h.nextID, Project: p, EstCPU: nt.estCPU, Deadline: nt.deadline, Received: now}
+				h.policy.AddTask(t)
+				h.trueCPU[t] = nt.trueCPU
+				est += nt.estCPU
+				received++
+			}
+			s.rec.Fetched(j, received, est)
+		}
+	}
+	h.policy.RPCSucceeded(p, now, clientpolicy.Reply{
+		RequestDelay: srv.project.Server.RequestDelay.Seconds(),
+		AskedSeconds: req.Seconds,
+		NewTasks:     received,
+	}, s.jitter(h))
+	if received > 0 {
+		h.policy.Schedule(now)
+		if s.opts.checkFeasible {
+			s.stats.fetches++
+			if !h.policy.Feasible(now) {
+				s.stats.infeasibleFetches++
+			}
+		}
+	}
+}
+
+// jitter is the random number of a back-off.
+func (s *sim) jitter(h *host) float64 {
+	if s.opts.fixedJitter {
+		return 0.5
+	}
+	return h.rng.Float64()
+}

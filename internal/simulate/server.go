@@ -1,0 +1,104 @@
+package simulate
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// server is the in-process model of one project's scheduler: it answers RPCs
+// at once (RPC latency is zero in simulated time), fails every RPC during an
+// outage, sends nothing during a no-work window, and otherwise sends tasks
+// whose estimated CPU covers the request.
+type server struct {
+	index   int // the project's index in the scenario
+	project Project
+
+	// rpcMinutes counts RPCs started in each minute of the run, failed or
+	// not; the storm property reads it.
+	rpcMinutes []int32
+	rpcs       int64
+	failures   int64
+	reports    int64
+	lateReport int64
+	sent       int64
+}
+
+func newServer(index int, p Project, duration float64) *server {
+	return &server{
+		index:      index,
+		project:    p,
+		rpcMinutes: make([]int32, int(duration/60)+1),
+	}
+}
+
+// down reports whether the project's scheduler is unreachable at now.
+func (s *server) down(now float64) bool { return inWindows(s.project.Server.Outages, now) }
+
+// noWork reports whether the project has no work to send at now.
+func (s *server) noWork(now float64) bool { return inWindows(s.project.Server.NoWork, now) }
+
+func inWindows(ws []Window, now float64) bool {
+	for _, w := range ws {
+		if w.contains(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// countRPC tallies one RPC started at now.
+func (s *server) countRPC(now float64, failed bool) {
+	s.rpcs++
+	if failed {
+		s.failures++
+	}
+	m := int(now / 60)
+	if m >= 0 && m < len(s.rpcMinutes) {
+		s.rpcMinutes[m]++
+	}
+}
+
+// countReport tallies one reported task.
+func (s *server) countReport(late bool) {
+	s.reports++
+	if late {
+		s.lateReport++
+	}
+}
+
+// newTask is one task as the server sends it: the host's estimate of its CPU
+// time and the CPU time it will really take.
+type newTask struct {
+	estCPU, trueCPU, deadline float64
+}
+
+// work answers a request for seconds of CPU work from a host whose CPUs run
+// flops each: tasks until their estimated CPU covers the request, at least
+// one and at most MaxTasks. r draws the true runtimes.
+func (s *server) work(seconds, flops, now float64, r *rand.Rand) []newTask {
+	est := s.project.Job.FpopsEst / flops
+	n := int(math.Ceil(seconds / est))
+	n = max(1, min(n, s.project.Server.MaxTasks))
+	tasks := make([]newTask, n)
+	deadline := now + s.project.Job.DelayBound.Seconds()
+	for i := range tasks {
+		tasks[i] = newTask{
+			estCPU:   est,
+			trueCPU:  est * runtimeFactor(s.project.Job.RuntimeSpread, r),
+			deadline: deadline,
+		}
+	}
+	s.sent += int64(n)
+	return tasks
+}
+
+// runtimeFactor is true/estimated runtime: lognormal with mean 1 and the
+// given standard deviation of its log, clamped to [0.1, 10] so one outlier
+// cannot stall a host for the whole run.
+func runtimeFactor(sigma float64, r *rand.Rand) float64 {
+	if sigma == 0 {
+		return 1
+	}
+	f := math.Exp(sigma*r.NormFloat64() - sigma*sigma/2)
+	return min(max(f, 0.1), 10)
+}
