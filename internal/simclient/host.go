@@ -3,84 +3,95 @@ package simclient
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/clientpolicy"
 	"github.com/taskserver/taskserver/internal/protocol"
-	"github.com/taskserver/taskserver/internal/state"
 )
 
-// taskState is where a task is on its host.
-type taskState int
+// minWait is the shortest sleep of a host's loop, so a policy answer that
+// is due "now" but not yet actionable cannot make the loop spin.
+const minWait = time.Millisecond
 
-const (
-	taskQueued  taskState = iota // received, waiting for a CPU
-	taskRunning                  // downloading, computing or uploading
-	taskReady                    // finished; reported on every RPC until acked
-)
-
-// task is one result the host holds, from receipt until the server acks it.
-type task struct {
-	res        protocol.Result
-	inputs     []protocol.FileInfo
-	outputs    []protocol.FileInfo
-	appVersion int // index into host.appVersions, or -1
-	state      taskState
-	reported   bool
-	late       bool // first reported after its report deadline
-	cancel     context.CancelFunc
-	report     protocol.ReportResult
-}
-
-// host is one simulated volunteer machine. Its goroutine (run) owns the
-// scheduler conversation; each running task has a goroutine of its own.
-// Everything below mu is shared between them.
-type host struct {
-	r      *runner
-	index  int
-	kind   Kind
-	auth   string
-	flops  float64
-	info   protocol.HostInfo
-	salt   [8]byte // makes a cheater's wrong output its own; unique per host
-	log    *slog.Logger
-	wake   chan struct{}
-	byName map[string]*task
-
-	mu             sync.Mutex
-	rng            *rand.Rand
+// attachment is a host's membership of one project: its identity there and
+// the client's bookkeeping for it. Only the host goroutine touches it.
+type attachment struct {
+	index          int // into runner.projects and the recorder's projects
+	url            string
+	auth           string
+	shareFrac      float64 // share over the sum of the host's shares
+	p              *clientpolicy.Project
+	byName         map[string]*task // result names are unique per project only
 	hostID         int64
 	seqno          int64
 	crossProjectID string
-	tasks          []*task // in arrival order
 	appVersions    []protocol.ClientAppVer
-	estTask        time.Duration // the server's runtime estimate of one task here
-	minRPC         time.Time     // request_delay, RPC back-off, task-error deferral
-	workFetchAt    time.Time     // work-fetch back-off after a request that got nothing
-	reportAt       time.Time     // back-off after reports that were not acked
-	nextRPCAt      time.Time     // next_rpc_delay; zero when none
-	rpcFailures    int
-	fetchFailures  int
+	// nextRPCAt is when the server asked to hear from the host again
+	// (next_rpc_delay); +Inf when it did not.
+	nextRPCAt float64
+	// reportFailures counts consecutive RPCs whose reports were not all
+	// acknowledged; they back the next report off.
 	reportFailures int
+	// dcf is the duration correction factor: how long this project's tasks
+	// really take on this host relative to rsc_fpops_est / p_fpops.
+	dcf float64
+	// downloading counts tasks whose inputs are being fetched. While any
+	// are, the host does not ask this project for work (it does not yet
+	// know what it holds), so p.WorkFetchAt is held at +Inf and the real
+	// value kept in heldFetchAt.
+	downloading int
+	holding     bool
+	heldFetchAt float64
 }
 
-func newHost(r *runner, index int, kind Kind, auth string, rng *rand.Rand) *host {
+// host is one simulated volunteer machine. Its goroutine (run) owns the
+// client state — the clientpolicy.Host, the attachments and the tasks —
+// and does the scheduler RPCs; downloads and uploads run in goroutines of
+// their own that hand their results back through events.
+type host struct {
+	r     *runner
+	index int
+	kind  Kind
+	flops float64
+	info  protocol.HostInfo
+	salt  [8]byte // makes a cheater's wrong output its own; unique per host
+	log   *slog.Logger
+	// events carries work from the transfer goroutines to the host
+	// goroutine, which runs it with the current time.
+	events chan func(now float64)
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	// Owned by the host goroutine.
+	cp       *clientpolicy.Host
+	atts     []*attachment
+	tasks    []*task // every task held, in arrival order
+	nextID   int64
+	clock    float64 // run seconds up to which CPU progress is accounted
+	on       bool
+	toggleAt float64 // next on/off switch; +Inf when always on
+	dirty    bool    // tasks changed since the last Schedule
+	taskCtx  context.Context
+	taskWG   *sync.WaitGroup
+}
+
+func newHost(r *runner, index int, kind Kind, rng *rand.Rand) *host {
 	o := r.opts
 	h := &host{
 		r:      r,
 		index:  index,
 		kind:   kind,
-		auth:   auth,
 		flops:  o.Flops * (0.5 + rng.Float64()),
 		log:    o.Log.With("host", index, "kind", kind.String()),
-		wake:   make(chan struct{}, 1),
-		byName: map[string]*task{},
+		events: make(chan func(float64), 16),
 		rng:    rng,
+		on:     true,
 	}
 	// The index in the first bytes makes every host's salt, and so every
 	// cheater's forged input and output, different from every other's.
@@ -109,7 +120,33 @@ func newHost(r *runner, index int, kind Kind, auth string, rng *rand.Rand) *host
 		OSVersion:   "simclient",
 		PCalculated: float64(r.start.Unix()),
 	}
-	h.estTask = h.computeTime()
+
+	var shareSum float64
+	for _, p := range r.projects {
+		shareSum += p.Share
+	}
+	projects := make([]*clientpolicy.Project, len(r.projects))
+	for i, p := range r.projects {
+		projects[i] = &clientpolicy.Project{Name: p.Name, Share: p.Share}
+		h.atts = append(h.atts, &attachment{
+			index:     i,
+			url:       p.SchedulerURL,
+			auth:      p.Authenticators[index%len(p.Authenticators)],
+			shareFrac: p.Share / shareSum,
+			p:         projects[i],
+			byName:    map[string]*task{},
+			nextRPCAt: math.Inf(1),
+			dcf:       1,
+		})
+	}
+	h.cp = clientpolicy.NewHost(o.NCPUs, o.OnFrac, o.policyConfig(h.computeTime().Seconds()), projects)
+
+	h.toggleAt = math.Inf(1)
+	if o.OnFrac < 1 {
+		// Start at a random point of the on/off cycle.
+		h.on = rng.Float64() < o.OnFrac
+		h.toggleAt = h.periodLength()
+	}
 	return h
 }
 
@@ -119,492 +156,241 @@ func DomainName(index int, kind Kind) string {
 	return fmt.Sprintf("simhost%d.%s", index, kind)
 }
 
-// computeTime is the simulated wall time of one task on this host.
+// computeTime is the simulated CPU time of one task on this host.
 func (h *host) computeTime() time.Duration {
 	return time.Duration(float64(h.r.opts.ComputeTime) * h.r.opts.Flops / h.flops)
 }
 
 // rand returns a uniform number in [0, 1) from the host's generator.
 func (h *host) rand() float64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.rngMu.Lock()
+	defer h.rngMu.Unlock()
 	return h.rng.Float64()
 }
 
-func (h *host) signal() {
+// periodLength draws the length of the on or off period starting now, in
+// seconds: exponential, with mean OnPeriod when on.
+func (h *host) periodLength() float64 {
+	o := h.r.opts
+	mean := o.OnPeriod.Seconds()
+	if !h.on {
+		mean *= (1 - o.OnFrac) / o.OnFrac
+	}
+	h.rngMu.Lock()
+	defer h.rngMu.Unlock()
+	return h.rng.ExpFloat64() * mean
+}
+
+// post hands f to the host goroutine, unless ctx ends first.
+func (h *host) post(ctx context.Context, f func(now float64)) {
 	select {
-	case h.wake <- struct{}{}:
-	default:
+	case h.events <- f:
+	case <-ctx.Done():
 	}
 }
 
-// run is the host's life: contact the scheduler when it needs to, start
-// tasks on free CPUs, wait. It returns when ctx ends (after its tasks have
-// stopped) or when the host vanishes.
+// run is the host's life as an event loop: bring the tasks' CPU up to date,
+// apply what the transfers finished, reschedule the CPUs when the policy
+// says so, contact a project when the policy says so, then sleep until the
+// next thing can happen — a task finishing, the scheduling period ending, an
+// RPC falling due, the host switching on or off — or a transfer reports
+// back. It returns when ctx ends (after its transfers have stopped) or when
+// the host vanishes.
 func (h *host) run(ctx context.Context) {
 	tctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	h.taskCtx, h.taskWG = tctx, &wg
 	defer wg.Wait()
 	defer cancel()
+	for _, a := range h.atts {
+		h.r.rec.AddTarget(a.index, a.shareFrac*float64(h.r.opts.NCPUs)*h.r.opts.OnFrac)
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for ctx.Err() == nil {
-		h.startTasks(tctx, &wg)
-		now := time.Now()
-		at, ok := h.nextRPC()
-		if ok && !at.After(now) {
+		now := h.r.now()
+		h.advance(now)
+		if h.dirty || now >= h.cp.NextSchedule() {
+			h.schedule(now)
+		}
+		if a, req, ok := h.nextRPC(now); ok {
 			if !h.r.reserveRPC() {
 				return
 			}
-			if h.rpc(h.r.rpcCtx) {
+			if h.rpc(h.r.rpcCtx, a, req) {
 				return
 			}
 			continue
 		}
-		var timer *time.Timer
-		var timeout <-chan time.Time
-		if ok {
-			timer = time.NewTimer(at.Sub(now))
-			timeout = timer.C
-		}
+		wait := max(time.Duration((h.wakeAt(now)-now)*float64(time.Second)), minWait)
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
-		case <-h.wake:
-		case <-timeout:
-		}
-		if timer != nil {
-			timer.Stop()
+		case f := <-h.events:
+			now := h.r.now()
+			h.advance(now)
+			f(now)
+		case <-timer.C:
 		}
 	}
+	h.advance(h.r.now())
 }
 
-// startTasks gives queued tasks the free CPUs.
-func (h *host) startTasks(ctx context.Context, wg *sync.WaitGroup) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	running := 0
-	for _, t := range h.tasks {
-		if t.state == taskRunning {
-			running++
+// advance accounts the time up to now: CPU progress of the running tasks
+// and available CPU while the host is on, and the on/off switches.
+func (h *host) advance(now float64) {
+	for {
+		end := min(now, h.toggleAt)
+		if end > h.clock {
+			if h.on {
+				h.progress(h.clock, end)
+			}
+			h.clock = end
 		}
-	}
-	for _, t := range h.tasks {
-		if running >= h.r.opts.NCPUs {
+		if h.toggleAt > now {
 			return
 		}
-		if t.state != taskQueued {
+		h.on = !h.on
+		h.toggleAt += h.periodLength()
+		h.dirty = true
+	}
+}
+
+// progress gives every running task the CPU time from..to; a task that
+// reaches its runtime finishes computing at that instant.
+func (h *host) progress(from, to float64) {
+	h.r.rec.AddAvailable(float64(h.r.opts.NCPUs) * (to - from))
+	for _, t := range h.tasks {
+		if t.phase != phaseComputing || t.cp.State != clientpolicy.TaskRunning {
 			continue
 		}
-		t.state = taskRunning
-		running++
-		tctx, cancel := context.WithCancel(ctx)
-		t.cancel = cancel
-		wg.Go(func() {
-			defer cancel()
-			rep, taskErr := h.work(tctx, t)
-			if tctx.Err() != nil {
-				return // stopping or aborted: nothing to report
-			}
-			h.finish(t, rep, taskErr)
-		})
-	}
-}
-
-// finish makes a task ready to report. After an unrecoverable task error
-// the real client defers its next RPC by one to two minutes.
-func (h *host) finish(t *task, rep protocol.ReportResult, taskErr bool) {
-	h.mu.Lock()
-	if h.byName[t.res.Name] == t {
-		t.report = rep
-		t.state = taskReady
-		if taskErr {
-			d := h.r.opts.scaled(time.Duration(float64(taskErrorDelayMin) * (1 + h.rng.Float64())))
-			h.minRPC = later(h.minRPC, time.Now().Add(d))
-		}
-	}
-	h.mu.Unlock()
-	h.signal()
-}
-
-// nextRPC is when the host next wants to talk to the scheduler: to fetch
-// work when a CPU is idle, to report finished tasks, or because the server
-// asked (next_rpc_delay); never before minRPC. ok is false when it wants
-// nothing until a task finishes.
-func (h *host) nextRPC() (at time.Time, ok bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	pending, ready := h.counts()
-	if h.kind == KindLate && pending > 0 {
-		// Offline while holding work: back only when every task is
-		// finished, past its deadline.
-		return at, false
-	}
-	consider := func(t time.Time) {
-		t = later(t, h.minRPC)
-		if !ok || t.Before(at) {
-			at, ok = t, true
-		}
-	}
-	if pending < h.r.opts.NCPUs {
-		consider(h.workFetchAt)
-	}
-	if ready > 0 {
-		consider(h.reportAt)
-	}
-	if !h.nextRPCAt.IsZero() {
-		consider(h.nextRPCAt)
-	}
-	return at, ok
-}
-
-// counts returns the tasks not finished and the tasks ready to report.
-// The caller holds mu.
-func (h *host) counts() (pending, ready int) {
-	for _, t := range h.tasks {
-		if t.state == taskReady {
-			ready++
+		if need := t.runtime - t.cp.CPU; need <= to-from {
+			t.cp.CPU = t.runtime
+			h.recordCPU(t, from, from+need)
+			h.computed(t, from+need)
 		} else {
-			pending++
+			t.cp.CPU += to - from
+			h.recordCPU(t, from, to)
 		}
 	}
-	return pending, ready
 }
 
-// rpc does one scheduler RPC and applies its reply. It reports whether the
-// host has vanished.
-func (h *host) rpc(ctx context.Context) (vanished bool) {
-	req, reporting, reqSecs := h.buildRequest(time.Now())
-	h.r.c.rpcs.Add(1)
-	reply, err := h.r.web.schedulerRPC(ctx, h.r.opts.SchedulerURL, req)
-	if ctx.Err() != nil {
-		return false // stopping; the failure is ours, not the server's
+// recordCPU tells the recorder a task computed from..to, split at the
+// report's interval ends so the series shows when the CPU went where.
+func (h *host) recordCPU(t *task, from, to float64) {
+	iv := h.r.interval
+	for from < to {
+		end := min(to, (math.Floor(from/iv)+1)*iv)
+		if end <= from { // rounding at a boundary
+			end = to
+		}
+		h.r.rec.CPU(t.att.index, (from+end)/2, end-from)
+		from = end
 	}
-	now := time.Now()
-	if err == nil {
-		err = replyError(reply, req.HostID)
+}
+
+// schedule runs the CPU scheduler and counts the running tasks it
+// preempted.
+func (h *host) schedule(now float64) {
+	for _, t := range h.tasks {
+		t.wasRunning = t.cp.State == clientpolicy.TaskRunning
 	}
-	if err != nil {
-		h.rpcFailed(now, reply, err)
+	h.cp.Schedule(now)
+	for _, t := range h.tasks {
+		if t.wasRunning && t.cp.State == clientpolicy.TaskPreempted {
+			h.r.c.preempted.Add(1)
+		}
+	}
+	h.dirty = false
+}
+
+// mayRPC reports whether the host contacts projects now: it is on, and it
+// is not a late host holding unfinished work (offline until it is done).
+func (h *host) mayRPC() bool {
+	if !h.on {
 		return false
 	}
-	return h.applyReply(now, reply, reporting, reqSecs)
-}
-
-// buildRequest writes the next scheduler request: identity, host
-// description, a work request sized to refill the buffer when a CPU is
-// idle, every finished task, and the tasks in progress.
-func (h *host) buildRequest(now time.Time) (*protocol.SchedulerRequest, []*task, float64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	o := h.r.opts
-	req := &protocol.SchedulerRequest{
-		Authenticator:            h.auth,
-		HostID:                   h.hostID,
-		RPCSeqno:                 h.seqno,
-		CoreClientMajorVersion:   clientMajor,
-		CoreClientMinorVersion:   clientMinor,
-		CoreClientRelease:        clientRelease,
-		ResourceShareFraction:    1,
-		DurationCorrectionFactor: 1,
-		PlatformName:             platformName,
-		CrossProjectID:           h.crossProjectID,
-		HostInfo:                 h.info,
-		TimeStats: protocol.TimeStats{OnFrac: 1, ConnectedFrac: 1, CPUAndNetworkAvailableFrac: 1, ActiveFrac: 1,
-			GPUActiveFrac: 1, ClientStartTime: float64(h.r.start.Unix()), Now: float64(now.Unix())},
-		DiskUsage:   protocol.DiskUsage{DBoincUsedTotal: 1e6, DBoincUsedProject: 1e6, DProjectShare: h.info.DFree / 2},
-		AppVersions: append([]protocol.ClientAppVer(nil), h.appVersions...),
-	}
-	pending, _ := h.counts()
-	var reqSecs float64
-	if pending < o.NCPUs && !now.Before(h.workFetchAt) {
-		reqSecs = max(1, float64(o.NCPUs*o.BufferPerCPU-pending)*h.estTask.Seconds())
-		req.WorkReqSeconds = reqSecs
-		req.CPUReqSecs = reqSecs
-		req.CPUReqInstances = float64(o.NCPUs - pending)
-	}
-	var reporting []*task
-	for _, t := range h.tasks {
-		if t.state == taskReady {
-			req.Results = append(req.Results, t.report)
-			reporting = append(reporting, t)
-			continue
-		}
-		req.OtherResults = append(req.OtherResults, protocol.OtherResult{
-			Name: t.res.Name, AppVersion: t.appVersion, PlanClass: t.res.PlanClass})
-	}
-	if !h.nextRPCAt.IsZero() && !now.Before(h.nextRPCAt) {
-		h.nextRPCAt = time.Time{}
-	}
-	return req, reporting, reqSecs
-}
-
-// replyError is a reply the client must treat as a failed RPC.
-func replyError(reply *protocol.SchedulerReply, sentHostID int64) error {
-	if reply.ProjectIsDown != nil {
-		return errors.New("scheduler reply: project is down")
-	}
-	if sentHostID == 0 && reply.HostID == 0 {
-		var msgs []string
-		for _, m := range reply.Messages {
-			msgs = append(msgs, strings.TrimSpace(m.Text))
-		}
-		return fmt.Errorf("scheduler reply: no host id (messages: %q)", strings.Join(msgs, "; "))
-	}
-	return nil
-}
-
-// rpcFailed backs off exponentially with jitter, or longer if a reply
-// asked for a longer request_delay.
-func (h *host) rpcFailed(now time.Time, reply *protocol.SchedulerReply, err error) {
-	h.r.c.rpcErrors.Add(1)
-	h.mu.Lock()
-	h.rpcFailures++
-	n := h.rpcFailures
-	o := h.r.opts
-	d := backoff(n, o.scaled(rpcBackoffMin), o.scaled(rpcBackoffMax), h.rng.Float64())
-	if reply != nil {
-		d = max(d, seconds(reply.RequestDelay))
-	}
-	h.minRPC = now.Add(d)
-	h.mu.Unlock()
-	h.log.Debug("scheduler rpc failed", "error", err, "consecutive_failures", n, "retry_in", d)
-	h.r.warnRateLimited("scheduler rpc failed", "host", h.index, "error", err, "retry_in", d)
-}
-
-// applyReply records a successful RPC: the host id, acks, aborts and new
-// tasks, and the delays that decide the next RPC.
-func (h *host) applyReply(now time.Time, reply *protocol.SchedulerReply, reporting []*task, reqSecs float64) (vanished bool) {
-	c := &h.r.c
-	o := h.r.opts
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.rpcFailures = 0
-	if reply.HostID != 0 && reply.HostID != h.hostID {
-		h.hostID = reply.HostID
-		h.seqno = 0
-	} else {
-		h.seqno++
-	}
-	if reply.CrossProjectID != "" {
-		h.crossProjectID = reply.CrossProjectID
-	}
-	h.minRPC = now.Add(seconds(reply.RequestDelay))
-	if reply.NextRPCDelay > 0 {
-		h.nextRPCAt = now.Add(seconds(reply.NextRPCDelay))
-	}
-
-	for _, t := range reporting {
-		if t.reported {
-			c.rereports.Add(1)
-		} else {
-			t.reported = true
-			c.reported.Add(1)
-			c.byKind[h.kind].reported.Add(1)
-			if dl := t.res.ReportDeadline; dl > 0 && float64(now.UnixNano())/1e9 > dl {
-				t.late = true
-				c.late.Add(1)
+	if h.kind == KindLate {
+		for _, t := range h.tasks {
+			if t.phase != phaseReady {
+				return false
 			}
-		}
-	}
-	for _, a := range reply.ResultAcks {
-		if t := h.byName[a.Name]; t != nil && t.state == taskReady && t.reported {
-			h.drop(t)
-			c.acked.Add(1)
-			c.byKind[h.kind].acked.Add(1)
-			h.r.logAck(t.res.Name, h.kind, reportedSuccess(t.report), t.late)
-		}
-	}
-	unacked := 0
-	for _, t := range reporting {
-		if h.byName[t.res.Name] == t {
-			unacked++
-		}
-	}
-	if unacked > 0 {
-		h.reportFailures++
-		h.reportAt = now.Add(backoff(h.reportFailures, o.scaled(rpcBackoffMin), o.scaled(rpcBackoffMax), h.rng.Float64()))
-	} else {
-		h.reportFailures = 0
-		h.reportAt = time.Time{}
-	}
-	for _, a := range reply.ResultAborts {
-		if t := h.byName[a.Name]; t != nil {
-			h.drop(t)
-			c.abort.Add(1)
-		}
-	}
-	for _, a := range reply.ResultAbortsINS {
-		if t := h.byName[a.Name]; t != nil && t.state == taskQueued {
-			h.drop(t)
-			c.abort.Add(1)
-		}
-	}
-
-	got := h.addTasks(reply)
-	if reqSecs > 0 {
-		if got == 0 {
-			h.fetchFailures++
-			h.workFetchAt = now.Add(backoff(h.fetchFailures, o.scaled(workFetchBackoffMin), o.scaled(workFetchBackoffMax), h.rng.Float64()))
-		} else {
-			h.fetchFailures = 0
-			h.workFetchAt = time.Time{}
-		}
-	}
-	h.log.Debug("scheduler rpc", "host_id", h.hostID, "reported", len(reporting), "acked", len(reporting)-unacked,
-		"received", got, "request_delay", reply.RequestDelay)
-	if h.kind == KindVanishing && got > 0 {
-		c.vanished.Add(int64(len(h.tasks)))
-		h.log.Debug("host vanished", "tasks", len(h.tasks))
-		return true
-	}
-	return false
-}
-
-// addTasks takes the reply's new results, linking each to its workunit and
-// file_infos; a result that cannot be linked is skipped, as the real
-// client discards it. The caller holds mu.
-func (h *host) addTasks(reply *protocol.SchedulerReply) int {
-	files := make(map[string]protocol.FileInfo, len(reply.FileInfos))
-	for _, f := range reply.FileInfos {
-		files[f.Name] = f
-	}
-	wus := make(map[string]protocol.Workunit, len(reply.Workunits))
-	for _, w := range reply.Workunits {
-		wus[w.Name] = w
-	}
-	for _, av := range reply.AppVersions {
-		h.addAppVersion(protocol.ClientAppVer{AppName: av.AppName, VersionNum: av.VersionNum,
-			Platform: av.Platform, PlanClass: av.PlanClass, AvgNCPUs: av.AvgNCPUs, Flops: av.Flops})
-	}
-	got := 0
-	for _, res := range reply.Results {
-		if h.byName[res.Name] != nil {
-			continue
-		}
-		wu, ok := wus[res.WUName]
-		if !ok {
-			h.r.warnRateLimited("result without its workunit; discarded", "host", h.index, "result", res.Name, "workunit", res.WUName)
-			continue
-		}
-		t := &task{res: res, appVersion: -1}
-		for i, av := range h.appVersions {
-			if av.AppName == wu.AppName && av.VersionNum == res.VersionNum && av.PlanClass == res.PlanClass {
-				t.appVersion = i
-			}
-		}
-		missing := ""
-		for _, fr := range wu.FileRefs {
-			f, ok := files[fr.FileName]
-			if !ok {
-				missing = fr.FileName
-				break
-			}
-			t.inputs = append(t.inputs, f)
-		}
-		for _, fr := range res.FileRefs {
-			f, ok := files[fr.FileName]
-			if !ok {
-				missing = fr.FileName
-				break
-			}
-			t.outputs = append(t.outputs, f)
-		}
-		if missing != "" {
-			h.r.warnRateLimited("result refers to a file_info not in the reply; discarded", "host", h.index, "result", res.Name, "file", missing)
-			continue
-		}
-		if wu.RscFpopsEst > 0 {
-			h.estTask = time.Duration(wu.RscFpopsEst / h.flops * float64(time.Second))
-		}
-		h.tasks = append(h.tasks, t)
-		h.byName[res.Name] = t
-		h.r.c.received.Add(1)
-		h.r.c.byKind[h.kind].received.Add(1)
-		got++
-	}
-	return got
-}
-
-func (h *host) addAppVersion(av protocol.ClientAppVer) {
-	for _, have := range h.appVersions {
-		if have.AppName == av.AppName && have.VersionNum == av.VersionNum && have.PlanClass == av.PlanClass {
-			return
-		}
-	}
-	h.appVersions = append(h.appVersions, av)
-}
-
-// drop forgets a task, stopping it if it runs. The caller holds mu.
-func (h *host) drop(t *task) {
-	if t.cancel != nil {
-		t.cancel()
-	}
-	delete(h.byName, t.res.Name)
-	for i, x := range h.tasks {
-		if x == t {
-			h.tasks = append(h.tasks[:i], h.tasks[i+1:]...)
-			break
-		}
-	}
-}
-
-// reportedSuccess is the server's rule for a success (the outputs uploaded
-// and exit status 0), so the ack log says what the server should record.
-func reportedSuccess(rep protocol.ReportResult) bool {
-	if state.ClientState(rep.State) != state.ClientFilesUploaded || rep.ExitStatus != 0 {
-		return false
-	}
-	for _, f := range rep.FileInfos {
-		if f.ErrorMsg != "" {
-			return false
 		}
 	}
 	return true
 }
 
-// errorReport is a task that ended in error.
-func (h *host) errorReport(t *task, cs state.ClientState, exit int, elapsed time.Duration, msg string) protocol.ReportResult {
-	h.r.c.failed.Add(1)
-	h.r.c.byKind[h.kind].failed.Add(1)
-	rep := h.baseReport(t, cs, exit, elapsed)
-	rep.StderrOut = stderrOut(msg)
-	return rep
+// nextRPC is the RPC to make now, if any: to a project whose next_rpc_delay
+// has come, else the policy's choice (seed 000/001 work fetch, seed 002
+// report-result sessions).
+func (h *host) nextRPC(now float64) (*attachment, clientpolicy.WorkRequest, bool) {
+	if !h.mayRPC() {
+		return nil, clientpolicy.WorkRequest{}, false
+	}
+	for _, a := range h.atts {
+		if a.nextRPCAt <= now && a.p.MinRPC <= now {
+			return a, clientpolicy.WorkRequest{Project: a.p, Seconds: h.cp.WorkRequestSeconds(a.p, now), Report: a.hasReady()}, true
+		}
+	}
+	req, ok := h.cp.NextRPC(now)
+	if !ok {
+		return nil, req, false
+	}
+	for _, a := range h.atts {
+		if a.p == req.Project {
+			if a.downloading > 0 {
+				req.Seconds = 0
+			}
+			return a, req, true
+		}
+	}
+	return nil, req, false // a project the host is not attached to: a policy bug
 }
 
-func (h *host) baseReport(t *task, cs state.ClientState, exit int, elapsed time.Duration) protocol.ReportResult {
-	platform := t.res.Platform
-	if platform == "" {
-		platform = platformName
+// wakeAt is when the host loop next has something to do, if nothing
+// reports back before: a running task finishes, the scheduling period ends,
+// the host switches on or off, an RPC falls due.
+func (h *host) wakeAt(now float64) float64 {
+	at := min(h.cp.NextSchedule(), h.toggleAt)
+	if h.on {
+		for _, t := range h.tasks {
+			if t.phase == phaseComputing && t.cp.State == clientpolicy.TaskRunning {
+				at = min(at, now+t.runtime-t.cp.CPU)
+			}
+		}
 	}
-	return protocol.ReportResult{
-		Name:             t.res.Name,
-		FinalCPUTime:     elapsed.Seconds(),
-		FinalElapsedTime: elapsed.Seconds(),
-		ExitStatus:       exit,
-		State:            int(cs),
-		Platform:         platform,
-		VersionNum:       t.res.VersionNum,
-		PlanClass:        t.res.PlanClass,
-		AppVersionNum:    t.res.VersionNum,
+	if h.mayRPC() {
+		at = min(at, h.cp.NextRPCTime(now))
+		for _, a := range h.atts {
+			at = min(at, max(a.nextRPCAt, a.p.MinRPC))
+		}
+	}
+	return at
+}
+
+// holdFetch keeps the policy from asking a's project for work while its
+// downloads are under way; releaseFetch undoes it.
+func (a *attachment) holdFetch() {
+	if a.downloading > 0 && !a.holding {
+		a.holding, a.heldFetchAt = true, a.p.WorkFetchAt
+		a.p.WorkFetchAt = math.Inf(1)
 	}
 }
 
-// stderrOut is the task's stderr_out as the server reads it from the real
-// client, CDATA unwrapped: the client version, the client's error message
-// if any, and the app's stderr.
-func stderrOut(msg string) string {
-	var b strings.Builder
-	b.WriteString("<core_client_version>7.20.5</core_client_version>\n")
-	if msg != "" {
-		b.WriteString("<message>\n" + msg + "\n</message>\n")
+func (a *attachment) releaseFetch() {
+	if a.holding {
+		a.holding, a.p.WorkFetchAt = false, a.heldFetchAt
 	}
-	b.WriteString("<stderr_txt>\ntaskserver simclient\n</stderr_txt>\n")
-	return b.String()
 }
 
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
+// hasReady reports whether a has a finished task to report.
+func (a *attachment) hasReady() bool {
+	for _, t := range a.byName {
+		if t.phase == phaseReady {
+			return true
+		}
 	}
-	return b
+	return false
 }
 
 func seconds(s float64) time.Duration {

@@ -138,20 +138,21 @@ func TestAckLogAndDomainNameSayEachHostsKind(t *testing.T) {
 
 func TestCheatersNeverAgreeWithEachOtherOrTheTruth(t *testing.T) {
 	t.Parallel()
-	r := &runner{opts: Options{Seed: 1}.withDefaults()}
+	opts := Options{Seed: 1, SchedulerURL: "http://x/", Authenticators: []string{"k"}}.withDefaults()
+	r := &runner{opts: opts, projects: opts.projects()}
 	input := demoapp.Input("wu_x")
 	correct := string(demoapp.Compute(input, demoapp.Rounds))
 	seen := map[string]int{correct: -1}
 	for i := range 200 {
 		// The same seed for every host: uniqueness must not rest on luck.
-		h := newHost(r, i, KindCheating, "k", newTestRand())
+		h := newHost(r, i, KindCheating, newTestRand())
 		out := string(h.compute(input))
 		if j, dup := seen[out]; dup {
 			t.Fatalf("cheating host %d computed the same output as host %d (-1: the correct one)", i, j)
 		}
 		seen[out] = i
 	}
-	if got := string(newHost(r, 0, KindCheating, "k", newTestRand()).compute(nil)); got == string(newHost(r, 1, KindCheating, "k", newTestRand()).compute(nil)) {
+	if got := string(newHost(r, 0, KindCheating, newTestRand()).compute(nil)); got == string(newHost(r, 1, KindCheating, newTestRand()).compute(nil)) {
 		t.Errorf("two cheaters agree on an empty input: %q", got)
 	}
 }

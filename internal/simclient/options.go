@@ -8,19 +8,76 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/taskserver/taskserver/internal/clientpolicy"
 )
 
-// Options configures a simulation run. The zero value of every field except
-// SchedulerURL and Authenticators means its documented default.
-type Options struct {
+// Project is one project every simulated host is attached to.
+type Project struct {
+	// Name labels the project in the run report; default the scheduler
+	// URL's host (with a suffix when two projects share a host).
+	Name string
 	// SchedulerURL is the project's scheduler (POST target of RPCs).
 	SchedulerURL string
-	// Authenticators are the account keys; host i belongs to
-	// Authenticators[i % len], so several hosts share a user.
+	// Share is the project's resource share on every host, any positive
+	// number; default 100.
+	Share float64
+	// Authenticators are the account keys on this project; host i belongs
+	// to Authenticators[i % len].
 	Authenticators []string
+}
+
+// Options configures a simulation run. The zero value of every field except
+// the projects (Projects, or SchedulerURL and Authenticators) means its
+// documented default.
+type Options struct {
+	// SchedulerURL is the project's scheduler (POST target of RPCs) when
+	// Projects is empty.
+	SchedulerURL string
+	// Authenticators are the account keys when Projects is empty; host i
+	// belongs to Authenticators[i % len], so several hosts share a user.
+	Authenticators []string
+	// Projects attaches every host to several projects, each with its
+	// resource share. When empty, SchedulerURL and Authenticators are the
+	// one project, with share 100.
+	Projects []Project
+	// Strategy is the hosts' CPU-scheduling policy; default
+	// clientpolicy.StrategyEDF.
+	Strategy clientpolicy.Strategy
+	// RuntimeStat is how the seed-004 strategies summarise past runtimes;
+	// default clientpolicy.StatAverage.
+	RuntimeStat clientpolicy.RuntimeStat
+	// ConnectPeriod is T of seed 000: a host keeps between T and 2T of
+	// work per CPU. Default BufferPerCPU × the host's task compute time,
+	// so a host holds BufferPerCPU to 2 × BufferPerCPU tasks per CPU.
+	ConnectPeriod time.Duration
+	// SchedPeriod is the scheduling period, when the preemptive strategies
+	// (debt, edf) reconsider every CPU. Default 10 × the host's task
+	// compute time.
+	SchedPeriod time.Duration
+	// ReportAfter is how long a finished task may wait for a report-result
+	// session; 0 reports it at once (clientpolicy.ReportImmediately), which
+	// keeps the server's view of the hosts current, as tests want.
+	ReportAfter time.Duration
+	// OnFrac is the fraction of the time each host is on (computing and
+	// contacting projects); it alternates between on and off periods of
+	// random (exponential) length. Default 1: always on.
+	OnFrac float64
+	// OnPeriod is the mean length of an on period when OnFrac < 1; the
+	// mean off period is OnPeriod × (1 - OnFrac) / OnFrac. Default 20 ×
+	// ComputeTime.
+	OnPeriod time.Duration
+	// ReportDir, when set, receives the run report at the end
+	// (simreport: report.json, report.txt, shares.svg, clock "real").
+	ReportDir string
+	// SampleEvery is the interval of the run report's share-over-time
+	// series; default Duration / 100 (at least 100ms), or 10s when the run
+	// has no Duration.
+	SampleEvery time.Duration
 	// Hosts is the number of simulated hosts; default 20.
 	Hosts int
 	// NCPUs is each host's CPU count (tasks run at once); default 2.
@@ -124,16 +181,87 @@ func (o Options) withDefaults() Options {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Strategy == "" {
+		o.Strategy = clientpolicy.StrategyEDF
+	}
+	if o.RuntimeStat == "" {
+		o.RuntimeStat = clientpolicy.StatAverage
+	}
+	if o.OnFrac == 0 {
+		o.OnFrac = 1
+	}
+	if o.OnPeriod == 0 {
+		o.OnPeriod = 20 * o.ComputeTime
+	}
+	if o.SampleEvery == 0 {
+		o.SampleEvery = 10 * time.Second
+		if o.Duration > 0 {
+			o.SampleEvery = max(o.Duration/100, 100*time.Millisecond)
+		}
+	}
 	return o
+}
+
+// DefaultShare is the resource share of a project given without one, and
+// of the single project of SchedulerURL and Authenticators.
+const DefaultShare = 100
+
+// projects returns the run's projects with defaults: Projects, or the one
+// project of SchedulerURL and Authenticators; every one named and with a
+// share.
+func (o Options) projects() []Project {
+	ps := o.Projects
+	if len(ps) == 0 {
+		ps = []Project{{SchedulerURL: o.SchedulerURL, Authenticators: o.Authenticators}}
+	}
+	out := make([]Project, len(ps))
+	used := map[string]int{}
+	for i, p := range ps {
+		if p.Share == 0 {
+			p.Share = DefaultShare
+		}
+		if p.Name == "" {
+			p.Name = p.SchedulerURL
+			if u, err := url.Parse(p.SchedulerURL); err == nil && u.Host != "" {
+				p.Name = u.Host
+			}
+		}
+		if used[p.Name]++; used[p.Name] > 1 {
+			p.Name = fmt.Sprintf("%s-%d", p.Name, used[p.Name])
+		}
+		out[i] = p
+	}
+	return out
 }
 
 func (o Options) validate() error {
 	var errs []error
-	if o.SchedulerURL == "" {
-		errs = append(errs, errors.New("scheduler URL is empty"))
+	for i, p := range o.projects() {
+		what := "project " + p.Name
+		if len(o.Projects) == 0 {
+			what = "the project"
+		}
+		if p.SchedulerURL == "" {
+			errs = append(errs, fmt.Errorf("%s (#%d): scheduler URL is empty", what, i+1))
+		}
+		if len(p.Authenticators) == 0 {
+			errs = append(errs, fmt.Errorf("%s (#%d): no authenticators", what, i+1))
+		}
+		if !(p.Share > 0) || math.IsInf(p.Share, 0) {
+			errs = append(errs, fmt.Errorf("%s (#%d): share %g: want a positive number", what, i+1, p.Share))
+		}
 	}
-	if len(o.Authenticators) == 0 {
-		errs = append(errs, errors.New("no authenticators"))
+	if _, err := clientpolicy.ParseStrategy(string(o.Strategy)); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := clientpolicy.ParseRuntimeStat(string(o.RuntimeStat)); err != nil {
+		errs = append(errs, err)
+	}
+	if !(o.OnFrac > 0 && o.OnFrac <= 1) {
+		errs = append(errs, fmt.Errorf("on-frac %g: want more than 0, at most 1", o.OnFrac))
+	}
+	if o.ConnectPeriod < 0 || o.SchedPeriod < 0 || o.ReportAfter < 0 || o.OnPeriod < 0 || o.SampleEvery < 0 {
+		errs = append(errs, errors.New("connect period, scheduling period, report-after, on period and sample interval must not be negative"))
 	}
 	if o.Hosts < 1 {
 		errs = append(errs, fmt.Errorf("hosts %d: want at least 1", o.Hosts))

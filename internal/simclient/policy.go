@@ -3,6 +3,8 @@ package simclient
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/taskserver/taskserver/internal/clientpolicy"
 )
 
 // Kind is how a simulated host behaves.
@@ -108,4 +110,39 @@ func (o Options) scaled(d time.Duration) time.Duration {
 		s = min(s, o.BackoffMax)
 	}
 	return s
+}
+
+// policyConfig is the clientpolicy configuration of a host whose task
+// takes computeTime seconds. The real client's periods are a day and an
+// hour; a simulated host working through tasks of a second scales them to
+// its task length, so it buffers BufferPerCPU to 2 × BufferPerCPU tasks per
+// CPU and reschedules every ten tasks' time, unless the options say
+// otherwise.
+func (o Options) policyConfig(computeTime float64) clientpolicy.Config {
+	connect := o.ConnectPeriod.Seconds()
+	if connect <= 0 {
+		connect = float64(o.BufferPerCPU) * computeTime
+	}
+	sched := o.SchedPeriod.Seconds()
+	if sched <= 0 {
+		sched = 10 * computeTime
+	}
+	reportAfter := clientpolicy.ReportImmediately
+	if o.ReportAfter > 0 {
+		reportAfter = o.ReportAfter.Seconds()
+	}
+	return clientpolicy.Config{
+		Strategy:            o.Strategy,
+		RuntimeStat:         o.RuntimeStat,
+		ConnectPeriod:       connect,
+		SchedPeriod:         sched,
+		RPCBackoffMin:       o.scaled(rpcBackoffMin).Seconds(),
+		RPCBackoffMax:       o.scaled(rpcBackoffMax).Seconds(),
+		WorkFetchBackoffMin: o.scaled(workFetchBackoffMin).Seconds(),
+		WorkFetchBackoffMax: o.scaled(workFetchBackoffMax).Seconds(),
+		ReportAfter:         reportAfter,
+		// A finished task whose deadline is within one connection period
+		// is reported at once rather than risk missing it.
+		ReportMargin: connect,
+	}
 }

@@ -3,11 +3,15 @@ package simclient
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/taskserver/taskserver/internal/simreport"
 )
 
 // warnEvery rate-limits the run's warnings so a down server produces one
@@ -17,8 +21,11 @@ const warnEvery = 10 * time.Second
 // runner is what the hosts of one run share.
 type runner struct {
 	opts       Options
+	projects   []Project // with defaults: names and shares
 	web        *web
 	c          counters
+	rec        *simreport.Recorder
+	interval   float64         // of the report's series, seconds
 	rpcCtx     context.Context // ends on the caller's stop or Duration, not on MaxRPCs
 	start      time.Time
 	stop       context.CancelFunc
@@ -26,6 +33,18 @@ type runner struct {
 	rpcStarted atomic.Int64
 	lastWarn   atomic.Int64 // unix nanoseconds
 	suppressed atomic.Int64
+}
+
+// now is the run's clock for the client policy: seconds since the start.
+func (r *runner) now() float64 { return time.Since(r.start).Seconds() }
+
+// runTime converts a Unix time in seconds (a report deadline) to the run's
+// clock; no time (0) is never.
+func (r *runner) runTime(unix float64) float64 {
+	if !(unix > 0) {
+		return math.Inf(1)
+	}
+	return unix - float64(r.start.UnixNano())/1e9
 }
 
 // reserveRPC counts an RPC against Options.MaxRPCs; when the bound is
@@ -75,14 +94,23 @@ func (r *runner) warnRateLimited(msg string, args ...any) {
 	r.opts.Log.Warn(msg, args...)
 }
 
-// Run simulates opts.Hosts volunteer hosts against the project until ctx
+// Run simulates opts.Hosts volunteer hosts against the projects until ctx
 // ends, opts.Duration passes, opts.MaxRPCs RPCs have been made, or every
-// host has vanished. It returns the run's statistics; the error is only for
-// invalid options. Every goroutine it starts has ended when it returns.
+// host has vanished. It returns the run's statistics; the error is for
+// invalid options, or a report directory that could not be written. Every
+// goroutine it starts has ended when it returns.
 func Run(ctx context.Context, opts Options) (Stats, error) {
+	s, _, err := RunReport(ctx, opts)
+	return s, err
+}
+
+// RunReport is Run that also returns the run report (simreport, clock
+// "real"): shares achieved against resource shares, CPU use, RPCs, work
+// fetched, deadlines missed. With opts.ReportDir it is written there too.
+func RunReport(ctx context.Context, opts Options) (Stats, simreport.Report, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
-		return Stats{}, fmt.Errorf("simclient options: %w", err)
+		return Stats{}, simreport.Report{}, fmt.Errorf("simclient options: %w", err)
 	}
 	start := time.Now()
 	if opts.Duration > 0 {
@@ -101,20 +129,26 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 		defer tr.CloseIdleConnections()
 		client = &http.Client{Transport: tr}
 	}
-	r := &runner{opts: opts, web: &web{client: client, timeout: opts.HTTPTimeout}, rpcCtx: ctx, stop: stop, start: start}
+	projects := opts.projects()
+	names := make([]string, len(projects))
+	for i, p := range projects {
+		names[i] = p.Name
+	}
+	interval := opts.SampleEvery.Seconds()
+	r := &runner{opts: opts, projects: projects, web: &web{client: client, timeout: opts.HTTPTimeout},
+		rec: simreport.NewRecorder(names, interval), interval: interval, rpcCtx: ctx, stop: stop, start: start}
 
 	kinds := assignKinds(opts.Hosts, kindFracs{fail: opts.FailFrac, vanish: opts.VanishFrac, cheat: opts.CheatFrac, late: opts.LateFrac},
 		rand.New(rand.NewPCG(opts.Seed, 0x6b696e6473)))
 	byKind := map[string]int64{}
 	hosts := make([]*host, opts.Hosts)
 	for i := range hosts {
-		hosts[i] = newHost(r, i, kinds[i], opts.Authenticators[i%len(opts.Authenticators)],
-			rand.New(rand.NewPCG(opts.Seed, uint64(i)+1)))
+		hosts[i] = newHost(r, i, kinds[i], rand.New(rand.NewPCG(opts.Seed, uint64(i)+1)))
 		byKind[kinds[i].String()]++
 	}
-	opts.Log.Info("starting", "hosts", opts.Hosts, "ncpus", opts.NCPUs, "users", len(opts.Authenticators),
-		"normal", byKind["normal"], "failing", byKind["failing"], "vanishing", byKind["vanishing"],
-		"cheating", byKind["cheating"], "late", byKind["late"], "url", opts.SchedulerURL)
+	opts.Log.Info("starting", "hosts", opts.Hosts, "ncpus", opts.NCPUs, "projects", strings.Join(names, ","),
+		"strategy", string(opts.Strategy), "normal", byKind["normal"], "failing", byKind["failing"],
+		"vanishing", byKind["vanishing"], "cheating", byKind["cheating"], "late", byKind["late"])
 
 	var hostsWG sync.WaitGroup
 	for _, h := range hosts {
@@ -139,15 +173,32 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	hostsWG.Wait()
 	close(done)
 	summaryWG.Wait()
+	end := r.now()
+	// The host goroutines have ended: their tasks can be read here.
+	for _, h := range hosts {
+		for _, t := range h.tasks {
+			if !t.reported && t.cp.Deadline < end {
+				r.rec.Missed(t.att.index)
+			}
+		}
+	}
 	s := r.c.snapshot(byKind, time.Since(start))
 	opts.Log.Info("finished", s.logAttrs()...)
-	return s, nil
+	cpus := opts.Hosts * opts.NCPUs
+	rep := r.rec.Report(simreport.Report{Clock: "real", Scenario: "live", Strategy: string(opts.Strategy),
+		RuntimeStat: string(opts.RuntimeStat), Hosts: opts.Hosts, CPUs: cpus, DurationSeconds: end, WallSeconds: end})
+	if opts.ReportDir != "" {
+		if err := rep.WriteDir(opts.ReportDir); err != nil {
+			return s, rep, err
+		}
+	}
+	return s, rep, nil
 }
 
 func (s Stats) logAttrs() []any {
 	return []any{"rpcs", s.RPCs, "rpc_errors", s.RPCErrors, "received", s.ResultsReceived,
 		"computed", s.ResultsComputed, "uploaded", s.ResultsUploaded, "upload_errors", s.UploadErrors,
 		"reported", s.ResultsReported, "acked", s.ResultsAcked, "failed", s.ResultsFailed,
-		"vanished", s.ResultsVanished, "cheated", s.ResultsCheated, "aborted", s.ResultsAborted, "late", s.ResultsLate,
+		"vanished", s.ResultsVanished, "cheated", s.ResultsCheated, "aborted", s.ResultsAborted, "late", s.ResultsLate, "preemptions", s.Preemptions,
 		"elapsed", time.Duration(s.ElapsedSeconds * float64(time.Second)).Round(time.Millisecond)}
 }

@@ -50,6 +50,9 @@ type Stats struct {
 	// ResultsLate counts tasks first reported after their report deadline
 	// (by late hosts on purpose, by others when slow).
 	ResultsLate int64 `json:"results_late"`
+	// Preemptions counts running tasks the CPU scheduler suspended for
+	// another (only the debt and edf strategies preempt).
+	Preemptions int64 `json:"preemptions"`
 	// ByKind splits the result counts by host kind.
 	ByKind map[string]KindStats `json:"by_kind"`
 	// ElapsedSeconds is the wall time of the run.
@@ -112,7 +115,7 @@ type counters struct {
 	uploadErrors, downloadErrors     atomic.Int64
 	reported, rereports, acked       atomic.Int64
 	failed, vanished, cheated, abort atomic.Int64
-	late                             atomic.Int64
+	late, preempted                  atomic.Int64
 	byKind                           [kindCount]kindCounters
 }
 
@@ -134,6 +137,7 @@ func (c *counters) snapshot(hostsByKind map[string]int64, elapsed time.Duration)
 		ResultsCheated:  c.cheated.Load(),
 		ResultsAborted:  c.abort.Load(),
 		ResultsLate:     c.late.Load(),
+		Preemptions:     c.preempted.Load(),
 		ElapsedSeconds:  elapsed.Seconds(),
 	}
 	for k, v := range hostsByKind {

@@ -3,9 +3,11 @@ package simclient
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/clientpolicy"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/state"
@@ -20,12 +22,81 @@ const (
 	uploadFailedErrMsg = "permanent upload error"
 )
 
-// work runs one task: download its inputs, compute for the simulated time,
-// upload its outputs. It returns the report and whether the task ended in
-// an unrecoverable error. When ctx ends early the result is meaningless
-// and the caller drops it.
-func (h *host) work(ctx context.Context, t *task) (protocol.ReportResult, bool) {
-	start := time.Now()
+// dcfWeight is how far one completed task pulls a project's duration
+// correction factor down towards its observed runtime ratio; a longer
+// task than estimated raises it at once, as the real client does, so the
+// host errs towards holding too little work rather than missing deadlines.
+const dcfWeight = 0.1
+
+// taskPhase is where a task is in its life on the host.
+type taskPhase int
+
+const (
+	// phaseDownloading: its inputs are being fetched; the CPU scheduler
+	// does not know it yet.
+	phaseDownloading taskPhase = iota
+	// phaseComputing: with the CPU scheduler, waiting, running or
+	// preempted; its CPU time grows while it runs.
+	phaseComputing
+	// phaseFinishing: computed; its output is being produced and
+	// uploaded (a late host first waits for the deadline). It keeps its
+	// place with the scheduler until the upload is done, so it is not
+	// reported before.
+	phaseFinishing
+	// phaseReady: finished (done with the scheduler); its report goes in
+	// every RPC to its project until the server acknowledges it.
+	phaseReady
+)
+
+// task is one result the host holds, from receipt until the server acks it.
+type task struct {
+	att        *attachment
+	res        protocol.Result
+	inputs     []protocol.FileInfo
+	outputs    []protocol.FileInfo
+	appVersion int // index into att.appVersions, or -1
+	phase      taskPhase
+	cp         clientpolicy.Task
+	estRaw     float64 // rsc_fpops_est / p_fpops, before the correction factor
+	runtime    float64 // CPU seconds it really takes on this host
+	fails      bool    // ends in a compute error (failing host, or the demo app fails on it)
+	input      []byte
+	reported   bool
+	late       bool // first reported after its report deadline
+	wasRunning bool // scratch of host.schedule
+	cancel     context.CancelFunc
+	report     protocol.ReportResult
+}
+
+// received starts a task the server sent: it joins its project's tasks and
+// its inputs start downloading.
+func (h *host) received(t *task, now float64) {
+	a := t.att
+	h.nextID++
+	t.cp = clientpolicy.Task{ID: h.nextID, Project: a.p, EstCPU: t.estRaw * a.dcf,
+		Deadline: h.r.runTime(t.res.ReportDeadline), Received: now}
+	h.tasks = append(h.tasks, t)
+	a.byName[t.res.Name] = t
+	a.downloading++
+	if h.kind == KindVanishing {
+		return // gone before it downloads anything
+	}
+	ctx, cancel := context.WithCancel(h.taskCtx)
+	t.cancel = cancel
+	h.taskWG.Go(func() {
+		defer cancel()
+		start := time.Now()
+		input, err := h.download(ctx, t)
+		if ctx.Err() != nil {
+			return // stopping or aborted
+		}
+		elapsed := time.Since(start)
+		h.post(ctx, func(now float64) { h.downloaded(t, input, err, elapsed, now) })
+	})
+}
+
+// download fetches and concatenates a task's inputs.
+func (h *host) download(ctx context.Context, t *task) ([]byte, error) {
 	var input []byte
 	for _, fi := range t.inputs {
 		var b []byte
@@ -35,33 +106,144 @@ func (h *host) work(ctx context.Context, t *task) (protocol.ReportResult, bool) 
 			return err
 		})
 		if err != nil {
-			if ctx.Err() != nil {
-				return protocol.ReportResult{}, false
-			}
-			h.log.Debug("download failed", "result", t.res.Name, "error", err)
-			exit := errResultDownload
-			if errors.Is(err, errChecksum) {
-				exit = errMD5Failed
-			}
-			return h.errorReport(t, state.ClientFilesDownloading, exit, time.Since(start), err.Error()), true
+			return nil, err
 		}
 		input = append(input, b...)
 	}
+	return input, nil
+}
 
-	d := time.Duration(float64(h.computeTime()) * (0.9 + 0.2*h.rand()))
+// downloaded hands a task to the CPU scheduler once its inputs are here,
+// or makes it a download error to report.
+func (h *host) downloaded(t *task, input []byte, err error, elapsed time.Duration, now float64) {
+	if !h.holds(t) || t.phase != phaseDownloading {
+		return
+	}
+	h.leaveDownloading(t)
+	h.cp.AddTask(&t.cp)
+	h.dirty = true
+	if err != nil {
+		h.log.Debug("download failed", "result", t.res.Name, "error", err)
+		exit := errResultDownload
+		if errors.Is(err, errChecksum) {
+			exit = errMD5Failed
+		}
+		h.ready(t, h.errorReport(t, state.ClientFilesDownloading, exit, elapsed.Seconds(), err.Error()), true, now)
+		return
+	}
+	t.input = input
+	t.phase = phaseComputing
+	d := h.computeTime().Seconds() * (0.9 + 0.2*h.rand())
 	// A failing host fails everything; every host fails a job the demo
 	// app fails on (demoapp.FailMarker), as the real demo_app does.
 	if h.kind == KindFailing || demoapp.Fails(input) {
-		if !sleep(ctx, d/2) {
-			return protocol.ReportResult{}, false
+		t.fails, d = true, d/2
+	}
+	t.runtime = d
+}
+
+// leaveDownloading ends a task's download phase; the last download of a
+// project lets the policy ask it for work again.
+func (h *host) leaveDownloading(t *task) {
+	if t.phase != phaseDownloading {
+		return
+	}
+	if t.att.downloading--; t.att.downloading == 0 {
+		t.att.releaseFetch()
+	}
+}
+
+// computed is called when a task's CPU time reaches its runtime, at run
+// time at. A failing task is ready to report at once; any other produces
+// its output and uploads it in a goroutine.
+func (h *host) computed(t *task, at float64) {
+	a := t.att
+	h.r.rec.Completed(a.index)
+	t.phase = phaseFinishing
+	h.dirty = true
+	// From now on the estimate is the truth, so the scheduler's view of
+	// the queue does not count this task as work still to do.
+	t.cp.EstCPU = t.cp.CPU
+	if t.fails {
+		h.ready(t, h.errorReport(t, state.ClientComputeError, exitComputeError, t.runtime,
+			"process exited with code 1 (0x1, -255)"), true, at)
+		return
+	}
+	if t.estRaw > 0 {
+		ratio := t.runtime / t.estRaw
+		if ratio > a.dcf {
+			a.dcf = ratio
+		} else {
+			a.dcf += dcfWeight * (ratio - a.dcf)
 		}
-		return h.errorReport(t, state.ClientComputeError, exitComputeError, d/2,
-			"process exited with code 1 (0x1, -255)"), true
+		for _, o := range a.byName {
+			if o.phase == phaseComputing {
+				o.cp.EstCPU = o.estRaw * a.dcf
+			}
+		}
 	}
-	if !sleep(ctx, d) {
-		return protocol.ReportResult{}, false
+	ctx, cancel := context.WithCancel(h.taskCtx)
+	t.cancel = cancel
+	h.taskWG.Go(func() {
+		defer cancel()
+		rep, taskErr := h.finish(ctx, t)
+		if ctx.Err() != nil {
+			return // stopping or aborted: nothing to report
+		}
+		h.post(ctx, func(now float64) {
+			if h.holds(t) && t.phase == phaseFinishing {
+				h.ready(t, rep, taskErr, now)
+				h.dirty = true
+			}
+		})
+	})
+}
+
+// ready makes a task's report ready to send: the scheduler learns it is
+// done. After an unrecoverable task error the real client defers its next
+// RPC to the project by one to two minutes.
+func (h *host) ready(t *task, rep protocol.ReportResult, taskErr bool, now float64) {
+	t.report = rep
+	t.phase = phaseReady
+	h.cp.TaskFinished(&t.cp, now)
+	if taskErr {
+		d := h.r.opts.scaled(time.Duration(float64(taskErrorDelayMin) * (1 + h.rand())))
+		t.att.p.MinRPC = max(t.att.p.MinRPC, now+d.Seconds())
 	}
-	out := h.compute(input)
+}
+
+// holds reports whether t is still one of the host's tasks (not acked or
+// aborted meanwhile).
+func (h *host) holds(t *task) bool { return t.att.byName[t.res.Name] == t }
+
+// drop forgets a task, stopping its transfers. Only the host goroutine
+// calls it.
+func (h *host) drop(t *task) {
+	if t.cancel != nil {
+		t.cancel()
+	}
+	h.leaveDownloading(t)
+	if t.phase != phaseDownloading {
+		h.cp.RemoveTask(&t.cp)
+	}
+	t.phase = phaseReady // a late transfer result finds it gone
+	delete(t.att.byName, t.res.Name)
+	for i, x := range h.tasks {
+		if x == t {
+			h.tasks = append(h.tasks[:i], h.tasks[i+1:]...)
+			break
+		}
+	}
+	h.dirty = true
+}
+
+// finish produces a computed task's output and uploads it: the demo app's
+// output, or a cheater's forgery; a late host first waits for the deadline
+// to pass. It returns the report and whether the task ended in an
+// unrecoverable error. When ctx ends early the result is meaningless and
+// the caller drops it.
+func (h *host) finish(ctx context.Context, t *task) (protocol.ReportResult, bool) {
+	out := h.compute(t.input)
 	h.r.c.computed.Add(1)
 	h.r.c.byKind[h.kind].computed.Add(1)
 	if h.kind == KindLate && !sleep(ctx, time.Until(h.lateUntil(t))) {
@@ -86,14 +268,14 @@ func (h *host) work(ctx context.Context, t *task) (protocol.ReportResult, bool) 
 			}
 			h.log.Debug("upload failed", "result", t.res.Name, "error", err)
 			rf.ErrorMsg = uploadFailedErrMsg
-			rep := h.errorReport(t, state.ClientUploadFailed, errResultUpload, d, err.Error())
+			rep := h.errorReport(t, state.ClientUploadFailed, errResultUpload, t.runtime, err.Error())
 			rep.FileInfos = append(files, rf)
 			return rep, true
 		}
 		files = append(files, rf)
 	}
 	h.r.c.uploaded.Add(1)
-	rep := h.baseReport(t, state.ClientFilesUploaded, 0, d)
+	rep := h.baseReport(t, state.ClientFilesUploaded, 0, t.runtime)
 	rep.StderrOut = stderrOut("")
 	rep.FileInfos = files
 	return rep, false
@@ -127,6 +309,60 @@ func (h *host) compute(input []byte) []byte {
 		forged[i] ^= h.salt[i]
 	}
 	return demoapp.Compute(forged, demoapp.Rounds)
+}
+
+// reportedSuccess is the server's rule for a success (the outputs uploaded
+// and exit status 0), so the ack log says what the server should record.
+func reportedSuccess(rep protocol.ReportResult) bool {
+	if state.ClientState(rep.State) != state.ClientFilesUploaded || rep.ExitStatus != 0 {
+		return false
+	}
+	for _, f := range rep.FileInfos {
+		if f.ErrorMsg != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// errorReport is a task that ended in error after elapsed seconds.
+func (h *host) errorReport(t *task, cs state.ClientState, exit int, elapsed float64, msg string) protocol.ReportResult {
+	h.r.c.failed.Add(1)
+	h.r.c.byKind[h.kind].failed.Add(1)
+	rep := h.baseReport(t, cs, exit, elapsed)
+	rep.StderrOut = stderrOut(msg)
+	return rep
+}
+
+func (h *host) baseReport(t *task, cs state.ClientState, exit int, elapsed float64) protocol.ReportResult {
+	platform := t.res.Platform
+	if platform == "" {
+		platform = platformName
+	}
+	return protocol.ReportResult{
+		Name:             t.res.Name,
+		FinalCPUTime:     elapsed,
+		FinalElapsedTime: elapsed,
+		ExitStatus:       exit,
+		State:            int(cs),
+		Platform:         platform,
+		VersionNum:       t.res.VersionNum,
+		PlanClass:        t.res.PlanClass,
+		AppVersionNum:    t.res.VersionNum,
+	}
+}
+
+// stderrOut is the task's stderr_out as the server reads it from the real
+// client, CDATA unwrapped: the client version, the client's error message
+// if any, and the app's stderr.
+func stderrOut(msg string) string {
+	var b strings.Builder
+	b.WriteString("<core_client_version>7.20.5</core_client_version>\n")
+	if msg != "" {
+		b.WriteString("<message>\n" + msg + "\n</message>\n")
+	}
+	b.WriteString("<stderr_txt>\ntaskserver simclient\n</stderr_txt>\n")
+	return b.String()
 }
 
 // retry runs a transfer until it succeeds, fails permanently, runs out of
