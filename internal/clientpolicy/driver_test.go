@@ -71,6 +71,9 @@ func (d *testDriver) run(until float64) {
 	h := d.h
 	h.Schedule(d.now)
 	for d.now < until {
+		if d.idle() {
+			return
+		}
 		if d.doRPCs() {
 			h.Schedule(d.now)
 		}
@@ -109,6 +112,17 @@ func (d *testDriver) run(until float64) {
 			h.Schedule(d.now)
 		}
 	}
+}
+
+// idle reports whether nothing can happen any more: no unfinished task
+// and no RPC ever due.
+func (d *testDriver) idle() bool {
+	for _, t := range d.h.Tasks {
+		if t.State != TaskDone {
+			return false
+		}
+	}
+	return math.IsInf(d.h.NextRPCTime(d.now), 1)
 }
 
 // doRPCs makes every RPC due now and reports whether tasks arrived.

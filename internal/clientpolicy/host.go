@@ -116,6 +116,9 @@ type Host struct {
 	// periodWork is the CPU seconds computed since periodStart; payoff is
 	// the expected pay-off of one CPU for a period, from the last period.
 	periodWork, payoff float64
+	// edfGuardOff leaves seed 001's EDF policy without the feasibility
+	// guard, for the tests that show why the guard is there.
+	edfGuardOff bool
 	// s004 is the state of the seed-004 strategies.
 	s004 seed004State
 }

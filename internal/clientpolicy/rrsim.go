@@ -33,32 +33,59 @@ func (h *Host) Feasible(now float64) bool {
 	return edfFeasible(now, h.simQueue(), h.ncpus(), h.activeFrac())
 }
 
-// edfFeasible simulates EDF from now over q (earliest deadline first; it
-// is consumed) and reports whether every task finishes by its deadline.
+// edfFeasible simulates EDF from now over q (earliest deadline first) and
+// reports whether every task finishes by its deadline. The NCPUs earliest
+// deadlines run; a finished task's CPU goes to the next deadline.
 func edfFeasible(now float64, q []simTask, ncpus int, af float64) bool {
-	for len(q) > 0 {
-		n := min(ncpus, len(q))
+	active := make([]simTask, 0, ncpus)
+	next := 0
+	for {
+		for len(active) < ncpus && next < len(q) {
+			active = append(active, q[next])
+			next++
+		}
+		if len(active) == 0 {
+			return true
+		}
 		step := math.Inf(1)
-		for i := range n {
-			step = min(step, q[i].rem/af)
+		for _, s := range active {
+			step = min(step, s.rem/af)
 		}
 		now += step
-		kept := q[:0]
-		for i, s := range q {
-			if i < n {
-				s.rem -= step * af
-				if s.rem <= 1e-9*max(1, s.task.EstCPU) {
-					if !onTime(now, s.deadline) {
-						return false
-					}
-					continue
+		left := active[:0]
+		for _, s := range active {
+			s.rem -= step * af
+			if finishedIn(s) {
+				if !onTime(now, s.deadline) {
+					return false
 				}
+				continue
 			}
-			kept = append(kept, s)
+			left = append(left, s)
 		}
-		q = kept
+		active = left
 	}
-	return true
+}
+
+// finishedIn reports whether a simulated task has no work left, allowing
+// for rounding.
+func finishedIn(s simTask) bool {
+	return s.rem <= 1e-9*max(1, s.task.EstCPU)
+}
+
+// rrProject is one project in the round-robin simulation.
+type rrProject struct {
+	p      *Project
+	share  float64
+	tasks  []simTask // unfinished, earliest deadline first
+	cpus   float64   // CPUs it gets now
+	missed int
+}
+
+// running is how many of the project's tasks compute now: task i gets
+// min(1, cpus-i) CPUs.
+func (g *rrProject) running() int {
+	return min(len(g.tasks), int(math.Ceil(g.cpus-1e-12)))
 }
 
 // rrDeadlinesMissed is seed 001's round-robin simulation of the current
@@ -70,85 +97,87 @@ func edfFeasible(now float64, q []simTask, ncpus int, af float64) bool {
 // finish after their deadlines.
 func (h *Host) rrDeadlinesMissed(now float64) map[*Project]int {
 	af := h.activeFrac()
-	byProject := map[*Project][]*simTask{}
-	var projects []*Project
-	q := h.simQueue()
-	for i := range q {
-		p := q[i].task.Project
-		if _, ok := byProject[p]; !ok {
-			projects = append(projects, p)
+	var groups []*rrProject
+	index := map[*Project]int{}
+	for _, s := range h.simQueue() {
+		i, ok := index[s.task.Project]
+		if !ok {
+			i = len(groups)
+			index[s.task.Project] = i
+			groups = append(groups, &rrProject{p: s.task.Project, share: shareOf(s.task.Project)})
 		}
-		byProject[p] = append(byProject[p], &q[i])
+		groups[i].tasks = append(groups[i].tasks, s)
 	}
-	missed := make(map[*Project]int, len(projects))
-	cpus := make(map[*Project]float64, len(projects))
-	for len(projects) > 0 {
-		h.splitCPUs(projects, byProject, cpus)
-		// Task i of a project (deadline order) gets min(1, cpus-i) CPUs.
+	all := slices.Clone(groups)
+	for len(groups) > 0 {
+		splitCPUs(groups, float64(h.ncpus()))
 		step := math.Inf(1)
-		for _, p := range projects {
-			for i, s := range byProject[p] {
-				if r := min(1, cpus[p]-float64(i)); r > 0 {
-					step = min(step, s.rem/(r*af))
-				}
+		for _, g := range groups {
+			for i := range g.running() {
+				step = min(step, g.tasks[i].rem/(min(1, g.cpus-float64(i))*af))
 			}
 		}
-		if math.IsInf(step, 1) {
-			break // cannot happen: some project has a CPU
-		}
 		now += step
-		kept := projects[:0]
-		for _, p := range projects {
-			left := byProject[p][:0]
-			for i, s := range byProject[p] {
-				if r := min(1, cpus[p]-float64(i)); r > 0 {
-					s.rem -= step * r * af
-				}
-				if s.rem <= 1e-9*max(1, s.task.EstCPU) {
+		left := groups[:0]
+		for _, g := range groups {
+			n := g.running()
+			w := 0
+			for i := range n {
+				s := g.tasks[i]
+				s.rem -= step * min(1, g.cpus-float64(i)) * af
+				if finishedIn(s) {
 					if !onTime(now, s.deadline) {
-						missed[p]++
+						g.missed++
 					}
 					continue
 				}
-				left = append(left, s)
+				g.tasks[w] = s
+				w++
 			}
-			byProject[p] = left
-			if len(left) > 0 {
-				kept = append(kept, p)
+			if w < n {
+				g.tasks = append(g.tasks[:w], g.tasks[n:]...)
+			}
+			if len(g.tasks) > 0 {
+				left = append(left, g)
 			}
 		}
-		projects = kept
+		groups = left
+	}
+	missed := make(map[*Project]int, len(all))
+	for _, g := range all {
+		if g.missed > 0 {
+			missed[g.p] = g.missed
+		}
 	}
 	return missed
 }
 
-// splitCPUs gives each project its share of the CPUs, capped at its number
-// of tasks, handing what a capped project cannot use to the others.
-func (h *Host) splitCPUs(projects []*Project, tasks map[*Project][]*simTask, cpus map[*Project]float64) {
-	left := float64(h.ncpus())
-	open := slices.Clone(projects)
+// splitCPUs gives each project its share of ncpus, capped at its number of
+// tasks, handing what a capped project cannot use to the others.
+func splitCPUs(groups []*rrProject, ncpus float64) {
+	open := slices.Clone(groups)
 	for len(open) > 0 {
 		sum := 0.0
-		for _, p := range open {
-			sum += shareOf(p)
+		for _, g := range open {
+			sum += g.share
 		}
 		used := 0.0
 		rest := open[:0]
-		for _, p := range open {
-			if n := float64(len(tasks[p])); left*shareOf(p)/sum >= n {
-				cpus[p] = n
+		for _, g := range open {
+			if n := float64(len(g.tasks)); ncpus*g.share/sum >= n {
+				g.cpus = n
 				used += n
 				continue
 			}
-			rest = append(rest, p)
+			rest = append(rest, g)
 		}
 		if used == 0 {
-			for _, p := range rest {
-				cpus[p] = left * shareOf(p) / sum
+			for _, g := range rest {
+				g.cpus = ncpus * g.share / sum
 			}
 			return
 		}
-		left -= used
+		ncpus -= used
 		open = rest
 	}
 }

@@ -113,11 +113,15 @@ func (h *Host) workFetch(now float64, contacting *Project) fetchPlan {
 		if !fetchEligible(p, now, contacting) {
 			continue
 		}
-		s := h.ettprc(p, h.minResults(p)-1)
+		// S <= T is tested as sum <= T x rate, the same expression
+		// starveTime uses, so both agree to the last bit.
+		sum, _ := h.queuedCPU(p, h.minResults(p)-1)
+		rate := h.avgProcRate(p)
+		s := sum / rate
 		plan.ttwd[p] = s
-		if s <= T {
+		if sum <= T*rate {
 			u := NeedWork
-			if s == 0 {
+			if sum == 0 {
 				u = NeedWorkImmediately
 			}
 			plan.urgency = max(plan.urgency, u)
@@ -150,7 +154,12 @@ func (h *Host) starveTime(p *Project, now float64) float64 {
 	case running == 0:
 		return math.Inf(1)
 	}
-	return now + excess/float64(running)
+	if t := now + excess/float64(running); t > now {
+		return t
+	}
+	// Too close to now to tell apart: the next representable instant, so
+	// an event loop moves on.
+	return math.Nextafter(now, math.Inf(1))
 }
 
 // doneTasks returns p's finished tasks, earliest deadline first.
