@@ -9,12 +9,12 @@ import "math"
 func (h *Host) updateDebtV4(total float64) {
 	shares := 0.0
 	for _, p := range h.Projects {
-		if h.hasRunnable(p) {
+		if p.hasWork {
 			shares += shareOf(p)
 		}
 	}
 	for _, p := range h.Projects {
-		if !h.hasRunnable(p) {
+		if !p.hasWork {
 			p.Debt = 0
 			continue
 		}
@@ -30,14 +30,14 @@ func (h *Host) updateDebtV4(total float64) {
 func (h *Host) updateSTD(maxSTD float64) {
 	shares, total := 0.0, 0.0
 	for _, p := range h.Projects {
-		if h.hasRunnable(p) {
+		if p.hasWork {
 			shares += shareOf(p)
 			total += p.workDone
 		}
 	}
 	least := math.Inf(1)
 	for _, p := range h.Projects {
-		if !h.hasRunnable(p) {
+		if !p.hasWork {
 			p.STD = 0
 			continue
 		}
@@ -45,7 +45,7 @@ func (h *Host) updateSTD(maxSTD float64) {
 		least = min(least, p.STD)
 	}
 	for _, p := range h.Projects {
-		if h.hasRunnable(p) {
+		if p.hasWork {
 			p.STD = min(p.STD-least, maxSTD)
 		}
 	}
@@ -58,6 +58,10 @@ func (h *Host) potentiallyRunnable(p *Project) bool {
 	return !p.LastNoWork || h.hasRunnable(p)
 }
 
+// inLTDSet is potentiallyRunnable inside Schedule, from the hasWork
+// noted by account.
+func inLTDSet(p *Project) bool { return !p.LastNoWork || p.hasWork }
+
 // updateLTD is seed 001's long-term debt, which chooses the project to ask
 // for work. It is adjusted over the potentially runnable projects by their
 // share of the work those projects did. A project whose last work request
@@ -67,14 +71,14 @@ func (h *Host) potentiallyRunnable(p *Project) bool {
 func (h *Host) updateLTD() {
 	shares, total := 0.0, 0.0
 	for _, p := range h.Projects {
-		if h.potentiallyRunnable(p) {
+		if inLTDSet(p) {
 			shares += shareOf(p)
 			total += p.workDone
 		}
 	}
 	sum, n := 0.0, 0
 	for _, p := range h.Projects {
-		if !h.potentiallyRunnable(p) {
+		if !inLTDSet(p) {
 			continue
 		}
 		delta := shareOf(p)/shares*total - p.workDone
@@ -91,7 +95,7 @@ func (h *Host) updateLTD() {
 	}
 	mean := sum / float64(n)
 	for _, p := range h.Projects {
-		if h.potentiallyRunnable(p) && !p.LastNoWork {
+		if inLTDSet(p) && !p.LastNoWork {
 			p.LTD -= mean
 		}
 	}

@@ -34,6 +34,7 @@ type testDriver struct {
 	missed   int                  // tasks finished after their deadlines
 	finished int
 	rpcs     int
+	rpcsTo   map[*Project]int
 	requests int // RPCs that asked for work
 	fetched  int
 	busy     float64 // CPU seconds computed in all
@@ -42,7 +43,7 @@ type testDriver struct {
 func newTestDriver(h *Host, rng *rand.Rand, newTask func(p *Project, now float64) *Task) *testDriver {
 	return &testDriver{
 		h: h, rng: rng, newTask: newTask, requestDelay: 60,
-		truth: map[*Task]float64{}, cpu: map[*Project]float64{},
+		truth: map[*Task]float64{}, cpu: map[*Project]float64{}, rpcsTo: map[*Project]int{},
 	}
 }
 
@@ -136,6 +137,7 @@ func (d *testDriver) doRPCs() bool {
 		}
 		d.rpcs++
 		p := req.Project
+		d.rpcsTo[p]++
 		for _, t := range h.doneTasks(p) {
 			h.RemoveTask(t)
 		}

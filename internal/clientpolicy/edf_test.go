@@ -95,7 +95,7 @@ func randomFeasibleQueue(rng *rand.Rand, strategy Strategy) *Host {
 // StrategyEDF misses no deadline, while plain round robin (the seed-001
 // simulation) and the debt strategy miss some.
 func TestEDFMeetsFeasibleDeadlines(t *testing.T) {
-	const queues = 300
+	const queues = 150
 	for seed := uint64(1); seed <= 3; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		rrMissQueues, rrMisses, debtMissQueues, unguardedMissQueues, tasks := 0, 0, 0, 0, 0

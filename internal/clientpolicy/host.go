@@ -93,8 +93,10 @@ type Project struct {
 	stats runtimeStats
 	// unaccounted is CPU of tasks removed before Schedule accounted it.
 	unaccounted float64
-	// workDone and anticipated are scratch space of one Schedule call.
+	// workDone, anticipated and hasWork (an unfinished task) are scratch
+	// space of one Schedule call.
 	workDone, anticipated float64
+	hasWork               bool
 }
 
 // Host is one volunteer machine's client state. It is not safe for

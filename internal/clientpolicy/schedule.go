@@ -59,16 +59,23 @@ func (h *Host) NextSchedule() float64 {
 }
 
 // account moves the CPU computed since the last call into each project's
-// workDone and returns the total over the host's projects.
+// workDone, notes which projects have unfinished tasks (hasWork), and
+// returns the total over the host's projects.
 func (h *Host) account() float64 {
 	for _, p := range h.Projects {
-		p.workDone, p.unaccounted = p.unaccounted, 0
+		p.workDone, p.unaccounted, p.hasWork = p.unaccounted, 0, false
 	}
 	for _, t := range h.Tasks {
-		if d := t.CPU - t.cpuAtLastSched; d > 0 && t.Project != nil {
+		if t.Project == nil {
+			continue
+		}
+		if d := t.CPU - t.cpuAtLastSched; d > 0 {
 			t.Project.workDone += d
 		}
 		t.cpuAtLastSched = t.CPU
+		if t.State != TaskDone {
+			t.Project.hasWork = true
+		}
 	}
 	total := 0.0
 	for _, p := range h.Projects {

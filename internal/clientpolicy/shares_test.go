@@ -36,3 +36,40 @@ func TestSharesConverge(t *testing.T) {
 		}
 	}
 }
+
+// TestNoWorkProjectBacksOff: a project whose server never has work is
+// asked less and less often (the no-work back-off doubles), builds no
+// long-term debt, and the other projects fill the CPUs it leaves idle in
+// the ratio of their shares.
+func TestNoWorkProjectBacksOff(t *testing.T) {
+	const twoDays = 2 * 86400
+	for _, st := range []Strategy{StrategyDebt, StrategyEDF} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			rng := rand.New(rand.NewPCG(seed, 9))
+			projects := threeProjects()
+			h := NewHost(4, 1, Config{Strategy: st}, projects)
+			d := newTestDriver(h, rng, mixedTasks(rng, 14*86400))
+			d.noWork = func(p *Project, now float64) bool { return p.Name == "C" }
+			d.run(twoDays)
+			util := d.busy / (twoDays * 4)
+			ab := d.cpu[projects[0]] / (d.cpu[projects[0]] + d.cpu[projects[1]])
+			t.Logf("%s seed %d: RPCs to C %d (no-work replies %d, back-off until %.0f s); utilisation %.4f; A/(A+B) %.4f; LTD A %.0f B %.0f C %.0f",
+				st, seed, d.rpcsTo[projects[2]], projects[2].NoWorkReplies, projects[2].WorkFetchAt, util, ab,
+				projects[0].LTD, projects[1].LTD, projects[2].LTD)
+			// Back-offs of 600 s doubling to a day at least x0.5: at most
+			// 12 requests fit into two days.
+			if n := d.rpcsTo[projects[2]]; n > 12 {
+				t.Errorf("%s seed %d: %d RPCs to a project without work", st, seed, n)
+			}
+			if projects[2].LTD > 0 {
+				t.Errorf("%s seed %d: C's LTD %v > 0", st, seed, projects[2].LTD)
+			}
+			if util < 0.99 {
+				t.Errorf("%s seed %d: utilisation %.4f", st, seed, util)
+			}
+			if ab < 0.605 || ab > 0.645 {
+				t.Errorf("%s seed %d: A got %.4f of A+B, want 0.625 ± 0.02", st, seed, ab)
+			}
+		}
+	}
+}
