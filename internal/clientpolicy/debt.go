@@ -51,15 +51,8 @@ func (h *Host) updateSTD(maxSTD float64) {
 	}
 }
 
-// potentiallyRunnable reports whether p has unfinished tasks or may get
-// some: a project whose last work request got nothing and that has
-// nothing left to run is not.
-func (h *Host) potentiallyRunnable(p *Project) bool {
-	return !p.LastNoWork || h.hasRunnable(p)
-}
-
-// inLTDSet is potentiallyRunnable inside Schedule, from the hasWork
-// noted by account.
+// inLTDSet reports whether p is potentially runnable (see
+// queueView.potentiallyRunnable), from the hasWork account noted.
 func inLTDSet(p *Project) bool { return !p.LastNoWork || p.hasWork }
 
 // updateLTD is seed 001's long-term debt, which chooses the project to ask

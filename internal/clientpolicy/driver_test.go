@@ -138,7 +138,13 @@ func (d *testDriver) doRPCs() bool {
 		d.rpcs++
 		p := req.Project
 		d.rpcsTo[p]++
-		for _, t := range h.doneTasks(p) {
+		var done []*Task
+		for _, t := range h.Tasks {
+			if t.Project == p && t.State == TaskDone {
+				done = append(done, t)
+			}
+		}
+		for _, t := range done {
 			h.RemoveTask(t)
 		}
 		n := 0

@@ -91,7 +91,7 @@ func (h *Host) atRisk(now float64) []*Task {
 }
 
 // feasibleAfter reports whether the queue stays feasible under EDF if the
-// chosen tasks run until the next scheduling decision: the first of them
+// chosen tasks (those the last picker marked picked) run until the next scheduling decision: the first of them
 // to finish, or periodEnd, whichever comes first. Tasks that finish in
 // that time must finish by their deadlines.
 func (h *Host) feasibleAfter(now float64, chosen []*Task, periodEnd float64) bool {
@@ -105,7 +105,7 @@ func (h *Host) feasibleAfter(now float64, chosen []*Task, periodEnd float64) boo
 	end := now + horizon
 	kept := q[:0]
 	for _, s := range q {
-		if slices.Contains(chosen, s.task) {
+		if s.task.picked {
 			if s.rem <= horizon*af {
 				if !onTime(now+s.rem/af, s.deadline) {
 					return false

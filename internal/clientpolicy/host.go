@@ -57,6 +57,8 @@ type Task struct {
 	// cpuAtLastSched is CPU when the scheduler last accounted this task's
 	// work into the debts.
 	cpuAtLastSched float64
+	// picked is scratch space of the CPU scheduler: chosen to run.
+	picked bool
 }
 
 // Remaining is the estimated CPU seconds left: EstCPU-CPU, 0 once done. A
@@ -93,6 +95,9 @@ type Project struct {
 	stats runtimeStats
 	// unaccounted is CPU of tasks removed before Schedule accounted it.
 	unaccounted float64
+	// queue is scratch space of the work-fetch functions: the project's
+	// unfinished tasks, earliest deadline first.
+	queue []*Task
 	// workDone, anticipated and hasWork (an unfinished task) are scratch
 	// space of one Schedule call.
 	workDone, anticipated float64
@@ -110,6 +115,11 @@ type Host struct {
 	Projects   []*Project
 	// Tasks is every task held, in arrival order.
 	Tasks []*Task
+
+	// order is Tasks earliest deadline first (arrival order among equal
+	// deadlines), kept up to date by AddTask and RemoveTask so the
+	// simulations need not sort.
+	order []*Task
 
 	// periodStart is when the current scheduling period began (the last
 	// full reschedule); started says whether there was one.
@@ -156,6 +166,15 @@ func (h *Host) AddTask(t *Task) {
 	t.State = TaskWaiting
 	t.cpuAtLastSched = t.CPU
 	h.Tasks = append(h.Tasks, t)
+	if len(h.order) == len(h.Tasks)-1 {
+		i, _ := slices.BinarySearchFunc(h.order, t, func(e, t *Task) int {
+			if e.Deadline <= t.Deadline {
+				return -1 // after every equal deadline: arrival order
+			}
+			return 1
+		})
+		h.order = slices.Insert(h.order, i, t)
+	}
 }
 
 // RemoveTask forgets a task, after the server acknowledged its report or
@@ -170,6 +189,24 @@ func (h *Host) RemoveTask(t *Task) {
 		t.Project.unaccounted += d
 	}
 	h.Tasks = slices.Delete(h.Tasks, i, i+1)
+	if j := slices.Index(h.order, t); j >= 0 {
+		h.order = slices.Delete(h.order, j, j+1)
+	}
+}
+
+// deadlineOrder is every task held, earliest deadline first, arrival order
+// among equal deadlines. It re-sorts only if the caller changed Tasks or a
+// deadline without AddTask and RemoveTask.
+func (h *Host) deadlineOrder() []*Task {
+	ok := len(h.order) == len(h.Tasks)
+	for i := 1; ok && i < len(h.order); i++ {
+		ok = h.order[i-1].Deadline <= h.order[i].Deadline
+	}
+	if !ok {
+		h.order = append(h.order[:0], h.Tasks...)
+		slices.SortStableFunc(h.order, byDeadline)
+	}
+	return h.order
 }
 
 // TaskFinished marks t's computation finished at now: its CPU is free and
@@ -187,23 +224,12 @@ func (h *Host) TaskFinished(t *Task, now float64) {
 // order among equal deadlines).
 func (h *Host) runnable(p *Project) []*Task {
 	var ts []*Task
-	for _, t := range h.Tasks {
+	for _, t := range h.deadlineOrder() {
 		if t.Project == p && t.State != TaskDone {
 			ts = append(ts, t)
 		}
 	}
-	slices.SortStableFunc(ts, byDeadline)
 	return ts
-}
-
-// hasRunnable reports whether p has an unfinished task.
-func (h *Host) hasRunnable(p *Project) bool {
-	for _, t := range h.Tasks {
-		if t.Project == p && t.State != TaskDone {
-			return true
-		}
-	}
-	return false
 }
 
 // freeCPUs is how many CPUs no task is running on.

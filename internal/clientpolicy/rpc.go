@@ -13,24 +13,21 @@ import "math"
 // false when no RPC is due now.
 func (h *Host) NextRPC(now float64) (req WorkRequest, ok bool) {
 	c := h.cfg()
+	due := h.reportDue(c)
 	var report *Project
 	reportAt := math.Inf(1)
 	for _, p := range h.Projects {
-		if p.MinRPC > now {
-			continue
-		}
-		for _, t := range h.doneTasks(p) {
-			if at := overdueAt(t, c); at <= now && at < reportAt {
-				report, reportAt = p, at
-			}
+		if at, ok := due[p]; ok && p.MinRPC <= now && at <= now && at < reportAt {
+			report, reportAt = p, at
 		}
 	}
+	v := h.view()
 	if report != nil {
-		plan := h.workFetch(now, report)
+		plan := h.workFetch(now, report, v)
 		return WorkRequest{Project: report, Seconds: plan.request[report], Urgency: plan.urgency, Report: true}, true
 	}
 
-	plan := h.workFetch(now, nil)
+	plan := h.workFetch(now, nil, v)
 	if plan.urgency == DontNeedWork {
 		return WorkRequest{}, false
 	}
@@ -50,7 +47,7 @@ func (h *Host) NextRPC(now float64) (req WorkRequest, ok bool) {
 		Project: best,
 		Seconds: plan.request[best],
 		Urgency: plan.urgency,
-		Report:  len(h.doneTasks(best)) > 0,
+		Report:  hasKey(due, best),
 	}, true
 }
 
@@ -71,15 +68,22 @@ func overdueAt(t *Task, c Config) float64 {
 // early, never late.
 func (h *Host) NextRPCTime(now float64) float64 {
 	c := h.cfg()
+	due := h.reportDue(c)
+	v := h.view()
 	next := math.Inf(1)
 	for _, p := range h.Projects {
 		open := max(now, p.MinRPC)
-		for _, t := range h.doneTasks(p) {
-			next = min(next, max(overdueAt(t, c), open))
+		if at, ok := due[p]; ok {
+			next = min(next, max(at, open))
 		}
-		next = min(next, max(h.starveTime(p, now), open, p.WorkFetchAt))
+		next = min(next, max(v.starveTime(p, now), open, p.WorkFetchAt))
 	}
 	return max(next, now)
+}
+
+func hasKey[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // Reply is what the caller learned from a successful RPC.

@@ -16,12 +16,11 @@ type simTask struct {
 // deadline first.
 func (h *Host) simQueue() []simTask {
 	q := make([]simTask, 0, len(h.Tasks))
-	for _, t := range h.Tasks {
+	for _, t := range h.deadlineOrder() {
 		if t.State != TaskDone {
 			q = append(q, simTask{task: t, rem: t.Remaining(), deadline: t.Deadline})
 		}
 	}
-	slices.SortStableFunc(q, func(a, b simTask) int { return byDeadline(a.task, b.task) })
 	return q
 }
 
@@ -79,6 +78,7 @@ type rrProject struct {
 	share  float64
 	tasks  []simTask // unfinished, earliest deadline first
 	cpus   float64   // CPUs it gets now
+	capped bool      // scratch of splitCPUs
 	missed int
 }
 
@@ -97,17 +97,7 @@ func (g *rrProject) running() int {
 // finish after their deadlines.
 func (h *Host) rrDeadlinesMissed(now float64) map[*Project]int {
 	af := h.activeFrac()
-	var groups []*rrProject
-	index := map[*Project]int{}
-	for _, s := range h.simQueue() {
-		i, ok := index[s.task.Project]
-		if !ok {
-			i = len(groups)
-			index[s.task.Project] = i
-			groups = append(groups, &rrProject{p: s.task.Project, share: shareOf(s.task.Project)})
-		}
-		groups[i].tasks = append(groups[i].tasks, s)
-	}
+	groups := h.rrGroups()
 	all := slices.Clone(groups)
 	for len(groups) > 0 {
 		splitCPUs(groups, float64(h.ncpus()))
@@ -120,9 +110,11 @@ func (h *Host) rrDeadlinesMissed(now float64) map[*Project]int {
 		now += step
 		left := groups[:0]
 		for _, g := range groups {
+			// Advance the running head of the queue and pack what is
+			// left of it against the waiting tail, keeping the order.
 			n := g.running()
-			w := 0
-			for i := range n {
+			w := n
+			for i := n - 1; i >= 0; i-- {
 				s := g.tasks[i]
 				s.rem -= step * min(1, g.cpus-float64(i)) * af
 				if finishedIn(s) {
@@ -131,12 +123,10 @@ func (h *Host) rrDeadlinesMissed(now float64) map[*Project]int {
 					}
 					continue
 				}
+				w--
 				g.tasks[w] = s
-				w++
 			}
-			if w < n {
-				g.tasks = append(g.tasks[:w], g.tasks[n:]...)
-			}
+			g.tasks = g.tasks[w:]
 			if len(g.tasks) > 0 {
 				left = append(left, g)
 			}
@@ -152,32 +142,70 @@ func (h *Host) rrDeadlinesMissed(now float64) map[*Project]int {
 	return missed
 }
 
+// rrGroups splits the unfinished tasks by project, each earliest deadline
+// first, in one backing array.
+func (h *Host) rrGroups() []*rrProject {
+	var groups []*rrProject
+	find := func(p *Project) *rrProject {
+		for _, g := range groups {
+			if g.p == p {
+				return g
+			}
+		}
+		g := &rrProject{p: p, share: shareOf(p)}
+		groups = append(groups, g)
+		return g
+	}
+	order := h.deadlineOrder()
+	n := 0
+	for _, t := range order {
+		if t.State != TaskDone {
+			find(t.Project).missed++ // a count, for now
+			n++
+		}
+	}
+	backing := make([]simTask, n)
+	for _, g := range groups {
+		g.tasks, backing = backing[:0:g.missed], backing[g.missed:]
+		g.missed = 0
+	}
+	for _, t := range order {
+		if t.State != TaskDone {
+			g := find(t.Project)
+			g.tasks = append(g.tasks, simTask{task: t, rem: t.Remaining(), deadline: t.Deadline})
+		}
+	}
+	return groups
+}
+
 // splitCPUs gives each project its share of ncpus, capped at its number of
 // tasks, handing what a capped project cannot use to the others.
 func splitCPUs(groups []*rrProject, ncpus float64) {
-	open := slices.Clone(groups)
-	for len(open) > 0 {
+	for _, g := range groups {
+		g.capped = false
+	}
+	for {
 		sum := 0.0
-		for _, g := range open {
-			sum += g.share
+		for _, g := range groups {
+			if !g.capped {
+				sum += g.share
+			}
 		}
 		used := 0.0
-		rest := open[:0]
-		for _, g := range open {
-			if n := float64(len(g.tasks)); ncpus*g.share/sum >= n {
-				g.cpus = n
+		for _, g := range groups {
+			if n := float64(len(g.tasks)); !g.capped && ncpus*g.share/sum >= n {
+				g.cpus, g.capped = n, true
 				used += n
-				continue
 			}
-			rest = append(rest, g)
 		}
 		if used == 0 {
-			for _, g := range rest {
-				g.cpus = ncpus * g.share / sum
+			for _, g := range groups {
+				if !g.capped {
+					g.cpus = ncpus * g.share / sum
+				}
 			}
 			return
 		}
 		ncpus -= used
-		open = rest
 	}
 }

@@ -123,12 +123,12 @@ type picker struct {
 
 func (h *Host) newPicker() *picker {
 	pk := &picker{h: h, chosen: make([]*Task, 0, h.ncpus())}
-	for _, t := range h.Tasks {
+	for _, t := range h.deadlineOrder() {
+		t.picked = false
 		if t.State != TaskDone {
 			pk.ready = append(pk.ready, t)
 		}
 	}
-	slices.SortStableFunc(pk.ready, byDeadline)
 	return pk
 }
 
@@ -136,9 +136,10 @@ func (pk *picker) full() bool { return len(pk.chosen) >= pk.h.ncpus() }
 
 // take gives t a CPU unless it has one or none is left.
 func (pk *picker) take(t *Task) {
-	if pk.full() || slices.Contains(pk.chosen, t) {
+	if pk.full() || t.picked {
 		return
 	}
+	t.picked = true
 	pk.chosen = append(pk.chosen, t)
 	if t.Project != nil {
 		t.Project.anticipated -= pk.h.payoff
@@ -153,7 +154,7 @@ func (pk *picker) fill(keep func(*Task) bool) {
 	for !pk.full() {
 		var best *Task
 		for _, t := range pk.ready {
-			if (keep != nil && !keep(t)) || slices.Contains(pk.chosen, t) {
+			if t.picked || (keep != nil && !keep(t)) {
 				continue
 			}
 			if best == nil || pk.better(t, best) {

@@ -1,9 +1,6 @@
 package clientpolicy
 
-import (
-	"math"
-	"slices"
-)
+import "math"
 
 // Urgency is how much the host needs work (seed 000).
 type Urgency int
@@ -42,35 +39,73 @@ type WorkRequest struct {
 	Report bool
 }
 
-// prrs is p's fraction of the resource share of the
-// potentially runnable projects (seed 001's prrs), counting p itself.
-func (h *Host) prrs(p *Project) float64 {
-	sum := 0.0
-	for _, q := range h.Projects {
-		if q != p && h.potentiallyRunnable(q) {
-			sum += shareOf(q)
+// queueView is what the work-fetch functions read, gathered in one pass
+// over the queue: each project's unfinished tasks, earliest deadline
+// first (in Project.queue, valid until the next view), and the resource
+// share of the potentially runnable projects.
+type queueView struct {
+	h        *Host
+	prShares float64
+}
+
+func (h *Host) view() queueView {
+	v := queueView{h: h}
+	order := h.deadlineOrder()
+	for _, p := range h.Projects {
+		p.queue = p.queue[:0]
+	}
+	for _, t := range order {
+		if t.Project != nil {
+			t.Project.queue = t.Project.queue[:0] // a project the host does not list
 		}
 	}
-	return shareOf(p) / (sum + shareOf(p))
+	for _, t := range order {
+		if t.State != TaskDone && t.Project != nil {
+			t.Project.queue = append(t.Project.queue, t)
+		}
+	}
+	for _, p := range h.Projects {
+		if v.potentiallyRunnable(p) {
+			v.prShares += shareOf(p)
+		}
+	}
+	return v
+}
+
+// potentiallyRunnable reports whether p has unfinished tasks or may get
+// some: a project whose last work request got nothing and that has
+// nothing left to run is not.
+func (v queueView) potentiallyRunnable(p *Project) bool {
+	return !p.LastNoWork || len(p.queue) > 0
+}
+
+// prrs is p's fraction of the resource share of the potentially runnable
+// projects (seed 001's prrs), counting p itself.
+func (v queueView) prrs(p *Project) float64 {
+	sum := v.prShares
+	if !v.potentiallyRunnable(p) {
+		sum += shareOf(p)
+	}
+	return shareOf(p) / sum
 }
 
 // minResults is how many unfinished tasks p needs so its share of the
 // CPUs is never idle: ceil(NCPUs x prrs(P)).
-func (h *Host) minResults(p *Project) int {
-	return max(1, int(math.Ceil(float64(h.ncpus())*h.prrs(p)-1e-9)))
+func (v queueView) minResults(p *Project) int {
+	return max(1, int(math.Ceil(float64(v.h.ncpus())*v.prrs(p)-1e-9)))
 }
 
 // avgProcRate is the CPU seconds p gets per wall second: its share
 // fraction x NCPUs x active fraction.
-func (h *Host) avgProcRate(p *Project) float64 {
-	return h.prrs(p) * float64(h.ncpus()) * h.activeFrac()
+func (v queueView) avgProcRate(p *Project) float64 {
+	return v.prrs(p) * float64(v.h.ncpus()) * v.h.activeFrac()
 }
 
 // queuedCPU is the estimated CPU seconds of p's unfinished tasks, leaving
 // out the k with the latest deadlines, and how many of the counted tasks
 // are running (for how fast the sum shrinks).
-func (h *Host) queuedCPU(p *Project, k int) (sum float64, running int) {
-	ts := h.runnable(p)
+func (v queueView) queuedCPU(p *Project, k int) (sum float64, running int) {
+	ts := p.queue
 	for _, t := range ts[:max(0, len(ts)-max(k, 0))] {
 		sum += t.Remaining()
 		if t.State == TaskRunning {
@@ -82,10 +117,14 @@ func (h *Host) queuedCPU(p *Project, k int) (sum float64, running int) {
 
 // ettprc is seed 000's ETTPRC(P, k): the wall seconds until p has only k
 // unfinished tasks left, at its average processing rate.
-func (h *Host) ettprc(p *Project, k int) float64 {
-	sum, _ := h.queuedCPU(p, k)
-	return sum / h.avgProcRate(p)
+func (v queueView) ettprc(p *Project, k int) float64 {
+	sum, _ := v.queuedCPU(p, k)
+	return sum / v.avgProcRate(p)
 }
+
+// The same for a single question, for tests.
+func (h *Host) minResults(p *Project) int        { return h.view().minResults(p) }
+func (h *Host) ettprc(p *Project, k int) float64 { return h.view().ettprc(p, k) }
 
 // fetchPlan is the work-fetch policy's verdict at one moment.
 type fetchPlan struct {
@@ -106,7 +145,7 @@ func fetchEligible(p *Project, now float64, contacting *Project) bool {
 // ETTPRC(P, min_results(P)-1); S at most T means the project will starve
 // within T (NeedWork; S = 0, starved now), and each project is asked for
 // (2T - S) x avg_proc_rate(P), or nothing when no project needs work.
-func (h *Host) workFetch(now float64, contacting *Project) fetchPlan {
+func (h *Host) workFetch(now float64, contacting *Project, v queueView) fetchPlan {
 	T := h.cfg().ConnectPeriod
 	plan := fetchPlan{request: map[*Project]float64{}, ttwd: map[*Project]float64{}}
 	for _, p := range h.Projects {
@@ -115,8 +154,8 @@ func (h *Host) workFetch(now float64, contacting *Project) fetchPlan {
 		}
 		// S <= T is tested as sum <= T x rate, the same expression
 		// starveTime uses, so both agree to the last bit.
-		sum, _ := h.queuedCPU(p, h.minResults(p)-1)
-		rate := h.avgProcRate(p)
+		sum, _ := v.queuedCPU(p, v.minResults(p)-1)
+		rate := v.avgProcRate(p)
 		s := sum / rate
 		plan.ttwd[p] = s
 		if sum <= T*rate {
@@ -126,7 +165,7 @@ func (h *Host) workFetch(now float64, contacting *Project) fetchPlan {
 			}
 			plan.urgency = max(plan.urgency, u)
 		}
-		plan.request[p] = max(0, (2*T-s)*h.avgProcRate(p))
+		plan.request[p] = max(0, (2*T-s)*rate)
 	}
 	if plan.urgency == DontNeedWork {
 		clear(plan.request)
@@ -138,16 +177,16 @@ func (h *Host) workFetch(now float64, contacting *Project) fetchPlan {
 // anyway, for example to report results: its work_request_size, 0 if no
 // project needs work or p is in no-work back-off.
 func (h *Host) WorkRequestSeconds(p *Project, now float64) float64 {
-	return h.workFetch(now, p).request[p]
+	return h.workFetch(now, p, h.view()).request[p]
 }
 
 // starveTime is the earliest time p's work buffer can fall to T or below
 // if nothing arrives or finishes: the counted tasks shrink at most as fast
 // as those of them that are running compute (one CPU second per second).
-func (h *Host) starveTime(p *Project, now float64) float64 {
-	T := h.cfg().ConnectPeriod
-	sum, running := h.queuedCPU(p, h.minResults(p)-1)
-	excess := sum - T*h.avgProcRate(p)
+func (v queueView) starveTime(p *Project, now float64) float64 {
+	T := v.h.cfg().ConnectPeriod
+	sum, running := v.queuedCPU(p, v.minResults(p)-1)
+	excess := sum - T*v.avgProcRate(p)
 	switch {
 	case excess <= 0:
 		return now
@@ -162,14 +201,18 @@ func (h *Host) starveTime(p *Project, now float64) float64 {
 	return math.Nextafter(now, math.Inf(1))
 }
 
-// doneTasks returns p's finished tasks, earliest deadline first.
-func (h *Host) doneTasks(p *Project) []*Task {
-	var ts []*Task
+// reportDue is, for each project with finished tasks, the earliest time
+// one of them forces a report-result session.
+func (h *Host) reportDue(c Config) map[*Project]float64 {
+	due := map[*Project]float64{}
 	for _, t := range h.Tasks {
-		if t.Project == p && t.State == TaskDone {
-			ts = append(ts, t)
+		if t.State != TaskDone {
+			continue
+		}
+		at := overdueAt(t, c)
+		if d, ok := due[t.Project]; !ok || at < d {
+			due[t.Project] = at
 		}
 	}
-	slices.SortStableFunc(ts, byDeadline)
-	return ts
+	return due
 }

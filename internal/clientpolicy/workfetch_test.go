@@ -89,7 +89,7 @@ func TestWorkFetchRequest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h, ps := newQueue(tc.ncpus, Config{ConnectPeriod: tc.T}, tc.shares, tc.tasks)
 			h.ActiveFrac = tc.af
-			plan := h.workFetch(0, nil)
+			plan := h.workFetch(0, nil, h.view())
 			if plan.urgency != tc.want.urgency {
 				t.Errorf("urgency %v, want %v", plan.urgency, tc.want.urgency)
 			}
