@@ -17,7 +17,7 @@ import (
 )
 
 // fakeProject is a tiny project server: a scheduler that hands out at most
-// one result per request, a download URL per job, an upload handler, and
+// maxPerRPC results (default one) per request, a download URL per job, an upload handler, and
 // acks for reports. Tests set its knobs before the run and read what it saw.
 type fakeProject struct {
 	srv *httptest.Server
@@ -34,6 +34,7 @@ type fakeProject struct {
 	badMD5       bool            // announce a wrong md5 for inputs
 	failInputs   bool            // inputs start with demoapp.FailMarker
 	deadline     time.Duration   // report deadline of results handed out; 0 = an hour
+	maxPerRPC    int             // results one reply may carry; 0 = 1
 	nextHost     int64
 	issued       int
 	requests     []fakeRequest
@@ -58,6 +59,9 @@ type fakeUpload struct {
 	maxNbytes string
 	md5       string
 }
+
+// fakeFpopsEst is the rsc_fpops_est of every job the fake hands out.
+const fakeFpopsEst = 1e10
 
 // testSignature is the upload certificate the fake puts on every output.
 const testSignature = "\n0123abcd\nef456789\n.\n"
@@ -119,7 +123,18 @@ func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
 			reply.ResultAborts = append(reply.ResultAborts, protocol.NameElement{Name: o.Name})
 		}
 	}
-	if rec.req.WorkReqSeconds > 0 && f.jobs != 0 {
+	// Like the real scheduler, cover the seconds asked for (at the fake's
+	// estimate of 1e10 fpops per task) and the idle CPUs, up to maxPerRPC
+	// results; at least one.
+	covered, perTask := 0.0, 1.0
+	if p := rec.req.HostInfo.PFpops; p > 0 {
+		perTask = fakeFpopsEst / p
+	}
+	for n := 0; rec.req.WorkReqSeconds > 0 && f.jobs != 0 && n < max(f.maxPerRPC, 1); n++ {
+		if n > 0 && covered >= rec.req.WorkReqSeconds && float64(n) >= rec.req.CPUReqInstances {
+			break
+		}
+		covered += perTask
 		f.jobs--
 		wu := fmt.Sprintf("wu_%d", f.issued)
 		res := wu + "_0"
@@ -134,17 +149,17 @@ func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
 			sum = md5hex(nil)
 		}
 		reply.Apps = []protocol.App{{Name: demoapp.AppName}}
-		reply.FileInfos = []protocol.FileInfo{
-			{Name: wu + "_in", URLs: []string{f.srv.URL + "/download/" + wu}, Nbytes: float64(len(input)), MD5Cksum: sum},
-			{Name: res + "_0", URLs: []string{f.srv.URL + "/file_upload_handler"}, MaxNbytes: 100000, XMLSignature: testSignature},
-		}
-		reply.Workunits = []protocol.Workunit{{Name: wu, AppName: demoapp.AppName, RscFpopsEst: 1e10,
-			FileRefs: []protocol.FileRef{{FileName: wu + "_in", OpenName: "in"}}}}
-		reply.Results = []protocol.Result{{Name: res, WUName: wu, Platform: platformName, VersionNum: 100,
+		reply.FileInfos = append(reply.FileInfos,
+			protocol.FileInfo{Name: wu + "_in", URLs: []string{f.srv.URL + "/download/" + wu}, Nbytes: float64(len(input)), MD5Cksum: sum},
+			protocol.FileInfo{Name: res + "_0", URLs: []string{f.srv.URL + "/file_upload_handler"}, MaxNbytes: 100000, XMLSignature: testSignature},
+		)
+		reply.Workunits = append(reply.Workunits, protocol.Workunit{Name: wu, AppName: demoapp.AppName, RscFpopsEst: fakeFpopsEst,
+			FileRefs: []protocol.FileRef{{FileName: wu + "_in", OpenName: "in"}}})
+		reply.Results = append(reply.Results, protocol.Result{Name: res, WUName: wu, Platform: platformName, VersionNum: 100,
 			ReportDeadline: deadline,
-			FileRefs:       []protocol.FileRef{{FileName: res + "_0", OpenName: "out"}}}}
+			FileRefs:       []protocol.FileRef{{FileName: res + "_0", OpenName: "out"}}})
 		rec.sent = append(rec.sent, res)
-		f.deadlines = append(f.deadlines, reply.Results[0].ReportDeadline)
+		f.deadlines = append(f.deadlines, deadline)
 	}
 	f.requests = append(f.requests, rec)
 	_ = protocol.WriteSchedulerReply(w, &reply)

@@ -39,7 +39,8 @@ type attachment struct {
 	reportFailures int
 	// dcf is the duration correction factor: how long this project's tasks
 	// really take on this host relative to rsc_fpops_est / p_fpops.
-	dcf float64
+	dcf        float64
+	dcfLearned bool // a task of the project has completed here
 	// downloading counts tasks whose inputs are being fetched. While any
 	// are, the host does not ask this project for work (it does not yet
 	// know what it holds), so p.WorkFetchAt is held at +Inf and the real

@@ -23,9 +23,10 @@ const (
 )
 
 // dcfWeight is how far one completed task pulls a project's duration
-// correction factor down towards its observed runtime ratio; a longer
-// task than estimated raises it at once, as the real client does, so the
-// host errs towards holding too little work rather than missing deadlines.
+// correction factor down towards its observed runtime ratio. The first
+// completed task sets it, and a task longer than estimated raises it at
+// once, as the real client does, so the host errs towards holding too
+// little work rather than missing deadlines.
 const dcfWeight = 0.1
 
 // taskPhase is where a task is in its life on the host.
@@ -171,9 +172,10 @@ func (h *host) computed(t *task, at float64) {
 	}
 	if t.estRaw > 0 {
 		ratio := t.runtime / t.estRaw
-		if ratio > a.dcf {
-			a.dcf = ratio
-		} else {
+		switch {
+		case !a.dcfLearned || ratio > a.dcf:
+			a.dcf, a.dcfLearned = ratio, true
+		default:
 			a.dcf += dcfWeight * (ratio - a.dcf)
 		}
 		for _, o := range a.byName {
