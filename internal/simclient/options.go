@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -337,4 +338,32 @@ func ReadAuthenticatorsFile(path string) ([]string, error) {
 		return nil, fmt.Errorf("authenticators file %s: no account keys", path)
 	}
 	return keys, nil
+}
+
+// ParseProject reads a --project value, "URL,SHARE,AUTHFILE": the
+// scheduler URL, the resource share (a positive number) and a file of
+// account keys (ReadAuthenticatorsFile). The last two commas split it, so
+// the URL may hold commas of its own.
+func ParseProject(spec string) (Project, error) {
+	j := strings.LastIndexByte(spec, ',')
+	i := -1
+	if j > 0 {
+		i = strings.LastIndexByte(spec[:j], ',')
+	}
+	if i <= 0 {
+		return Project{}, fmt.Errorf("project %q: want URL,SHARE,AUTHFILE", spec)
+	}
+	url, shareText, authFile := strings.TrimSpace(spec[:i]), strings.TrimSpace(spec[i+1:j]), strings.TrimSpace(spec[j+1:])
+	share, err := strconv.ParseFloat(shareText, 64)
+	if err != nil || !(share > 0) || math.IsInf(share, 0) {
+		return Project{}, fmt.Errorf("project %q: share %q: want a positive number", spec, shareText)
+	}
+	if url == "" || authFile == "" {
+		return Project{}, fmt.Errorf("project %q: want URL,SHARE,AUTHFILE", spec)
+	}
+	keys, err := ReadAuthenticatorsFile(authFile)
+	if err != nil {
+		return Project{}, fmt.Errorf("project %q: %w", spec, err)
+	}
+	return Project{SchedulerURL: url, Share: share, Authenticators: keys}, nil
 }
