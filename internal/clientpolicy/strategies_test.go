@@ -469,3 +469,73 @@ func TestSeed004SharesConverge(t *testing.T) {
 		}
 	}
 }
+
+// TestSeed004Settle checks what a finished or removed task books against its project: the real CPU
+// minus the charge, into the fair-share prediction at the project's processing rate and into the
+// round-robin budget, a refund never lifting the budget above one turn's weight.
+func TestSeed004Settle(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		strategy   Strategy
+		ncpus      int     // CPUs free for A; B's task holds one more
+		est        float64 // A's tasks' estimate: the charge of a start
+		cpu        float64 // what each started task really computed
+		remove     bool    // removed (aborted) instead of finished
+		wantPred   float64 // A's predictedEnd after the settlement (fair share)
+		wantBudget float64 // A's budget after the settlement (round robin)
+	}{
+		// Two CPUs, one free, A and B at 1:1: A's rate is 1 CPU, its weight 3600 CPU seconds.
+		{"fair share, finished as charged", StrategyFairShare, 1, 1000, 1000, false, 1000, 0},
+		{"fair share, overran by 500", StrategyFairShare, 1, 1000, 1500, false, 1500, 0},
+		{"fair share, aborted after 100", StrategyFairShare, 1, 1000, 100, true, 100, 0},
+		{"wrr, finished as charged", StrategyWRR, 1, 1000, 1000, false, 0, 2600},
+		{"wrr, overran by 500", StrategyWRR, 1, 1000, 1500, false, 0, 2100},
+		{"wrr, aborted after 100", StrategyWRR, 1, 1000, 100, true, 0, 3500},
+		// Three CPUs, two free, tasks of ten hours: A's two starts overspend its 5400 s weight by far
+		// and the cycles in between are credited; refunding both in full would leave A hours of budget.
+		{"wrr, refund capped at the weight", StrategyWRR, 2, 36000, 0, true, 0, 5400},
+		{"iwrr, refund capped at the weight", StrategyIWRR, 2, 36000, 0, true, 0, 5400},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newSeed004Host(tc.strategy, tc.ncpus+1, 1, 1)
+			a, b := h.Projects[0], h.Projects[1]
+			addTasks(h, b, 1, tc.est, 1e9)[0].State = TaskRunning
+			started := addTasks(h, a, tc.ncpus, tc.est, 1e9)
+			addTasks(h, a, 1, tc.est, 2e9) // keeps A runnable, and its share, after the others end
+			running := h.Schedule(0)
+			if countRunning(running, a) != tc.ncpus {
+				t.Fatalf("Schedule started %d of A's tasks, want %d", countRunning(running, a), tc.ncpus)
+			}
+			if len(h.s004.charged) != tc.ncpus {
+				t.Fatalf("%d starts are charged, want %d", len(h.s004.charged), tc.ncpus)
+			}
+			for _, tk := range started {
+				if tk.State != TaskRunning {
+					t.Fatalf("A's task with deadline %v is %v, want it started before the later one", tk.Deadline, tk.State)
+				}
+				tk.CPU = tc.cpu
+				if tc.remove {
+					h.RemoveTask(tk)
+				} else {
+					h.TaskFinished(tk, tc.cpu)
+				}
+			}
+			// Settle only: a whole Schedule would go on to start A's last task and charge it.
+			ps, _ := h.newSeed004Pass(tc.cpu)
+			h.s004.settle(ps)
+			st := h.s004.state(a)
+			if len(h.s004.charged) != 0 {
+				t.Errorf("%d charges left after the tasks ended, want 0", len(h.s004.charged))
+			}
+			if tc.strategy == StrategyFairShare && math.Abs(st.predictedEnd-tc.wantPred) > 1e-6 {
+				t.Errorf("A's predicted end = %v, want %v", st.predictedEnd, tc.wantPred)
+			}
+			if tc.strategy != StrategyFairShare && math.Abs(st.budget-tc.wantBudget) > 1e-6 {
+				t.Errorf("A's budget = %v, want %v", st.budget, tc.wantBudget)
+			}
+		})
+	}
+}
