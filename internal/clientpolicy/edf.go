@@ -57,8 +57,8 @@ func (h *Host) chooseEDF(now float64, full bool) []*Task {
 func (h *Host) atRisk(now float64) []*Task {
 	missed := h.rrDeadlinesMissed(now)
 	var projects []*Project
-	for p, n := range missed {
-		if n > 0 {
+	for _, p := range h.Projects {
+		if missed[p] > 0 {
 			projects = append(projects, p)
 		}
 	}
@@ -91,9 +91,10 @@ func (h *Host) atRisk(now float64) []*Task {
 }
 
 // feasibleAfter reports whether the queue stays feasible under EDF if the
-// chosen tasks (those the last picker marked picked) run until the next scheduling decision: the first of them
-// to finish, or periodEnd, whichever comes first. Tasks that finish in
-// that time must finish by their deadlines.
+// chosen tasks (those the last picker marked picked) run until the next
+// scheduling decision: the first of them to finish, or periodEnd,
+// whichever comes first. Tasks that finish in that time must finish by
+// their deadlines.
 func (h *Host) feasibleAfter(now float64, chosen []*Task, periodEnd float64) bool {
 	af := h.activeFrac()
 	horizon := periodEnd - now
