@@ -1,17 +1,32 @@
-// Package simclient simulates many volunteer hosts attached to one project,
-// each speaking the BOINC client's side of the protocol over HTTP: scheduler
-// RPCs (register, fetch work, report results), input downloads and output
-// uploads. The end-to-end tests and benchmarks drive the task server with it.
+// Package simclient simulates many volunteer hosts, each attached to one or
+// more projects, speaking the BOINC client's side of the protocol over
+// HTTP: scheduler RPCs (register, fetch work, report results), input
+// downloads and output uploads. The end-to-end tests and benchmarks drive
+// the task server with it; its run report measures the client policies
+// against live schedulers.
 //
-// A host is one goroutine that decides when to contact the scheduler, plus
-// one goroutine per task it is working on (at most --ncpus at a time). It
-// follows the client policies of the seeds: it asks for work when a CPU slot
-// is idle, enough to fill a small buffer; it reports a result until the
-// server acknowledges it; it honours request_delay and next_rpc_delay; it
-// backs off exponentially with random jitter after failed RPCs, after work
-// requests that brought nothing, and after failed transfers. All client
-// delays are multiplied by Options.BackoffScale so tests can run the real
-// policy in milliseconds.
+// Every host is a clientpolicy.Host run as an event loop on the wall clock
+// (seconds since the run began): it sleeps until a running task finishes,
+// the scheduling period ends, an RPC falls due, the host switches on or
+// off, or a download or upload reports back; then it brings its tasks' CPU
+// time up to date, reschedules the CPUs, and contacts the project the
+// policy chooses. The policies are those of the seeds: work fetch by
+// connection period and min_results with the project chosen by long-term
+// debt (000, 001), CPU scheduling by debt, EDF or the seed-004 strategies
+// with preemption at the scheduling period (a task progresses only while
+// it holds a CPU), and RPC timing by request_delay, next_rpc_delay,
+// randomised exponential back-off and report-result sessions (002). Per
+// project a host keeps its own host id, rpc_seqno, cross-project id, app
+// versions and duration correction factor (how long tasks really take
+// against rsc_fpops_est / p_fpops, learnt from completed tasks).
+//
+// A task joins the CPU scheduler once its inputs are downloaded, and
+// leaves it (finished, reported in every RPC to its project until
+// acknowledged) once its output is uploaded. While a project's downloads
+// are under way the host does not ask it for more work. All client delays
+// are multiplied by Options.BackoffScale so tests can run the real policy
+// in milliseconds; the connection and scheduling periods default to a few
+// task lengths for the same reason.
 //
 // Hosts come in kinds: normal hosts compute the demo app's correct output;
 // failing hosts report every task as a compute error; vanishing hosts take
@@ -20,10 +35,11 @@
 // late hosts go offline with their work and upload and report it only after
 // its report deadline. A host's domain name says its kind
 // (simhost<index>.<kind>), so tests can tell from the host table who cheated.
-// Nothing is written to disk: the "computation" is demoapp.Compute plus a
-// simulated run time.
+// Nothing is written to disk: the "computation" is demoapp.Compute plus
+// simulated CPU time.
 //
-// Reads: the project's scheduler, download and upload URLs. Writes: nothing
-// but the JSON statistics report and the log of acknowledged results
-// (Options.AckLog), when the command asks for them.
+// Reads: the projects' scheduler, download and upload URLs. Writes: nothing
+// but the JSON statistics report, the log of acknowledged results
+// (Options.AckLog) and the run report directory (Options.ReportDir), when
+// the command asks for them.
 package simclient

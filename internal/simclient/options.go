@@ -102,11 +102,13 @@ type Options struct {
 	// report deadline. Tests join it with the database. Writes are
 	// serialised; Run does not close it.
 	AckLog io.Writer
-	// ComputeTime is the wall time a task takes on a host of speed Flops;
-	// a host's time scales with Flops / its speed. Default 1s.
+	// ComputeTime is the CPU time a task takes on a host of speed Flops
+	// (wall time while it holds a CPU); a host's time scales with Flops /
+	// its speed, and each task varies ±10%. Default 1s.
 	ComputeTime time.Duration
-	// BufferPerCPU is how many tasks per CPU a host asks to hold when it
-	// has an idle CPU; default 2.
+	// BufferPerCPU sets the default ConnectPeriod: BufferPerCPU tasks' time,
+	// so a host holds BufferPerCPU to 2 × BufferPerCPU tasks per CPU;
+	// default 2.
 	BufferPerCPU int
 	// Duration stops the run after this long; 0 runs until ctx ends.
 	Duration time.Duration
@@ -261,8 +263,11 @@ func (o Options) validate() error {
 	if !(o.OnFrac > 0 && o.OnFrac <= 1) {
 		errs = append(errs, fmt.Errorf("on-frac %g: want more than 0, at most 1", o.OnFrac))
 	}
-	if o.ConnectPeriod < 0 || o.SchedPeriod < 0 || o.ReportAfter < 0 || o.OnPeriod < 0 || o.SampleEvery < 0 {
-		errs = append(errs, errors.New("connect period, scheduling period, report-after, on period and sample interval must not be negative"))
+	if o.ConnectPeriod < 0 || o.SchedPeriod < 0 || o.ReportAfter < 0 || o.OnPeriod < 0 {
+		errs = append(errs, errors.New("connect period, scheduling period, report-after and on period must not be negative"))
+	}
+	if o.SampleEvery < time.Millisecond {
+		errs = append(errs, fmt.Errorf("sample interval %s: want at least 1ms", o.SampleEvery))
 	}
 	if o.Hosts < 1 {
 		errs = append(errs, fmt.Errorf("hosts %d: want at least 1", o.Hosts))

@@ -41,7 +41,7 @@ func (h *host) rpc(ctx context.Context, a *attachment, wr clientpolicy.WorkReque
 // tasks in progress.
 func (h *host) buildRequest(a *attachment, wr clientpolicy.WorkRequest, now float64) (*protocol.SchedulerRequest, []*task) {
 	o := h.r.opts
-	start := float64(h.r.start.Unix())
+	startUnix := float64(h.r.start.UnixNano()) / 1e9
 	req := &protocol.SchedulerRequest{
 		Authenticator:          a.auth,
 		HostID:                 a.hostID,
@@ -57,7 +57,7 @@ func (h *host) buildRequest(a *attachment, wr clientpolicy.WorkRequest, now floa
 		CrossProjectID:           a.crossProjectID,
 		HostInfo:                 h.info,
 		TimeStats: protocol.TimeStats{OnFrac: o.OnFrac, ConnectedFrac: 1, CPUAndNetworkAvailableFrac: 1,
-			ActiveFrac: o.OnFrac, GPUActiveFrac: 1, ClientStartTime: start, Now: start + now},
+			ActiveFrac: o.OnFrac, GPUActiveFrac: 1, ClientStartTime: float64(h.r.start.Unix()), Now: startUnix + now},
 		DiskUsage:   protocol.DiskUsage{DBoincUsedTotal: 1e6, DBoincUsedProject: 1e6, DProjectShare: h.info.DFree / 2},
 		AppVersions: append([]protocol.ClientAppVer(nil), a.appVersions...),
 	}
