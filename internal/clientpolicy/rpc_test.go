@@ -119,7 +119,7 @@ func randomHost(rng *rand.Rand) (*Host, float64) {
 	}
 	var projects []*Project
 	for i := range 1 + rng.IntN(4) {
-		p := &Project{Name: string(rune('A' + i)), Share: float64(1 + rng.IntN(100)), LTD: rng.NormFloat64() * 1000}
+		p := &Project{Name: string(rune('A' + i)), Share: float64(1 + rng.IntN(100)), LTD: rng.NormFloat64() * 20000}
 		if rng.IntN(3) == 0 {
 			p.MinRPC = now + rng.Float64()*20000
 		}

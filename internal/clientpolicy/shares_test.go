@@ -73,3 +73,34 @@ func TestNoWorkProjectBacksOff(t *testing.T) {
 		}
 	}
 }
+
+// TestEDFWithTightDeadlinesKeepsShares: project A's deadlines are shorter
+// than its work buffer takes at its share, so EDF runs it ahead of its
+// share; the work fetch then stops asking it (it is overworked) until the
+// others have caught up. No deadline is missed and the shares hold within
+// a few percent over two days.
+func TestEDFWithTightDeadlinesKeepsShares(t *testing.T) {
+	const twoDays = 2 * 86400
+	for seed := uint64(1); seed <= 3; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 13))
+		projects := threeProjects()
+		h := NewHost(4, 1, Config{Strategy: StrategyEDF, ConnectPeriod: 8 * 3600}, projects)
+		slack := map[string]float64{"A": 10 * 3600, "B": 4 * 86400, "C": 4 * 86400}
+		tasks := mixedTasks(rng, 0)
+		d := newTestDriver(h, rng, func(p *Project, now float64) *Task {
+			t := tasks(p, now)
+			t.Deadline = now + slack[p.Name]
+			return t
+		})
+		d.run(twoDays)
+		errs, worst := shareErrors(projects, d.cpu)
+		t.Logf("seed %d: share error A %+.4f B %+.4f C %+.4f; missed %d of %d; rpcs %d; LTD A %.0f B %.0f C %.0f",
+			seed, errs[0], errs[1], errs[2], d.missed, d.finished, d.rpcs, projects[0].LTD, projects[1].LTD, projects[2].LTD)
+		if worst > 0.05 {
+			t.Errorf("seed %d: share error %.4f > 0.05", seed, worst)
+		}
+		if d.missed > 0 || d.unfinishedLate() > 0 {
+			t.Errorf("seed %d: %d deadlines missed, %d unfinished past their deadlines", seed, d.missed, d.unfinishedLate())
+		}
+	}
+}

@@ -44,8 +44,9 @@ type WorkRequest struct {
 // first (in Project.queue, valid until the next view), and the resource
 // share of the potentially runnable projects.
 type queueView struct {
-	h        *Host
-	prShares float64
+	h          *Host
+	prShares   float64
+	unfinished int // tasks not done
 }
 
 func (h *Host) view() queueView {
@@ -62,6 +63,7 @@ func (h *Host) view() queueView {
 	for _, t := range order {
 		if t.State != TaskDone && t.Project != nil {
 			t.Project.queue = append(t.Project.queue, t)
+			v.unfinished++
 		}
 	}
 	for _, p := range h.Projects {
@@ -140,16 +142,33 @@ func fetchEligible(p *Project, now float64, contacting *Project) bool {
 	return (p.MinRPC <= now || p == contacting) && p.WorkFetchAt <= now
 }
 
+// overworked reports whether p has had more than a scheduling period of
+// the whole host beyond its share (long-term debt below -SchedPeriod x
+// NCPUs), as a project does whose tight deadlines make EDF run it first.
+// While the host has a task for every CPU, such a project is not asked
+// for work, so that over the long term the work fetch restores the shares
+// EDF departs from (seed 001).
+func (h *Host) overworked(p *Project) bool {
+	return p.LTD < -h.cfg().SchedPeriod*float64(h.ncpus())
+}
+
+// fetchable reports whether p may be asked for work as far as its
+// long-term debt goes: it is not overworked, or a CPU has nothing to run.
+func (v queueView) fetchable(p *Project) bool {
+	return !v.h.overworked(p) || v.unfinished < v.h.ncpus()
+}
+
 // workFetch is seed 000's work-fetch computation over the projects that
 // may be asked now (contacting counts as one whatever its MinRPC): S =
 // ETTPRC(P, min_results(P)-1); S at most T means the project will starve
 // within T (NeedWork; S = 0, starved now), and each project is asked for
 // (2T - S) x avg_proc_rate(P), or nothing when no project needs work.
+// Overworked projects are left out while every CPU has a task.
 func (h *Host) workFetch(now float64, contacting *Project, v queueView) fetchPlan {
 	T := h.cfg().ConnectPeriod
 	plan := fetchPlan{request: map[*Project]float64{}, ttwd: map[*Project]float64{}}
 	for _, p := range h.Projects {
-		if !fetchEligible(p, now, contacting) {
+		if !fetchEligible(p, now, contacting) || !v.fetchable(p) {
 			continue
 		}
 		// S <= T is tested as sum <= T x rate, the same expression
@@ -175,7 +194,8 @@ func (h *Host) workFetch(now float64, contacting *Project, v queueView) fetchPla
 
 // WorkRequestSeconds is the work to ask p for if the host contacts it now
 // anyway, for example to report results: its work_request_size, 0 if no
-// project needs work or p is in no-work back-off.
+// project needs work, p is in no-work back-off, or p is overworked and
+// every CPU has a task.
 func (h *Host) WorkRequestSeconds(p *Project, now float64) float64 {
 	return h.workFetch(now, p, h.view()).request[p]
 }
@@ -183,11 +203,15 @@ func (h *Host) WorkRequestSeconds(p *Project, now float64) float64 {
 // starveTime is the earliest time p's work buffer can fall to T or below
 // if nothing arrives or finishes: the counted tasks shrink at most as fast
 // as those of them that are running compute (one CPU second per second).
+// An overworked project never runs low enough while every CPU has a
+// task, and that takes a task finishing to change.
 func (v queueView) starveTime(p *Project, now float64) float64 {
 	T := v.h.cfg().ConnectPeriod
 	sum, running := v.queuedCPU(p, v.minResults(p)-1)
 	excess := sum - T*v.avgProcRate(p)
 	switch {
+	case !v.fetchable(p):
+		return math.Inf(1) // until a task finishes
 	case excess <= 0:
 		return now
 	case running == 0:

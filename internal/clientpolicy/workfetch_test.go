@@ -191,3 +191,32 @@ func TestReportSessions(t *testing.T) {
 		}
 	})
 }
+
+func TestOverworkedProjectIsAskedOnlyForAnIdleCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tasks [][3]float64
+		want  []bool // asked for work: A (overworked), B
+	}{
+		// Two CPUs, T 1000, shares 1:1 (rate 1 each, min_results 1): A
+		// is overworked.
+		{"A low, B fine: nobody", [][3]float64{{0, 300, 10}, {1, 5000, 10}}, []bool{false, false}},
+		{"A low, B low: only B", [][3]float64{{0, 300, 10}, {1, 400, 10}}, []bool{false, true}},
+		{"A starved, B fine: not A while both CPUs have work", [][3]float64{{1, 5000, 10}, {1, 5000, 20}}, []bool{false, false}},
+		{"A starved, a CPU idle: A", [][3]float64{{1, 5000, 10}}, []bool{true, false}},
+		{"B starved, a CPU idle: both", [][3]float64{{0, 300, 10}}, []bool{true, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, ps := newQueue(2, Config{ConnectPeriod: 1000, SchedPeriod: 100}, []float64{1, 1}, tc.tasks)
+			ps[0].LTD, ps[1].LTD = -201, 201
+			if !h.overworked(ps[0]) || h.overworked(ps[1]) {
+				t.Fatal("A should be overworked, B not")
+			}
+			for i, p := range ps {
+				if got := h.WorkRequestSeconds(p, 0) > 0; got != tc.want[i] {
+					t.Errorf("%s asked: %v, want %v", p.Name, got, tc.want[i])
+				}
+			}
+		})
+	}
+}
