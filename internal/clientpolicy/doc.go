@@ -7,6 +7,16 @@
 // report-result sessions (seed 002), and the worker-choice strategies of
 // seed 004 (fair share, weighted and interleaved weighted round robin).
 //
+// Two rules go beyond the seeds' text, each for a goal the seeds state. The
+// EDF scheduler has a feasibility guard: when the queue can be finished in
+// time, it forces earliest-deadline tasks onto CPUs if its choice would
+// otherwise lose that before the next scheduling decision (seed 001's
+// round-robin test alone misses deadlines that are at risk only because
+// the scheduler does not look again for a period). And the work fetch
+// does not ask an overworked project (long-term debt below -SchedPeriod x
+// NCPUs) for work while every CPU has a task, so that EDF's departures
+// from the resource shares are paid back over the long term.
+//
 // The package has no clock, no I/O and no goroutines. Time is a float64 of
 // seconds on the caller's clock, so the same Host runs against live
 // schedulers in wall time (internal/simclient) and against an in-process
