@@ -30,6 +30,13 @@ run: build ## set up and run a local project with simulated volunteers (DURATION
 	@dsn=$$(scripts/db-up.sh) && \
 	$(BIN)/localproject --bin-dir $(BIN) --server-dsn "$$dsn" --duration $(DURATION) --summary-json project/summary.json
 
+SIM_OUT ?= sim-report
+
+.PHONY: simulate
+simulate: ## run the reference scenario in simulated time (SIM_OUT=sim-report/)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/simclient ./cmd/simclient
+	$(BIN)/simclient --clock simulated --scenario scenarios/reference.yaml --out "$(SIM_OUT)"
+
 .PHONY: test
 test: deps ## run the whole test suite (race detector on) against a real database and the real BOINC client
 	@scripts/boinc-client-up.sh && dsn=$$(scripts/db-up.sh) && \

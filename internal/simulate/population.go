@@ -25,6 +25,8 @@ type host struct {
 	toggleAt float64
 	// last is the time up to which the host's CPU has been accounted.
 	last float64
+	// cpu is the CPU seconds computed for each of the host's projects.
+	cpu []float64
 	// trueCPU is the CPU time each task really takes; the policy only knows the estimate.
 	trueCPU map[*clientpolicy.Task]float64
 	nextID  int64
@@ -52,6 +54,7 @@ func policyConfig(sc Scenario) clientpolicy.Config {
 		WorkFetchBackoffMin: sc.WorkFetchBackoff.Min.Seconds(),
 		WorkFetchBackoffMax: sc.WorkFetchBackoff.Max.Seconds(),
 		ReportAfter:         reportAfter,
+		ReportMargin:        sc.ReportMargin.Seconds(),
 	}
 }
 
@@ -84,6 +87,7 @@ func newHost(sc Scenario, i int, cfg clientpolicy.Config) *host {
 	}
 	h.policy = clientpolicy.NewHost(ncpus, h.onFrac, cfg, projects)
 	h.contacted = make([]bool, len(projects))
+	h.cpu = make([]float64, len(projects))
 	h.toggleAt = r.Float64() * pop.StartWithin.Seconds()
 	return h
 }

@@ -88,7 +88,7 @@ func newSim(sc Scenario, opts runOptions) (*sim, error) {
 	names := make([]string, len(sc.Projects))
 	for j, p := range sc.Projects {
 		names[j] = p.Name
-		s.servers = append(s.servers, newServer(j, p, s.end))
+		s.servers = append(s.servers, newServer(p, s.end))
 	}
 	s.rec = simreport.NewRecorder(names, s.sample)
 	cfg := policyConfig(sc)
@@ -110,6 +110,9 @@ func newSim(sc Scenario, opts runOptions) (*sim, error) {
 // run processes wake-ups in time order until the end of the scenario, then
 // brings every host to the end and counts the deadlines already lost.
 func (s *sim) run(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("simulate %s: %w", s.sc.Name, err)
+	}
 	for len(s.queue) > 0 && s.queue[0].at < s.end {
 		w := s.queue.pop()
 		s.wake(s.hosts[w.host], w.at)
@@ -170,7 +173,16 @@ func (s *sim) wake(h *host, now float64) {
 	if reschedule || now >= h.policy.NextSchedule() {
 		h.policy.Schedule(now)
 	}
-	s.contact(h, now)
+	if s.contact(h, now) > 0 {
+		// One pass of the CPU scheduler for all the tasks that arrived.
+		h.policy.Schedule(now)
+		if s.opts.checkFeasible {
+			s.stats.fetches++
+			if !h.policy.Feasible(now) {
+				s.stats.infeasibleFetches++
+			}
+		}
+	}
 	if s.opts.afterWake != nil {
 		s.opts.afterWake(h, now)
 	}
@@ -222,7 +234,9 @@ func (s *sim) advance(h *host, to float64) {
 			continue
 		}
 		t.CPU += gain
-		s.recordCPU(h.projects[h.local(t.Project)], from, from+gain)
+		k := h.local(t.Project)
+		h.cpu[k] += gain
+		s.recordCPU(h.projects[k], from, from+gain)
 	}
 }
 
@@ -237,35 +251,37 @@ func (s *sim) recordCPU(j int, from, to float64) {
 }
 
 // contact makes the RPCs the host's policy wants now, each project at most
-// once per wake-up.
-func (s *sim) contact(h *host, now float64) {
+// once per wake-up, and returns how many tasks arrived.
+func (s *sim) contact(h *host, now float64) int {
 	clear(h.contacted)
+	received := 0
 	for {
 		req, ok := h.policy.NextRPC(now)
 		if !ok {
-			return
+			return received
 		}
 		k := h.local(req.Project)
 		if h.contacted[k] {
-			return
+			return received
 		}
 		h.contacted[k] = true
-		s.rpc(h, k, req, now)
+		received += s.rpc(h, k, req, now)
 	}
 }
 
 // rpc is one scheduler RPC from host h to its k-th project, answered at once
-// by the project's server model.
-func (s *sim) rpc(h *host, k int, req clientpolicy.WorkRequest, now float64) {
+// by the project's server model. It returns how many tasks arrived; the
+// caller runs the CPU scheduler for them.
+func (s *sim) rpc(h *host, k int, req clientpolicy.WorkRequest, now float64) int {
 	j := h.projects[k]
 	srv := s.servers[j]
 	p := req.Project
 	failed := srv.down(now)
-	srv.countRPC(now, failed)
+	srv.countRPC(now)
 	s.rec.RPC(j, now, failed)
 	if failed {
 		h.policy.RPCFailed(p, now, s.jitter(h))
-		return
+		return 0
 	}
 
 	// Every finished task of the project goes in the request.
@@ -276,9 +292,7 @@ func (s *sim) rpc(h *host, k int, req clientpolicy.WorkRequest, now float64) {
 		}
 	}
 	for _, t := range done {
-		late := now > t.Deadline
-		srv.countReport(late)
-		s.rec.Reported(j, late)
+		s.rec.Reported(j, srv.countReport(t, now))
 		h.policy.RemoveTask(t)
 		delete(h.trueCPU, t)
 	}
@@ -305,15 +319,7 @@ func (s *sim) rpc(h *host, k int, req clientpolicy.WorkRequest, now float64) {
 		AskedSeconds: req.Seconds,
 		NewTasks:     received,
 	}, s.jitter(h))
-	if received > 0 {
-		h.policy.Schedule(now)
-		if s.opts.checkFeasible {
-			s.stats.fetches++
-			if !h.policy.Feasible(now) {
-				s.stats.infeasibleFetches++
-			}
-		}
-	}
+	return received
 }
 
 // jitter is the random number of a back-off.

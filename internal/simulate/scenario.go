@@ -41,6 +41,9 @@ type Scenario struct {
 	// ReportAfter is how long a finished task may wait before a report session of its own;
 	// default 24h (the real client); 0s reports at once.
 	ReportAfter *Duration `yaml:"report_after"`
+	// ReportMargin makes a finished task due for reporting once its deadline is
+	// this close; default 1h (clientpolicy's; the real client uses 24h).
+	ReportMargin Duration `yaml:"report_margin"`
 	// RPCBackoff bounds the random exponential back-off after failed RPCs; default 1m to 4h.
 	RPCBackoff DurationRange `yaml:"rpc_backoff"`
 	// WorkFetchBackoff bounds the back-off after work requests that got nothing; default 10m to 24h.
@@ -175,6 +178,7 @@ const (
 	DefaultConnectPeriod = Duration(12 * time.Hour)
 	DefaultSchedPeriod   = Duration(time.Hour)
 	DefaultReportAfter   = Duration(24 * time.Hour)
+	DefaultReportMargin  = Duration(time.Hour)
 	DefaultMeanOn        = Duration(8 * time.Hour)
 	DefaultRequestDelay  = Duration(time.Minute)
 	DefaultMaxTasks      = 50
@@ -247,6 +251,7 @@ func (sc Scenario) Normalized() Scenario {
 		d := DefaultReportAfter
 		sc.ReportAfter = &d
 	}
+	setDuration(&sc.ReportMargin, DefaultReportMargin)
 	setDuration(&sc.RPCBackoff.Min, Duration(time.Minute))
 	setDuration(&sc.RPCBackoff.Max, Duration(4*time.Hour))
 	setDuration(&sc.WorkFetchBackoff.Min, Duration(10*time.Minute))
@@ -325,6 +330,9 @@ func (sc Scenario) Validate() error {
 	}
 	if sc.ReportAfter != nil && *sc.ReportAfter < 0 {
 		bad("report_after", "want >= 0, got %s", *sc.ReportAfter)
+	}
+	if sc.ReportMargin < 0 {
+		bad("report_margin", "want >= 0, got %s", sc.ReportMargin)
 	}
 	checkDurationRange(bad, "rpc_backoff", sc.RPCBackoff)
 	checkDurationRange(bad, "work_fetch_backoff", sc.WorkFetchBackoff)

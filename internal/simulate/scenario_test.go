@@ -38,6 +38,7 @@ func TestParseScenarioFillsDefaults(t *testing.T) {
 		{"connect_period", sc.ConnectPeriod, DefaultConnectPeriod},
 		{"sched_period", sc.SchedPeriod, DefaultSchedPeriod},
 		{"report_after", *sc.ReportAfter, DefaultReportAfter},
+		{"report_margin", sc.ReportMargin, DefaultReportMargin},
 		{"rpc_backoff", sc.RPCBackoff, DurationRange{Duration(time.Minute), Duration(4 * time.Hour)}},
 		{"work_fetch_backoff", sc.WorkFetchBackoff, DurationRange{Duration(10 * time.Minute), Duration(24 * time.Hour)}},
 		{"population.ncpus", len(sc.Population.NCPUs), 1},

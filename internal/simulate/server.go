@@ -3,6 +3,8 @@ package simulate
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/taskserver/taskserver/internal/clientpolicy"
 )
 
 // server is the in-process model of one project's scheduler: it answers RPCs
@@ -10,22 +12,18 @@ import (
 // outage, sends nothing during a no-work window, and otherwise sends tasks
 // whose estimated CPU covers the request.
 type server struct {
-	index   int // the project's index in the scenario
 	project Project
 
 	// rpcMinutes counts RPCs started in each minute of the run, failed or
 	// not; the storm property reads it.
 	rpcMinutes []int32
-	rpcs       int64
-	failures   int64
-	reports    int64
-	lateReport int64
-	sent       int64
+	// reports and lateReports count reported tasks and those reported after
+	// their deadline, a check on the recorder's figures.
+	reports, lateReports int64
 }
 
-func newServer(index int, p Project, duration float64) *server {
+func newServer(p Project, duration float64) *server {
 	return &server{
-		index:      index,
 		project:    p,
 		rpcMinutes: make([]int32, int(duration/60)+1),
 	}
@@ -47,23 +45,20 @@ func inWindows(ws []Window, now float64) bool {
 }
 
 // countRPC tallies one RPC started at now.
-func (s *server) countRPC(now float64, failed bool) {
-	s.rpcs++
-	if failed {
-		s.failures++
-	}
-	m := int(now / 60)
-	if m >= 0 && m < len(s.rpcMinutes) {
+func (s *server) countRPC(now float64) {
+	if m := int(now / 60); m >= 0 && m < len(s.rpcMinutes) {
 		s.rpcMinutes[m]++
 	}
 }
 
-// countReport tallies one reported task.
-func (s *server) countReport(late bool) {
+// countReport tallies one task reported at now and says whether it was late.
+func (s *server) countReport(t *clientpolicy.Task, now float64) (late bool) {
 	s.reports++
+	late = now > t.Deadline
 	if late {
-		s.lateReport++
+		s.lateReports++
 	}
+	return late
 }
 
 // newTask is one task as the server sends it: the host's estimate of its CPU
@@ -88,7 +83,6 @@ func (s *server) work(seconds, flops, now float64, r *rand.Rand) []newTask {
 			deadline: deadline,
 		}
 	}
-	s.sent += int64(n)
 	return tasks
 }
 
