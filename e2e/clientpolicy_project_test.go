@@ -1,0 +1,237 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cpProject is one of the client-policy test's two projects: the lifecycle
+// test's project (database, users, keys, handler script) with every daemon
+// started but no simulated hosts, since one simclient attaches its hosts to
+// both projects, and a scheduler that can be stopped and started again on
+// its address to play an outage.
+type cpProject struct {
+	*lcProject
+	name   string  // "A" or "B", in logs and messages
+	share  float64 // the hosts' resource share of this project
+	prefix string  // job names start with it, so an acked result tells its project
+	addr   string  // the scheduler's host:port
+	// schedArgs start the scheduler, the first time and after an outage.
+	schedArgs []string
+	sched     *lcProc
+	hc        *http.Client
+}
+
+// newCPProject makes a project with users for the hosts and the demo app
+// whose jobs take rsc_fpops_est operations.
+func newCPProject(t *testing.T, bin, name string, share float64, users int) *cpProject {
+	lp := newLCProject(t, bin, lcParams{Users: users})
+	return &cpProject{lcProject: lp, name: name, share: share, prefix: "cp" + strings.ToLower(name),
+		hc: &http.Client{Timeout: 2 * time.Second}}
+}
+
+// start launches every daemon of the project. The scheduler sends many
+// tasks per RPC and lets hosts hold many, and does not ask for immediate
+// reports: the client's own policy decides how much work to hold and when
+// to report, and that is what the test measures. The work generator keeps
+// unsentTarget instances unsent, so the hosts never meet a "no work" reply
+// (which would back off their fetches and skew the shares), with deadlines
+// far beyond the run, so no deadline is at risk and EDF falls back to the
+// short-term debt split by shares.
+func (p *cpProject) start(ctx context.Context, unsentTarget int, fpopsEst float64) {
+	t := p.t
+	r := &polRun{lcProject: p.lcProject}
+	r.writeConfig()
+	p.addr = strings.TrimPrefix(strings.TrimSuffix(p.schedURL, "/scheduler"), "http://")
+	listen := portPicker(t, p.addr)
+	t.Cleanup(func() { p.stopAll() })
+	p.schedArgs = []string{"--config", p.config, "--addr", p.addr, "--url-base", "http://" + p.addr,
+		"--upload-key", filepath.Join(p.dir, "keys", "upload_private"), "--request-delay", "1s",
+		"--report-immediately=false", "--max-results-per-rpc", "50", "--max-in-progress-per-cpu", "100"}
+	steps := []struct {
+		name string
+		args []string
+	}{
+		{"feeder", []string{"--listen", listen(), "--sleep", "200ms"}},
+		{"transitioner", []string{"--listen", listen(), "--sleep", "300ms"}},
+		{"validator", []string{"--listen", listen(), "--sleep", "300ms"}},
+		{"assimilator", []string{"--listen", listen(), "--sleep", "300ms", "--handler-cmd", filepath.Join(p.dir, "handler.sh")}},
+		{"file_deleter", []string{"--listen", listen(), "--sleep", "500ms"}},
+		{"work_generator", []string{"--listen", listen(), "--sleep", "300ms", "--job-prefix", p.prefix,
+			"--unsent-target", strconv.Itoa(unsentTarget), "--delay-bound", "3h", "--min-quorum", "2", "--target-nresults", "2",
+			"--max-error-results", "2", "--max-total-results", "4", "--max-success-results", "3",
+			"--rsc-fpops-est", strconv.FormatFloat(fpopsEst, 'g', -1, 64)}},
+	}
+	for _, s := range steps {
+		pr, err := startLCProc(filepath.Join(p.bin, s.name), s.name, filepath.Join(p.dir, "logs"),
+			append([]string{"--config", p.config}, s.args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.daemons = append(p.daemons, pr)
+		if s.name == "feeder" {
+			if err := waitUntil(ctx, pr, func() bool { _, err := os.Stat(p.shm); return err == nil }); err != nil {
+				p.dumpLogs()
+				t.Fatalf("project %s: feeder did not create its cache %s: %v", p.name, p.shm, err)
+			}
+		}
+	}
+	if err := p.startScheduler(ctx); err != nil {
+		p.dumpLogs()
+		t.Fatalf("project %s: %v", p.name, err)
+	}
+}
+
+// startScheduler launches the scheduler and waits until it listens. Its
+// log is appended to, so an outage leaves both runs in one file.
+func (p *cpProject) startScheduler(ctx context.Context) error {
+	pr, err := startLCProc(filepath.Join(p.bin, "scheduler"), "scheduler", filepath.Join(p.dir, "logs"), p.schedArgs...)
+	if err != nil {
+		return err
+	}
+	p.sched = pr
+	p.daemons = append(p.daemons, pr)
+	err = waitUntil(ctx, pr, func() bool {
+		c, err := net.DialTimeout("tcp", p.addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if err != nil {
+		return fmt.Errorf("scheduler did not listen: %w", err)
+	}
+	return nil
+}
+
+// stopScheduler stops the scheduler alone: the project is down for its
+// hosts (RPCs, downloads and uploads all fail) while its daemons go on.
+func (p *cpProject) stopScheduler() error {
+	err := p.sched.stop(20 * time.Second)
+	for i, d := range p.daemons {
+		if d == p.sched {
+			p.daemons = append(p.daemons[:i], p.daemons[i+1:]...)
+			break
+		}
+	}
+	p.sched = nil
+	return err
+}
+
+// waitBacklog waits until the work generator has made at least n unsent
+// instances, so the hosts' first requests find work.
+func (p *cpProject) waitBacklog(ctx context.Context, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		g, err := p.progress(ctx)
+		if err == nil && g.Unsent >= n {
+			return nil
+		}
+		if err := p.died(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("project %s: %d unsent instances after %s, want %d", p.name, g.Unsent, timeout, n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// schedulerMetrics reads the scheduler's Prometheus counters: requests
+// handled (every outcome) and work requests answered with nothing, by
+// reason. The server's own count checks the client's report of its RPCs.
+func (p *cpProject) schedulerMetrics(ctx context.Context) (requests float64, noWork map[string]float64, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addr+"/metrics", nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	noWork = map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "taskserver_scheduler_requests_total":
+			requests += v
+		case "taskserver_scheduler_no_work_total":
+			noWork[strings.Trim(strings.TrimPrefix(labels, "reason="), `"`)] += v
+		}
+	}
+	return requests, noWork, sc.Err()
+}
+
+// rpcCounter is the count of a project's scheduler RPCs over the run, as
+// the server saw them, summed over the scheduler's restarts.
+type rpcCounter struct {
+	base, last float64 // requests of the scheduler runs before the current one; last read of the current one
+	samples    []rpcSample
+}
+
+type rpcSample struct {
+	at    time.Duration // since the hosts started
+	total float64
+}
+
+func (c *rpcCounter) observe(at time.Duration, raw float64) {
+	c.last = raw
+	c.samples = append(c.samples, rpcSample{at: at, total: c.base + raw})
+}
+
+// restarted starts a new scheduler run: its counters begin at zero.
+func (c *rpcCounter) restarted() {
+	c.base += c.last
+	c.last = 0
+}
+
+func (c *rpcCounter) total() float64 { return c.base + c.last }
+
+// peak is the most RPCs in any span of at most w between two samples from
+// `from` on.
+func (c *rpcCounter) peak(w, from time.Duration) float64 {
+	best := 0.0
+	for i, a := range c.samples {
+		if a.at < from {
+			continue
+		}
+		for _, b := range c.samples[i+1:] {
+			if b.at-a.at > w {
+				break
+			}
+			best = max(best, b.total-a.total)
+		}
+	}
+	return best
+}
