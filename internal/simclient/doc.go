@@ -20,9 +20,10 @@
 // versions and duration correction factor (how long tasks really take
 // against rsc_fpops_est / p_fpops, learnt from completed tasks).
 //
-// A task joins the CPU scheduler once its inputs are downloaded, and
-// leaves it (finished, reported in every RPC to its project until
-// acknowledged) once its output is uploaded. While a project's downloads
+// A task joins the CPU scheduler once its inputs are downloaded; when its
+// computation ends its CPU is free for the next task, and once its output
+// is uploaded it is reported, in every RPC to its project until
+// acknowledged. While a project's downloads
 // are under way the host does not ask it for more work. All client delays
 // are multiplied by Options.BackoffScale so tests can run the real policy
 // in milliseconds; the connection and scheduling periods default to a few

@@ -35,6 +35,7 @@ type fakeProject struct {
 	failInputs   bool            // inputs start with demoapp.FailMarker
 	deadline     time.Duration   // report deadline of results handed out; 0 = an hour
 	maxPerRPC    int             // results one reply may carry; 0 = 1
+	down         bool            // answer every scheduler request with 503 while set
 	nextHost     int64
 	issued       int
 	requests     []fakeRequest
@@ -98,8 +99,10 @@ func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), rec.status)
 		return
 	}
-	if f.fail503 > 0 {
-		f.fail503--
+	if f.fail503 > 0 || f.down {
+		if !f.down {
+			f.fail503--
+		}
 		rec.status = http.StatusServiceUnavailable
 		f.requests = append(f.requests, rec)
 		http.Error(w, "overloaded", rec.status)

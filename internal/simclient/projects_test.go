@@ -281,3 +281,27 @@ func sizeOf(st os.FileInfo) int64 {
 	}
 	return st.Size()
 }
+
+// A task whose upload keeps failing does not hold its CPU: the host goes
+// on computing while the upload backs off and retries.
+func TestFailingUploadDoesNotHoldTheCPU(t *testing.T) {
+	t.Parallel()
+	f := newFakeProject(t)
+	f.set(func(f *fakeProject) {
+		f.jobs, f.maxPerRPC = -1, 10
+		f.uploadStatus = []int{1, 1, 1, 1, 1, 1, 1, 1} // transient failures
+	})
+	opts := testOptions(f)
+	opts.ComputeTime = 50 * time.Millisecond
+	opts.TransferAttempts = 20
+	s, _ := runFor(t, opts, time.Second)
+
+	t.Logf("1 CPU, 50ms tasks, the first 8 upload attempts refused: %d computed, %d uploaded, %d upload errors",
+		s.ResultsComputed, s.ResultsUploaded, s.UploadErrors)
+	if s.UploadErrors != 8 {
+		t.Errorf("upload errors = %d, want the 8 refused attempts", s.UploadErrors)
+	}
+	if s.ResultsComputed < 5 {
+		t.Errorf("computed %d tasks in a second on one CPU while the first upload backed off, want at least 5", s.ResultsComputed)
+	}
+}

@@ -86,11 +86,11 @@ func (h *host) buildRequest(a *attachment, wr clientpolicy.WorkRequest, now floa
 	return req, reporting
 }
 
-// idleCPUs is how many CPUs have no unfinished task to work on.
+// idleCPUs is how many CPUs have no task to compute.
 func (h *host) idleCPUs() int {
 	n := h.r.opts.NCPUs
 	for _, t := range h.tasks {
-		if t.phase != phaseReady {
+		if t.phase == phaseDownloading || t.phase == phaseComputing {
 			n--
 		}
 	}

@@ -177,7 +177,7 @@ func RunReport(ctx context.Context, opts Options) (Stats, simreport.Report, erro
 	// The host goroutines have ended: their tasks can be read here.
 	for _, h := range hosts {
 		for _, t := range h.tasks {
-			if !t.reported && t.cp.Deadline < end {
+			if !t.reported && t.deadline < end {
 				r.rec.Missed(t.att.index)
 			}
 		}

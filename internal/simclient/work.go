@@ -3,6 +3,7 @@ package simclient
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,9 +41,10 @@ const (
 	// preempted; its CPU time grows while it runs.
 	phaseComputing
 	// phaseFinishing: computed; its output is being produced and
-	// uploaded (a late host first waits for the deadline). It keeps its
-	// place with the scheduler until the upload is done, so it is not
-	// reported before.
+	// uploaded (a late host first waits for the deadline). The scheduler
+	// has it as finished, so its CPU is free, but with no finish time and
+	// no deadline until the upload is done, so no report-result session
+	// is due for it before there is something to report.
 	phaseFinishing
 	// phaseReady: finished (done with the scheduler); its report goes in
 	// every RPC to its project until the server acknowledges it.
@@ -58,6 +60,7 @@ type task struct {
 	appVersion int // index into att.appVersions, or -1
 	phase      taskPhase
 	cp         clientpolicy.Task
+	deadline   float64 // report deadline, run seconds
 	estRaw     float64 // rsc_fpops_est / p_fpops, before the correction factor
 	runtime    float64 // CPU seconds it really takes on this host
 	fails      bool    // ends in a compute error (failing host, or the demo app fails on it)
@@ -74,8 +77,9 @@ type task struct {
 func (h *host) received(t *task, now float64) {
 	a := t.att
 	h.nextID++
+	t.deadline = h.r.runTime(t.res.ReportDeadline)
 	t.cp = clientpolicy.Task{ID: h.nextID, Project: a.p, EstCPU: t.estRaw * a.dcf,
-		Deadline: h.r.runTime(t.res.ReportDeadline), Received: now}
+		Deadline: t.deadline, Received: now}
 	h.tasks = append(h.tasks, t)
 	a.byName[t.res.Name] = t
 	a.downloading++
@@ -162,9 +166,8 @@ func (h *host) computed(t *task, at float64) {
 	h.r.rec.Completed(a.index)
 	t.phase = phaseFinishing
 	h.dirty = true
-	// From now on the estimate is the truth, so the scheduler's view of
-	// the queue does not count this task as work still to do.
 	t.cp.EstCPU = t.cp.CPU
+	h.cp.TaskFinished(&t.cp, at)
 	if t.fails {
 		h.ready(t, h.errorReport(t, state.ClientComputeError, exitComputeError, t.runtime,
 			"process exited with code 1 (0x1, -255)"), true, at)
@@ -184,6 +187,7 @@ func (h *host) computed(t *task, at float64) {
 			}
 		}
 	}
+	t.cp.Finished, t.cp.Deadline = math.Inf(1), math.Inf(1) // nothing to report yet
 	ctx, cancel := context.WithCancel(h.taskCtx)
 	t.cancel = cancel
 	h.taskWG.Go(func() {
@@ -201,13 +205,17 @@ func (h *host) computed(t *task, at float64) {
 	})
 }
 
-// ready makes a task's report ready to send: the scheduler learns it is
-// done. After an unrecoverable task error the real client defers its next
-// RPC to the project by one to two minutes.
+// ready makes a task's report ready to send: for the policy it finished
+// now, so a report-result session falls due by the policy's rules. After an
+// unrecoverable task error the real client defers its next RPC to the
+// project by one to two minutes.
 func (h *host) ready(t *task, rep protocol.ReportResult, taskErr bool, now float64) {
 	t.report = rep
 	t.phase = phaseReady
-	h.cp.TaskFinished(&t.cp, now)
+	if t.cp.State != clientpolicy.TaskDone {
+		h.cp.TaskFinished(&t.cp, now) // a download that failed: it never ran
+	}
+	t.cp.Finished, t.cp.Deadline = now, t.deadline
 	if taskErr {
 		d := h.r.opts.scaled(time.Duration(float64(taskErrorDelayMin) * (1 + h.rand())))
 		t.att.p.MinRPC = max(t.att.p.MinRPC, now+d.Seconds())
