@@ -8,10 +8,23 @@
 // projects with their resource shares, jobs and server behaviour, and the
 // client's policy settings). Every host is a clientpolicy.Host; the package
 // supplies what the policy leaves to its caller: a clock, task progress,
-// on/off periods, and the servers that answer RPCs. One event heap holds the
-// next wake-up time of every host, so a run of 1,000 hosts over two simulated
-// days takes seconds. A run is a pure function of its scenario: the same
-// seed gives the same report, apart from the wall time it took.
+// on/off periods, and the servers that answer RPCs.
+//
+// Time is float64 seconds since the start of the run. One event heap holds
+// the next wake-up of every host: the earliest of its next task completion,
+// the end of its scheduling period, the policy's NextRPCTime and its next
+// on/off change. A wake-up brings the host's running tasks up to the
+// present (one CPU second per second while the host is on), marks finished
+// ones, runs the CPU scheduler, and makes the RPCs the policy asks for; an
+// RPC is answered at once (latency is 0 in simulated time). So a run of
+// 1,000 hosts over two simulated days takes seconds, and it is a pure
+// function of its scenario: the same seed gives the same report, apart from
+// the wall time it took. Each host draws from its own random stream, so
+// what one host does never depends on the order hosts are processed in.
+//
+// A deadline counts as missed when its task is reported after it, or when
+// the run ends with the task unreported past it (unfinished, or finished
+// but certain to be reported late).
 //
 // Reads: the scenario file (LoadScenario). Writes: nothing; the caller writes
 // the simreport.Report that Run returns.
