@@ -1,26 +1,40 @@
-// Command simclient runs many simulated volunteer hosts, in one process,
-// against a project's scheduler: they register, fetch work, download,
-// compute the demo app, upload, report, and some of them fail, vanish,
-// cheat or come back after the deadline. It prints a summary line periodically and, with --report, writes
-// its statistics as JSON when it stops.
+// Command simclient runs many simulated volunteer hosts in one process. With
+// --clock real (the default) they speak the BOINC protocol to live
+// schedulers: they register, fetch work, download, compute the demo app,
+// upload, report, and some of them fail, vanish, cheat or come back after
+// the deadline. Every host follows the client policies (work fetch, CPU
+// scheduling with preemption, RPC back-off) over one or more projects with
+// resource shares. It prints a summary line periodically; with --report it
+// writes its statistics as JSON when it stops, with --report-dir the run
+// report (shares achieved against resource shares, with a plot).
+//
+// With --clock simulated it runs a scenario file in simulated time against
+// an in-process model of the servers instead, and writes the same report.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/taskserver/taskserver/internal/clientpolicy"
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/simclient"
 )
 
 const program = "simclient"
+
+// The clocks a run can use.
+const (
+	clockReal      = "real"
+	clockSimulated = "simulated"
+)
 
 func main() { daemon.Main(run) }
 
@@ -29,34 +43,11 @@ func env(name string) []string { return []string{config.EnvName(name)} }
 func run(ctx context.Context, args []string) error {
 	app := &cli.App{
 		Name:  program,
-		Usage: "simulate volunteer hosts attached to a project",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: config.FlagConfig, Usage: "project configuration file (YAML; keys are these flag names)", EnvVars: env(config.FlagConfig)},
-			&cli.StringFlag{Name: "url", Value: simclient.DefaultSchedulerURL, Usage: "scheduler URL", EnvVars: env("url")},
-			&cli.StringFlag{Name: "authenticators", Usage: "file of account keys, one per line; hosts are spread round-robin over them (required)", EnvVars: env("authenticators")},
-			&cli.IntFlag{Name: "hosts", Value: simclient.DefaultHosts, Usage: "number of simulated hosts", EnvVars: env("hosts")},
-			&cli.IntFlag{Name: "ncpus", Value: simclient.DefaultNCPUs, Usage: "CPUs per host (tasks run at once)", EnvVars: env("ncpus")},
-			&cli.Float64Flag{Name: "flops", Value: simclient.DefaultFlops, Usage: "nominal per-CPU speed (p_fpops); each host varies ±50%", EnvVars: env("flops")},
-			&cli.Float64Flag{Name: "fail-frac", Usage: "share of hosts that fail every task (state 3, exit_status 1)", EnvVars: env("fail-frac")},
-			&cli.Float64Flag{Name: "vanish-frac", Usage: "share of hosts that take work and never contact the server again", EnvVars: env("vanish-frac")},
-			&cli.Float64Flag{Name: "cheat-frac", Usage: "share of hosts that upload a plausible but wrong output", EnvVars: env("cheat-frac")},
-			&cli.Float64Flag{Name: "late-frac", Usage: "share of hosts that go offline with their work and upload and report it only after its deadline", EnvVars: env("late-frac")},
-			&cli.DurationFlag{Name: "late-by", Value: simclient.DefaultLateBy, Usage: "a late host returns a task its deadline plus this × [1, 2) after", EnvVars: env("late-by")},
-			&cli.StringFlag{Name: "ack-log", Usage: "append a line per acknowledged result to this file: <result> <host kind> <success|error> <on_time|late>", EnvVars: env("ack-log")},
-			&cli.DurationFlag{Name: "compute-time", Value: simclient.DefaultComputeTime, Usage: "simulated run time of one task on a host of speed --flops", EnvVars: env("compute-time")},
-			&cli.IntFlag{Name: "buffer-per-cpu", Value: 2, Usage: "tasks per CPU a host asks to hold when a CPU is idle", EnvVars: env("buffer-per-cpu")},
-			&cli.DurationFlag{Name: "duration", Usage: "stop after this long (0: until interrupted)", EnvVars: env("duration")},
-			&cli.Int64Flag{Name: "max-rpcs", Usage: "stop after this many scheduler RPCs in total (0: no bound)", EnvVars: env("max-rpcs")},
-			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of host speeds, kinds and jitter", EnvVars: env("seed")},
-			&cli.Float64Flag{Name: "backoff-scale", Value: 1, Usage: "multiplies the real client's back-offs (RPC 1 min..4 h, work fetch 10 min..1 day, transfers 2 min..6 h); 0.001667 turns 1 min into 100 ms", EnvVars: env("backoff-scale")},
-			&cli.DurationFlag{Name: "backoff-max", Usage: "cap on every scaled back-off (0: none)", EnvVars: env("backoff-max")},
-			&cli.IntFlag{Name: "transfer-attempts", Value: 10, Usage: "tries of one download or upload before it fails the task", EnvVars: env("transfer-attempts")},
-			&cli.DurationFlag{Name: "http-timeout", Value: time.Minute, Usage: "time limit of one HTTP exchange", EnvVars: env("http-timeout")},
-			&cli.DurationFlag{Name: "summary-every", Value: 10 * time.Second, Usage: "period of the info-level summary line (0: never)", EnvVars: env("summary-every")},
-			&cli.StringFlag{Name: "report", Usage: "write the statistics as JSON to this file on exit", EnvVars: env("report")},
-			&cli.StringFlag{Name: config.FlagLogLevel, Value: "info", Usage: "log level: debug, info, warn, error", EnvVars: env(config.FlagLogLevel)},
-		},
-		Before: config.LoadFile,
+		Usage: "simulate volunteer hosts attached to projects, against live schedulers or in simulated time",
+		Flags: append(liveFlags(), simulatedFlags()...),
+		// A --project value holds commas of its own.
+		DisableSliceFlagSeparator: true,
+		Before:                    config.LoadFile,
 		Action: func(c *cli.Context) error {
 			level := c.String(config.FlagLogLevel)
 			switch level {
@@ -64,72 +55,167 @@ func run(ctx context.Context, args []string) error {
 			default:
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 			}
-			if c.String("authenticators") == "" {
-				return errors.New("--authenticators is required")
+			switch clock := c.String("clock"); clock {
+			case clockReal:
+				return runLive(ctx, c, level)
+			case clockSimulated:
+				return runSimulated(ctx, c)
+			default:
+				return fmt.Errorf("--clock %q: want %s or %s", clock, clockReal, clockSimulated)
 			}
-			keys, err := simclient.ReadAuthenticatorsFile(c.String("authenticators"))
-			if err != nil {
-				return err
-			}
-			var ackLog *os.File
-			if path := c.String("ack-log"); path != "" {
-				ackLog, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-				if err != nil {
-					return fmt.Errorf("open ack log: %w", err)
-				}
-				defer ackLog.Close()
-			}
-			summary := c.Duration("summary-every")
-			if summary == 0 {
-				summary = -1
-			}
-			stats, err := simclient.Run(ctx, simclient.Options{
-				SchedulerURL:     c.String("url"),
-				Authenticators:   keys,
-				Hosts:            c.Int("hosts"),
-				NCPUs:            c.Int("ncpus"),
-				Flops:            c.Float64("flops"),
-				FailFrac:         c.Float64("fail-frac"),
-				VanishFrac:       c.Float64("vanish-frac"),
-				CheatFrac:        c.Float64("cheat-frac"),
-				LateFrac:         c.Float64("late-frac"),
-				LateBy:           c.Duration("late-by"),
-				ComputeTime:      c.Duration("compute-time"),
-				BufferPerCPU:     c.Int("buffer-per-cpu"),
-				Duration:         c.Duration("duration"),
-				MaxRPCs:          c.Int64("max-rpcs"),
-				Seed:             c.Uint64("seed"),
-				BackoffScale:     c.Float64("backoff-scale"),
-				BackoffMax:       c.Duration("backoff-max"),
-				TransferAttempts: c.Int("transfer-attempts"),
-				HTTPTimeout:      c.Duration("http-timeout"),
-				SummaryEvery:     summary,
-				Log:              daemon.NewLogger(program, level),
-				AckLog:           writerOrNil(ackLog),
-			})
-			if err != nil {
-				return err
-			}
-			if path := c.String("report"); path != "" {
-				if err := stats.WriteFile(path); err != nil {
-					return err
-				}
-			}
-			if ackLog != nil {
-				if err := ackLog.Close(); err != nil {
-					return fmt.Errorf("close ack log: %w", err)
-				}
-			}
-			return nil
 		},
 	}
 	return app.RunContext(ctx, args)
 }
 
-// writerOrNil keeps a nil *os.File from becoming a non-nil io.Writer.
-func writerOrNil(f *os.File) io.Writer {
-	if f == nil {
-		return nil
+func strategyNames() string {
+	var names []string
+	for _, s := range clientpolicy.Strategies() {
+		names = append(names, string(s))
 	}
-	return f
+	return strings.Join(names, ", ")
+}
+
+// liveFlags are the flags of a --clock real run, and the clock itself.
+func liveFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: config.FlagConfig, Usage: "project configuration file (YAML; keys are these flag names)", EnvVars: env(config.FlagConfig)},
+		&cli.StringFlag{Name: "clock", Value: clockReal, Usage: "real: hosts talk to live schedulers in wall time; simulated: run --scenario in simulated time", EnvVars: env("clock")},
+		&cli.StringFlag{Name: "url", Value: simclient.DefaultSchedulerURL, Usage: "scheduler URL of the one project, when no --project is given", EnvVars: env("url")},
+		&cli.StringFlag{Name: "authenticators", Usage: "file of account keys, one per line, of the one project when no --project is given; hosts are spread round-robin over them", EnvVars: env("authenticators")},
+		&cli.StringSliceFlag{Name: "project", Usage: "URL,SHARE,AUTHFILE: attach every host to this project (scheduler URL, resource share, file of account keys); repeat for several projects; replaces --url and --authenticators", EnvVars: env("project")},
+		&cli.StringFlag{Name: "strategy", Value: string(clientpolicy.StrategyEDF), Usage: "CPU scheduling policy: " + strategyNames(), EnvVars: env("strategy")},
+		&cli.StringFlag{Name: "runtime-stat", Value: string(clientpolicy.StatAverage), Usage: "runtime statistic of the fair-share, wrr and iwrr strategies: average or median", EnvVars: env("runtime-stat")},
+		&cli.DurationFlag{Name: "connect-period", Usage: "T of the work-fetch policy: a host keeps T to 2T of work (0: --buffer-per-cpu × the host's task time)", EnvVars: env("connect-period")},
+		&cli.DurationFlag{Name: "sched-period", Usage: "scheduling period: when the debt and edf strategies reconsider every CPU (0: 10 × the host's task time)", EnvVars: env("sched-period")},
+		&cli.DurationFlag{Name: "report-after", Usage: "longest a finished task waits for a report-result session (0: report at once)", EnvVars: env("report-after")},
+		&cli.Float64Flag{Name: "on-frac", Value: 1, Usage: "fraction of the time each host is on (computing and contacting projects), in (0, 1]", EnvVars: env("on-frac")},
+		&cli.DurationFlag{Name: "on-period", Usage: "mean length of a host's on period when --on-frac < 1 (0: 20 × --compute-time)", EnvVars: env("on-period")},
+		&cli.IntFlag{Name: "hosts", Value: simclient.DefaultHosts, Usage: "number of simulated hosts", EnvVars: env("hosts")},
+		&cli.IntFlag{Name: "ncpus", Value: simclient.DefaultNCPUs, Usage: "CPUs per host (tasks run at once)", EnvVars: env("ncpus")},
+		&cli.Float64Flag{Name: "flops", Value: simclient.DefaultFlops, Usage: "nominal per-CPU speed (p_fpops); each host varies ±50%", EnvVars: env("flops")},
+		&cli.Float64Flag{Name: "fail-frac", Usage: "share of hosts that fail every task (state 3, exit_status 1)", EnvVars: env("fail-frac")},
+		&cli.Float64Flag{Name: "vanish-frac", Usage: "share of hosts that take work and never contact the server again", EnvVars: env("vanish-frac")},
+		&cli.Float64Flag{Name: "cheat-frac", Usage: "share of hosts that upload a plausible but wrong output", EnvVars: env("cheat-frac")},
+		&cli.Float64Flag{Name: "late-frac", Usage: "share of hosts that go offline with their work and upload and report it only after its deadline", EnvVars: env("late-frac")},
+		&cli.DurationFlag{Name: "late-by", Value: simclient.DefaultLateBy, Usage: "a late host returns a task its deadline plus this × [1, 2) after", EnvVars: env("late-by")},
+		&cli.StringFlag{Name: "ack-log", Usage: "append a line per acknowledged result to this file: <result> <host kind> <success|error> <on_time|late>", EnvVars: env("ack-log")},
+		&cli.DurationFlag{Name: "compute-time", Value: simclient.DefaultComputeTime, Usage: "simulated CPU time of one task on a host of speed --flops", EnvVars: env("compute-time")},
+		&cli.IntFlag{Name: "buffer-per-cpu", Value: 2, Usage: "tasks per CPU in the default connect period (a host holds this to twice this many per CPU)", EnvVars: env("buffer-per-cpu")},
+		&cli.DurationFlag{Name: "duration", Usage: "stop after this long (0: until interrupted)", EnvVars: env("duration")},
+		&cli.Int64Flag{Name: "max-rpcs", Usage: "stop after this many scheduler RPCs in total (0: no bound)", EnvVars: env("max-rpcs")},
+		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of host speeds, kinds and jitter", EnvVars: env("seed")},
+		&cli.Float64Flag{Name: "backoff-scale", Value: 1, Usage: "multiplies the real client's back-offs (RPC 1 min..4 h, work fetch 10 min..1 day, transfers 2 min..6 h); 0.001667 turns 1 min into 100 ms", EnvVars: env("backoff-scale")},
+		&cli.DurationFlag{Name: "backoff-max", Usage: "cap on every scaled back-off (0: none)", EnvVars: env("backoff-max")},
+		&cli.IntFlag{Name: "transfer-attempts", Value: 10, Usage: "tries of one download or upload before it fails the task", EnvVars: env("transfer-attempts")},
+		&cli.DurationFlag{Name: "http-timeout", Value: time.Minute, Usage: "time limit of one HTTP exchange", EnvVars: env("http-timeout")},
+		&cli.DurationFlag{Name: "summary-every", Value: 10 * time.Second, Usage: "period of the info-level summary line (0: never)", EnvVars: env("summary-every")},
+		&cli.StringFlag{Name: "report", Usage: "write the statistics as JSON to this file on exit", EnvVars: env("report")},
+		&cli.StringFlag{Name: "report-dir", Usage: "write the run report there on exit: report.json, report.txt, shares.svg", EnvVars: env("report-dir")},
+		&cli.DurationFlag{Name: "sample-every", Usage: "interval of the run report's share-over-time series (0: --duration / 100, or 10s)", EnvVars: env("sample-every")},
+		&cli.StringFlag{Name: config.FlagLogLevel, Value: "info", Usage: "log level: debug, info, warn, error", EnvVars: env(config.FlagLogLevel)},
+	}
+}
+
+// liveOptions turns the flags of a --clock real run into simclient options.
+func liveOptions(c *cli.Context) (simclient.Options, error) {
+	strategy, err := clientpolicy.ParseStrategy(c.String("strategy"))
+	if err != nil {
+		return simclient.Options{}, fmt.Errorf("--strategy: %w", err)
+	}
+	stat, err := clientpolicy.ParseRuntimeStat(c.String("runtime-stat"))
+	if err != nil {
+		return simclient.Options{}, fmt.Errorf("--runtime-stat: %w", err)
+	}
+	if f := c.Float64("on-frac"); !(f > 0 && f <= 1) {
+		return simclient.Options{}, fmt.Errorf("--on-frac %g: want more than 0, at most 1", f)
+	}
+	summary := c.Duration("summary-every")
+	if summary == 0 {
+		summary = -1
+	}
+	o := simclient.Options{
+		Strategy:         strategy,
+		RuntimeStat:      stat,
+		ConnectPeriod:    c.Duration("connect-period"),
+		SchedPeriod:      c.Duration("sched-period"),
+		ReportAfter:      c.Duration("report-after"),
+		OnFrac:           c.Float64("on-frac"),
+		OnPeriod:         c.Duration("on-period"),
+		ReportDir:        c.String("report-dir"),
+		SampleEvery:      c.Duration("sample-every"),
+		Hosts:            c.Int("hosts"),
+		NCPUs:            c.Int("ncpus"),
+		Flops:            c.Float64("flops"),
+		FailFrac:         c.Float64("fail-frac"),
+		VanishFrac:       c.Float64("vanish-frac"),
+		CheatFrac:        c.Float64("cheat-frac"),
+		LateFrac:         c.Float64("late-frac"),
+		LateBy:           c.Duration("late-by"),
+		ComputeTime:      c.Duration("compute-time"),
+		BufferPerCPU:     c.Int("buffer-per-cpu"),
+		Duration:         c.Duration("duration"),
+		MaxRPCs:          c.Int64("max-rpcs"),
+		Seed:             c.Uint64("seed"),
+		BackoffScale:     c.Float64("backoff-scale"),
+		BackoffMax:       c.Duration("backoff-max"),
+		TransferAttempts: c.Int("transfer-attempts"),
+		HTTPTimeout:      c.Duration("http-timeout"),
+		SummaryEvery:     summary,
+	}
+	if specs := c.StringSlice("project"); len(specs) > 0 {
+		for _, spec := range specs {
+			p, err := simclient.ParseProject(spec)
+			if err != nil {
+				return simclient.Options{}, fmt.Errorf("--project: %w", err)
+			}
+			o.Projects = append(o.Projects, p)
+		}
+		return o, nil
+	}
+	if c.String("authenticators") == "" {
+		return simclient.Options{}, errors.New("--authenticators is required (or give --project)")
+	}
+	keys, err := simclient.ReadAuthenticatorsFile(c.String("authenticators"))
+	if err != nil {
+		return simclient.Options{}, err
+	}
+	o.SchedulerURL, o.Authenticators = c.String("url"), keys
+	return o, nil
+}
+
+// runLive runs hosts against live schedulers until ctx ends or --duration
+// or --max-rpcs stops them, then writes the reports asked for.
+func runLive(ctx context.Context, c *cli.Context, level string) error {
+	opts, err := liveOptions(c)
+	if err != nil {
+		return err
+	}
+	opts.Log = daemon.NewLogger(program, level)
+	var ackLog *os.File
+	if path := c.String("ack-log"); path != "" {
+		ackLog, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("open ack log: %w", err)
+		}
+		defer ackLog.Close()
+		opts.AckLog = ackLog
+	}
+	stats, err := simclient.Run(ctx, opts)
+	if path := c.String("report"); path != "" && stats.Hosts > 0 {
+		// The statistics are worth keeping even if the report directory
+		// could not be written.
+		if werr := stats.WriteFile(path); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if ackLog != nil {
+		if err := ackLog.Close(); err != nil {
+			return fmt.Errorf("close ack log: %w", err)
+		}
+	}
+	return nil
 }
