@@ -184,8 +184,12 @@ const (
 	DefaultMaxTasks      = 50
 )
 
-// maxHosts bounds a scenario's population so a typo cannot exhaust memory.
-const maxHosts = 1_000_000
+// maxHosts and maxDuration bound a scenario so a typo cannot exhaust
+// memory (the servers count RPCs per minute of the run).
+const (
+	maxHosts    = 1_000_000
+	maxDuration = Duration(366 * 24 * time.Hour)
+)
 
 // LoadScenario reads, fills in and validates a scenario file.
 func LoadScenario(path string) (Scenario, error) {
@@ -308,8 +312,8 @@ func (sc Scenario) Validate() error {
 	if sc.Hosts < 1 || sc.Hosts > maxHosts {
 		bad("hosts", "want 1 to %d, got %d", maxHosts, sc.Hosts)
 	}
-	if sc.Duration <= 0 {
-		bad("duration", "want > 0, got %s", sc.Duration)
+	if sc.Duration <= 0 || sc.Duration > maxDuration {
+		bad("duration", "want > 0 and at most %s, got %s", maxDuration, sc.Duration)
 	}
 	if sc.SampleEvery <= 0 || sc.SampleEvery > sc.Duration {
 		bad("sample_every", "want > 0 and at most duration (%s), got %s", sc.Duration, sc.SampleEvery)

@@ -86,6 +86,7 @@ func TestParseScenarioRejects(t *testing.T) {
 		{"no projects", "hosts: 3\n", "projects: want at least one project"},
 		{"negative hosts", "hosts: -1\n" + minimal, "hosts: want 1 to"},
 		{"too many hosts", "hosts: 2000000\n" + minimal, "hosts: want 1 to"},
+		{"run longer than a year", "duration: 9000h\n" + minimal, "duration: want > 0 and at most"},
 		{"sample longer than run", "duration: 1h\nsample_every: 2h\n" + minimal, "sample_every: want > 0 and at most duration"},
 		{"unknown strategy", "strategy: lottery\n" + minimal, "strategy:"},
 		{"unknown runtime stat", "runtime_stat: mode\n" + minimal, "runtime_stat:"},
