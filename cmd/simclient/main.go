@@ -87,7 +87,7 @@ func liveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "strategy", Value: string(clientpolicy.StrategyEDF), Usage: "CPU scheduling policy: " + strategyNames(), EnvVars: env("strategy")},
 		&cli.StringFlag{Name: "runtime-stat", Value: string(clientpolicy.StatAverage), Usage: "runtime statistic of the fair-share, wrr and iwrr strategies: average or median", EnvVars: env("runtime-stat")},
 		&cli.DurationFlag{Name: "connect-period", Usage: "T of the work-fetch policy: a host keeps T to 2T of work (0: --buffer-per-cpu × the host's task time)", EnvVars: env("connect-period")},
-		&cli.DurationFlag{Name: "sched-period", Usage: "scheduling period: when the debt and edf strategies reconsider every CPU (0: 10 × the host's task time)", EnvVars: env("sched-period")},
+		&cli.DurationFlag{Name: "sched-period", Usage: "scheduling period: when the debt and edf strategies reconsider every CPU (0: one task time of the host, the real client's ratio of a 1 h period to tasks of hours)", EnvVars: env("sched-period")},
 		&cli.DurationFlag{Name: "report-after", Usage: "longest a finished task waits for a report-result session (0: report at once)", EnvVars: env("report-after")},
 		&cli.Float64Flag{Name: "on-frac", Value: 1, Usage: "fraction of the time each host is on (computing and contacting projects), in (0, 1]", EnvVars: env("on-frac")},
 		&cli.DurationFlag{Name: "on-period", Usage: "mean length of a host's on period when --on-frac < 1 (0: 20 × --compute-time)", EnvVars: env("on-period")},

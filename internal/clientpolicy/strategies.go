@@ -21,9 +21,11 @@ import (
 // weighted by the statistic rather than in CPU seconds, and a median far from the mean (a skewed mix of
 // task lengths) would shift the shares for good; with it, the statistic only orders the near future.
 
-// minCharge is the least CPU seconds a task start is charged, so a project whose tasks are estimated at
-// nothing cannot take every CPU for free.
-const minCharge = 1.0
+// minChargeFraction of the scheduling period is the least CPU a task start is charged, so a project
+// whose tasks are estimated at nothing cannot take every CPU for free. It is relative because the live
+// client runs the same policy on tasks of milliseconds (tests) and the simulator on tasks of hours: an
+// absolute floor of a second would swamp millisecond tasks and turn every split into 1:1.
+const minChargeFraction = 1e-3
 
 // relEpsilon absorbs floating-point noise when comparing budgets and weights, relative to the weight.
 const relEpsilon = 1e-9
@@ -157,7 +159,7 @@ func (h *Host) newSeed004Pass(now float64) (*seed004Pass, int) {
 		if estN[p] > 0 {
 			fallback = estSum[p] / float64(estN[p])
 		}
-		ps.runtime[p] = max(p.stats.value(c.RuntimeStat, fallback), minCharge)
+		ps.runtime[p] = max(p.stats.value(c.RuntimeStat, fallback), minChargeFraction*c.SchedPeriod)
 	}
 	return ps, running
 }

@@ -57,8 +57,9 @@ type Options struct {
 	// so a host holds BufferPerCPU to 2 × BufferPerCPU tasks per CPU.
 	ConnectPeriod time.Duration
 	// SchedPeriod is the scheduling period, when the preemptive strategies
-	// (debt, edf) reconsider every CPU. Default 10 × the host's task
-	// compute time.
+	// (debt, edf) reconsider every CPU. Default one task compute time of
+	// the host: the real client's ratio (a 1 h period, tasks of hours),
+	// so a debt of one task outweighs a period's expected pay-off.
 	SchedPeriod time.Duration
 	// ReportAfter is how long a finished task may wait for a report-result
 	// session; 0 reports it at once (clientpolicy.ReportImmediately), which

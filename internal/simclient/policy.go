@@ -125,7 +125,7 @@ func (o Options) policyConfig(computeTime float64) clientpolicy.Config {
 	}
 	sched := o.SchedPeriod.Seconds()
 	if sched <= 0 {
-		sched = 10 * computeTime
+		sched = computeTime
 	}
 	reportAfter := clientpolicy.ReportImmediately
 	if o.ReportAfter > 0 {

@@ -48,19 +48,12 @@ func workRequests(reqs []fakeRequest) []time.Time {
 	return out
 }
 
-// The preemptive strategies (debt, the seed-000 scheduler, and edf, the
-// default) split the CPU between two projects with endless work in
+// Every strategy splits the CPU between two projects with endless work in
 // proportion to their resource shares, 3:1: over the whole short run
 // (warm-up included) within a loose bound, over its second half closer.
-//
-// The seed-004 strategies are left out: clientpolicy charges every task
-// start at least one CPU second (minCharge), twenty times these 50 ms
-// tasks, which makes weighted round robin alternate 1:1 and fair share
-// take many seconds to settle. With the default one-second demo tasks the
-// charge is the task and they are not affected.
 func TestSharesConvergeToResourceShares(t *testing.T) {
 	t.Parallel()
-	for i, st := range []clientpolicy.Strategy{clientpolicy.StrategyDebt, clientpolicy.StrategyEDF} {
+	for i, st := range clientpolicy.Strategies() {
 		t.Run(string(st), func(t *testing.T) {
 			t.Parallel()
 			a, b := newFakeProject(t), newFakeProject(t)
