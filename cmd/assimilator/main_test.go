@@ -69,7 +69,7 @@ func TestOnePassRunsHandlerCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"assimilator", "--db-dsn", dsn, "--one-pass", "--listen", "", "--project-dir", dir,
-		"--handler-cmd", script + " " + log, "--handler-timeout", "1m"}
+		"--handler-cmd", "/bin/sh " + script + " " + log, "--handler-timeout", "1m"}
 	if err := run(ctx, args); err != nil {
 		t.Fatalf("run(%v): %v", args, err)
 	}

@@ -33,7 +33,10 @@ func TestRun(t *testing.T) {
 			if err := os.WriteFile(script, []byte("#!/bin/sh\n"+tc.script+"\n"), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			res, err := Run(context.Background(), Spec{Argv: []string{script}, Args: tc.args, Env: tc.env, Timeout: tc.timeout})
+			// Through /bin/sh, not exec of the script itself: a parallel
+			// test's fork can briefly hold the script's write descriptor,
+			// and exec of a file open for writing fails (text file busy).
+			res, err := Run(context.Background(), Spec{Argv: []string{"/bin/sh", script}, Args: tc.args, Env: tc.env, Timeout: tc.timeout})
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("Run = %+v, %v; want error %v", res, err, tc.wantErr)
