@@ -69,6 +69,12 @@ func (r *Recorder) totals(projects []ProjectReport) Totals {
 	}
 	t.AvailableCPUSeconds = r.available
 	t.CPUUtilisation = fraction(t.CPUSeconds, r.available)
+	if t.CPUUtilisation > 1 && t.CPUUtilisation < 1+1e-9 {
+		// CPU and capacity are sums of the same seconds added in different
+		// orders; only rounding puts one above the other. A real excess
+		// (a caller recording CPU a host did not have) stays visible.
+		t.CPUUtilisation = 1
+	}
 	t.IdleCPUSeconds = max(r.available-t.CPUSeconds, 0)
 	t.IdleFraction = fraction(t.IdleCPUSeconds, r.available)
 	var peak int64
