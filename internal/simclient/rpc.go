@@ -249,22 +249,10 @@ func (h *host) addTasks(a *attachment, reply *protocol.SchedulerReply, now float
 				t.appVersion = i
 			}
 		}
-		missing := ""
-		for _, fr := range wu.FileRefs {
-			f, ok := files[fr.FileName]
-			if !ok {
-				missing = fr.FileName
-				break
-			}
-			t.inputs = append(t.inputs, f)
-		}
-		for _, fr := range res.FileRefs {
-			f, ok := files[fr.FileName]
-			if !ok {
-				missing = fr.FileName
-				break
-			}
-			t.outputs = append(t.outputs, f)
+		var missing string
+		t.inputs, missing = lookupFiles(wu.FileRefs, files)
+		if missing == "" {
+			t.outputs, missing = lookupFiles(res.FileRefs, files)
 		}
 		if missing != "" {
 			h.r.warnRateLimited("result refers to a file_info not in the reply; discarded", "host", h.index, "result", res.Name, "file", missing)
@@ -292,4 +280,17 @@ func (a *attachment) addAppVersion(av protocol.ClientAppVer) {
 		}
 	}
 	a.appVersions = append(a.appVersions, av)
+}
+
+// lookupFiles returns the file_infos the references name, in order, or the
+// name of the first one the reply did not describe.
+func lookupFiles(refs []protocol.FileRef, files map[string]protocol.FileInfo) (infos []protocol.FileInfo, missing string) {
+	for _, fr := range refs {
+		f, ok := files[fr.FileName]
+		if !ok {
+			return nil, fr.FileName
+		}
+		infos = append(infos, f)
+	}
+	return infos, ""
 }
