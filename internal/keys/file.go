@@ -22,7 +22,13 @@ const maxKeyFile = 64 << 10
 // existing file (the error wraps fs.ErrExist): a project whose code-signing
 // key silently changes can no longer update its volunteers' apps.
 func WritePrivateFile(path string, k *rsa.PrivateKey) error {
-	tmp, err := writeTemp(path, FormatPrivate(k), 0o600)
+	return writePrivateText(path, FormatPrivate(k))
+}
+
+// writePrivateText writes a private key's text to a new file at path, mode
+// 0600, never over an existing file.
+func writePrivateText(path, text string) error {
+	tmp, err := writeTemp(path, text, 0o600)
 	if err != nil {
 		return err
 	}
@@ -38,22 +44,7 @@ func WritePrivateFile(path string, k *rsa.PrivateKey) error {
 // ReadPrivateFile reads a private key file written by WritePrivateFile or by
 // BOINC's crypt_prog. It refuses a file that group or others can access.
 func ReadPrivateFile(path string) (*rsa.PrivateKey, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read private key: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read private key %s: %w", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("read private key %s: not a regular file", path)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("read private key %s (mode %04o, want 0600): %w", path, perm, ErrInsecureFile)
-	}
-	text, err := readSmall(f, path)
+	text, err := readPrivateText(path)
 	if err != nil {
 		return nil, err
 	}
@@ -64,10 +55,37 @@ func ReadPrivateFile(path string) (*rsa.PrivateKey, error) {
 	return k, nil
 }
 
+// readPrivateText reads a private key file, refusing one that group or
+// others can access.
+func readPrivateText(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("read private key: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("read private key %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("read private key %s: not a regular file", path)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("read private key %s (mode %04o, want 0600): %w", path, perm, ErrInsecureFile)
+	}
+	return readSmall(f, path)
+}
+
 // WritePublicFile writes k to path with mode 0644, replacing any file there
 // in one step.
 func WritePublicFile(path string, k *rsa.PublicKey) error {
-	tmp, err := writeTemp(path, FormatPublic(k), 0o644)
+	return writePublicText(path, FormatPublic(k))
+}
+
+// writePublicText writes a public key's text to path, mode 0644, replacing
+// any file there in one step.
+func writePublicText(path, text string) error {
+	tmp, err := writeTemp(path, text, 0o644)
 	if err != nil {
 		return err
 	}
@@ -80,12 +98,7 @@ func WritePublicFile(path string, k *rsa.PublicKey) error {
 
 // ReadPublicFile reads a public key file.
 func ReadPublicFile(path string) (*rsa.PublicKey, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read public key: %w", err)
-	}
-	defer f.Close()
-	text, err := readSmall(f, path)
+	text, err := readPublicText(path)
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +107,16 @@ func ReadPublicFile(path string) (*rsa.PublicKey, error) {
 		return nil, fmt.Errorf("read public key %s: %w", path, err)
 	}
 	return k, nil
+}
+
+// readPublicText reads a public key file's text.
+func readPublicText(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("read public key: %w", err)
+	}
+	defer f.Close()
+	return readSmall(f, path)
 }
 
 // writeTemp writes text to a new file beside path, synced, with mode perm,
