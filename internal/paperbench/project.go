@@ -1,0 +1,106 @@
+package paperbench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/taskctl"
+)
+
+// platformName is the one platform of the benchmark's app version, the one
+// the simulated hosts claim.
+const platformName = "x86_64-pc-linux-gnu"
+
+// appVersionNum is the benchmark app's one version.
+const appVersionNum = 100
+
+// project is the benchmark's project: its directory, database and config.
+type project struct {
+	dir        string
+	dsn        string
+	configPath string
+	shmPath    string
+	appID      int64
+	auths      []string
+}
+
+// setupProject applies the schema to the (empty) database at dsn and adds
+// the demo app with one platform and app version, the volunteer accounts and
+// the upload keys; it writes the config file every program reads.
+func setupProject(ctx context.Context, dir, dsn string, users int, urlBase string) (*project, error) {
+	st, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: 2})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	now := time.Now()
+	if _, err := st.SchemaApply(ctx, now); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"download", "upload", "results", "archives", "logs", "keys"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("make project directory: %w", err)
+		}
+	}
+	p := &project{dir: dir, dsn: dsn, configPath: filepath.Join(dir, "project.yaml"),
+		shmPath: filepath.Join("/dev/shm", "taskserver-bench-"+filepath.Base(dir))}
+	t := now.Unix()
+	pid, err := st.PlatformInsert(ctx, store.Platform{CreateTime: t, Name: platformName, UserFriendlyName: "Linux on x86-64"})
+	if err != nil {
+		return nil, err
+	}
+	p.appID, err = st.AppInsert(ctx, store.App{CreateTime: t, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := st.AppVersionInsert(ctx, store.AppVersion{CreateTime: t, AppID: p.appID, VersionNum: appVersionNum, PlatformID: pid}); err != nil {
+		return nil, err
+	}
+	for i := range users {
+		auth, err := taskctl.NewAuthenticator()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := st.UserInsert(ctx, store.User{CreateTime: t, EmailAddr: fmt.Sprintf("bench%d@example.org", i),
+			Name: fmt.Sprintf("bench%d", i), Authenticator: auth}); err != nil {
+			return nil, err
+		}
+		p.auths = append(p.auths, auth)
+	}
+	k, err := keys.Generate()
+	if err != nil {
+		return nil, err
+	}
+	if err := keys.WritePrivateFile(filepath.Join(dir, "keys", "upload_private"), k); err != nil {
+		return nil, err
+	}
+	if err := keys.WritePublicFile(filepath.Join(dir, "keys", "upload_public"), &k.PublicKey); err != nil {
+		return nil, err
+	}
+	conf := fmt.Sprintf(`# Benchmark project configuration, shared by every program (keys are flag names).
+db-dsn: %q
+project-dir: %q
+download-dir: download
+upload-dir: upload
+shm-path: %q
+log-level: info
+app: %s
+url-base: %q
+`, dsn, dir, p.shmPath, demoapp.AppName, urlBase)
+	if err := os.WriteFile(p.configPath, []byte(conf), 0o600); err != nil {
+		return nil, fmt.Errorf("write project config: %w", err)
+	}
+	return p, nil
+}
+
+// removeShm removes the shared-memory cache the feeder made.
+func (p *project) removeShm() {
+	_ = os.Remove(p.shmPath)
+	_ = os.Remove(p.shmPath + ".lock")
+}
