@@ -1,0 +1,185 @@
+package assimilator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/procstat"
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+// benchJobs is the jobs one benchmark iteration assimilates: the paper's
+// 50,000 scaled down by ten.
+const benchJobs = 5000
+
+// BenchmarkAssimilate assimilates benchJobs validated jobs with the copy
+// handler, as phase 4 of the paper's benchmark does, and reports per job
+// the statements the database server ran, its redo log writes (one per
+// durable commit when commits come one at a time), its CPU and this
+// process's (which includes the handler's file copies). It needs a
+// database server of its own on this machine (TEST_MYSQL_DSN): the figures
+// are the server's global counters.
+func BenchmarkAssimilate(b *testing.B) {
+	if os.Getenv("TEST_MYSQL_DSN") == "" {
+		b.Skip("TEST_MYSQL_DSN names no database server of the benchmark's own")
+	}
+	st := storetest.New(b)
+	ctx := context.Background()
+	appID, err := st.AppInsert(ctx, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	if err != nil {
+		b.Fatalf("AppInsert: %v", err)
+	}
+	pid, err := procstat.DBServerPID(ctx, st.DB().DB)
+	if err != nil {
+		b.Skipf("database server not measurable: %v", err)
+	}
+	var total benchUsage
+	for i := range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		upload, results := filepath.Join(dir, "upload"), filepath.Join(dir, "results")
+		benchJobsInsert(b, st, appID, upload, fmt.Sprintf("it%d", i))
+		svc := New(st, FileHandler{Dir: results, UploadDir: upload, Fanout: fanoutN}, slog.New(slog.DiscardHandler),
+			NewMetrics(prometheus.NewRegistry()), Options{App: "demo", Now: func() time.Time { return time.Unix(t0+3600, 0) }})
+		before := benchSample(b, st, pid)
+		b.StartTimer()
+		for done := 0; done < benchJobs; {
+			n, err := svc.RunOnce(ctx)
+			if err != nil {
+				b.Fatalf("RunOnce: %v", err)
+			}
+			if n == 0 {
+				b.Fatalf("RunOnce found nothing after %d of %d jobs", done, benchJobs)
+			}
+			done += n
+		}
+		b.StopTimer()
+		total = total.add(benchSample(b, st, pid).sub(before))
+		var left int
+		if err := st.DB().Get(&left, `SELECT COUNT(*) FROM workunit WHERE assimilate_state <> ?`, state.AssimilateDone); err != nil {
+			b.Fatal(err)
+		}
+		if left != 0 {
+			b.Fatalf("%d jobs left unassimilated", left)
+		}
+	}
+	total.report(b, b.N*benchJobs)
+}
+
+// benchJobsInsert inserts benchJobs jobs ready for assimilation, each with
+// a canonical instance whose output file is in upload, in multi-row
+// statements.
+func benchJobsInsert(b *testing.B, st *store.Store, appID int64, upload, prefix string) {
+	b.Helper()
+	const chunk = 500
+	for start := 0; start < benchJobs; start += chunk {
+		end := min(start+chunk, benchJobs)
+		var wuRows []string
+		var wuArgs []any
+		for j := start; j < end; j++ {
+			wuRows = append(wuRows, "(?, ?, ?, '', 86400e9, 2, 2, ?, 200, ?)")
+			wuArgs = append(wuArgs, t0, appID, fmt.Sprintf("%s_job%d", prefix, j), state.AssimilateReady, t0+86400)
+		}
+		res, err := st.DB().Exec(`INSERT INTO workunit (create_time, appid, name, xml_doc, rsc_fpops_est, min_quorum,
+target_nresults, assimilate_state, canonical_credit, transition_time) VALUES `+strings.Join(wuRows, ", "), wuArgs...)
+		if err != nil {
+			b.Fatalf("insert jobs: %v", err)
+		}
+		first, err := res.LastInsertId() // the first id of a multi-row insert
+		if err != nil {
+			b.Fatal(err)
+		}
+		var rRows []string
+		var rArgs []any
+		for j := start; j < end; j++ {
+			for k := range 2 {
+				name := fmt.Sprintf("%s_job%d_%d", prefix, j, k)
+				doc, err := jobxml.FormatResult(name, []string{"out"}, 1e6)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rRows = append(rRows, "(?, ?, ?, ?, ?, ?, ?, ?, 200)")
+				rArgs = append(rArgs, t0, first+int64(j-start), name, state.ServerOver, state.OutcomeSuccess,
+					state.ValidateValid, appID, doc)
+				path, err := fanout.Path(upload, jobxml.OutputName(name, 0), fanoutN)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(fmt.Sprintf("output of job %d\n", j)), 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if _, err := st.DB().Exec(`INSERT INTO result (create_time, workunitid, name, server_state, outcome, validate_state,
+appid, xml_doc_in, granted_credit) VALUES `+strings.Join(rRows, ", "), rArgs...); err != nil {
+			b.Fatalf("insert results: %v", err)
+		}
+	}
+	// Each job's first instance is its canonical one.
+	if _, err := st.DB().Exec(`UPDATE workunit w JOIN result r ON r.workunitid = w.id AND r.name = CONCAT(w.name, '_0')
+SET w.canonical_resultid = r.id WHERE w.canonical_resultid = 0`); err != nil {
+		b.Fatalf("set canonical results: %v", err)
+	}
+}
+
+// benchUsage is what a workload cost the database server and this process.
+type benchUsage struct {
+	dbCPU, selfCPU        float64
+	statements, logWrites int64
+}
+
+func (u benchUsage) sub(v benchUsage) benchUsage {
+	return benchUsage{u.dbCPU - v.dbCPU, u.selfCPU - v.selfCPU, u.statements - v.statements, u.logWrites - v.logWrites}
+}
+
+func (u benchUsage) add(v benchUsage) benchUsage {
+	return benchUsage{u.dbCPU + v.dbCPU, u.selfCPU + v.selfCPU, u.statements + v.statements, u.logWrites + v.logWrites}
+}
+
+// report reports u per job.
+func (u benchUsage) report(b *testing.B, jobs int) {
+	n := float64(jobs)
+	b.ReportMetric(u.dbCPU/n*1e3, "db-ms/job")
+	b.ReportMetric(u.selfCPU/n*1e3, "proc-ms/job")
+	b.ReportMetric(float64(u.statements)/n, "stmts/job")
+	b.ReportMetric(float64(u.logWrites)/n, "logwrites/job")
+}
+
+// benchSample reads the server's and this process's CPU and the server's
+// statement and redo-log-write counters (the two SHOW statements count
+// themselves; they are two per iteration, not per job).
+func benchSample(b *testing.B, st *store.Store, pid int) benchUsage {
+	b.Helper()
+	db, err := procstat.Read(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	self, err := procstat.Read(os.Getpid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	u := benchUsage{dbCPU: db.CPUSeconds, selfCPU: self.CPUSeconds}
+	var name string
+	if err := st.DB().QueryRow(`SHOW GLOBAL STATUS LIKE 'Questions'`).Scan(&name, &u.statements); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.DB().QueryRow(`SHOW GLOBAL STATUS LIKE 'Innodb_log_writes'`).Scan(&name, &u.logWrites); err != nil {
+		b.Fatal(err)
+	}
+	return u
+}
