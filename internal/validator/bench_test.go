@@ -155,7 +155,7 @@ userid, hostid, appid, xml_doc_in, claimed_credit) VALUES `+strings.Join(rRows, 
 
 // benchUsage is what a workload cost the database server and this process.
 type benchUsage struct {
-	dbCPU, selfCPU      float64
+	dbCPU, selfCPU        float64
 	statements, logWrites int64
 }
 
