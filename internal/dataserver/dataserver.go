@@ -5,13 +5,15 @@
 //
 // It reads and writes files only, never the database. An upload is
 // authorised by its upload certificate, a signature over the file's name and
-// size limit made with the project's upload key when the job was sent, so
+// size limit made with the project's upload key (RSA, or the cheaper
+// Ed25519 key: package keys) when the job was sent, so
 // the data server needs no knowledge of jobs: it checks the signature, the
 // size and the name, and writes at most max_nbytes bytes to the file's
 // fan-out path under the upload directory.
 package dataserver
 
 import (
+	"crypto/ed25519"
 	"crypto/rsa"
 	"errors"
 	"fmt"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/protocol"
 )
 
@@ -37,11 +40,17 @@ type Options struct {
 	// it must match what the scheduler puts in URLs and what the other
 	// programs use.
 	Fanout int
-	// UploadKey checks upload certificates. Nil turns the check off, which
-	// is unsafe: anyone who can reach the server can then write any file
-	// name of any size up to the max_nbytes they claim, so set
-	// MaxFileBytes too.
+	// UploadKey checks upload certificates signed with the BOINC RSA
+	// upload key. With UploadCertKeys a certificate signed by any of them
+	// is accepted, so instances sent before a project switched keys still
+	// upload. Both empty turns the check off, which is unsafe: anyone who
+	// can reach the server can then write any file name of any size up to
+	// the max_nbytes they claim, so set MaxFileBytes too.
 	UploadKey *rsa.PublicKey
+	// UploadCertKeys check upload certificates signed with Ed25519 upload
+	// certificate keys: the current one and, after a rotation, previous
+	// ones whose instances may still be uploading.
+	UploadCertKeys []ed25519.PublicKey
 	// MaxFileBytes caps every uploaded file whatever its certificate says.
 	// 0 means no cap beyond max_nbytes.
 	MaxFileBytes int64
@@ -59,6 +68,7 @@ type Options struct {
 // concurrent use.
 type Handler struct {
 	opts     Options
+	certs    keys.UploadVerifier
 	download *os.Root
 	upload   *os.Root
 	log      *slog.Logger
@@ -80,6 +90,11 @@ func New(opts Options) (*Handler, error) {
 	if opts.MaxHeaderBytes <= 0 {
 		opts.MaxHeaderBytes = protocol.DefaultMaxUploadHeader
 	}
+	for i, k := range opts.UploadCertKeys {
+		if len(k) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("data server: upload certificate key %d is %d bytes, want %d", i, len(k), ed25519.PublicKeySize)
+		}
+	}
 	if opts.MaxFileBytes < 0 {
 		return nil, fmt.Errorf("data server: negative max file size %d", opts.MaxFileBytes)
 	}
@@ -100,7 +115,8 @@ func New(opts Options) (*Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{opts: opts, download: down, upload: up, log: log, metrics: m}, nil
+	certs := keys.UploadVerifier{RSA: opts.UploadKey, Ed25519: opts.UploadCertKeys}
+	return &Handler{opts: opts, certs: certs, download: down, upload: up, log: log, metrics: m}, nil
 }
 
 func openRoot(dir string) (*os.Root, error) {

@@ -441,7 +441,7 @@ func TestUploadSamples(t *testing.T) {
 	} {
 		rep := tc.b.post(t, httpBody(t, tc.file))
 		if rep.Status != tc.want {
-			t.Errorf("%s (key %v): reply %+v, want status %d", tc.file, tc.b.h.opts.UploadKey != nil, rep, tc.want)
+			t.Errorf("%s (key %v): reply %+v, want status %d", tc.file, !tc.b.h.certs.Empty(), rep, tc.want)
 		}
 	}
 	got, _ := noKey.stored(t, "wu_upper_1_0_r0_out")

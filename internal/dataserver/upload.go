@@ -81,7 +81,7 @@ func (h *Handler) upload1(br *bufio.Reader) (protocol.UploadReply, string) {
 
 // checkCertificate returns why req's upload certificate is refused, or "".
 func (h *Handler) checkCertificate(req *protocol.UploadRequest) string {
-	if h.opts.UploadKey == nil {
+	if h.certs.Empty() {
 		return ""
 	}
 	switch {
@@ -91,7 +91,7 @@ func (h *Handler) checkCertificate(req *protocol.UploadRequest) string {
 		return "missing max_nbytes"
 	}
 	cert := keys.UploadCertificate(req.Name, float64(req.MaxNbytes))
-	if err := keys.Verify(h.opts.UploadKey, []byte(cert), req.XMLSignature); err != nil {
+	if err := h.certs.Verify([]byte(cert), req.XMLSignature); err != nil {
 		return "invalid signature"
 	}
 	return ""
