@@ -102,7 +102,7 @@ func (b *replyBuilder) add(r store.Result, wu store.Workunit, v version) error {
 	var outFiles []protocol.FileInfo
 	var resRefs []protocol.FileRef
 	for _, f := range outs {
-		sig, err := keys.Sign(b.s.opts.UploadKey, []byte(keys.UploadCertificate(f.Name, f.MaxNbytes)))
+		sig, err := b.s.signUploadCertificate(f.Name, f.MaxNbytes)
 		if err != nil {
 			return fmt.Errorf("sign upload certificate of %s: %w", f.Name, err)
 		}
@@ -183,4 +183,15 @@ func (b *replyBuilder) version(v version) ([]protocol.FileInfo, *protocol.AppVer
 		av.FileRefs = append(av.FileRefs, ref)
 	}
 	return infos, av, nil
+}
+
+// signUploadCertificate signs the upload certificate of one output file:
+// with the Ed25519 key when there is one, else with the RSA upload key. Each
+// certificate names its own file, so there is nothing to cache.
+func (s *Service) signUploadCertificate(name string, maxNbytes float64) (string, error) {
+	cert := []byte(keys.UploadCertificate(name, maxNbytes))
+	if s.opts.UploadCertKey != nil {
+		return keys.SignEd25519(s.opts.UploadCertKey, cert), nil
+	}
+	return keys.Sign(s.opts.UploadKey, cert)
 }
