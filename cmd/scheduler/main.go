@@ -31,6 +31,8 @@ const (
 	flagURLBase             = "url-base"
 	flagProjectName         = "project-name"
 	flagUploadKey           = "upload-key"
+	flagUploadCertKey       = "upload-cert-key"
+	flagUploadCertAccept    = "upload-cert-accept"
 	flagCodeSignKey         = "code-sign-key"
 	flagRequestDelay        = "request-delay"
 	flagMaxResultsPerRPC    = "max-results-per-rpc"
@@ -69,7 +71,11 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagProjectName, Value: "Task server project", EnvVars: env(flagProjectName),
 			Usage: "project name shown by clients and on the master page"},
 		&cli.StringFlag{Name: flagUploadKey, Value: "keys/upload_private", EnvVars: env(flagUploadKey),
-			Usage: "upload private key (BOINC format) that signs upload certificates; uploads are checked with its public half"},
+			Usage: "upload private key (BOINC RSA format) that signs upload certificates when there is no --" + flagUploadCertKey + "; uploads signed with it are accepted as long as it is there (may be missing when the default Ed25519 key exists)"},
+		&cli.StringFlag{Name: flagUploadCertKey, Value: "keys/" + keys.Ed25519PrivateFile, EnvVars: env(flagUploadCertKey),
+			Usage: "Ed25519 private key (PEM, taskctl keys generate) that signs upload certificates instead of --" + flagUploadKey + ", at a small fraction of the CPU; used when the default file exists (\"\" turns it off)"},
+		&cli.StringSliceFlag{Name: flagUploadCertAccept, EnvVars: env(flagUploadCertAccept),
+			Usage: "Ed25519 public key file (PEM) whose upload certificates are still accepted, e.g. the key before a rotation until its tasks' deadlines pass (repeatable)"},
 		&cli.StringFlag{Name: flagCodeSignKey, Value: "keys/code_sign_public", EnvVars: env(flagCodeSignKey),
 			Usage: "code-signing public key (BOINC format) sent to clients that have none; if the default file is missing none is sent"},
 		&cli.DurationFlag{Name: flagRequestDelay, Value: 5 * time.Second, EnvVars: env(flagRequestDelay),
@@ -136,9 +142,9 @@ func serve(ctx context.Context, c *cli.Context) error {
 	log := daemon.NewLogger(program, cfg.LogLevel)
 	reg := daemon.NewRegistry(program)
 
-	uploadKey, err := keys.ReadPrivateFile(cfg.Path(c.String(flagUploadKey)))
+	uploadKeys, err := readUploadKeys(c, cfg)
 	if err != nil {
-		return fmt.Errorf("--%s: %w", flagUploadKey, err)
+		return err
 	}
 	codeSignKey, err := readCodeSignKey(c, cfg)
 	if err != nil {
@@ -177,7 +183,8 @@ func serve(ctx context.Context, c *cli.Context) error {
 	svc, err := scheduler.New(scheduler.Options{
 		Store:                st,
 		Cache:                cache,
-		UploadKey:            uploadKey,
+		UploadKey:            uploadKeys.rsa,
+		UploadCertKey:        uploadKeys.ed,
 		CodeSignKey:          codeSignKey,
 		CodeSignKeySignature: rotationSig,
 		URLBase:              urlBase,
@@ -212,12 +219,13 @@ func serve(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	ds, err := dataserver.New(dataserver.Options{
-		DownloadDir: cfg.DownloadDir,
-		UploadDir:   cfg.UploadDir,
-		Fanout:      cfg.Fanout,
-		UploadKey:   &uploadKey.PublicKey,
-		Logger:      log,
-		Registerer:  reg,
+		DownloadDir:    cfg.DownloadDir,
+		UploadDir:      cfg.UploadDir,
+		Fanout:         cfg.Fanout,
+		UploadKey:      uploadKeys.rsaPublic(),
+		UploadCertKeys: uploadKeys.accept,
+		Logger:         log,
+		Registerer:     reg,
 	})
 	if err != nil {
 		return err
@@ -234,7 +242,7 @@ func serve(ctx context.Context, c *cli.Context) error {
 	if err := mountSubmitAPI(c, mux, st, reg, log); err != nil {
 		return err
 	}
-	log.Info("serving", "url_base", urlBase, "shm_path", shmPath)
+	log.Info("serving", "url_base", urlBase, "shm_path", shmPath, "upload_certificates", uploadKeys.signer())
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return daemon.Serve(gctx, log, c.String(flagAddr), mux) })
 	if cfg.Listen != "" {
