@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/fanout"
@@ -22,10 +24,10 @@ const (
 
 // Store is what the file deleter needs from the database.
 type Store interface {
-	WorkunitListFileDeleteReady(ctx context.Context, p store.FileDeleteListParams) ([]store.Workunit, error)
-	ResultListFileDeleteReady(ctx context.Context, p store.FileDeleteListParams) ([]store.Result, error)
-	WorkunitFileDeleteFinish(ctx context.Context, id int64, to state.FileDeleteState, now int64) error
-	ResultFileDeleteFinish(ctx context.Context, id int64, to state.FileDeleteState, now int64) error
+	WorkunitListFileDeleteReady(ctx context.Context, p store.FileDeleteListParams) ([]store.FileDeleteRow, error)
+	ResultListFileDeleteReady(ctx context.Context, p store.FileDeleteListParams) ([]store.FileDeleteRow, error)
+	WorkunitFileDeleteFinish(ctx context.Context, p store.FileDeleteFinishParams) (int64, error)
+	ResultFileDeleteFinish(ctx context.Context, p store.FileDeleteFinishParams) (int64, error)
 }
 
 // Config is the file deleter's configuration.
@@ -38,6 +40,10 @@ type Config struct {
 	Mod, ModIndex int
 	// Batch is the most workunits, and the most results, handled per pass.
 	Batch int
+	// Workers is how many files are deleted at once; 0 means 4. Deleting
+	// is a system call per file that may wait on the file system (a network
+	// mount especially), so a few run side by side.
+	Workers int
 }
 
 // Service is the file deleter.
@@ -57,119 +63,176 @@ func New(st Store, cfg Config, log *slog.Logger, m *Metrics, now func() time.Tim
 	if cfg.Mod < 1 {
 		cfg.Mod = 1
 	}
+	if cfg.Workers < 1 {
+		cfg.Workers = 4
+	}
 	if cfg.Batch < 1 {
 		panic("filedeleter: batch must be at least 1")
 	}
 	return &Service{st: st, cfg: cfg, log: log, m: m, now: now}
 }
 
-// passStats is what one pass did, for its log line.
-type passStats struct {
-	rows, deleted, missing, errors int
+// item is one row of a pass: its files and what became of them.
+type item struct {
+	table    string // "workunit" or "result"
+	id       int64
+	names    []string
+	parseErr error
+	// Set by the deleting worker.
+	deleted, missing, errors int
 }
 
 // RunOnce handles up to a batch of READY workunits and up to a batch of
-// READY results, and returns how many rows it handled.
+// READY results and returns how many rows it moved out of READY. It deletes
+// every file of the pass first and then marks the rows, one statement per
+// table and outcome; a crash in between leaves rows READY whose files are
+// gone, which the next pass finds missing and marks DONE.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	p := store.FileDeleteListParams{Mod: s.cfg.Mod, ModIndex: s.cfg.ModIndex, Limit: s.cfg.Batch}
-	var ps passStats
 	wus, err := s.st.WorkunitListFileDeleteReady(ctx, p)
 	if err != nil {
 		return 0, err
 	}
-	for _, wu := range wus {
-		if err := s.handleWorkunit(ctx, wu, &ps); err != nil {
-			return ps.rows, err
-		}
-	}
 	results, err := s.st.ResultListFileDeleteReady(ctx, p)
 	if err != nil {
-		return ps.rows, err
+		return 0, err
+	}
+	if len(wus)+len(results) == 0 {
+		return 0, nil
+	}
+	items := make([]item, 0, len(wus)+len(results))
+	for _, wu := range wus {
+		names, err := inputNames(wu.XMLDoc)
+		items = append(items, item{table: tableWorkunit, id: wu.ID, names: names, parseErr: err})
 	}
 	for _, r := range results {
-		if err := s.handleResult(ctx, r, &ps); err != nil {
-			return ps.rows, err
+		names, err := outputNames(r.XMLDoc)
+		items = append(items, item{table: tableResult, id: r.ID, names: names, parseErr: err})
+	}
+	s.deleteFiles(items)
+
+	var deleted, missing, errs int
+	ids := map[string]map[state.FileDeleteState][]int64{tableWorkunit: {}, tableResult: {}}
+	for i := range items {
+		it := &items[i]
+		to := state.FileDeleteDone
+		if it.parseErr != nil || it.errors > 0 {
+			to = state.FileDeleteError
+		}
+		ids[it.table][to] = append(ids[it.table][to], it.id)
+		deleted += it.deleted
+		missing += it.missing
+		errs += it.errors
+	}
+	now := s.now().Unix()
+	moved := 0
+	for _, table := range []string{tableWorkunit, tableResult} {
+		finish := s.st.WorkunitFileDeleteFinish
+		if table == tableResult {
+			finish = s.st.ResultFileDeleteFinish
+		}
+		for _, to := range []state.FileDeleteState{state.FileDeleteDone, state.FileDeleteError} {
+			if len(ids[table][to]) == 0 {
+				continue
+			}
+			n, err := finish(ctx, store.FileDeleteFinishParams{IDs: ids[table][to], To: to, Now: now})
+			if err != nil {
+				return moved, err
+			}
+			s.m.rows.WithLabelValues(table, outcome(to)).Add(float64(n))
+			moved += int(n)
 		}
 	}
-	if ps.rows > 0 {
-		s.log.Info("deleted files", "workunits", len(wus), "results", len(results),
-			"files_deleted", ps.deleted, "files_missing", ps.missing, "errors", ps.errors)
-	}
-	return ps.rows, nil
+	s.log.Info("deleted files", "workunits", len(wus), "results", len(results),
+		"files_deleted", deleted, "files_missing", missing, "errors", errs)
+	return moved, nil
 }
 
-func (s *Service) handleWorkunit(ctx context.Context, wu store.Workunit, ps *passStats) error {
-	var names []string
-	doc, err := jobxml.ParseWorkunit(wu.XMLDoc)
-	if err == nil {
-		for _, in := range doc.Inputs {
-			names = append(names, in.Name)
-		}
+const (
+	tableWorkunit = "workunit"
+	tableResult   = "result"
+)
+
+func outcome(to state.FileDeleteState) string {
+	if to == state.FileDeleteError {
+		return "error"
 	}
-	to := s.deleteAll(s.cfg.DownloadDir, kindInput, names, err, ps, "workunit_id", wu.ID)
-	err = s.st.WorkunitFileDeleteFinish(ctx, wu.ID, to, s.now().Unix())
-	return s.finished("workunit", to, err, ps)
+	return "done"
 }
 
-func (s *Service) handleResult(ctx context.Context, r store.Result, ps *passStats) error {
-	var names []string
-	outs, err := jobxml.ParseResult(r.XMLDocIn)
-	if err == nil {
-		for _, out := range outs {
-			names = append(names, out.Name)
-		}
+func inputNames(doc string) ([]string, error) {
+	w, err := jobxml.ParseWorkunit(doc)
+	if err != nil {
+		return nil, err
 	}
-	to := s.deleteAll(s.cfg.UploadDir, kindOutput, names, err, ps, "result_id", r.ID)
-	err = s.st.ResultFileDeleteFinish(ctx, r.ID, to, s.now().Unix())
-	return s.finished("result", to, err, ps)
+	names := make([]string, len(w.Inputs))
+	for i, in := range w.Inputs {
+		names[i] = in.Name
+	}
+	return names, nil
 }
 
-// deleteAll deletes files names under root and returns the row's new state:
-// DONE if every file is gone (deleted now or absent already), ERROR if the
-// row's XML could not be read (parseErr) or a file could not be deleted.
-func (s *Service) deleteAll(root, kind string, names []string, parseErr error, ps *passStats, idKey string, id int64) state.FileDeleteState {
-	if parseErr != nil {
+func outputNames(doc string) ([]string, error) {
+	outs, err := jobxml.ParseResult(doc)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(outs))
+	for i, out := range outs {
+		names[i] = out.Name
+	}
+	return names, nil
+}
+
+// deleteFiles deletes the files of items with cfg.Workers goroutines, each
+// taking whole items, and records in each item what became of its files.
+func (s *Service) deleteFiles(items []item) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(s.cfg.Workers, len(items)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(items) {
+					return
+				}
+				s.deleteItem(&items[i])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// deleteItem deletes the files of it. A file already absent (deleted by a
+// pass that crashed before marking its row) is not an error.
+func (s *Service) deleteItem(it *item) {
+	kind, root, idKey := kindInput, s.cfg.DownloadDir, "workunit_id"
+	if it.table == tableResult {
+		kind, root, idKey = kindOutput, s.cfg.UploadDir, "result_id"
+	}
+	if it.parseErr != nil {
 		s.m.errors.WithLabelValues(kind).Inc()
-		ps.errors++
-		s.log.Warn("unreadable file list", idKey, id, "error", parseErr)
-		return state.FileDeleteError
+		it.errors++
+		s.log.Warn("unreadable file list", idKey, it.id, "error", it.parseErr)
+		return
 	}
-	to := state.FileDeleteDone
-	for _, name := range names {
+	for _, name := range it.names {
 		err := deleteFile(root, name, s.cfg.Fanout)
 		switch {
 		case err == nil:
 			s.m.filesDeleted.WithLabelValues(kind).Inc()
-			ps.deleted++
+			it.deleted++
 		case errors.Is(err, fs.ErrNotExist):
 			s.m.filesMissing.WithLabelValues(kind).Inc()
-			ps.missing++
+			it.missing++
 		default:
 			s.m.errors.WithLabelValues(kind).Inc()
-			ps.errors++
-			s.log.Warn("cannot delete file", idKey, id, "file", name, "error", err)
-			to = state.FileDeleteError
+			it.errors++
+			s.log.Warn("cannot delete file", idKey, it.id, "file", name, "error", err)
 		}
 	}
-	return to
-}
-
-// finished accounts for a row whose mark was attempted. A conflict means
-// another replica or an operator moved the row on first: not an error.
-func (s *Service) finished(table string, to state.FileDeleteState, err error, ps *passStats) error {
-	if errors.Is(err, store.ErrConflict) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	outcome := "done"
-	if to == state.FileDeleteError {
-		outcome = "error"
-	}
-	s.m.rows.WithLabelValues(table, outcome).Inc()
-	ps.rows++
-	return nil
 }
 
 func deleteFile(root, name string, fan int) error {

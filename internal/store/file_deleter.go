@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -15,70 +17,105 @@ type FileDeleteListParams struct {
 	Limit int
 }
 
-const workunitListFileDeleteReady = `SELECT ` + WorkunitColumns + ` FROM workunit
+// FileDeleteRow is a row whose files may be deleted: all the file deleter
+// reads of a workunit or a result.
+type FileDeleteRow struct {
+	ID int64 `db:"id"`
+	// XMLDoc lists the files: workunit.xml_doc (inputs) or
+	// result.xml_doc_in (outputs).
+	XMLDoc string `db:"xml_doc"`
+}
+
+// Both enumerations read wu_file_delete / res_file_delete (file_delete_state,
+// and the primary key InnoDB appends), so ORDER BY id is the index's own
+// order and the scan stops at the limit; only the XML column is fetched from
+// the row.
+const (
+	workunitListFileDeleteReady = `SELECT id, COALESCE(xml_doc, '') AS xml_doc FROM workunit
 WHERE file_delete_state = ? AND id % ? = ? ORDER BY id LIMIT ?`
+	resultListFileDeleteReady = `SELECT id, COALESCE(xml_doc_in, '') AS xml_doc FROM result
+WHERE file_delete_state = ? AND id % ? = ? ORDER BY id LIMIT ?`
+)
 
 // WorkunitListFileDeleteReady returns jobs whose input files may be deleted
-// (file_delete_state = READY), by id.
-func (s *Store) WorkunitListFileDeleteReady(ctx context.Context, p FileDeleteListParams) ([]Workunit, error) {
-	var out []Workunit
-	err := withRetry(ctx, func() error {
-		out = out[:0]
-		return s.db.SelectContext(ctx, &out, workunitListFileDeleteReady,
-			int(state.FileDeleteReady), max(p.Mod, 1), p.ModIndex, p.Limit)
-	})
+// (file_delete_state = READY), by id, with their xml_doc.
+func (s *Store) WorkunitListFileDeleteReady(ctx context.Context, p FileDeleteListParams) ([]FileDeleteRow, error) {
+	out, err := s.fileDeleteList(ctx, workunitListFileDeleteReady, p)
 	if err != nil {
 		return nil, fmt.Errorf("list workunits ready for file deletion: %w", err)
 	}
 	return out, nil
 }
 
-const resultListFileDeleteReady = `SELECT ` + ResultColumns + ` FROM result
-WHERE file_delete_state = ? AND id % ? = ? ORDER BY id LIMIT ?`
-
 // ResultListFileDeleteReady returns instances whose output files may be
-// deleted (file_delete_state = READY), by id.
-func (s *Store) ResultListFileDeleteReady(ctx context.Context, p FileDeleteListParams) ([]Result, error) {
-	var out []Result
-	err := withRetry(ctx, func() error {
-		out = out[:0]
-		return s.db.SelectContext(ctx, &out, resultListFileDeleteReady,
-			int(state.FileDeleteReady), max(p.Mod, 1), p.ModIndex, p.Limit)
-	})
+// deleted (file_delete_state = READY), by id, with their xml_doc_in.
+func (s *Store) ResultListFileDeleteReady(ctx context.Context, p FileDeleteListParams) ([]FileDeleteRow, error) {
+	out, err := s.fileDeleteList(ctx, resultListFileDeleteReady, p)
 	if err != nil {
 		return nil, fmt.Errorf("list results ready for file deletion: %w", err)
 	}
 	return out, nil
 }
 
-const workunitFileDeleteFinish = `UPDATE workunit SET file_delete_state = ?, mod_time = ?
-WHERE id = ? AND file_delete_state = ?`
-
-// WorkunitFileDeleteFinish moves job id from READY to to (DONE or ERROR) at
-// time now. If the job is no longer READY it returns ErrConflict.
-func (s *Store) WorkunitFileDeleteFinish(ctx context.Context, id int64, to state.FileDeleteState, now int64) error {
-	n, err := s.exec(ctx, workunitFileDeleteFinish, int(to), now, id, int(state.FileDeleteReady))
-	if err != nil {
-		return fmt.Errorf("set file_delete_state of workunit %d: %w", id, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("workunit %d file_delete_state: %w", id, ErrConflict)
-	}
-	return nil
+func (s *Store) fileDeleteList(ctx context.Context, query string, p FileDeleteListParams) ([]FileDeleteRow, error) {
+	var out []FileDeleteRow
+	err := withRetry(ctx, func() error {
+		out = out[:0]
+		return s.db.SelectContext(ctx, &out, query,
+			int(state.FileDeleteReady), max(p.Mod, 1), p.ModIndex, p.Limit)
+	})
+	return out, err
 }
 
-const resultFileDeleteFinish = `UPDATE result SET file_delete_state = ?, mod_time = ?
-WHERE id = ? AND file_delete_state = ?`
+// FileDeleteFinishParams moves a batch of rows out of READY.
+type FileDeleteFinishParams struct {
+	// IDs are the rows whose files were handled.
+	IDs []int64
+	// To is the new state: DONE or ERROR.
+	To state.FileDeleteState
+	// Now is the time written to mod_time (Unix seconds).
+	Now int64
+}
 
-// ResultFileDeleteFinish moves instance id from READY to to (DONE or ERROR)
-// at time now. If the instance is no longer READY it returns ErrConflict.
-func (s *Store) ResultFileDeleteFinish(ctx context.Context, id int64, to state.FileDeleteState, now int64) error {
-	n, err := s.exec(ctx, resultFileDeleteFinish, int(to), now, id, int(state.FileDeleteReady))
+// The condition on file_delete_state is checked per row: a row another
+// replica or an operator moved on meanwhile is left as it is and not
+// counted, and does not stop the others.
+const (
+	workunitFileDeleteFinish = `UPDATE workunit SET file_delete_state = ?, mod_time = ?
+WHERE id IN (?) AND file_delete_state = ?`
+	resultFileDeleteFinish = `UPDATE result SET file_delete_state = ?, mod_time = ?
+WHERE id IN (?) AND file_delete_state = ?`
+)
+
+// WorkunitFileDeleteFinish moves the jobs p.IDs that are still READY to p.To
+// at p.Now in one statement, and returns how many it moved. A job that is
+// no longer READY is skipped: a conflict, not an error.
+func (s *Store) WorkunitFileDeleteFinish(ctx context.Context, p FileDeleteFinishParams) (int64, error) {
+	n, err := s.fileDeleteFinish(ctx, workunitFileDeleteFinish, p)
 	if err != nil {
-		return fmt.Errorf("set file_delete_state of result %d: %w", id, err)
+		return 0, fmt.Errorf("set file_delete_state of %d workunits to %v: %w", len(p.IDs), p.To, err)
 	}
-	if n == 0 {
-		return fmt.Errorf("result %d file_delete_state: %w", id, ErrConflict)
+	return n, nil
+}
+
+// ResultFileDeleteFinish moves the instances p.IDs that are still READY to
+// p.To at p.Now in one statement, and returns how many it moved. An
+// instance that is no longer READY is skipped: a conflict, not an error.
+func (s *Store) ResultFileDeleteFinish(ctx context.Context, p FileDeleteFinishParams) (int64, error) {
+	n, err := s.fileDeleteFinish(ctx, resultFileDeleteFinish, p)
+	if err != nil {
+		return 0, fmt.Errorf("set file_delete_state of %d results to %v: %w", len(p.IDs), p.To, err)
 	}
-	return nil
+	return n, nil
+}
+
+func (s *Store) fileDeleteFinish(ctx context.Context, query string, p FileDeleteFinishParams) (int64, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	q, args, err := sqlx.In(query, int(p.To), p.Now, p.IDs, int(state.FileDeleteReady))
+	if err != nil {
+		return 0, err
+	}
+	return s.exec(ctx, q, args...)
 }

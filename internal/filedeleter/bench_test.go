@@ -1,0 +1,240 @@
+package filedeleter_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/filedeleter"
+	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/procstat"
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+// benchJobs is the paper's file-deletion phase scaled down: 5,000 jobs of
+// one input file and two instances of one output file each (15,000 files).
+const benchJobs = 5000
+
+// BenchmarkFileDeletion deletes the files of benchJobs jobs and their
+// instances, as the file deleter does in the paper's fifth phase, and reports
+// per row handled (workunit or result) the database server's CPU, this
+// process's CPU and the statements sent. Run it against a private server:
+//
+//	TEST_MYSQL_DSN='root@tcp(127.0.0.1:3315)/' go test -run '^$' -bench FileDeletion -benchtime 1x ./internal/filedeleter
+func BenchmarkFileDeletion(b *testing.B) {
+	skipWithoutDB(b)
+	st := storetest.New(b)
+	ctx := context.Background()
+	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dbPID, err := procstat.DBServerPID(ctx, st.DB().DB)
+	if err != nil {
+		b.Skipf("database server not on this machine: %v", err)
+	}
+	const fan = 1024
+	var dbCPU, selfCPU float64
+	var stmts int64
+	rows := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		dir := b.TempDir()
+		download, upload := filepath.Join(dir, "download"), filepath.Join(dir, "upload")
+		seedFileDeletion(b, st, appID, fmt.Sprintf("it%d", i), download, upload, fan)
+		svc := filedeleter.New(st, filedeleter.Config{DownloadDir: download, UploadDir: upload, Fanout: fan, Mod: 1, Batch: 500},
+			slog.New(slog.NewTextHandler(io.Discard, nil)), filedeleter.NewMetrics(prometheus.NewRegistry()), time.Now)
+		m := startMeter(b, st.DB().DB, dbPID)
+		b.StartTimer()
+		for {
+			n, err := svc.RunOnce(ctx)
+			if err != nil {
+				b.Fatalf("RunOnce: %v", err)
+			}
+			if n == 0 {
+				break
+			}
+			rows += n
+		}
+		b.StopTimer()
+		d, s, q := m.stop(b)
+		dbCPU, selfCPU, stmts = dbCPU+d, selfCPU+s, stmts+q
+		var left int
+		if err := st.DB().Get(&left, `SELECT COUNT(*) FROM result WHERE file_delete_state = ?`, state.FileDeleteReady); err != nil || left != 0 {
+			b.Fatalf("results still READY after the passes: %d, %v", left, err)
+		}
+		b.StartTimer()
+	}
+	if want := b.N * benchJobs * 3; rows != want {
+		b.Fatalf("rows handled = %d, want %d", rows, want)
+	}
+	b.ReportMetric(dbCPU/float64(rows)*1e3, "db-ms/row")
+	b.ReportMetric(selfCPU/float64(rows)*1e3, "cpu-ms/row")
+	b.ReportMetric(float64(stmts)/float64(rows), "stmts/row")
+	b.ReportMetric((dbCPU+selfCPU)/float64(rows)*50000*3, "cpu-s/50k-jobs")
+}
+
+// seedFileDeletion inserts benchJobs jobs with two instances each, all
+// READY for file deletion, and writes their files.
+func seedFileDeletion(b *testing.B, st *store.Store, appID int64, prefix, download, upload string, fan int) {
+	b.Helper()
+	const chunk = 500
+	write := func(root, name string) {
+		p, err := fanout.Path(root, name, fan)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("bench file "+name), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for start := 0; start < benchJobs; start += chunk {
+		var wq strings.Builder
+		var wargs []any
+		wq.WriteString(`INSERT INTO workunit (create_time, appid, name, xml_doc, file_delete_state, min_quorum, target_nresults) VALUES `)
+		for j := start; j < start+chunk; j++ {
+			name := fmt.Sprintf("%s_wu%d", prefix, j)
+			doc, err := jobxml.FormatWorkunit(jobxml.Workunit{Inputs: []jobxml.InputFile{{Name: name + "_in", OpenName: "in", Nbytes: 16}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if j > start {
+				wq.WriteString(",")
+			}
+			wq.WriteString("(1, ?, ?, ?, ?, 2, 2)")
+			wargs = append(wargs, appID, name, doc, int(state.FileDeleteReady))
+			write(download, name+"_in")
+		}
+		res, err := st.DB().Exec(wq.String(), wargs...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		first, err := res.LastInsertId() // the first id of a multi-row insert
+		if err != nil {
+			b.Fatal(err)
+		}
+		var rq strings.Builder
+		var rargs []any
+		rq.WriteString(`INSERT INTO result (create_time, workunitid, server_state, outcome, name, xml_doc_in, file_delete_state) VALUES `)
+		for j := start; j < start+chunk; j++ {
+			for k := 0; k < 2; k++ {
+				name := fmt.Sprintf("%s_wu%d_%d", prefix, j, k)
+				doc, err := jobxml.FormatResult(name, []string{"out"}, 1e6)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(rargs) > 0 {
+					rq.WriteString(",")
+				}
+				rq.WriteString("(1, ?, ?, ?, ?, ?, ?)")
+				rargs = append(rargs, first+int64(j-start), int(state.ServerOver), int(state.OutcomeSuccess), name, doc, int(state.FileDeleteReady))
+				write(upload, jobxml.OutputName(name, 0))
+			}
+		}
+		if _, err := st.DB().Exec(rq.String(), rargs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// skipWithoutDB skips b when no test database server answers.
+func skipWithoutDB(b *testing.B) {
+	b.Helper()
+	db, err := sql.Open("mysql", storetest.ServerDSN())
+	if err != nil {
+		b.Skipf("no test database: %v", err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		b.Skipf("no test database at %s: %v", storetest.ServerDSN(), err)
+	}
+}
+
+// meter samples the database server's CPU, the statements it received and
+// this process's CPU around a workload.
+type meter struct {
+	db        *sql.DB
+	dbPID     int
+	dbStart   procstat.Usage
+	selfStart procstat.Usage
+	questions int64
+}
+
+func startMeter(b *testing.B, db *sql.DB, dbPID int) *meter {
+	b.Helper()
+	m := &meter{db: db, dbPID: dbPID}
+	waitPurged(b, db)
+	m.questions = questions(b, db)
+	var err error
+	if m.dbStart, err = procstat.Read(dbPID); err != nil {
+		b.Fatal(err)
+	}
+	if m.selfStart, err = procstat.Read(os.Getpid()); err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// stop returns the database CPU seconds, this process's CPU seconds and the
+// statements since start. It first waits for InnoDB's background purge of
+// the workload's old row versions, which is work the workload caused.
+func (m *meter) stop(b *testing.B) (dbCPU, selfCPU float64, stmts int64) {
+	b.Helper()
+	self, err := procstat.Read(os.Getpid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := questions(b, m.db) - m.questions - 1 // not the SHOW STATUS itself
+	waitPurged(b, m.db)
+	dbu, err := procstat.Read(m.dbPID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return dbu.Sub(m.dbStart).CPUSeconds, self.Sub(m.selfStart).CPUSeconds, q
+}
+
+func questions(b *testing.B, db *sql.DB) int64 {
+	b.Helper()
+	var name string
+	var n int64
+	if err := db.QueryRow(`SHOW GLOBAL STATUS LIKE 'Questions'`).Scan(&name, &n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// waitPurged waits (up to 30s) until InnoDB's history list is short, so the
+// background purge of earlier work is not counted against the next sample.
+func waitPurged(b *testing.B, db *sql.DB) {
+	b.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var name string
+		var n int64
+		if err := db.QueryRow(`SHOW GLOBAL STATUS LIKE 'Innodb_history_list_length'`).Scan(&name, &n); err != nil {
+			return // not MariaDB: nothing to wait for that we can see
+		}
+		if n < 50 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
