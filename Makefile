@@ -37,6 +37,14 @@ simulate: ## run the reference scenario in simulated time (SIM_OUT=sim-report/)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/simclient ./cmd/simclient
 	$(BIN)/simclient --clock simulated --scenario scenarios/reference.yaml --out "$(SIM_OUT)"
 
+BENCH_JOBS ?= 50000
+BENCH_OUT ?= bench-results/paper.json
+
+.PHONY: bench
+bench: build ## run the paper's benchmark on a private MariaDB (BENCH_JOBS=50000, BENCH_OUT=bench-results/paper.json)
+	@scripts/db-up.sh >/dev/null
+	$(BIN)/bench --jobs $(BENCH_JOBS) --out "$(BENCH_OUT)"
+
 .PHONY: test
 test: deps ## run the whole test suite (race detector on) against a real database and the real BOINC client
 	@scripts/boinc-client-up.sh && dsn=$$(scripts/db-up.sh) && \

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -178,10 +177,11 @@ func LatencyOf(d []time.Duration) *Latency {
 	return &Latency{P50: Percentile(ms, 50), P95: Percentile(ms, 95), P99: Percentile(ms, 99)}
 }
 
-// WriteTable writes the paper's table and the derived figures as text.
+// WriteTable writes the paper's table (as Markdown, ready for the README)
+// and the derived figures as text.
 func (r *Report) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\twall s\tprograms CPU s\tDB CPU s\tDB MB read/written\tinstances\textra\t")
+	fmt.Fprintln(w, "| phase | wall s | programs CPU s | DB CPU s | DB MB read/written | instances | extra |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---|")
 	var wall, prog, db float64
 	var rd, wr int64
 	for i, p := range r.Phases {
@@ -190,13 +190,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		db += p.DBCPUS
 		rd += p.DBReadBytes
 		wr += p.DBWriteBytes
-		fmt.Fprintf(tw, "%d %s\t%.1f\t%.1f (%s)\t%.1f\t%.1f / %.1f\t%d\t%s\t\n", i+1, p.Name, p.WallS, p.ProgramCPU(),
+		fmt.Fprintf(w, "| %d %s | %.1f | %.1f (%s) | %.1f | %.1f / %.1f | %d | %s |\n", i+1, p.Name, p.WallS, p.ProgramCPU(),
 			byProgram(p.CPUS), p.DBCPUS, mb(p.DBReadBytes), mb(p.DBWriteBytes), p.Instances, p.extra())
 	}
-	fmt.Fprintf(tw, "total for %d instances\t%.1f\t%.1f\t%.1f\t%.1f / %.1f\t\t\t\n", r.Instances, wall, prog, db, mb(rd), mb(wr))
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+	fmt.Fprintf(w, "| total for %d instances | %.1f | %.1f | %.1f | %.1f / %.1f | | |\n", r.Instances, wall, prog, db, mb(rd), mb(wr))
 	ref := r.Reference
 	fmt.Fprintf(w, "\ntotal CPU (programs + database) per 100,000 instances: %.1f s (target %.0f; C++ BOINC long-lived %.0f, CGI %.0f; paper %.0f)\n",
 		r.TotalCPUSPer100k, ref.TargetTotalCPUSPer100k, ref.BOINCBestTotalCPUSPer100k, ref.BOINCTotalCPUSPer100k, ref.PaperTotalCPUSPer100k)
