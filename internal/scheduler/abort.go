@@ -35,6 +35,7 @@ func (s *Service) abortUnneeded(ctx context.Context, x *rpc) {
 	}
 	seen := map[string]bool{}
 	var names []string
+	var done []string // in progress here, job done: known from the held list
 	for _, o := range x.req.OtherResults {
 		name := strings.TrimSpace(o.Name)
 		// A name no result can have is ignored, not echoed: it may not
@@ -42,11 +43,21 @@ func (s *Service) abortUnneeded(ctx context.Context, x *rpc) {
 		if name == "" || len(name) > 254 || !utf8.ValidString(name) || seen[name] || x.reported[name] {
 			continue
 		}
-		if len(names) == store.MaxResultNames {
-			break // the rest wait for a later request
-		}
 		seen[name] = true
+		if hr, ok := x.held[name]; ok {
+			if hr.JobDone {
+				done = append(done, name)
+			}
+			continue
+		}
+		if len(names) == store.MaxResultNames {
+			continue // the rest wait for a later request
+		}
 		names = append(names, name)
+	}
+	for _, name := range done {
+		x.reply.ResultAbortsINS = append(x.reply.ResultAbortsINS, protocol.NameElement{Name: name})
+		s.m.resultsAborted.WithLabelValues(abortIfNotStarted).Inc()
 	}
 	if len(names) == 0 {
 		return

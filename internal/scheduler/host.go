@@ -43,16 +43,16 @@ const (
 // the client then restarts its rpc_seqno at 0, which is what is stored. The
 // id is not sent otherwise: a client that already has one takes a new id as
 // a sign it was cloned and makes itself a new cpid.
-func (s *Service) recordHost(ctx context.Context, x *rpc, ip string) error {
+//
+// The host row's update is written with the request's reports and sends
+// (commitRound); only a new host is inserted at once, for its id.
+func (s *Service) recordHost(ctx context.Context, x *rpc, ip string, h store.Host, found bool) error {
 	req := x.req
 	why := hostNew
 	if req.HostID > 0 {
-		h, err := s.st.HostGet(ctx, req.HostID)
 		switch {
-		case errors.Is(err, store.ErrNotFound):
+		case !found:
 			why = hostUnknown
-		case err != nil:
-			return fmt.Errorf("%w: %w", errUnavailable, err)
 		case h.UserID != x.user.ID:
 			why = hostForeign
 		case req.RPCSeqno < h.RPCSeqno:
@@ -75,11 +75,15 @@ func (s *Service) recordHost(ctx context.Context, x *rpc, ip string) error {
 
 	switch why {
 	case hostSame:
+		old := x.host
 		x.host = hostFromRequest(x.host, req, ip, x.now)
+		x.hostWrite = &store.SchedHost{Host: x.host, Info: hostInfoChanged(old, x.host)}
 	case hostReattach:
+		old := x.host
 		x.host = hostFromRequest(x.host, req, ip, x.now)
 		x.host.RPCSeqno = 0
 		x.reply.HostID = x.host.ID
+		x.hostWrite = &store.SchedHost{Host: x.host, Info: hostInfoChanged(old, x.host)}
 	default:
 		// Naming another user's host, the client replaces the user's own
 		// host with its cpid, if there is one.
@@ -108,9 +112,6 @@ func (s *Service) recordHost(ctx context.Context, x *rpc, ip string) error {
 			s.detach(ctx, x, replaced)
 		}
 		return nil
-	}
-	if err := s.st.HostUpdateRPC(ctx, x.host); err != nil {
-		return fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	if why == hostReattach {
 		s.log.Debug("host came back without its id", "host_id", x.host.ID, "user_id", x.user.ID)
@@ -152,4 +153,12 @@ func (s *Service) hostByCPID(ctx context.Context, x *rpc) (store.Host, bool, err
 		return store.Host{}, false, fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	return h, true, nil
+}
+
+// hostInfoChanged reports whether the request changed any host_info column
+// of the row: most requests change only rpc_seqno and rpc_time, and the
+// update then writes only those.
+func hostInfoChanged(a, b store.Host) bool {
+	a.RPCSeqno, a.RPCTime, a.LastIPAddr = b.RPCSeqno, b.RPCTime, b.LastIPAddr
+	return a != b
 }

@@ -58,6 +58,7 @@ type metrics struct {
 	arSends         *prometheus.CounterVec
 	lateReports     prometheus.Counter
 	detached        prometheus.Counter
+	commitBatch     prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -92,6 +93,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "late_reports_total", Help: "Results reported after they timed out or were marked detached, and recorded all the same."}),
 		detached: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "results_detached_total", Help: "Results in progress marked CLIENT_DETACHED because their host's client attached anew."}),
+		commitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "commit_batch_requests", Help: "Requests whose writes went into one group-commit transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
 	}
 	for _, o := range []string{outcomeOK, outcomeBadRequest, outcomeTooLarge, outcomeBadAuthenticator, outcomeUnavailable} {
 		m.requests.WithLabelValues(o)
@@ -113,6 +117,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.arSends.WithLabelValues(r)
 	}
 	reg.MustRegister(m.requests, m.duration, m.resultsSent, m.resultsResent, m.resultsReported, m.noWork, m.claims, m.resultsAborted,
-		m.arSends, m.lateReports, m.detached)
+		m.arSends, m.lateReports, m.detached, m.commitBatch)
 	return m
 }

@@ -22,66 +22,102 @@ import (
 // fail, and the client would report the result again forever.
 const maxBlob = 65535
 
-// handleReports records each reported result and acks it, unless recording
-// failed: then the client keeps it and reports it again.
-func (s *Service) handleReports(ctx context.Context, x *rpc) {
-	acked := map[string]bool{}
+// listHeld reads the host's instances in progress once, when the request
+// reports, lists or asks for anything: reports, aborts and resends are all
+// decided from it.
+func (s *Service) listHeld(ctx context.Context, x *rpc) error {
+	req := x.req
+	asked := (finite(req.WorkReqSeconds) > 0 || finite(req.CPUReqSecs) > 0) && req.DontSendWork == 0
+	if len(req.Results) == 0 && !asked && !req.HasOtherResults && len(req.OtherResults) == 0 {
+		return nil
+	}
+	held, err := s.st.ResultListHostInProgress(ctx, x.host.ID, maxInProgressListed)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	x.held = make(map[string]store.HostResult, len(held))
+	for _, hr := range held {
+		x.held[hr.Name] = hr
+	}
+	return nil
+}
+
+// pendingReport is a report waiting for its request's commit; a report
+// decided without one (ignored, or failed) has only its name and outcome.
+type pendingReport struct {
+	name    string
+	outcome string // metric outcome when decided already
+	p       store.SchedReport
+}
+
+// prepareReports decides what each reported result amounts to and queues
+// it for the request's commit. Later decisions in this request (quarantine,
+// trust) see the host as the reports will leave it.
+func (s *Service) prepareReports(ctx context.Context, x *rpc) {
 	for i := range x.req.Results {
 		rr := &x.req.Results[i]
 		name := strings.TrimSpace(rr.Name)
 		if name == "" {
 			continue
 		}
-		x.reported[name] = true
-		outcome := s.report(ctx, x, name, rr)
-		s.m.resultsReported.WithLabelValues(outcome).Inc()
-		if outcome == reportError {
-			x.dbErr = true
+		if x.reported[name] {
+			// Reported twice in one request: the first is the one.
 			continue
 		}
-		if !acked[name] {
-			acked[name] = true
-			x.reply.ResultAcks = append(x.reply.ResultAcks, protocol.NameElement{Name: name})
+		x.reported[name] = true
+		pr := s.prepareReport(ctx, x, name, rr)
+		if pr.outcome == reportError {
+			x.dbErr = true
 		}
+		x.reports = append(x.reports, pr)
 	}
 }
 
-// reportAttempts bounds how often a report is retried after the instance
-// changed under it (timed out between the read and the update): each retry
-// reads it again, so a late report still lands.
-const reportAttempts = 3
-
-// report records one reported result and returns its metric outcome. An
-// instance of this host is recorded while IN_PROGRESS, and also after it
-// timed out or was marked detached: a late result is still a result, and
-// the transitioner and validator take it as it comes.
-func (s *Service) report(ctx context.Context, x *rpc, name string, rr *protocol.ReportResult) string {
+// prepareReport reads and checks one reported result. An instance of this
+// host is recorded while IN_PROGRESS, and also after it timed out or was
+// marked detached: a late result is still a result, and the transitioner
+// and validator take it as it comes.
+func (s *Service) prepareReport(ctx context.Context, x *rpc, name string, rr *protocol.ReportResult) pendingReport {
+	pr := pendingReport{name: name}
 	if len(name) > 254 || !utf8.ValidString(name) {
-		return reportIgnored // no result has such a name
+		pr.outcome = reportIgnored // no result has such a name
+		return pr
 	}
-	r, err := s.st.ResultGetByName(ctx, name)
-	if errors.Is(err, store.ErrNotFound) {
-		s.log.Debug("report of unknown result", "result", name, "host_id", x.host.ID)
-		return reportIgnored
-	}
-	if err != nil {
-		s.log.Error("look up reported result", "result", name, "host_id", x.host.ID, "error", err)
-		return reportError
+	var r store.Result
+	if hr, ok := x.held[name]; ok {
+		r = store.Result{ID: hr.ID, WorkunitID: hr.WorkunitID, HostID: x.host.ID, ServerState: state.ServerInProgress,
+			Outcome: state.OutcomeInit, SentTime: hr.SentTime, XMLDocIn: hr.XMLDocIn, FileDeleteState: hr.FileDeleteState}
+	} else {
+		var err error
+		r, err = s.st.ResultGetByName(ctx, name)
+		if errors.Is(err, store.ErrNotFound) {
+			s.log.Debug("report of unknown result", "result", name, "host_id", x.host.ID)
+			pr.outcome = reportIgnored
+			return pr
+		}
+		if err != nil {
+			s.log.Error("look up reported result", "result", name, "host_id", x.host.ID, "error", err)
+			pr.outcome = reportError
+			return pr
+		}
 	}
 	if !reportable(r, x.host.ID) {
 		s.log.Debug("report of a result not in progress on this host", "result_id", r.ID, "host_id", x.host.ID,
 			"result_host_id", r.HostID, "server_state", r.ServerState.String(), "outcome", r.Outcome.String())
-		return reportIgnored
+		pr.outcome = reportIgnored
+		return pr
 	}
 	outputs, _ := jobxml.ParseResult(r.XMLDocIn)
 	outcome, clientErr := reportOutcome(rr)
+	successIfDeleted := false
 	if !clientErr {
 		missing, err := s.missingOutput(outputs, rr.FileInfos)
 		if err != nil {
 			// The upload directory cannot be read: a server fault, not the
 			// host's. Not acked, so the host reports again later.
 			s.log.Error("check reported outputs", "result_id", r.ID, "host_id", x.host.ID, "error", err)
-			return reportError
+			pr.outcome = reportError
+			return pr
 		}
 		if missing != "" && r.ServerState == state.ServerOver && r.FileDeleteState != state.FileDeleteInit {
 			// A late report after the job was finished and its files
@@ -94,69 +130,102 @@ func (s *Service) report(ctx context.Context, x *rpc, name string, rr *protocol.
 		if missing != "" {
 			s.log.Debug("result reported as success without its output", "result_id", r.ID,
 				"host_id", x.host.ID, "file", missing)
-			outcome, clientErr = state.OutcomeClientError, true
+			// Should the instance time out and its files be marked for
+			// deletion before the commit, the rule above applies there.
+			outcome, successIfDeleted = state.OutcomeClientError, true
 		}
 	}
-	p := store.ResultReportParams{
-		ResultID:      r.ID,
-		WorkunitID:    r.WorkunitID,
-		HostID:        x.host.ID,
-		Outcome:       outcome,
-		ClientState:   state.ClientState(clampInt32(int64(rr.State))),
-		ExitStatus:    int(clampInt32(int64(rr.ExitStatus))),
-		CPUTime:       finite(rr.FinalCPUTime),
-		ElapsedTime:   finite(rr.FinalElapsedTime),
-		StderrOut:     clip(rr.StderrOut, maxBlob),
-		XMLDocOut:     outputDoc(rr.FileInfos, outputs),
-		ClaimedCredit: claimedCredit(rr.FinalCPUTime, rr.FinalElapsedTime, x.host.PFpops),
-		Now:           x.now,
+	pr.p = store.SchedReport{
+		ResultID:         r.ID,
+		WorkunitID:       r.WorkunitID,
+		HostID:           x.host.ID,
+		Outcome:          outcome,
+		SuccessIfDeleted: successIfDeleted,
+		ClientState:      state.ClientState(clampInt32(int64(rr.State))),
+		ExitStatus:       int(clampInt32(int64(rr.ExitStatus))),
+		CPUTime:          finite(rr.FinalCPUTime),
+		ElapsedTime:      finite(rr.FinalElapsedTime),
+		StderrOut:        clip(rr.StderrOut, maxBlob),
+		XMLDocOut:        outputDoc(rr.FileInfos, outputs),
+		ClaimedCredit:    claimedCredit(rr.FinalCPUTime, rr.FinalElapsedTime, x.host.PFpops),
+		Now:              x.now,
 	}
-	for attempt := 1; ; attempt++ {
-		p.FromState, p.FromOutcome = r.ServerState, r.Outcome
-		p.Turnaround = 0
-		if r.SentTime > 0 && x.now > r.SentTime {
-			p.Turnaround = float64(x.now - r.SentTime)
-		}
-		err = s.st.ResultReport(ctx, p)
-		if !errors.Is(err, store.ErrConflict) || attempt == reportAttempts {
-			break
-		}
-		// Changed since it was read: timed out a moment ago (then it is
-		// taken late), or reported by a concurrent request (then ignored).
-		if r, err = s.st.ResultGetByName(ctx, name); err != nil {
-			s.log.Error("look up reported result", "result", name, "host_id", x.host.ID, "error", err)
-			return reportError
-		}
-		if !reportable(r, x.host.ID) {
-			return reportIgnored
-		}
-	}
-	if errors.Is(err, store.ErrConflict) {
-		return reportIgnored
-	}
-	if err != nil {
-		s.log.Error("record reported result", "result_id", r.ID, "host_id", x.host.ID, "error", err)
-		return reportError
-	}
-	late := r.ServerState == state.ServerOver
-	if late {
-		s.m.lateReports.Inc()
-	}
-	// Later decisions in this request see the host as the report left it.
 	switch outcome {
 	case state.OutcomeClientError:
 		x.host.ErrorStreak++
 		x.host.ConsecutiveValid = 0
 	case state.OutcomeSuccess:
-		if p.Turnaround > 0 {
-			x.host.AvgTurnaround = store.NextAvgTurnaround(x.host.AvgTurnaround, p.Turnaround)
+		if r.SentTime > 0 && x.now > r.SentTime {
+			x.host.AvgTurnaround = store.NextAvgTurnaround(x.host.AvgTurnaround, float64(x.now-r.SentTime))
 		}
 	}
-	s.log.Debug("result reported", "result_id", r.ID, "host_id", x.host.ID, "outcome", outcome.String(), "late", late)
-	if clientErr {
-		return reportClientError
+	return pr
+}
+
+// commitRound writes sends, with the request's reports and host row if
+// they are not written yet, through the group committer, and acks the
+// reports it recorded. An error means nothing was written.
+func (s *Service) commitRound(ctx context.Context, x *rpc, sends []store.SchedSend) ([]error, map[int64]store.Workunit, error) {
+	b := store.SchedBatch{Sends: sends}
+	var queued []int // x.reports indexes in b.Reports
+	if !x.committed {
+		for i, pr := range x.reports {
+			if pr.outcome == "" {
+				queued = append(queued, i)
+				b.Reports = append(b.Reports, pr.p)
+			}
+		}
+		if x.hostWrite != nil {
+			b.Hosts = append(b.Hosts, *x.hostWrite)
+		}
 	}
-	return reportSuccess
+	if len(b.Reports) == 0 && len(b.Sends) == 0 && len(b.Hosts) == 0 {
+		x.committed = true
+		s.ackReports(x)
+		return nil, nil, nil
+	}
+	out, err := s.commit.commit(ctx, b)
+	if err != nil {
+		if !x.committed {
+			return nil, nil, fmt.Errorf("%w: %w", errUnavailable, err)
+		}
+		return nil, nil, err
+	}
+	if !x.committed {
+		x.committed = true
+		for k, i := range queued {
+			o := out.Reports[k]
+			pr := &x.reports[i]
+			switch {
+			case o.Err != nil:
+				// Changed since it was read: reported by a concurrent
+				// request, or taken from the host.
+				pr.outcome = reportIgnored
+			case o.Outcome == state.OutcomeClientError:
+				pr.outcome = reportClientError
+			default:
+				pr.outcome = reportSuccess
+			}
+			if o.Err == nil && o.Late {
+				s.m.lateReports.Inc()
+			}
+			s.log.Debug("result reported", "result_id", pr.p.ResultID, "host_id", x.host.ID, "outcome", pr.outcome,
+				"late", o.Late)
+		}
+		s.ackReports(x)
+	}
+	return out.Sends, out.Workunits, nil
+}
+
+// ackReports counts the request's reports and acks all but those that
+// could not be recorded: the client keeps those and reports them again.
+func (s *Service) ackReports(x *rpc) {
+	for _, pr := range x.reports {
+		s.m.resultsReported.WithLabelValues(pr.outcome).Inc()
+		if pr.outcome != reportError {
+			x.reply.ResultAcks = append(x.reply.ResultAcks, protocol.NameElement{Name: pr.name})
+		}
+	}
 }
 
 // reportable reports whether host hostID may report instance r: it is the

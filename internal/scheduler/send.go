@@ -1,16 +1,19 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -40,12 +43,13 @@ type sendItem struct {
 }
 
 // sendWork resends results the host has lost and sends new ones from the
-// cache, then puts them all in the reply.
-func (s *Service) sendWork(ctx context.Context, x *rpc) {
+// cache, then puts them all in the reply. The request's reports and host row
+// are committed with its first sends; an error means that commit failed.
+func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	req := x.req
 	asked := (finite(req.WorkReqSeconds) > 0 || finite(req.CPUReqSecs) > 0) && req.DontSendWork == 0
 	if !asked && !req.HasOtherResults {
-		return
+		return nil
 	}
 	if x.dbErr {
 		// Reports just failed: don't add load to a database in trouble.
@@ -53,17 +57,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) {
 			x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low",
 				Text: "No tasks sent: the project's database is busy; try again later"})
 		}
-		return
-	}
-	held, err := s.st.ResultListHostInProgress(ctx, x.host.ID, maxInProgressListed)
-	if err != nil {
-		s.log.Error("list results in progress", "host_id", x.host.ID, "error", err)
-		x.dbErr = true
-		if asked {
-			x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low",
-				Text: "No tasks sent: the project's database is busy; try again later"})
-		}
-		return
+		return nil
 	}
 
 	var cat *catalog
@@ -83,6 +77,11 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) {
 	for _, o := range req.OtherResults {
 		listed[o.Name] = true
 	}
+	held := make([]store.HostResult, 0, len(x.held))
+	for _, hr := range x.held {
+		held = append(held, hr)
+	}
+	slices.SortFunc(held, func(a, b store.HostResult) int { return cmp.Compare(a.ID, b.ID) })
 	var items []sendItem
 	nheld := 0
 	hostJobs := map[int64]bool{}
@@ -115,7 +114,11 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) {
 		var sent []sendItem
 		reason := reasonNoCachedWork
 		if cacheErr == nil {
-			sent, reason = s.scan(ctx, x, cache, chosen, queue, nheld, hostJobs)
+			var err error
+			sent, reason, err = s.scan(ctx, x, cache, chosen, queue, nheld, hostJobs)
+			if err != nil {
+				return err
+			}
 		}
 		items = append(items, sent...)
 		if len(items) == 0 && reason != "" {
@@ -123,22 +126,44 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) {
 			x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low", Text: noWorkText[reason]})
 		}
 	}
+	if !x.committed {
+		// The reports and the host row are written before the reply
+		// promises anything.
+		if _, _, err := s.commitRound(ctx, x, nil); err != nil {
+			return err
+		}
+	}
 	if len(items) > 0 {
 		s.addResults(ctx, x, items)
 	}
+	return nil
+}
+
+// candidate is a claimed cache slot waiting for its send to be committed.
+type candidate struct {
+	cl        shmcache.Claim
+	e         shmcache.Entry
+	v         version
+	replicate bool
+	p         store.SchedSend
 }
 
 // scan walks the cache from a random slot (so concurrent requests spread
 // over it) and claims what fits the host, until the request is covered or a
-// limit is reached. It returns what it sent and, if nothing, why; a database
-// failure returns no reason (the reply then says nothing about it).
-func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]version, q *hostQueue, nheld int, skipJob map[int64]bool) ([]sendItem, string) {
+// limit is reached. Claims are committed in rounds through the group
+// committer (the first round with the request's reports and host row); a
+// send refused in a round (the job already went to this user, another host
+// class took it) lets the walk go on. It returns what it sent and, if
+// nothing, why; a database failure after the first round returns no reason
+// (the reply then says nothing about it); a failure of the first round is
+// the error.
+func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]version, q *hostQueue, nheld int, skipJob map[int64]bool) ([]sendItem, string, error) {
 	if len(chosen) == 0 {
-		return nil, reasonPlatform
+		return nil, reasonPlatform, nil
 	}
 	n := c.NSlots()
 	if n <= 0 {
-		return nil, reasonNoCachedWork
+		return nil, reasonNoCachedWork, nil
 	}
 	quar := quarantined(x.host, s.opts.QuarantineStreak)
 	hostClass := [...]int{hrFine: hrClass(hrFine, x.host.OSName, x.host.PVendor, x.host.PModel),
@@ -154,134 +179,175 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 		hrBound  = map[int64]bool{} // jobs found bound to another host class
 	)
 	start := rand.IntN(n)
-	for k := 0; k < n; k++ {
-		if len(sent) >= s.opts.MaxResultsPerRPC {
-			break
-		}
-		if nheld+len(sent) >= limit {
-			if len(sent) == 0 {
-				if quar {
-					return nil, reasonQuarantined
+	k := 0
+	for {
+		// One round: claim what would cover the request if every send
+		// went through.
+		var round []candidate
+		inRound := map[int64]bool{} // jobs claimed in this round
+		q0, covered0 := *q, covered
+		stop := ""
+		for ; k < n; k++ {
+			if len(sent)+len(round) >= s.opts.MaxResultsPerRPC {
+				break
+			}
+			if nheld+len(sent)+len(round) >= limit {
+				if len(sent)+len(round) == 0 {
+					stop = reasonInProgressLimit
+					if quar {
+						stop = reasonQuarantined
+					}
 				}
-				return nil, reasonInProgressLimit
+				break
 			}
-			break
-		}
-		if len(sent) > 0 && covered >= wantSecs && len(sent) >= wantJobs {
-			break
-		}
-		i := (start + k) % n
-		e, ok := c.Peek(i)
-		if !ok {
-			continue
-		}
-		seen++
-		if hrBound[e.WorkunitID] {
-			rejected[reasonHR]++
-			continue
-		}
-		if skipJob[e.WorkunitID] {
-			rejected[reasonOnePerUser]++
-			continue
-		}
-		v, ok := chosen[e.AppID]
-		if !ok {
-			rejected[reasonPlatform]++
-			continue
-		}
-		if e.Flags&store.SendReliableOnly != 0 && (quar || !reliableHost(x.host, s.opts.ARTrustValid, e.DelayBound)) {
-			rejected[reasonReliableOnly]++
-			continue
-		}
-		hr := 0
-		if m := v.app.HomogeneousRedundancy; m == hrFine || m == hrCoarse {
-			hr = hostClass[m]
-		}
-		if hr != 0 && e.HRClass != 0 && int(e.HRClass) != hr {
-			rejected[reasonHR]++
-			continue
-		}
-		if why := q.check(e); why != "" {
-			rejected[why]++
-			continue
-		}
-		cl, ok := c.Claim(i, s.opts.ClaimerPID, x.now)
-		if !ok {
-			s.m.claims.WithLabelValues(claimConflict).Inc()
-			continue
-		}
-		if cl.Entry != e {
-			// Refilled between the look and the claim: leave it for others.
-			c.Unclaim(cl)
-			s.m.claims.WithLabelValues(claimConflict).Inc()
-			continue
-		}
-		replicate := v.app.AdaptiveReplication &&
-			s.opts.Rand() < replicationProbability(x.host, s.opts.ARTrustValid, s.opts.ARSpotCheck, quar)
-		err := s.st.ResultSend(ctx, store.ResultSendParams{
-			ResultID:       e.ResultID,
-			WorkunitID:     e.WorkunitID,
-			HostID:         x.host.ID,
-			UserID:         x.user.ID,
-			AppVersionID:   v.av.ID,
-			AppVersionNum:  v.versionNum,
-			ReportDeadline: x.now + e.DelayBound,
-			Now:            x.now,
-			HRClass:        hr,
-			Replicate:      replicate,
-			CheckWorkunit:  s.sendable,
-		})
-		switch {
-		case err == nil:
-			c.Release(cl)
-			s.m.claims.WithLabelValues(claimOK).Inc()
-			s.m.resultsSent.Inc()
-			if v.app.AdaptiveReplication {
-				s.m.arSends.WithLabelValues(strconv.FormatBool(replicate)).Inc()
+			if len(sent)+len(round) > 0 && covered >= wantSecs && len(sent)+len(round) >= wantJobs {
+				break
 			}
-			sent = append(sent, sendItem{resultID: e.ResultID, v: v})
+			i := (start + k) % n
+			e, ok := c.Peek(i)
+			if !ok {
+				continue
+			}
+			if inRound[e.WorkunitID] {
+				// Another instance of a job claimed in this round: what
+				// becomes of that send decides this one's fate; look again
+				// after the commit.
+				break
+			}
+			seen++
+			if hrBound[e.WorkunitID] {
+				rejected[reasonHR]++
+				continue
+			}
+			if skipJob[e.WorkunitID] {
+				rejected[reasonOnePerUser]++
+				continue
+			}
+			v, ok := chosen[e.AppID]
+			if !ok {
+				rejected[reasonPlatform]++
+				continue
+			}
+			if e.Flags&store.SendReliableOnly != 0 && (quar || !reliableHost(x.host, s.opts.ARTrustValid, e.DelayBound)) {
+				rejected[reasonReliableOnly]++
+				continue
+			}
+			hr := 0
+			if m := v.app.HomogeneousRedundancy; m == hrFine || m == hrCoarse {
+				hr = hostClass[m]
+			}
+			if hr != 0 && e.HRClass != 0 && int(e.HRClass) != hr {
+				rejected[reasonHR]++
+				continue
+			}
+			if why := q.check(e); why != "" {
+				rejected[why]++
+				continue
+			}
+			cl, ok := c.Claim(i, s.opts.ClaimerPID, x.now)
+			if !ok {
+				s.m.claims.WithLabelValues(claimConflict).Inc()
+				continue
+			}
+			if cl.Entry != e {
+				// Refilled between the look and the claim: leave it for others.
+				c.Unclaim(cl)
+				s.m.claims.WithLabelValues(claimConflict).Inc()
+				continue
+			}
+			replicate := v.app.AdaptiveReplication &&
+				s.opts.Rand() < replicationProbability(x.host, s.opts.ARTrustValid, s.opts.ARSpotCheck, quar)
+			round = append(round, candidate{cl: cl, e: e, v: v, replicate: replicate, p: store.SchedSend{
+				ResultID:       e.ResultID,
+				WorkunitID:     e.WorkunitID,
+				HostID:         x.host.ID,
+				UserID:         x.user.ID,
+				AppVersionID:   v.av.ID,
+				AppVersionNum:  v.versionNum,
+				ReportDeadline: x.now + e.DelayBound,
+				Now:            x.now,
+				HRClass:        hr,
+				Replicate:      replicate,
+				CheckWorkunit:  s.sendable,
+			}})
+			// Counted as sent until the commit says otherwise.
 			covered += q.runtime(e.RscFpopsEst)
 			q.add(e.RscFpopsEst, e.RscDiskBound)
-			skipJob[e.WorkunitID] = true
-		case errors.Is(err, store.ErrAlreadySentToUser):
-			// Another user may take it.
-			c.Unclaim(cl)
-			s.m.claims.WithLabelValues(claimOnePerUser).Inc()
-			rejected[reasonOnePerUser]++
-			skipJob[e.WorkunitID] = true
-		case errors.Is(err, store.ErrHRMismatch):
-			// Bound to another class since the feeder cached it: hosts of
-			// that class may take it.
-			c.Unclaim(cl)
-			s.m.claims.WithLabelValues(claimHRMismatch).Inc()
-			rejected[reasonHR]++
-			hrBound[e.WorkunitID] = true
-		case errors.Is(err, store.ErrCouldntSend):
-			// No host could run it: the transitioner now deals with the
-			// job. Its other cached instances meet the same fate when
-			// tried, which clears them from the cache.
-			c.Release(cl)
-			s.m.claims.WithLabelValues(claimCouldntSend).Inc()
-			s.log.Warn("job cannot be sent: instance set COULDNT_SEND", "result_id", e.ResultID,
-				"workunit_id", e.WorkunitID, "error", err)
-		case errors.Is(err, store.ErrConflict):
-			// No longer unsent (timed out, cancelled, sent by a scheduler
-			// on another host): the entry is stale.
-			c.Release(cl)
-			s.m.claims.WithLabelValues(claimConflict).Inc()
-		default:
-			c.Unclaim(cl)
-			s.log.Error("send result", "result_id", e.ResultID, "host_id", x.host.ID, "error", err)
+			inRound[e.WorkunitID] = true
+		}
+		if len(round) == 0 {
+			if stop != "" {
+				return nil, stop, nil
+			}
+			break
+		}
+		*q, covered = q0, covered0
+		sends := make([]store.SchedSend, len(round))
+		for j, cd := range round {
+			sends[j] = cd.p
+		}
+		first := !x.committed
+		errs, _, err := s.commitRound(ctx, x, sends)
+		if err != nil {
+			for _, cd := range round {
+				c.Unclaim(cd.cl)
+			}
+			if first {
+				return nil, "", err
+			}
+			s.log.Error("send results", "host_id", x.host.ID, "error", err)
 			x.dbErr = true
 			if len(sent) == 0 {
 				x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low",
 					Text: "No tasks sent: the project's database is busy; try again later"})
 			}
-			return sent, ""
+			return sent, "", nil
+		}
+		for j, cd := range round {
+			err := errs[j]
+			switch {
+			case err == nil:
+				c.Release(cd.cl)
+				s.m.claims.WithLabelValues(claimOK).Inc()
+				s.m.resultsSent.Inc()
+				if cd.v.app.AdaptiveReplication {
+					s.m.arSends.WithLabelValues(strconv.FormatBool(cd.replicate)).Inc()
+				}
+				sent = append(sent, sendItem{resultID: cd.e.ResultID, v: cd.v})
+				covered += q.runtime(cd.e.RscFpopsEst)
+				q.add(cd.e.RscFpopsEst, cd.e.RscDiskBound)
+				skipJob[cd.e.WorkunitID] = true
+			case errors.Is(err, store.ErrAlreadySentToUser):
+				// Another user may take it.
+				c.Unclaim(cd.cl)
+				s.m.claims.WithLabelValues(claimOnePerUser).Inc()
+				rejected[reasonOnePerUser]++
+				skipJob[cd.e.WorkunitID] = true
+			case errors.Is(err, store.ErrHRMismatch):
+				// Bound to another class since the feeder cached it: hosts of
+				// that class may take it.
+				c.Unclaim(cd.cl)
+				s.m.claims.WithLabelValues(claimHRMismatch).Inc()
+				rejected[reasonHR]++
+				hrBound[cd.e.WorkunitID] = true
+			case errors.Is(err, store.ErrCouldntSend):
+				// No host could run it: the transitioner now deals with the
+				// job. Its other cached instances meet the same fate when
+				// tried, which clears them from the cache.
+				c.Release(cd.cl)
+				s.m.claims.WithLabelValues(claimCouldntSend).Inc()
+				s.log.Warn("job cannot be sent: instance set COULDNT_SEND", "result_id", cd.e.ResultID,
+					"workunit_id", cd.e.WorkunitID, "error", err)
+			default:
+				// No longer unsent (timed out, cancelled, sent by a
+				// scheduler on another host): the entry is stale.
+				c.Release(cd.cl)
+				s.m.claims.WithLabelValues(claimConflict).Inc()
+			}
 		}
 	}
 	if len(sent) > 0 || seen == 0 {
-		return sent, reasonNoCachedWork
+		return sent, reasonNoCachedWork, nil
 	}
 	best, bestN := reasonNoCachedWork, 0
 	for _, r := range rejectOrder {
@@ -289,7 +355,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 			best, bestN = r, rejected[r]
 		}
 	}
-	return nil, best
+	return nil, best, nil
 }
 
 // sendable returns why a job cannot be sent to any host, or nil: its

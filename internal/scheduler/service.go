@@ -26,18 +26,15 @@ import (
 
 // Store is what the scheduler needs from the database; *store.Store is one.
 type Store interface {
-	HostGet(ctx context.Context, id int64) (store.Host, error)
 	HostGetByCPID(ctx context.Context, userID int64, cpid string) (store.Host, error)
 	HostInsert(ctx context.Context, h store.Host) (int64, error)
-	HostUpdateRPC(ctx context.Context, h store.Host) error
 	ResultGetByName(ctx context.Context, name string) (store.Result, error)
 	ResultListByIDs(ctx context.Context, ids []int64) ([]store.Result, error)
 	ResultListByNames(ctx context.Context, names []string) ([]store.ResultByName, error)
 	ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]store.HostResult, error)
 	ResultDetachHost(ctx context.Context, hostID, now int64) (int, error)
-	ResultReport(ctx context.Context, p store.ResultReportParams) error
-	ResultSend(ctx context.Context, p store.ResultSendParams) error
-	UserGetByAuthenticator(ctx context.Context, auth string) (store.User, error)
+	SchedulerCommit(ctx context.Context, b store.SchedBatch) (store.SchedOutcome, error)
+	UserHostGet(ctx context.Context, auth string, hostID int64) (store.User, store.Host, bool, error)
 	WorkunitListByIDs(ctx context.Context, ids []int64) ([]store.Workunit, error)
 }
 
@@ -136,6 +133,7 @@ type Service struct {
 	masterURL string // URLBase + "/": the URL volunteers attach to
 	download  string // URL prefix of input files, ending in "/"
 	catalog   catalogCache
+	commit    *committer
 }
 
 // New checks opts and returns a Service.
@@ -203,16 +201,19 @@ func New(opts Options) (*Service, error) {
 		opts.ClaimerPID = int32(os.Getpid())
 	}
 	base := strings.TrimRight(opts.URLBase, "/")
+	m := newMetrics(opts.Registerer)
 	return &Service{
 		opts:      opts,
 		st:        opts.Store,
 		log:       opts.Logger,
-		m:         newMetrics(opts.Registerer),
+		m:         m,
 		now:       opts.Now,
 		uploadURL: base + "/file_upload_handler",
 		masterURL: base + "/",
 		download:  base + "/download/",
 		catalog:   catalogCache{log: opts.Logger},
+		commit: &committer{st: opts.Store, timeout: opts.Timeout,
+			flushes: func(n int) { m.commitBatch.Observe(float64(n)) }},
 	}, nil
 }
 
@@ -295,6 +296,13 @@ type rpc struct {
 	host     store.Host
 	reported map[string]bool // names reported in this request
 	dbErr    bool            // a database step failed: send no new work
+	// held is the host's instances in progress by name, read once for
+	// reports, aborts and resends.
+	held map[string]store.HostResult
+	// The request's writes, committed with its first sends.
+	reports   []pendingReport
+	hostWrite *store.SchedHost
+	committed bool
 }
 
 // Handle answers a parsed request. badAuth reports an unknown account key
@@ -305,7 +313,7 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 	x := &rpc{req: req, now: now.Unix(), reported: map[string]bool{},
 		reply: &protocol.SchedulerReply{ProjectName: s.opts.ProjectName}}
 
-	user, ok, err := s.authenticate(ctx, req.Authenticator)
+	user, hostRow, hostFound, ok, err := s.authenticate(ctx, req.Authenticator, req.HostID)
 	if err != nil {
 		return nil, false, err
 	}
@@ -316,7 +324,7 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 		return x.reply, true, nil
 	}
 	x.user = user
-	if err := s.recordHost(ctx, x, ip); err != nil {
+	if err := s.recordHost(ctx, x, ip, hostRow, hostFound); err != nil {
 		return nil, false, err
 	}
 	x.reply.RequestDelay = s.opts.RequestDelay.Seconds()
@@ -334,9 +342,19 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 	x.reply.HostCreateTime = x.host.CreateTime
 	s.addCodeSignKey(x)
 
-	s.handleReports(ctx, x)
+	if err := s.listHeld(ctx, x); err != nil {
+		return nil, false, err
+	}
+	s.prepareReports(ctx, x)
 	s.abortUnneeded(ctx, x)
-	s.sendWork(ctx, x)
+	if err := s.sendWork(ctx, x); err != nil {
+		return nil, false, err
+	}
+	if !x.committed {
+		if _, _, err := s.commitRound(ctx, x, nil); err != nil {
+			return nil, false, err
+		}
+	}
 	if s.opts.ReportImmediately {
 		for i := range x.reply.Results {
 			x.reply.Results[i].ReportImmediately = &protocol.Empty{}
@@ -347,25 +365,26 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 	return x.reply, false, nil
 }
 
-// authenticate finds the user whose account key is auth. The lookup goes
-// through the unique index; the final comparison is exact (the column's
-// collation may ignore case) and in constant time.
-func (s *Service) authenticate(ctx context.Context, auth string) (store.User, bool, error) {
+// authenticate finds the user whose account key is auth, and the host row
+// hostID names whoever owns it, in one query. The lookup goes through the
+// unique index; the final comparison is exact (the column's collation may
+// ignore case) and in constant time.
+func (s *Service) authenticate(ctx context.Context, auth string, hostID int64) (u store.User, h store.Host, hostFound, ok bool, err error) {
 	auth = strings.TrimSpace(auth)
 	if auth == "" || len(auth) > 254 || !utf8.ValidString(auth) {
-		return store.User{}, false, nil
+		return u, h, false, false, nil
 	}
-	u, err := s.st.UserGetByAuthenticator(ctx, auth)
+	u, h, hostFound, err = s.st.UserHostGet(ctx, auth, max(hostID, 0))
 	if errors.Is(err, store.ErrNotFound) {
-		return store.User{}, false, nil
+		return u, h, false, false, nil
 	}
 	if err != nil {
-		return store.User{}, false, fmt.Errorf("%w: %w", errUnavailable, err)
+		return u, h, false, false, fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	if subtle.ConstantTimeCompare([]byte(u.Authenticator), []byte(auth)) != 1 {
-		return store.User{}, false, nil
+		return store.User{}, store.Host{}, false, false, nil
 	}
-	return u, true, nil
+	return u, h, hostFound, true, nil
 }
 
 // text makes a client's string storable in a VARCHAR(254) column: valid

@@ -855,18 +855,18 @@ type failingStore struct {
 	failAuth   bool
 }
 
-func (s *failingStore) ResultReport(ctx context.Context, p store.ResultReportParams) error {
-	if s.failReport {
-		return fmt.Errorf("report: %w", io.ErrUnexpectedEOF)
+func (s *failingStore) SchedulerCommit(ctx context.Context, b store.SchedBatch) (store.SchedOutcome, error) {
+	if s.failReport && len(b.Reports) > 0 {
+		return store.SchedOutcome{}, fmt.Errorf("commit: %w", io.ErrUnexpectedEOF)
 	}
-	return s.Store.ResultReport(ctx, p)
+	return s.Store.SchedulerCommit(ctx, b)
 }
 
-func (s *failingStore) UserGetByAuthenticator(ctx context.Context, auth string) (store.User, error) {
+func (s *failingStore) UserHostGet(ctx context.Context, auth string, hostID int64) (store.User, store.Host, bool, error) {
 	if s.failAuth {
-		return store.User{}, fmt.Errorf("lookup: %w", io.ErrUnexpectedEOF)
+		return store.User{}, store.Host{}, false, fmt.Errorf("lookup: %w", io.ErrUnexpectedEOF)
 	}
-	return s.Store.UserGetByAuthenticator(ctx, auth)
+	return s.Store.UserHostGet(ctx, auth, hostID)
 }
 
 func TestFailedReportIsNotAcked(t *testing.T) {
@@ -877,18 +877,21 @@ func TestFailedReportIsNotAcked(t *testing.T) {
 	host := f.sendTo(1)
 	f.addJob("wub", job{})
 	fs.failReport = true
-	rep := f.rpc(request{hostID: host, workSecs: 100, results: []string{successReport("wua_0"), successReport("nosuch")}})
-	if acked(rep, "wua_0") || !acked(rep, "nosuch") {
-		t.Fatalf("report whose update failed: acks = %+v, want only the unknown one acked", rep.ResultAcks)
+	// The reports are written with the host row and the first sends: a
+	// failed write is a 503, with nothing acked and nothing sent.
+	code, body := f.post(request{auth: f.user.Authenticator, hostID: host, workSecs: 100,
+		results: []string{successReport("wua_0"), successReport("nosuch")}}.body())
+	if code != http.StatusServiceUnavailable || strings.Contains(body, "result_ack") || strings.Contains(body, "<result>") {
+		t.Fatalf("RPC whose report failed = %d %q, want 503 with no ack and no work", code, body)
 	}
-	if len(rep.Results) != 0 {
-		t.Fatalf("work sent while the database fails: %v", resultNames(rep))
+	if n := f.count(`SELECT COUNT(*) FROM result WHERE server_state = ?`, state.ServerInProgress); n != 1 {
+		t.Fatalf("results in progress after a failed commit = %d, want 1 (nothing sent)", n)
 	}
 	if r := f.result(a[0]); r.ServerState != state.ServerInProgress {
 		t.Fatalf("failed report changed the result: %+v", r)
 	}
 	fs.failReport = false
-	rep = f.rpc(request{hostID: host, results: []string{successReport("wua_0")}})
+	rep := f.rpc(request{hostID: host, results: []string{successReport("wua_0")}})
 	if !acked(rep, "wua_0") || f.result(a[0]).Outcome != state.OutcomeSuccess {
 		t.Fatalf("report retried: acked %v, result %+v", acked(rep, "wua_0"), f.result(a[0]))
 	}

@@ -61,10 +61,15 @@ type HostResult struct {
 	// JobDone is set when the job already has a canonical result or an
 	// error: the instance is no longer needed.
 	JobDone bool `db:"job_done"`
+	// XMLDocIn and FileDeleteState serve a report of the instance without
+	// reading it again by name.
+	XMLDocIn        string                `db:"xml_doc_in"`
+	FileDeleteState state.FileDeleteState `db:"file_delete_state"`
 }
 
 const resultListHostInProgress = `SELECT r.id, r.name, r.workunitid, w.appid, r.report_deadline, r.sent_time,
-r.app_version_id, r.app_version_num, w.rsc_fpops_est, (w.canonical_resultid <> 0 OR w.error_mask <> 0) AS job_done
+r.app_version_id, r.app_version_num, w.rsc_fpops_est, (w.canonical_resultid <> 0 OR w.error_mask <> 0) AS job_done,
+COALESCE(r.xml_doc_in, '') AS xml_doc_in, r.file_delete_state
 FROM result r JOIN workunit w ON w.id = r.workunitid
 WHERE r.hostid = ? AND r.server_state = ?
 ORDER BY r.id LIMIT ?`
