@@ -1,10 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
@@ -117,17 +119,98 @@ type WorkunitListDueParams struct {
 	Limit int
 }
 
-var workunitListDue = `SELECT ` + workunitJoinColumns + `, ` + resultJoinColumns + `
+// workunitListDue is the paper's joined stream narrowed to the columns the
+// state machine decides on (see WorkunitListDue). It is ordered by
+// transition_time, id: the order of the wu_transition_time key (InnoDB keys
+// end with the primary key), so the server walks the due jobs in key order
+// and stops at the limit instead of sorting every due job on each pass, and
+// the oldest due job comes first.
+const workunitListDue = `SELECT w.id, w.appid, w.name, w.batch, w.transition_time, w.canonical_resultid, w.error_mask,
+w.file_delete_state, w.assimilate_state, w.min_quorum, w.target_nresults, w.max_error_results, w.max_total_results,
+w.max_success_results, w.priority, w.hold_reason, w.hold_time, w.tail_copies,
+COALESCE(r.id, 0), COALESCE(r.server_state, 0), COALESCE(r.outcome, 0), COALESCE(r.report_deadline, 0),
+COALESCE(r.validate_state, 0), COALESCE(r.file_delete_state, 0)
 FROM workunit w LEFT JOIN result r ON r.workunitid = w.id
 WHERE w.transition_time <= ? AND w.id % ? = ?
-ORDER BY w.id, r.id
+ORDER BY w.transition_time, w.id
 LIMIT ?`
 
-// WorkunitListDue returns the jobs due for transition with all their
-// instances, read as one job ⋈ instance stream (the paper's query).
+// workunitListDueResults re-reads the instances of the job the limit cut.
+const workunitListDueResults = `SELECT id, server_state, outcome, report_deadline, validate_state, file_delete_state
+FROM result WHERE workunitid = ? ORDER BY id`
+
+// WorkunitListDue returns the jobs due for transition, oldest due first,
+// each with all its instances by id, read as one job ⋈ instance stream (the
+// paper's query). Only the columns the transitioner decides on are read:
+// of the job, id, appid, name, batch, transition_time, canonical_resultid,
+// error_mask, file_delete_state, assimilate_state, min_quorum,
+// target_nresults, the max_*_results, priority, hold_reason, hold_time and
+// tail_copies; of each instance, id, server_state, outcome, report_deadline,
+// validate_state and file_delete_state. The other fields are zero. When the
+// limit cuts the last job's instances, they are read again on their own, so
+// a job with more instances than the limit still makes progress.
 func (s *Store) WorkunitListDue(ctx context.Context, p WorkunitListDueParams) ([]WorkunitResults, error) {
-	return s.listWorkunitResults(ctx, "due workunits", workunitListDue, p.Limit, p.Now, p.Mod, p.ModIndex, p.Limit)
+	var out []WorkunitResults
+	rowsRead := 0
+	err := withRetry(ctx, func() error {
+		out, rowsRead = out[:0], 0
+		rows, err := s.db.QueryContext(ctx, workunitListDue, p.Now, p.Mod, p.ModIndex, p.Limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var w Workunit
+			var r Result
+			if err := rows.Scan(&w.ID, &w.AppID, &w.Name, &w.Batch, &w.TransitionTime, &w.CanonicalResultID,
+				&w.ErrorMask, &w.FileDeleteState, &w.AssimilateState, &w.MinQuorum, &w.TargetNResults,
+				&w.MaxErrorResults, &w.MaxTotalResults, &w.MaxSuccessResults, &w.Priority, &w.HoldReason,
+				&w.HoldTime, &w.TailCopies, &r.ID, &r.ServerState, &r.Outcome, &r.ReportDeadline,
+				&r.ValidateState, &r.FileDeleteState); err != nil {
+				return err
+			}
+			rowsRead++
+			if n := len(out); n == 0 || out[n-1].Workunit.ID != w.ID {
+				out = append(out, WorkunitResults{Workunit: w})
+			}
+			if r.ID != 0 {
+				r.WorkunitID = w.ID
+				last := &out[len(out)-1]
+				last.Results = append(last.Results, r)
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list due workunits: %w", err)
+	}
+	// The join's order within a job is the instance key's, which is by id,
+	// but only the job order is asked of the server.
+	for i := range out {
+		rs := out[i].Results
+		if !slices.IsSortedFunc(rs, byResultID) {
+			slices.SortFunc(rs, byResultID)
+		}
+	}
+	if rowsRead >= p.Limit && len(out) > 0 {
+		last := &out[len(out)-1]
+		var rs []Result
+		err := withRetry(ctx, func() error {
+			rs = nil
+			return s.db.SelectContext(ctx, &rs, workunitListDueResults, last.Workunit.ID)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list due workunits: %w", err)
+		}
+		for i := range rs {
+			rs[i].WorkunitID = last.Workunit.ID
+		}
+		last.Results = rs
+	}
+	return out, nil
 }
+
+func byResultID(a, b Result) int { return cmp.Compare(a.ID, b.ID) }
 
 const workunitOldestDue = `SELECT MIN(transition_time) FROM workunit WHERE transition_time <= ? AND id % ? = ?`
 
@@ -176,6 +259,10 @@ type WorkunitTransitionParams struct {
 	AssimilateState state.AssimilateState
 	FileDeleteState state.FileDeleteState
 	TransitionTime  int64
+	// NoUnsentRead says the job was read with no unsent instance, so none
+	// can have been sent since: WorkunitTransitionBatch then skips looking
+	// for one. The zero value always looks.
+	NoUnsentRead bool
 	// NewResults are inserted as given.
 	NewResults []Result
 	// Changes are applied in order, each conditional on the state read.

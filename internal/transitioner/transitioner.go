@@ -31,8 +31,7 @@ type Store interface {
 	WorkunitAddTailCopy(ctx context.Context, id int64, readTailCopies int, now int64) error
 	WorkunitListDue(ctx context.Context, p store.WorkunitListDueParams) ([]store.WorkunitResults, error)
 	WorkunitListTail(ctx context.Context, p store.WorkunitListTailParams) ([]store.TailCandidate, error)
-	WorkunitOldestDue(ctx context.Context, now int64, mod, modIndex int) (int64, bool, error)
-	WorkunitTransition(ctx context.Context, p store.WorkunitTransitionParams) error
+	WorkunitTransitionBatch(ctx context.Context, ps []store.WorkunitTransitionParams) ([]error, error)
 }
 
 // Defaults of the batch pass.
@@ -148,31 +147,57 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	return work + n, errors.Join(errs...)
 }
 
-// transitionDue transitions one batch of due jobs and returns how many it
-// looked at.
+// transitionDue transitions one batch of due jobs, written in one
+// transaction, and returns how many it looked at. The jobs come oldest due
+// first, so the first one gives the transition lag without a query of its
+// own.
 func (s *Service) transitionDue(ctx context.Context, now int64) (int, error) {
-	oldest, due, err := s.st.WorkunitOldestDue(ctx, now, s.opts.Mod, s.opts.ModIndex)
-	if err != nil {
-		return 0, err
-	}
-	if !due {
-		s.m.lag.Set(0)
-		return 0, nil
-	}
-	s.m.lag.Set(float64(now - oldest))
 	jobs, err := s.st.WorkunitListDue(ctx, store.WorkunitListDueParams{
 		Now: now, Mod: s.opts.Mod, ModIndex: s.opts.ModIndex, Limit: s.opts.Batch})
 	if err != nil {
 		return 0, err
 	}
+	if len(jobs) == 0 {
+		s.m.lag.Set(0)
+		return 0, nil
+	}
+	oldest := jobs[0].Workunit.TransitionTime
+	for _, j := range jobs[1:] {
+		oldest = min(oldest, j.Workunit.TransitionTime)
+	}
+	s.m.lag.Set(float64(now - oldest))
 	if err := s.readPolicies(ctx, jobs, now); err != nil {
 		return 0, err
 	}
-	var stats passStats
 	var errs []error
+	ps := make([]store.WorkunitTransitionParams, 0, len(jobs))
+	ds := make([]transition.Decision, 0, len(jobs))
+	from := make([]store.Workunit, 0, len(jobs))
 	for _, j := range jobs {
-		if err := s.transition(ctx, j, now, &stats); err != nil {
+		p, d, err := s.decide(j, now)
+		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		ps = append(ps, p)
+		ds = append(ds, d)
+		from = append(from, j.Workunit)
+	}
+	outcomes, err := s.st.WorkunitTransitionBatch(ctx, ps)
+	if err != nil {
+		return 0, errors.Join(append(errs, err)...)
+	}
+	var stats passStats
+	for i, err := range outcomes {
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			s.m.conflicts.Inc()
+			stats.conflicts++
+			s.log.Debug("job changed while being transitioned; will retry", "workunit_id", ps[i].ID)
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			s.written(from[i], ps[i], ds[i], &stats)
 		}
 	}
 	if stats.transitioned > 0 || stats.conflicts > 0 {
@@ -210,8 +235,9 @@ func (s *Service) readPolicies(ctx context.Context, jobs []store.WorkunitResults
 	return nil
 }
 
-// transition decides and writes one job.
-func (s *Service) transition(ctx context.Context, j store.WorkunitResults, now int64, stats *passStats) error {
+// decide applies the state machine to one job and returns the write it
+// asks for.
+func (s *Service) decide(j store.WorkunitResults, now int64) (store.WorkunitTransitionParams, transition.Decision, error) {
 	wu := j.Workunit
 	// An app missing from the list just read (deleted under its jobs) has
 	// the zero policy: its jobs fail rather than hold.
@@ -227,11 +253,12 @@ func (s *Service) transition(ctx context.Context, j store.WorkunitResults, now i
 		AssimilateState:    d.AssimilateState,
 		FileDeleteState:    d.FileDeleteState,
 		TransitionTime:     d.TransitionTime,
+		NoUnsentRead:       true,
 	}
 	for _, nr := range d.NewResults {
 		doc, err := jobxml.FormatResult(nr.Name, []string{OutputOpenName}, s.opts.MaxOutputBytes)
 		if err != nil {
-			return fmt.Errorf("transition workunit %d: new instance %q: %w", wu.ID, nr.Name, err)
+			return p, d, fmt.Errorf("transition workunit %d: new instance %q: %w", wu.ID, nr.Name, err)
 		}
 		p.NewResults = append(p.NewResults, store.Result{
 			CreateTime:  now,
@@ -250,6 +277,9 @@ func (s *Service) transition(ctx context.Context, j store.WorkunitResults, now i
 	fromFDS := make(map[int64]state.FileDeleteState, len(j.Results))
 	for _, r := range j.Results {
 		fromFDS[r.ID] = r.FileDeleteState
+		if r.ServerState == state.ServerUnsent || r.ServerState == state.ServerInactive {
+			p.NoUnsentRead = false
+		}
 	}
 	for _, c := range d.Changes {
 		p.Changes = append(p.Changes, store.ResultTransition{
@@ -261,16 +291,12 @@ func (s *Service) transition(ctx context.Context, j store.WorkunitResults, now i
 			FileDeleteState:     c.FileDeleteState,
 		})
 	}
-	err := s.st.WorkunitTransition(ctx, p)
-	if errors.Is(err, store.ErrConflict) {
-		s.m.conflicts.Inc()
-		stats.conflicts++
-		s.log.Debug("job changed while being transitioned; will retry", "workunit_id", wu.ID)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
+	return p, d, nil
+}
+
+// written counts and logs a job whose transition p, decided as d from the
+// job as read (wu), was written.
+func (s *Service) written(wu store.Workunit, p store.WorkunitTransitionParams, d transition.Decision, stats *passStats) {
 	s.m.jobs.Inc()
 	s.m.created.Add(float64(len(p.NewResults)))
 	s.m.timedOut.Add(float64(d.TimedOut))
@@ -289,5 +315,4 @@ func (s *Service) transition(ctx context.Context, j store.WorkunitResults, now i
 	}
 	s.log.Debug("transitioned job", "workunit_id", wu.ID, "results_created", len(p.NewResults),
 		"results_changed", len(p.Changes), "need_validate", d.NeedValidate, "transition_time", d.TransitionTime)
-	return nil
 }

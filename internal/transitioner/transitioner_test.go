@@ -300,19 +300,20 @@ func TestTooManyTotalFailsJob(t *testing.T) {
 	}
 }
 
-// hookStore runs before just ahead of each WorkunitTransition: it plays
-// another program acting between the transitioner's read and its write.
+// hookStore runs before just ahead of the first WorkunitTransitionBatch: it
+// plays another program acting between the transitioner's read and its
+// write.
 type hookStore struct {
 	*store.Store
 	before func()
 }
 
-func (h *hookStore) WorkunitTransition(ctx context.Context, p store.WorkunitTransitionParams) error {
+func (h *hookStore) WorkunitTransitionBatch(ctx context.Context, ps []store.WorkunitTransitionParams) ([]error, error) {
 	if h.before != nil {
 		h.before()
 		h.before = nil
 	}
-	return h.Store.WorkunitTransition(ctx, p)
+	return h.Store.WorkunitTransitionBatch(ctx, ps)
 }
 
 func TestConcurrentTriggerWins(t *testing.T) {

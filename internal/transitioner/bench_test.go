@@ -1,0 +1,207 @@
+package transitioner
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/procstat"
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+// benchJobs is the number of jobs each benchmark iteration transitions.
+const benchJobs = 5000
+
+// meter samples what the database server and this process used, and the
+// statements and commits the server counted, so a benchmark can report them
+// per job. Measure on a private server: the counters are server-wide.
+type meter struct {
+	db     *sql.DB
+	dbPID  int
+	dbCPU  float64
+	cpu    float64
+	stmts  int64
+	commit int64
+}
+
+func newMeter(b *testing.B, db *sql.DB) *meter {
+	b.Helper()
+	pid, err := procstat.DBServerPID(context.Background(), db)
+	if err != nil {
+		b.Skipf("database server's pid: %v (measure on a local private server)", err)
+	}
+	return &meter{db: db, dbPID: pid}
+}
+
+func (m *meter) sample(b *testing.B) (dbCPU, cpu float64, stmts, commits int64) {
+	b.Helper()
+	d, err := procstat.Read(m.dbPID)
+	if err != nil {
+		b.Fatalf("read database server usage: %v", err)
+	}
+	p, err := procstat.Read(os.Getpid())
+	if err != nil {
+		b.Fatalf("read own usage: %v", err)
+	}
+	rows, err := m.db.Query(`SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_commit')`)
+	if err != nil {
+		b.Fatalf("read server status: %v", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			b.Fatalf("scan server status: %v", err)
+		}
+		switch name {
+		case "Questions":
+			stmts = v
+		case "Com_commit":
+			commits = v
+		}
+	}
+	return d.CPUSeconds, p.CPUSeconds, stmts, commits
+}
+
+func (m *meter) start(b *testing.B) {
+	m.dbCPU, m.cpu, m.stmts, m.commit = m.sample(b)
+}
+
+// stop adds this measurement to the totals reported per job.
+func (m *meter) stop(b *testing.B, tot *benchTotals) {
+	dbCPU, cpu, stmts, commits := m.sample(b)
+	tot.dbCPU += dbCPU - m.dbCPU
+	tot.cpu += cpu - m.cpu
+	tot.stmts += stmts - m.stmts - 1 // the status query itself
+	tot.commits += commits - m.commit
+}
+
+type benchTotals struct {
+	jobs           int
+	dbCPU, cpu     float64
+	stmts, commits int64
+}
+
+func (t benchTotals) report(b *testing.B) {
+	n := float64(t.jobs)
+	b.ReportMetric(t.dbCPU/n*1e3, "db-ms/job")
+	b.ReportMetric(t.cpu/n*1e3, "cpu-ms/job")
+	b.ReportMetric(float64(t.stmts)/n, "stmts/job")
+	b.ReportMetric(float64(t.commits)/n, "commits/job")
+	b.ReportMetric(0, "ns/op")
+}
+
+// benchSkipWithoutDB skips when no test server answers.
+func benchSkipWithoutDB(b *testing.B) {
+	db, err := sql.Open("mysql", storetest.ServerDSN())
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+		db.Close()
+	}
+	if err != nil {
+		b.Skipf("no test database server: %v", err)
+	}
+}
+
+// benchSeed inserts n jobs named <prefix>_<i> due at now with quorum and
+// target 2, and, when withResults, two instances each in the state set
+// gives (plus the job columns set sets).
+func benchSeed(b *testing.B, st *store.Store, appID int64, prefix string, n int, now int64, wuSet, resSet string) {
+	b.Helper()
+	ctx := context.Background()
+	const chunk = 1000
+	for lo := 0; lo < n; lo += chunk {
+		var sb strings.Builder
+		sb.WriteString(`INSERT INTO workunit (create_time, appid, name, xml_doc, transition_time, delay_bound,
+rsc_fpops_est, min_quorum, target_nresults, max_error_results, max_total_results, max_success_results, priority) VALUES `)
+		for i := lo; i < min(n, lo+chunk); i++ {
+			if i > lo {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, "(%d, %d, '%s_%d', '<file_ref/>', %d, 3600, 1e12, 2, 2, 3, 6, 3, 0)", now, appID, prefix, i, now)
+		}
+		if _, err := st.DB().ExecContext(ctx, sb.String()); err != nil {
+			b.Fatalf("seed jobs: %v", err)
+		}
+	}
+	if resSet != "" {
+		q := `INSERT INTO result (create_time, workunitid, server_state, outcome, name, appid, validate_state)
+SELECT w.create_time, w.id, ?, ?, CONCAT(w.name, '_', k.n), w.appid, ?
+FROM workunit w JOIN (SELECT 0 AS n UNION ALL SELECT 1) k WHERE w.name LIKE ?`
+		var vs state.ValidateState
+		if resSet == "valid" {
+			vs = state.ValidateValid
+		}
+		if _, err := st.DB().ExecContext(ctx, q, state.ServerOver, state.OutcomeSuccess, vs, prefix+`\_%`); err != nil {
+			b.Fatalf("seed instances: %v", err)
+		}
+	}
+	if wuSet != "" {
+		if _, err := st.DB().ExecContext(ctx, `UPDATE workunit SET `+wuSet+` WHERE name LIKE ?`, prefix+`\_%`); err != nil {
+			b.Fatalf("seed job state: %v", err)
+		}
+	}
+}
+
+// benchTransitioner runs the transitioner over benchJobs jobs per
+// iteration, seeded by seed, until a pass finds nothing due, and reports
+// the cost per job.
+func benchTransitioner(b *testing.B, wuSet, resSet string) {
+	benchSkipWithoutDB(b)
+	st := storetest.New(b)
+	ctx := context.Background()
+	appID, err := st.AppInsert(ctx, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	if err != nil {
+		b.Fatalf("AppInsert: %v", err)
+	}
+	m := newMeter(b, st.DB().DB)
+	now := time.Now().Unix()
+	s := New(st, slog.New(slog.DiscardHandler), NewMetrics(prometheus.NewRegistry()), Options{Batch: 500,
+		Now: func() time.Time { return time.Unix(now, 0) }})
+	var tot benchTotals
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		benchSeed(b, st, appID, fmt.Sprintf("b%d", i), benchJobs, now, wuSet, resSet)
+		b.StartTimer()
+		m.start(b)
+		for {
+			n, err := s.RunOnce(ctx)
+			if err != nil {
+				b.Fatalf("RunOnce: %v", err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+		m.stop(b, &tot)
+		tot.jobs += benchJobs
+	}
+	b.StopTimer()
+	tot.report(b)
+}
+
+// BenchmarkTransitionCreate: fresh jobs get their two instances each.
+func BenchmarkTransitionCreate(b *testing.B) { benchTransitioner(b, "", "") }
+
+// BenchmarkTransitionValidate: both instances reported, the job is flagged
+// need_validate.
+func BenchmarkTransitionValidate(b *testing.B) { benchTransitioner(b, "", "init") }
+
+// BenchmarkTransitionFileDelete: assimilated jobs and their instances are
+// marked for file deletion.
+func BenchmarkTransitionFileDelete(b *testing.B) {
+	benchTransitioner(b, "assimilate_state = 2, canonical_resultid = id", "valid")
+}
