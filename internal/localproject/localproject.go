@@ -7,6 +7,7 @@ package localproject
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -192,6 +193,21 @@ func (p *project) seed(ctx context.Context) error {
 			return err
 		}
 		if err := keys.WritePublicFile(filepath.Join(p.opts.ProjectDir, "keys", "upload_public"), &k.PublicKey); err != nil {
+			return err
+		}
+	}
+	// The scheduler signs upload certificates with the Ed25519 key: a
+	// small fraction of the RSA key's CPU per task sent.
+	edPriv := filepath.Join(p.opts.ProjectDir, "keys", keys.Ed25519PrivateFile)
+	if _, err := os.Stat(edPriv); errors.Is(err, os.ErrNotExist) {
+		k, err := keys.GenerateEd25519()
+		if err != nil {
+			return err
+		}
+		if err := keys.WriteEd25519PrivateFile(edPriv, k); err != nil {
+			return err
+		}
+		if err := keys.WriteEd25519PublicFile(filepath.Join(p.opts.ProjectDir, "keys", keys.Ed25519PublicFile), k.Public().(ed25519.PublicKey)); err != nil {
 			return err
 		}
 	}

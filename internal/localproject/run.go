@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/taskserver/taskserver/internal/keys"
 )
 
 // Run sets up the project, runs every program until the duration ends, ctx
@@ -144,7 +146,8 @@ url-base: %q
 	}{
 		{"feeder", "feeder", []string{"--listen", port(), "--sleep", "200ms"}},
 		{"scheduler", "scheduler", []string{"--addr", fmt.Sprintf("127.0.0.1:%d", schedPort), "--url-base", urlBase,
-			"--upload-key", filepath.Join(o.ProjectDir, "keys", "upload_private"), "--request-delay", "1s"}},
+			"--upload-key", filepath.Join(o.ProjectDir, "keys", "upload_private"),
+			"--upload-cert-key", filepath.Join(o.ProjectDir, "keys", keys.Ed25519PrivateFile), "--request-delay", "1s"}},
 		{"transitioner.0", "transitioner", []string{"--listen", port(), "--mod", "2", "--mod-index", "0", "--sleep", "500ms"}},
 		{"transitioner.1", "transitioner", []string{"--listen", port(), "--mod", "2", "--mod-index", "1", "--sleep", "500ms"}},
 		{"validator", "validator", []string{"--listen", port(), "--sleep", "500ms"}},
