@@ -23,7 +23,11 @@ var ErrInvalidOutput = errors.New("invalid output")
 // output is read and when two outputs agree. The validator calls Init once
 // for each output it needs in a pass, Compare on pairs of initialised
 // outputs, and Cleanup on every value Init returned, whatever happened in
-// between. Calls for one job come from one goroutine.
+// between. Calls for one job come from one goroutine, but several jobs are
+// judged at once (Options.Workers): a Checker must be safe for concurrent
+// use across jobs. The built-in checkers get instances with the columns the
+// validator reads for itself (id, name, file list and the like); any other
+// Checker gets every column.
 type Checker interface {
 	// Init reads one result's output files (paths, in the result's file
 	// order) and returns its parsed form. An error wrapping

@@ -19,14 +19,23 @@
 // validate error. Any other failure leaves the job for a later pass.
 //
 // Reads: app (credit_policy, every 30 s); workunit (appid, need_validate = 1,
-// id % mod = mod_index) ⋈ result; known_answer (output, cached); the
-// instances' output files in the upload directory.
+// id % mod = mod_index, by id) ⋈ result (reported successes and the
+// canonical instance), one stream of at most --batch rows per pass, the
+// columns validation uses (every instance column for a project's own
+// Checker); known_answer (output, cached); the instances' output files in
+// the upload directory, read by Options.Workers goroutines.
 //
-// Writes, in one transaction per job, the job row first: workunit
-// need_validate (to 0), canonical_resultid, canonical_credit,
+// Writes, in one transaction per pass, each job only if it still needs
+// validation and each of its instances still awaits a verdict (checked
+// under row locks; a job that fails is left out, the others written):
+// workunit need_validate (to 0), canonical_resultid, canonical_credit,
 // assimilate_state (to READY when a canonical instance is found),
 // target_nresults (raised when outputs disagree), transition_time (the
 // trigger) and mod_time; result validate_state, outcome (VALIDATE_ERROR) and
 // granted_credit; user and host total_credit, expavg_credit and expavg_time,
-// relatively; host consecutive_valid and error_streak.
+// relatively, summed per user and host; host consecutive_valid and
+// error_streak. One multi-row statement per table. Credit is granted only
+// with its verdict, so a crash and a rerun cannot grant it twice. Should
+// the pass's transaction fail, its jobs are written one transaction each,
+// so a job the batch cannot take holds up only itself.
 package validator

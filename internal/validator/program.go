@@ -22,6 +22,7 @@ const (
 	FlagInitCmd        = "init-cmd"
 	FlagCompareCmd     = "compare-cmd"
 	FlagCommandTimeout = "command-timeout"
+	FlagWorkers        = "workers"
 )
 
 // Names of the built-in checkers (--checker).
@@ -51,6 +52,8 @@ func Run(ctx context.Context, args []string, checker Checker) error {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: FlagApp, Value: demoapp.AppName, Usage: "app whose jobs to validate",
 			EnvVars: []string{config.EnvName(FlagApp)}},
+		&cli.IntFlag{Name: FlagWorkers, Value: DefaultWorkers, EnvVars: []string{config.EnvName(FlagWorkers)},
+			Usage: "jobs judged at once (their output files read, their checker programs run, side by side)"},
 	}
 	if checker == nil {
 		flags = append(flags, checkerFlags()...)
@@ -64,6 +67,9 @@ func Run(ctx context.Context, args []string, checker Checker) error {
 			var errs []error
 			if c.String(FlagApp) == "" {
 				errs = append(errs, errors.New("--app is empty"))
+			}
+			if c.Int(FlagWorkers) < 1 {
+				errs = append(errs, fmt.Errorf("--%s %d: want at least 1", FlagWorkers, c.Int(FlagWorkers)))
 			}
 			if checker == nil {
 				_, err := builtinChecker(c)
@@ -81,7 +87,8 @@ func Run(ctx context.Context, args []string, checker Checker) error {
 			}
 			return New(env.Store, env.Log, NewMetrics(env.Registry), Options{
 				App: c.String(FlagApp), Checker: ch, UploadDir: env.Common.UploadDir, Fanout: env.Common.Fanout,
-				Mod: env.Loop.Mod, ModIndex: env.Loop.ModIndex, Batch: env.Loop.Batch}), nil, nil
+				Mod: env.Loop.Mod, ModIndex: env.Loop.ModIndex, Batch: env.Loop.Batch,
+				Workers: c.Int(FlagWorkers)}), nil, nil
 		},
 	})
 }

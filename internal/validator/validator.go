@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/state"
@@ -15,8 +17,9 @@ import (
 type Store interface {
 	AppGetByName(ctx context.Context, name string) (store.App, error)
 	KnownAnswerGet(ctx context.Context, id int64) (store.KnownAnswer, error)
-	WorkunitListNeedValidate(ctx context.Context, p store.WorkunitListNeedValidateParams) ([]store.WorkunitResults, error)
+	WorkunitListValidate(ctx context.Context, p store.WorkunitListValidateParams) ([]store.WorkunitResults, error)
 	WorkunitValidate(ctx context.Context, p store.WorkunitValidateParams) error
+	WorkunitValidateBatch(ctx context.Context, p store.WorkunitValidateBatchParams) ([]int64, error)
 }
 
 // Options configures a Service.
@@ -35,7 +38,10 @@ type Options struct {
 	// Mod 0 means 1.
 	Mod, ModIndex int
 	// Batch bounds the job ⋈ instance rows read per pass; 0 means 500.
+	// A pass's verdicts are written in one transaction.
 	Batch int
+	// Workers is how many jobs are judged at once; 0 means DefaultWorkers.
+	Workers int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -46,6 +52,11 @@ const (
 	retryFirst = 10 * time.Second
 	retryMax   = 10 * time.Minute
 )
+
+// DefaultWorkers is how many jobs are judged at once unless
+// Options.Workers says otherwise: enough to overlap the file reads (and a
+// command checker's programs) of a pass.
+const DefaultWorkers = 4
 
 // appRefresh is how long the app row (its credit policy) is used before it
 // is read again.
@@ -88,6 +99,9 @@ func New(st Store, log *slog.Logger, m *Metrics, opts Options) *Service {
 	if opts.Batch <= 0 {
 		opts.Batch = 500
 	}
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -105,12 +119,37 @@ type passStats struct {
 	credit                                                                            float64
 }
 
+// add adds o's verdict counts and credit to p.
+func (p *passStats) add(o passStats) {
+	p.jobs += o.jobs
+	p.valid += o.valid
+	p.invalid += o.invalid
+	p.inconclusive += o.inconclusive
+	p.validateErrors += o.validateErrors
+	p.tooLate += o.tooLate
+	p.credit += o.credit
+}
+
+// judgement is what the validator decided for one job of a pass, and what
+// became of it.
+type judgement struct {
+	id int64
+	// p is the job's write; local its verdicts, counted once written.
+	p     store.WorkunitValidateParams
+	local passStats
+	// err is a transient error: the job could not be judged or written now.
+	err error
+	// conflict says the job changed meanwhile and nothing was written.
+	conflict bool
+}
+
 // RunOnce validates one batch of jobs and returns how many it looked at.
-// A job that cannot be judged now (a transient error: the upload directory
-// is unreachable, a checker's program failed) is left for a later pass,
-// after a delay that doubles with each failure, and the others go ahead.
-// The pass fails only when every job it looked at failed so, which makes
-// the loop back off.
+// The jobs are judged concurrently (Options.Workers), then every verdict
+// of the pass is written in one transaction. A job that cannot be judged
+// now (a transient error: the upload directory is unreachable, a checker's
+// program failed) is left for a later pass, after a delay that doubles with
+// each failure, and the others go ahead. The pass fails only when every job
+// it looked at failed so, which makes the loop back off.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	now := s.opts.Now()
 	app, err := s.loadApp(ctx, now)
@@ -121,27 +160,36 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	var todo []store.WorkunitResults
+	for _, j := range jobs {
+		if rs, ok := s.retry[j.Workunit.ID]; ok && now.Before(rs.at) {
+			continue
+		}
+		todo = append(todo, j)
+	}
+	judged := s.judgeAll(ctx, app, todo, now.Unix())
+	s.write(ctx, judged, now.Unix())
+
 	var stats passStats
 	var errs []error
-	looked := 0
-	for _, j := range jobs {
-		id := j.Workunit.ID
-		if rs, ok := s.retry[id]; ok && now.Before(rs.at) {
-			continue
-		}
-		looked++
-		if err := s.validate(ctx, app, j, now.Unix(), &stats); err != nil {
+	for _, jd := range judged {
+		switch {
+		case jd.err != nil:
 			s.m.transient.Inc()
 			stats.transient++
-			errs = append(errs, err)
-			rs := s.retry[id]
+			errs = append(errs, jd.err)
+			rs := s.retry[jd.id]
 			rs.delay = min(max(rs.delay*2, retryFirst), retryMax)
 			rs.at = now.Add(rs.delay)
-			s.retry[id] = rs
-			s.log.Warn("job left for a later pass", "workunit_id", id, "retry_in", rs.delay, "error", err)
+			s.retry[jd.id] = rs
+			s.log.Warn("job left for a later pass", "workunit_id", jd.id, "retry_in", rs.delay, "error", jd.err)
 			continue
+		case jd.conflict:
+			stats.conflicts++
+		default:
+			stats.add(jd.local)
 		}
-		delete(s.retry, id)
+		delete(s.retry, jd.id)
 	}
 	for id, rs := range s.retry {
 		// A job put off long ago and not seen since was judged elsewhere.
@@ -155,10 +203,155 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 			"inconclusive", stats.inconclusive, "validate_errors", stats.validateErrors, "too_late", stats.tooLate,
 			"credit", stats.credit, "conflicts", stats.conflicts, "transient_errors", stats.transient)
 	}
-	if looked > 0 && len(errs) == looked {
-		return looked, fmt.Errorf("validator: every job of the pass failed: %w", errors.Join(errs...))
+	if len(todo) > 0 && len(errs) == len(todo) {
+		return len(todo), fmt.Errorf("validator: every job of the pass failed: %w", errors.Join(errs...))
 	}
-	return looked, nil
+	return len(todo), nil
+}
+
+// judgeAll judges jobs on Options.Workers goroutines (a judgement reads
+// output files and may run a checker's programs: the waits overlap). The
+// known answers' expected outputs are read first, here, since their cache
+// is not shared between goroutines.
+func (s *Service) judgeAll(ctx context.Context, app store.App, jobs []store.WorkunitResults, now int64) []judgement {
+	out := make([]judgement, len(jobs))
+	expected := make([][]byte, len(jobs))
+	for i, j := range jobs {
+		out[i].id = j.Workunit.ID
+		if id := j.Workunit.KnownAnswerID; id != 0 {
+			var err error
+			if expected[i], err = s.expected(ctx, id); err != nil {
+				out[i].err = fmt.Errorf("validate workunit %d: %w", j.Workunit.ID, err)
+			}
+		}
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(s.opts.Workers, len(jobs)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(jobs) {
+					return
+				}
+				if out[i].err == nil {
+					s.judgeJob(ctx, app, jobs[i], expected[i], now, &out[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// judgeJob judges one job into jd: its write and its verdicts' counts, or
+// a transient error.
+func (s *Service) judgeJob(ctx context.Context, app store.App, j store.WorkunitResults, expected []byte, now int64, jd *judgement) {
+	wu := j.Workunit
+	v, err := s.judge(ctx, wu, j.Results, expected)
+	if err != nil {
+		jd.err = fmt.Errorf("validate workunit %d: %w", wu.ID, err)
+		return
+	}
+	p := store.WorkunitValidateParams{ID: wu.ID, Now: now, TargetNResults: v.TargetNResults}
+	credit := wu.CanonicalCredit
+	if v.Canonical != 0 {
+		var claims []float64
+		for _, r := range j.Results {
+			if v.States[r.ID] == state.ValidateValid {
+				claims = append(claims, r.ClaimedCredit)
+			}
+		}
+		credit = GrantedCredit(app.CreditPolicy, wu, claims)
+		p.CanonicalResultID, p.CanonicalCredit = v.Canonical, credit
+	}
+	validateError := map[int64]bool{}
+	for _, id := range v.ValidateErrors {
+		validateError[id] = true
+	}
+	local := passStats{jobs: 1}
+	for _, r := range j.Results {
+		vs, ok := v.States[r.ID]
+		if !ok || vs == r.ValidateState {
+			continue
+		}
+		rv := store.ResultValidation{ID: r.ID, UserID: r.UserID, HostID: r.HostID, ValidateState: vs,
+			Outcome: state.OutcomeSuccess}
+		switch {
+		case validateError[r.ID]:
+			rv.Outcome = state.OutcomeValidateError
+			local.validateErrors++
+		case vs == state.ValidateValid:
+			rv.GrantedCredit = credit
+			local.valid++
+			local.credit += credit
+		case vs == state.ValidateInvalid:
+			local.invalid++
+		case vs == state.ValidateInconclusive:
+			local.inconclusive++
+		case vs == state.ValidateTooLate:
+			local.tooLate++
+		}
+		p.Results = append(p.Results, rv)
+	}
+	jd.p, jd.local = p, local
+}
+
+// write writes the judged jobs of a pass in one transaction and counts
+// what was written. A job that changed meanwhile is a conflict and the
+// others are written all the same. Should the transaction fail as a whole,
+// each job is written on its own, so that a job the batch cannot take
+// never holds up the rest: it alone is left for a later pass.
+func (s *Service) write(ctx context.Context, judged []judgement, now int64) {
+	var batch []store.WorkunitValidateParams
+	for _, jd := range judged {
+		if jd.err == nil {
+			batch = append(batch, jd.p)
+		}
+	}
+	if len(batch) == 0 {
+		return
+	}
+	conflicts, err := s.st.WorkunitValidateBatch(ctx, store.WorkunitValidateBatchParams{Now: now, Jobs: batch})
+	conflicted := map[int64]bool{}
+	for _, id := range conflicts {
+		conflicted[id] = true
+	}
+	if err != nil {
+		s.log.Warn("writing the pass's verdicts together failed; writing them job by job", "jobs", len(batch),
+			"error", err)
+	}
+	for i := range judged {
+		jd := &judged[i]
+		if jd.err != nil {
+			continue
+		}
+		if err != nil {
+			switch werr := s.st.WorkunitValidate(ctx, jd.p); {
+			case errors.Is(werr, store.ErrConflict):
+				conflicted[jd.id] = true
+			case werr != nil:
+				jd.err = werr
+				continue
+			}
+		}
+		if conflicted[jd.id] {
+			jd.conflict = true
+			s.m.conflicts.Inc()
+			s.log.Debug("job changed while being validated; skipped", "workunit_id", jd.id)
+			continue
+		}
+		l := jd.local
+		s.m.jobs.Inc()
+		s.m.results.WithLabelValues(outcomeValid).Add(float64(l.valid))
+		s.m.results.WithLabelValues(outcomeInvalid).Add(float64(l.invalid))
+		s.m.results.WithLabelValues(outcomeInconclusive).Add(float64(l.inconclusive))
+		s.m.results.WithLabelValues(outcomeValidateError).Add(float64(l.validateErrors))
+		s.m.results.WithLabelValues(outcomeTooLate).Add(float64(l.tooLate))
+		s.m.credit.Add(l.credit)
+		s.log.Debug("validated job", "workunit_id", jd.id, "canonical_resultid", jd.p.CanonicalResultID,
+			"results_judged", len(jd.p.Results), "target_nresults", jd.p.TargetNResults, "credit", l.credit)
+	}
 }
 
 // loadApp returns the app row, read again every appRefresh so that a
@@ -182,9 +375,9 @@ func (s *Service) loadApp(ctx context.Context, now time.Time) (store.App, error)
 // pass stopped and starting again from the first job once past the last.
 func (s *Service) list(ctx context.Context, appID int64) ([]store.WorkunitResults, error) {
 	for {
-		p := store.WorkunitListNeedValidateParams{AppID: appID, AfterID: s.cursor, Mod: s.opts.Mod,
-			ModIndex: s.opts.ModIndex, Limit: s.opts.Batch}
-		jobs, err := s.st.WorkunitListNeedValidate(ctx, p)
+		p := store.WorkunitListValidateParams{AppID: appID, AfterID: s.cursor, Mod: s.opts.Mod,
+			ModIndex: s.opts.ModIndex, Limit: s.opts.Batch, AllColumns: !builtin(s.checker)}
+		jobs, err := s.st.WorkunitListValidate(ctx, p)
 		if err != nil {
 			return nil, err
 		}
@@ -224,88 +417,13 @@ func (s *Service) expected(ctx context.Context, id int64) ([]byte, error) {
 	return k.Output, nil
 }
 
-// validate judges and writes one job. An error is transient: nothing was
-// written.
-func (s *Service) validate(ctx context.Context, app store.App, j store.WorkunitResults, now int64, stats *passStats) error {
-	wu := j.Workunit
-	var expected []byte
-	if wu.KnownAnswerID != 0 {
-		var err error
-		if expected, err = s.expected(ctx, wu.KnownAnswerID); err != nil {
-			return fmt.Errorf("validate workunit %d: %w", wu.ID, err)
-		}
+// builtin reports whether c is one of the package's checkers, which look
+// at no column of an instance but its id and name: the others may look at
+// any, so the instances are read whole for them.
+func builtin(c Checker) bool {
+	switch c.(type) {
+	case Bitwise, Trust, Numeric, Command:
+		return true
 	}
-	v, err := s.judge(ctx, wu, j.Results, expected)
-	if err != nil {
-		return fmt.Errorf("validate workunit %d: %w", wu.ID, err)
-	}
-
-	p := store.WorkunitValidateParams{ID: wu.ID, Now: now, TargetNResults: v.TargetNResults}
-	credit := wu.CanonicalCredit
-	if v.Canonical != 0 {
-		var claims []float64
-		for _, r := range j.Results {
-			if v.States[r.ID] == state.ValidateValid {
-				claims = append(claims, r.ClaimedCredit)
-			}
-		}
-		credit = GrantedCredit(app.CreditPolicy, wu, claims)
-		p.CanonicalResultID, p.CanonicalCredit = v.Canonical, credit
-	}
-	validateError := map[int64]bool{}
-	for _, id := range v.ValidateErrors {
-		validateError[id] = true
-	}
-	var local passStats
-	for _, r := range j.Results {
-		vs, ok := v.States[r.ID]
-		if !ok || vs == r.ValidateState {
-			continue
-		}
-		rv := store.ResultValidation{ID: r.ID, UserID: r.UserID, HostID: r.HostID, ValidateState: vs,
-			Outcome: state.OutcomeSuccess}
-		switch {
-		case validateError[r.ID]:
-			rv.Outcome = state.OutcomeValidateError
-			local.validateErrors++
-		case vs == state.ValidateValid:
-			rv.GrantedCredit = credit
-			local.valid++
-			local.credit += credit
-		case vs == state.ValidateInvalid:
-			local.invalid++
-		case vs == state.ValidateInconclusive:
-			local.inconclusive++
-		case vs == state.ValidateTooLate:
-			local.tooLate++
-		}
-		p.Results = append(p.Results, rv)
-	}
-	err = s.st.WorkunitValidate(ctx, p)
-	if errors.Is(err, store.ErrConflict) {
-		s.m.conflicts.Inc()
-		stats.conflicts++
-		s.log.Debug("job changed while being validated; skipped", "workunit_id", wu.ID)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	s.m.jobs.Inc()
-	s.m.results.WithLabelValues(outcomeValid).Add(float64(local.valid))
-	s.m.results.WithLabelValues(outcomeInvalid).Add(float64(local.invalid))
-	s.m.results.WithLabelValues(outcomeInconclusive).Add(float64(local.inconclusive))
-	s.m.results.WithLabelValues(outcomeValidateError).Add(float64(local.validateErrors))
-	s.m.results.WithLabelValues(outcomeTooLate).Add(float64(local.tooLate))
-	s.m.credit.Add(local.credit)
-	stats.jobs++
-	stats.valid += local.valid
-	stats.invalid += local.invalid
-	stats.inconclusive += local.inconclusive
-	stats.validateErrors += local.validateErrors
-	stats.tooLate += local.tooLate
-	stats.credit += local.credit
-	s.log.Debug("validated job", "workunit_id", wu.ID, "canonical_resultid", v.Canonical,
-		"results_judged", len(p.Results), "target_nresults", v.TargetNResults, "credit", credit)
-	return nil
+	return false
 }
