@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -423,19 +424,19 @@ func (b *bench) runPhase(ctx context.Context, spec phaseSpec) (Phase, error) {
 	} else {
 		waitErr = b.watch(ctx, spec, progs, 500*time.Millisecond)
 	}
-	ph.WallS = time.Since(start).Seconds()
+	ph.WallS = round3(time.Since(start).Seconds())
 	dbAfter, err := procstat.Read(b.dbPID)
 	if err != nil {
 		waitErr = errors.Join(waitErr, err)
 	}
 	d := dbAfter.Sub(dbBefore)
-	ph.DBCPUS, ph.DBReadBytes, ph.DBWriteBytes = d.CPUSeconds, d.ReadBytes, d.WriteBytes
+	ph.DBCPUS, ph.DBReadBytes, ph.DBWriteBytes = round3(d.CPUSeconds), d.ReadBytes, d.WriteBytes
 	close(samplerDone)
 	samplerWG.Wait()
 	for _, p := range progs {
 		p.sample()
 		first, last, peak := p.usage()
-		ph.CPUS[p.name] += last.CPUSeconds
+		ph.CPUS[p.name] = round3(ph.CPUS[p.name] + last.CPUSeconds)
 		ph.PeakRSSBytes[p.name] = peak
 		ph.StartRSSBytes[p.name] = first.RSSBytes
 		ph.EndRSSBytes[p.name] = last.RSSBytes
@@ -545,10 +546,10 @@ func (b *bench) dispatch(ctx context.Context, ph *Phase) error {
 	res, err := g.run(ctx, b.opts.Conns, b.opts.HostsPerConn, b.proj.auths)
 	close(stop)
 	after, _ := procstat.Read(os.Getpid())
-	ph.LoadgenCPUS = after.CPUSeconds - self.CPUSeconds
+	ph.LoadgenCPUS = round3(after.CPUSeconds - self.CPUSeconds)
 	ph.Requests, ph.NoWorkReplies, ph.UnackedReports = g.requests.Load(), g.noWork.Load(), g.unacked.Load()
 	if res.elapsed > 0 {
-		ph.RPS = float64(ph.Requests) / res.elapsed.Seconds()
+		ph.RPS = round3(float64(ph.Requests) / res.elapsed.Seconds())
 	}
 	ph.LatencyMS = LatencyOf(res.latencies)
 	return err
@@ -576,3 +577,7 @@ func names(ps []progSpec) string {
 	}
 	return strings.Join(slices.Clip(s), " + ")
 }
+
+// round3 rounds to thousandths, so the JSON shows 0.11, not
+// 0.11000000000000001 (CPU times come in hundredths anyway).
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }

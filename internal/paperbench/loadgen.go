@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,6 +87,12 @@ func (g *loadGen) run(ctx context.Context, conns, hostsPerConn int, auths []stri
 	for _, l := range lat {
 		res.latencies = append(res.latencies, l...)
 	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("load generator stopped: %w", err)
+	}
+	// A failed worker cancels the others: keep its error, not their
+	// "context canceled".
+	errs = slices.DeleteFunc(errs, func(err error) bool { return errors.Is(err, context.Canceled) })
 	if err := errors.Join(errs...); err != nil {
 		return res, err
 	}

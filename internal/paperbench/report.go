@@ -115,11 +115,16 @@ type Report struct {
 
 // Derive fills the top-level figures from the phases: sums over the phases
 // scaled to 100,000 instances, and the paper's capacity rule — instances per
-// day at which two cores at 50 % utilisation are saturated.
+// day at which two cores at 50 % utilisation are saturated. A phase that did
+// not complete (no instances) is left out, so the figures of a failed or
+// partial run are those of the phases it completed.
 func (r *Report) Derive() {
 	var total, db float64
 	r.DispatchRPS, r.DispatchP99MS, r.LoadgenCPUS = 0, 0, 0
 	for _, p := range r.Phases {
+		if p.Instances == 0 {
+			continue
+		}
 		total += p.ProgramCPU() + p.DBCPUS
 		db += p.DBCPUS
 		if p.Name == PhaseDispatch {

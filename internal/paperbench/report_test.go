@@ -165,3 +165,14 @@ func TestWriteHasThePromisedKeys(t *testing.T) {
 		t.Errorf("no table beside the JSON: %v", err)
 	}
 }
+
+func TestDeriveLeavesOutAPhaseThatDidNotComplete(t *testing.T) {
+	t.Parallel()
+	r := sampleReport()
+	r.Phases = append(r.Phases, Phase{Name: PhaseValidation, CPUS: map[string]float64{"validator": 100}, DBCPUS: 100,
+		Error: "end condition not reached"})
+	r.Derive()
+	if math.Abs(r.TotalCPUSPer100k-500) > 1e-9 {
+		t.Errorf("total per 100k = %v with a failed phase, want 500 (the completed phases only)", r.TotalCPUSPer100k)
+	}
+}
