@@ -94,7 +94,7 @@ func (c *committer) flush(ctx context.Context) {
 		if err != nil {
 			op.err = err
 		} else {
-			op.out = store.SchedOutcome{Workunits: out.Workunits,
+			op.out = store.SchedOutcome{Workunits: out.Workunits, Results: out.Results,
 				Reports: out.Reports[nr : nr+len(op.batch.Reports)],
 				Sends:   out.Sends[ns : ns+len(op.batch.Sends)]}
 		}

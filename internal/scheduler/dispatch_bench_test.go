@@ -131,6 +131,7 @@ func BenchmarkDispatch(b *testing.B) {
 		self0, db0 procstat.Usage
 		res        benchClientResult
 		started    bool
+		status0    map[string]float64
 	)
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
@@ -145,6 +146,7 @@ func BenchmarkDispatch(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			status0 = benchStatus(b, st)
 			started = true
 		case strings.HasPrefix(line, "done "):
 			self1, err1 := procstat.Read(os.Getpid())
@@ -158,6 +160,7 @@ func BenchmarkDispatch(b *testing.B) {
 			}
 			selfCPU := self1.Sub(self0).CPUSeconds
 			dbCPU := db1.Sub(db0).CPUSeconds
+			status1 := benchStatus(b, st)
 			n := float64(res.Requests)
 			b.ReportMetric(n/res.WallS, "req/s")
 			b.ReportMetric(res.P50MS, "p50-ms")
@@ -165,6 +168,10 @@ func BenchmarkDispatch(b *testing.B) {
 			b.ReportMetric(selfCPU/n*1e3, "sched-ms/op")
 			b.ReportMetric(dbCPU/n*1e3, "db-ms/op")
 			b.ReportMetric(float64(res.Failed), "failed")
+			// Statements include the feeder's (a few per hundred requests).
+			b.ReportMetric((status1["Questions"]-status0["Questions"])/n, "stmts/op")
+			b.ReportMetric((status1["Com_commit"]-status0["Com_commit"])/n, "commits/op")
+			b.ReportMetric((status1["Innodb_data_fsyncs"]-status0["Innodb_data_fsyncs"])/n, "fsyncs/op")
 			b.ReportMetric(float64(res.Sent)/n, "sent/op")
 			b.ReportMetric(float64(res.Reported)/n, "reported/op")
 		}
@@ -180,6 +187,25 @@ func BenchmarkDispatch(b *testing.B) {
 	if over != res.Reported {
 		b.Fatalf("results OVER/SUCCESS = %d, reports acked = %d", over, res.Reported)
 	}
+}
+
+// benchStatus reads the server's statement and commit counters.
+func benchStatus(b *testing.B, st *store.Store) map[string]float64 {
+	rows, err := st.DB().Query(`SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_commit', 'Innodb_data_fsyncs')`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]float64{}
+	for rows.Next() {
+		var name string
+		var v float64
+		if err := rows.Scan(&name, &v); err != nil {
+			b.Fatal(err)
+		}
+		out[name] = v
+	}
+	return out
 }
 
 // benchPopulate creates one app, one user and host per client and jobs with

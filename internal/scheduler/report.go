@@ -165,7 +165,9 @@ func (s *Service) prepareReport(ctx context.Context, x *rpc, name string, rr *pr
 // commitRound writes sends, with the request's reports and host row if
 // they are not written yet, through the group committer, and acks the
 // reports it recorded. An error means nothing was written.
-func (s *Service) commitRound(ctx context.Context, x *rpc, sends []store.SchedSend) ([]error, map[int64]store.Workunit, error) {
+//
+// The rows of the sends that went through are kept in x for the reply.
+func (s *Service) commitRound(ctx context.Context, x *rpc, sends []store.SchedSend) ([]error, error) {
 	b := store.SchedBatch{Sends: sends}
 	var queued []int // x.reports indexes in b.Reports
 	if !x.committed {
@@ -182,14 +184,25 @@ func (s *Service) commitRound(ctx context.Context, x *rpc, sends []store.SchedSe
 	if len(b.Reports) == 0 && len(b.Sends) == 0 && len(b.Hosts) == 0 {
 		x.committed = true
 		s.ackReports(x)
-		return nil, nil, nil
+		return nil, nil
 	}
 	out, err := s.commit.commit(ctx, b)
 	if err != nil {
 		if !x.committed {
-			return nil, nil, fmt.Errorf("%w: %w", errUnavailable, err)
+			return nil, fmt.Errorf("%w: %w", errUnavailable, err)
 		}
-		return nil, nil, err
+		return nil, err
+	}
+	for _, p := range sends {
+		r, ok := out.Results[p.ResultID]
+		if !ok {
+			continue
+		}
+		if x.sentRows == nil {
+			x.sentRows, x.sentJobs = map[int64]store.Result{}, map[int64]store.Workunit{}
+		}
+		x.sentRows[r.ID] = r
+		x.sentJobs[p.WorkunitID] = out.Workunits[p.WorkunitID]
 	}
 	if !x.committed {
 		x.committed = true
@@ -214,7 +227,7 @@ func (s *Service) commitRound(ctx context.Context, x *rpc, sends []store.SchedSe
 		}
 		s.ackReports(x)
 	}
-	return out.Sends, out.Workunits, nil
+	return out.Sends, nil
 }
 
 // ackReports counts the request's reports and acks all but those that

@@ -129,7 +129,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	if !x.committed {
 		// The reports and the host row are written before the reply
 		// promises anything.
-		if _, _, err := s.commitRound(ctx, x, nil); err != nil {
+		if _, err := s.commitRound(ctx, x, nil); err != nil {
 			return err
 		}
 	}
@@ -287,7 +287,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 			sends[j] = cd.p
 		}
 		first := !x.committed
-		errs, _, err := s.commitRound(ctx, x, sends)
+		errs, err := s.commitRound(ctx, x, sends)
 		if err != nil {
 			for _, cd := range round {
 				c.Unclaim(cd.cl)
@@ -372,4 +372,43 @@ func (s *Service) sendable(wu store.Workunit) error {
 		}
 	}
 	return nil
+}
+
+// replyRows returns the instances ids and their jobs for the reply: those
+// sent in this request as the commit left them, the others (resends) read.
+func (s *Service) replyRows(ctx context.Context, x *rpc, ids []int64) (map[int64]store.Result, map[int64]store.Workunit, error) {
+	results := make(map[int64]store.Result, len(ids))
+	jobs := make(map[int64]store.Workunit, len(ids))
+	var readIDs []int64
+	for _, id := range ids {
+		r, ok := x.sentRows[id]
+		if !ok {
+			readIDs = append(readIDs, id)
+			continue
+		}
+		results[id] = r
+		jobs[r.WorkunitID] = x.sentJobs[r.WorkunitID]
+	}
+	if len(readIDs) == 0 {
+		return results, jobs, nil
+	}
+	rs, err := s.st.ResultListByIDs(ctx, readIDs)
+	if err != nil {
+		return nil, nil, err
+	}
+	var wuIDs []int64
+	for _, r := range rs {
+		results[r.ID] = r
+		if _, ok := jobs[r.WorkunitID]; !ok {
+			wuIDs = append(wuIDs, r.WorkunitID)
+		}
+	}
+	wus, err := s.st.WorkunitListByIDs(ctx, wuIDs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, wu := range wus {
+		jobs[wu.ID] = wu
+	}
+	return results, jobs, nil
 }

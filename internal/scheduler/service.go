@@ -303,6 +303,11 @@ type rpc struct {
 	reports   []pendingReport
 	hostWrite *store.SchedHost
 	committed bool
+	// sentRows and sentJobs are the instances sent in this request and
+	// their jobs, as the commit left them: the reply describes them without
+	// reading them again.
+	sentRows map[int64]store.Result
+	sentJobs map[int64]store.Workunit
 }
 
 // Handle answers a parsed request. badAuth reports an unknown account key
@@ -351,7 +356,7 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 		return nil, false, err
 	}
 	if !x.committed {
-		if _, _, err := s.commitRound(ctx, x, nil); err != nil {
+		if _, err := s.commitRound(ctx, x, nil); err != nil {
 			return nil, false, err
 		}
 	}

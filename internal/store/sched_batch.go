@@ -73,9 +73,10 @@ type SchedBatch struct {
 type SchedOutcome struct {
 	Reports []SchedReportOutcome
 	Sends   []error
-	// Workunits holds the jobs of the sends as locked, by id, after the
-	// batch's changes.
+	// Workunits and Results hold the jobs and instances of the sends that
+	// went through, by id, as the batch left them: what a reply describes.
 	Workunits map[int64]Workunit
+	Results   map[int64]Result
 }
 
 // schedBatchMaxRows bounds the rows of one multi-row statement's derived
@@ -84,19 +85,8 @@ const schedBatchMaxRows = 200
 
 const schedLockWorkunits = `SELECT ` + WorkunitColumns + ` FROM workunit WHERE id IN (?) ORDER BY id FOR UPDATE`
 
-// schedResultState is the part of an instance the batch decides on.
-type schedResultState struct {
-	ID              int64                 `db:"id"`
-	WorkunitID      int64                 `db:"workunitid"`
-	HostID          int64                 `db:"hostid"`
-	ServerState     state.ServerState     `db:"server_state"`
-	Outcome         state.Outcome         `db:"outcome"`
-	FileDeleteState state.FileDeleteState `db:"file_delete_state"`
-	SentTime        int64                 `db:"sent_time"`
-}
-
-const schedLockResults = `SELECT id, workunitid, hostid, server_state, outcome, file_delete_state, sent_time
-FROM result WHERE id IN (?) ORDER BY id FOR UPDATE`
+// The whole row: a sent instance is described in the reply from it.
+const schedLockResults = `SELECT ` + ResultColumns + ` FROM result WHERE id IN (?) ORDER BY id FOR UPDATE`
 
 // The job rows are locked, and every writer of workunit_user holds its job's
 // lock: a plain read sees every row that can conflict.
@@ -174,9 +164,9 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 			orig[rows[i].ID] = rows[i]
 		}
 	}
-	res := map[int64]*schedResultState{}
+	res := map[int64]*Result{}
 	if len(resIDs) > 0 {
-		rows, err := txSelectIn[schedResultState](ctx, tx, schedLockResults, uniq(resIDs))
+		rows, err := txSelectIn[Result](ctx, tx, schedLockResults, uniq(resIDs))
 		if err != nil {
 			return out, err
 		}
@@ -201,6 +191,7 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 		couldntRows [][]any
 		userRows    [][]any
 		deltas      = map[int64]*hostDelta{}
+		sent        []int // indexes of the sends that go through
 	)
 	for i, r := range b.Reports {
 		row, ok := res[r.ResultID]
@@ -293,7 +284,9 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 		wu.TransitionTime = min(wu.TransitionTime, p.ReportDeadline)
 		sendRows = append(sendRows, []any{row.ID, p.HostID, p.UserID, p.Now, p.ReportDeadline, p.AppVersionID,
 			p.AppVersionNum})
-		row.ServerState = state.ServerInProgress
+		row.ServerState, row.HostID, row.UserID, row.SentTime, row.ReportDeadline = state.ServerInProgress, p.HostID, p.UserID, p.Now, p.ReportDeadline
+		row.AppVersionID, row.AppVersionNum, row.ModTime = p.AppVersionID, p.AppVersionNum, p.Now
+		sent = append(sent, i)
 	}
 
 	var wuRows [][]any
@@ -328,12 +321,13 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 	if err := schedWriteHosts(ctx, tx, b.Hosts, deltas); err != nil {
 		return out, err
 	}
-	if len(b.Sends) > 0 {
-		out.Workunits = make(map[int64]Workunit, len(sendWUs))
-		for _, id := range sendWUs {
-			if wu, ok := wus[id]; ok {
-				out.Workunits[id] = *wu
-			}
+	if len(sent) > 0 {
+		out.Workunits = make(map[int64]Workunit, len(sent))
+		out.Results = make(map[int64]Result, len(sent))
+		for _, i := range sent {
+			p := b.Sends[i]
+			out.Workunits[p.WorkunitID] = *wus[p.WorkunitID]
+			out.Results[p.ResultID] = *res[p.ResultID]
 		}
 	}
 	return out, nil
