@@ -28,7 +28,7 @@ func run(ctx context.Context, args []string) error {
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "jobs", Value: 50000, Usage: "jobs to run through (two instances each)"},
 			&cli.StringFlag{Name: "out", Value: "bench-results/paper.json", Usage: "JSON report; the table goes beside it as .txt"},
-			&cli.StringFlag{Name: "dsn", Usage: "use this database server (DSN without database name; database taskserver_bench is made and dropped) instead of a private MariaDB"},
+			&cli.StringFlag{Name: "dsn", Usage: "use this database server (DSN without database name; database taskserver_bench is made and dropped) instead of a private MariaDB; its CPU then counts every client of that server, so use an otherwise idle one"},
 			&cli.StringFlag{Name: "bin-dir", Usage: "directory of the built programs (default: this program's directory)"},
 			&cli.StringFlag{Name: "project-dir", Usage: "project directory, kept after the run (default: a temporary one, removed unless the run fails)"},
 			&cli.StringFlag{Name: "phases", Usage: "run only the phases up to and including this one: " + strings.Join(paperbench.PhaseNames, ", ")},
