@@ -34,6 +34,11 @@ type project struct {
 // the demo app with one platform and app version, the volunteer accounts and
 // the upload keys; it writes the config file every program reads.
 func setupProject(ctx context.Context, dir, dsn string, users int, urlBase string) (*project, error) {
+	// A used directory would carry the work generator's counter file, and
+	// with it the jobs of an earlier run into --total-jobs.
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return nil, fmt.Errorf("project directory %s is not empty", dir)
+	}
 	st, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: 2})
 	if err != nil {
 		return nil, err
