@@ -14,9 +14,8 @@ import (
 // Store is what the assimilator needs from the database.
 type Store interface {
 	AppGetByName(ctx context.Context, name string) (store.App, error)
-	ResultGet(ctx context.Context, id int64) (store.Result, error)
-	WorkunitListAssimilate(ctx context.Context, p store.WorkunitListAssimilateParams) ([]store.Workunit, error)
-	WorkunitMarkAssimilated(ctx context.Context, id, now int64) error
+	WorkunitListAssimilateCanonical(ctx context.Context, p store.WorkunitListAssimilateParams) ([]store.WorkunitCanonical, error)
+	WorkunitMarkAssimilatedBatch(ctx context.Context, ids []int64, now int64) ([]int64, error)
 }
 
 // Options configures a Service.
@@ -112,24 +111,39 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 
 // scan walks the READY jobs from s.after, trying those not backing off,
 // until it has tried Batch jobs, read ScanPages pages, or gone round once.
+// The jobs of each page are handed on one by one, then those handled are
+// marked DONE together.
 func (s *Service) scan(ctx context.Context, p *pass) error {
 	startedAtHead := s.after == 0
 	wrapped := false
 	for range s.opts.ScanPages {
-		jobs, err := s.st.WorkunitListAssimilate(ctx, store.WorkunitListAssimilateParams{AppID: s.appID,
+		jobs, err := s.st.WorkunitListAssimilateCanonical(ctx, store.WorkunitListAssimilateParams{AppID: s.appID,
 			Mod: s.opts.Mod, ModIndex: s.opts.ModIndex, AfterID: s.after, Limit: s.opts.Batch})
 		if err != nil {
 			return err
 		}
-		for _, wu := range jobs {
-			s.after = wu.ID
-			if s.retry.waiting(wu.ID, s.opts.Now()) {
+		var handled []handledJob
+		full := false
+		for _, j := range jobs {
+			s.after = j.Workunit.ID
+			if s.retry.waiting(j.Workunit.ID, s.opts.Now()) {
 				continue
 			}
-			s.try(ctx, wu, p)
-			if p.tried >= s.opts.Batch {
-				return nil
+			p.tried++
+			kind, fail, err := s.handle(ctx, j)
+			if err != nil {
+				s.failed(j.Workunit.ID, fail, err, p)
+			} else {
+				handled = append(handled, handledJob{id: j.Workunit.ID, kind: kind})
 			}
+			if p.tried >= s.opts.Batch {
+				full = true
+				break
+			}
+		}
+		s.mark(ctx, handled, p)
+		if full {
+			return nil
 		}
 		if len(jobs) == s.opts.Batch {
 			continue
@@ -146,63 +160,85 @@ func (s *Service) scan(ctx context.Context, p *pass) error {
 	return nil
 }
 
-// try assimilates one job, recording a failure for its back-off.
-func (s *Service) try(ctx context.Context, wu store.Workunit, p *pass) {
-	p.tried++
-	kind, fail, err := s.assimilate(ctx, wu)
-	if err == nil {
-		s.retry.forget(wu.ID)
-		if kind != "" {
-			p.done[kind]++
-		}
-		return
-	}
+// handledJob is a job its handler took, waiting to be marked DONE.
+type handledJob struct {
+	id   int64
+	kind string
+}
+
+// failed records a job's failure for its back-off.
+func (s *Service) failed(id int64, fail string, err error, p *pass) {
 	s.m.handlerErrors.WithLabelValues(fail).Inc()
-	delay, failures := s.retry.fail(wu.ID, s.opts.Now())
+	delay, failures := s.retry.fail(id, s.opts.Now())
 	p.failed++
 	if p.firstErr == nil {
 		p.firstErr = err
 	}
-	s.log.Debug("job failed to assimilate", "workunit_id", wu.ID, "kind", fail, "failures", failures,
+	s.log.Debug("job failed to assimilate", "workunit_id", id, "kind", fail, "failures", failures,
 		"retry_in", delay, "error", err)
 }
 
-// assimilate hands one job on and marks it done. It returns the job's kind,
-// or "" if someone else marked it first; on error, the kind of failure.
-func (s *Service) assimilate(ctx context.Context, wu store.Workunit) (kind, fail string, err error) {
+// handle hands one job on. It returns the job's kind; on error, the kind
+// of failure.
+func (s *Service) handle(ctx context.Context, j store.WorkunitCanonical) (kind, fail string, err error) {
+	wu := j.Workunit
 	switch {
 	case wu.KnownAnswerID != 0:
 		// A known-answer job only tested a host; the project has no use
 		// for its output.
-		kind = kindKnownAnswer
+		return kindKnownAnswer, "", nil
 	case wu.CanonicalResultID != 0:
-		r, err := s.st.ResultGet(ctx, wu.CanonicalResultID)
-		if err != nil {
-			return "", failDB, fmt.Errorf("assimilate workunit %d: %w", wu.ID, err)
+		if j.Canonical == nil {
+			return "", failDB, fmt.Errorf("assimilate workunit %d: canonical result %d: %w", wu.ID,
+				wu.CanonicalResultID, store.ErrNotFound)
 		}
-		kind = kindSuccess
-		err = s.h.Handle(ctx, wu, &r)
-		if err != nil {
+		if err := s.h.Handle(ctx, wu, j.Canonical); err != nil {
 			return "", handlerFailure(err), fmt.Errorf("assimilate workunit %d: %w", wu.ID, err)
 		}
+		return kindSuccess, "", nil
 	default:
-		kind = kindError
 		if err := s.h.Handle(ctx, wu, nil); err != nil {
 			return "", handlerFailure(err), fmt.Errorf("assimilate workunit %d: %w", wu.ID, err)
 		}
+		return kindError, "", nil
 	}
-	err = s.st.WorkunitMarkAssimilated(ctx, wu.ID, s.opts.Now().Unix())
-	if errors.Is(err, store.ErrConflict) {
-		s.m.conflicts.Inc()
-		s.log.Debug("job no longer ready to assimilate", "workunit_id", wu.ID)
-		return "", "", nil
+}
+
+// mark marks the handled jobs DONE in one statement. A job someone else
+// marked meanwhile is a conflict, not a failure; should the write fail,
+// every job of it stays READY and backs off like a failed one (its handler
+// runs again: handlers are idempotent).
+func (s *Service) mark(ctx context.Context, handled []handledJob, p *pass) {
+	if len(handled) == 0 {
+		return
 	}
+	ids := make([]int64, len(handled))
+	for i, h := range handled {
+		ids[i] = h.id
+	}
+	done, err := s.st.WorkunitMarkAssimilatedBatch(ctx, ids, s.opts.Now().Unix())
 	if err != nil {
-		return "", failDB, fmt.Errorf("assimilate workunit %d: %w", wu.ID, err)
+		err = fmt.Errorf("assimilator: %w", err)
+		for _, h := range handled {
+			s.failed(h.id, failDB, err, p)
+		}
+		return
 	}
-	s.m.jobs.WithLabelValues(kind).Inc()
-	s.log.Debug("assimilated job", "workunit_id", wu.ID, "kind", kind)
-	return kind, "", nil
+	marked := make(map[int64]bool, len(done))
+	for _, id := range done {
+		marked[id] = true
+	}
+	for _, h := range handled {
+		s.retry.forget(h.id)
+		if !marked[h.id] {
+			s.m.conflicts.Inc()
+			s.log.Debug("job no longer ready to assimilate", "workunit_id", h.id)
+			continue
+		}
+		p.done[h.kind]++
+		s.m.jobs.WithLabelValues(h.kind).Inc()
+		s.log.Debug("assimilated job", "workunit_id", h.id, "kind", h.kind)
+	}
 }
 
 func handlerFailure(err error) string {

@@ -9,12 +9,15 @@
 // handler calls Main from its own main (see examples/assimilator).
 //
 // Reads: workunit (appid, assimilate_state = READY, id % mod = mod_index,
-// paged by id); the canonical result row; its output files in the upload
-// directory.
+// paged by id) ⋈ its canonical result, one query per page; the canonical
+// output files in the upload directory.
 //
 // Writes: workunit assimilate_state (READY → DONE), transition_time (the
-// trigger) and mod_time; whatever the handler writes (FileHandler: files in
-// the results directory, each written whole, atomically).
+// trigger) and mod_time, for the jobs of a page whose handler succeeded, in
+// one statement, each row only if still READY (a job marked meanwhile is a
+// conflict, the others are marked); whatever the handler writes
+// (FileHandler: files in the results directory, each written whole,
+// atomically).
 //
 // The handler runs before the row is updated and must be idempotent, so a
 // crash between the two only means the job is handled once more. A

@@ -231,22 +231,23 @@ func TestKnownAnswerJobIsMarkedDoneWithoutTheHandler(t *testing.T) {
 	}
 }
 
-// failMarkStore is the real store whose first WorkunitMarkAssimilated fails.
+// failMarkStore is the real store whose first WorkunitMarkAssimilatedBatch
+// fails.
 type failMarkStore struct {
 	*store.Store
 	mu     sync.Mutex
 	failed bool
 }
 
-func (s *failMarkStore) WorkunitMarkAssimilated(ctx context.Context, id, now int64) error {
+func (s *failMarkStore) WorkunitMarkAssimilatedBatch(ctx context.Context, ids []int64, now int64) ([]int64, error) {
 	s.mu.Lock()
 	fail := !s.failed
 	s.failed = true
 	s.mu.Unlock()
 	if fail {
-		return errors.New("connection reset")
+		return nil, errors.New("connection reset")
 	}
-	return s.Store.WorkunitMarkAssimilated(ctx, id, now)
+	return s.Store.WorkunitMarkAssimilatedBatch(ctx, ids, now)
 }
 
 func TestDatabaseFailureWhenMarkingIsRetried(t *testing.T) {

@@ -1,0 +1,82 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+func TestWorkunitListAssimilateCanonicalAndMarkBatch(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := context.Background()
+	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	if err != nil {
+		t.Fatalf("AppInsert: %v", err)
+	}
+	job := func(name string, as state.AssimilateState) int64 {
+		id, err := st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: appID, Name: name, AssimilateState: as,
+			TransitionTime: 1000})
+		if err != nil {
+			t.Fatalf("WorkunitInsert: %v", err)
+		}
+		return id
+	}
+	withCanon := job("canon", state.AssimilateReady)
+	rid, err := st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: withCanon, Name: "canon_0",
+		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, XMLDocIn: "<doc/>", StderrOut: "stderr"})
+	if err != nil {
+		t.Fatalf("ResultInsert: %v", err)
+	}
+	storetest.Exec(t, st, `UPDATE workunit SET canonical_resultid = ? WHERE id = ?`, rid, withCanon)
+	failed := job("failed", state.AssimilateReady)
+	job("not ready", state.AssimilateInit)
+	gone := job("gone", state.AssimilateReady)
+	storetest.Exec(t, st, `UPDATE workunit SET canonical_resultid = 999999 WHERE id = ?`, gone)
+
+	got, err := st.WorkunitListAssimilateCanonical(ctx, store.WorkunitListAssimilateParams{AppID: appID, Mod: 1, Limit: 10})
+	if err != nil {
+		t.Fatalf("WorkunitListAssimilateCanonical: %v", err)
+	}
+	if len(got) != 3 || got[0].Workunit.ID != withCanon || got[1].Workunit.ID != failed || got[2].Workunit.ID != gone {
+		t.Fatalf("WorkunitListAssimilateCanonical = %d jobs %+v, want canon, failed, gone by id", len(got), got)
+	}
+	if c := got[0].Canonical; c == nil || c.ID != rid || c.Name != "canon_0" || c.XMLDocIn != "<doc/>" || c.StderrOut != "stderr" {
+		t.Errorf("canonical of job canon = %+v, want result %d, whole", c, rid)
+	}
+	if got[0].Workunit.Name != "canon" || got[0].Workunit.TransitionTime != 1000 {
+		t.Errorf("job canon = %+v, want its row", got[0].Workunit)
+	}
+	if got[1].Canonical != nil || got[2].Canonical != nil {
+		t.Errorf("canonical of a failed job / of a missing row = %v / %v, want nil", got[1].Canonical, got[2].Canonical)
+	}
+
+	// Someone else marks one; the batch marks the rest.
+	if err := st.WorkunitMarkAssimilated(ctx, failed, 5); err != nil {
+		t.Fatal(err)
+	}
+	done, err := st.WorkunitMarkAssimilatedBatch(ctx, []int64{withCanon, failed, gone}, 7)
+	if err != nil {
+		t.Fatalf("WorkunitMarkAssimilatedBatch: %v", err)
+	}
+	if want := []int64{withCanon, gone}; !slices.Equal(done, want) {
+		t.Errorf("WorkunitMarkAssimilatedBatch = %v, want %v (not the job marked already)", done, want)
+	}
+	for _, id := range []int64{withCanon, gone} {
+		wu := storetest.Workunit(t, st, id)
+		if wu.AssimilateState != state.AssimilateDone || wu.TransitionTime != 7 || wu.ModTime != 7 {
+			t.Errorf("job %d = %v transition_time %d mod_time %d, want done, 7, 7", id, wu.AssimilateState,
+				wu.TransitionTime, wu.ModTime)
+		}
+	}
+	if wu := storetest.Workunit(t, st, failed); wu.ModTime != 5 {
+		t.Errorf("job marked by someone else was written again (mod_time %d, want 5)", wu.ModTime)
+	}
+	if done, err := st.WorkunitMarkAssimilatedBatch(ctx, []int64{withCanon}, 9); err != nil || len(done) != 0 {
+		t.Errorf("WorkunitMarkAssimilatedBatch again = %v, %v; want none", done, err)
+	}
+}
