@@ -1,0 +1,155 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+// TestSchedulerCommitDecidesEachRow puts into one batch two sends of one job
+// to one user (on two hosts), a send of an instance that is no longer unsent,
+// a report, a foreign report and an unsendable send: each gets its own
+// outcome and the refused ones change nothing.
+func TestSchedulerCommitDecidesEachRow(t *testing.T) {
+	t.Parallel()
+	f := newSchedFixture(t)
+	ctx := context.Background()
+	now := int64(1000)
+	send := func(res, host int64) store.SchedSend {
+		return store.SchedSend{ResultID: res, WorkunitID: f.wuID, HostID: host, UserID: f.user, AppVersionID: 7,
+			AppVersionNum: 100, ReportDeadline: now + 100, Now: now}
+	}
+	// Job 2: one instance in progress on host1 (to report), one on host2.
+	wu2, err := f.st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: 1, Name: "wu2",
+		TransitionTime: state.NoTransition, DelayBound: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r3, r4 int64
+	for i, p := range []*int64{&r3, &r4} {
+		if *p, err = f.st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wu2, ServerState: state.ServerUnsent,
+			Name: "wu2_" + string(rune('0'+i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bob, _ := f.st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: "b@example.com", Name: "b", Authenticator: "kb"})
+	hostB, _ := f.st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: bob})
+	if _, err := f.st.SchedulerCommit(ctx, store.SchedBatch{Sends: []store.SchedSend{
+		{ResultID: r3, WorkunitID: wu2, HostID: f.host1, UserID: f.user, ReportDeadline: 500, Now: 400},
+		{ResultID: r4, WorkunitID: wu2, HostID: hostB, UserID: bob, ReportDeadline: 500, Now: 400},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+
+	unsendable := send(f.r2, f.host2)
+	unsendable.CheckWorkunit = func(store.Workunit) error { return errors.New("bad input name") }
+	out, err := f.st.SchedulerCommit(ctx, store.SchedBatch{
+		Reports: []store.SchedReport{
+			{ResultID: r3, WorkunitID: wu2, HostID: f.host1, Outcome: state.OutcomeSuccess, ClientState: 5,
+				CPUTime: 1.5, StderrOut: "ok \xff", XMLDocOut: "<file_info/>", Now: now},
+			{ResultID: r4, WorkunitID: wu2, HostID: f.host1, Outcome: state.OutcomeSuccess, Now: now}, // bob's
+		},
+		Sends: []store.SchedSend{send(f.r1, f.host1), send(f.r2, f.host2),
+			{ResultID: r4, WorkunitID: wu2, HostID: 999, UserID: 999, ReportDeadline: now + 100, Now: now}},
+		Hosts: []store.SchedHost{{Host: store.Host{ID: f.host1, RPCSeqno: 9, RPCTime: now, LastIPAddr: "10.0.0.1"}}},
+	})
+	if err != nil {
+		t.Fatalf("SchedulerCommit = %v", err)
+	}
+	if o := out.Reports[0]; o.Err != nil || o.Outcome != state.OutcomeSuccess || o.Turnaround != float64(now-400) {
+		t.Fatalf("report of host1's instance = %+v, want recorded, turnaround %d", o, now-400)
+	}
+	if o := out.Reports[1]; !errors.Is(o.Err, store.ErrConflict) {
+		t.Fatalf("report of another host's instance = %+v, want ErrConflict", o)
+	}
+	if err := out.Sends[0]; err != nil {
+		t.Fatalf("first send of the job to the user = %v, want nil", err)
+	}
+	if err := out.Sends[1]; !errors.Is(err, store.ErrAlreadySentToUser) {
+		t.Fatalf("second send of the job to the user in the same batch = %v, want ErrAlreadySentToUser", err)
+	}
+	if err := out.Sends[2]; !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("send of an instance in progress = %v, want ErrConflict", err)
+	}
+	if r := out.Results[f.r1]; r.HostID != f.host1 || r.ServerState != state.ServerInProgress || r.Name != "wu_0" {
+		t.Fatalf("sent row returned = %+v", r)
+	}
+
+	r := storetest.Result(t, f.st, r3)
+	if r.ServerState != state.ServerOver || r.Outcome != state.OutcomeSuccess || r.CPUTime != 1.5 || r.StderrOut != "ok \xff" ||
+		r.ReceivedTime != now || r.ValidateState != state.ValidateInit {
+		t.Fatalf("reported instance = %+v", r)
+	}
+	if r := storetest.Result(t, f.st, r4); r.ServerState != state.ServerInProgress || r.HostID != hostB {
+		t.Fatalf("foreign report changed bob's instance: %+v", r)
+	}
+	if r := storetest.Result(t, f.st, f.r2); r.ServerState != state.ServerUnsent {
+		t.Fatalf("refused send changed the instance: %+v", r)
+	}
+	if wu := storetest.Workunit(t, f.st, wu2); wu.TransitionTime != min(500-1, now) {
+		t.Fatalf("reported job transition_time = %d, want triggered to %d", wu.TransitionTime, 499)
+	}
+	if wu := storetest.Workunit(t, f.st, f.wuID); wu.TransitionTime != now+100 {
+		t.Fatalf("sent job transition_time = %d, want the deadline %d", wu.TransitionTime, now+100)
+	}
+	h, err := f.st.HostGet(ctx, f.host1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.RPCSeqno != 9 || h.LastIPAddr != "10.0.0.1" || h.AvgTurnaround != float64(now-400) {
+		t.Fatalf("host after the batch = %+v, want seqno 9, ip, avg_turnaround %d", h, now-400)
+	}
+
+	// Unsendable: the instance becomes COULDNT_SEND, the job is woken.
+	out, err = f.st.SchedulerCommit(ctx, store.SchedBatch{Sends: []store.SchedSend{unsendable}})
+	if err != nil || !errors.Is(out.Sends[0], store.ErrCouldntSend) {
+		t.Fatalf("unsendable send = %v, %v; want ErrCouldntSend", out.Sends, err)
+	}
+	if r := storetest.Result(t, f.st, f.r2); r.ServerState != state.ServerOver || r.Outcome != state.OutcomeCouldntSend {
+		t.Fatalf("unsendable instance = %+v, want OVER/COULDNT_SEND", r)
+	}
+}
+
+// TestSchedulerCommitHostCounters: a client error and two successes of one
+// host in one batch move its counters as three ResultReport calls would.
+func TestSchedulerCommitHostCounters(t *testing.T) {
+	t.Parallel()
+	f := newSchedFixture(t)
+	ctx := context.Background()
+	storetest.Exec(t, f.st, `UPDATE host SET avg_turnaround = 100, consecutive_valid = 4 WHERE id = ?`, f.host1)
+	var ids []int64
+	for i := range 3 {
+		wu, err := f.st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: 1, Name: "c" + string(rune('0'+i)),
+			TransitionTime: state.NoTransition})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := f.st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wu, ServerState: state.ServerInProgress,
+			HostID: f.host1, SentTime: 10, Name: "c" + string(rune('0'+i)) + "_0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rep := func(i int, o state.Outcome, now int64) store.SchedReport {
+		r := storetest.Result(t, f.st, ids[i])
+		return store.SchedReport{ResultID: r.ID, WorkunitID: r.WorkunitID, HostID: f.host1, Outcome: o, Now: now}
+	}
+	_, err := f.st.SchedulerCommit(ctx, store.SchedBatch{
+		Reports: []store.SchedReport{rep(0, state.OutcomeSuccess, 60), rep(1, state.OutcomeClientError, 60), rep(2, state.OutcomeSuccess, 210)},
+		Hosts:   []store.SchedHost{{Host: store.Host{ID: f.host1, RPCSeqno: 1, RPCTime: 210}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := f.st.HostGet(ctx, f.host1)
+	want := store.NextAvgTurnaround(store.NextAvgTurnaround(100, 50), 200)
+	if h.ErrorStreak != 1 || h.ConsecutiveValid != 0 || math.Abs(h.AvgTurnaround-want) > 1e-9 {
+		t.Fatalf("host = streak %d valid %d avg %v; want 1, 0, %v", h.ErrorStreak, h.ConsecutiveValid, h.AvgTurnaround, want)
+	}
+}
