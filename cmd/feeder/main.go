@@ -21,6 +21,7 @@ const (
 	flagSlots          = "slots"
 	flagReclaimAfter   = "reclaim-after"
 	flagTablesInterval = "tables-interval"
+	flagRefillAt       = "refill-at"
 )
 
 func main() { daemon.Main(run) }
@@ -30,8 +31,10 @@ func run(ctx context.Context, args []string) error {
 		Name:   "feeder",
 		Usage:  "keep the shared-memory cache of unsent results full for the schedulers of this host",
 		Listen: "127.0.0.1:9103",
-		// The cache must be refilled soon after schedulers drain it.
-		Sleep:      200 * time.Millisecond,
+		// The cache must be refilled soon after schedulers drain it. A pass
+		// that finds too few slots free reads only the shared memory, so
+		// passes this frequent cost the database nothing.
+		Sleep:      50 * time.Millisecond,
 		Flags:      flags(),
 		MaxDBConns: 2,
 		Check:      check,
@@ -46,6 +49,7 @@ func run(ctx context.Context, args []string) error {
 				Batch:          env.Loop.Batch,
 				ReclaimAfter:   c.Duration(flagReclaimAfter),
 				TablesInterval: c.Duration(flagTablesInterval),
+				RefillAt:       c.Int(flagRefillAt),
 			}, env.Log, env.Registry)
 			env.Log.Info("feeding", "shm_path", cache.Path(), "slots", cache.NSlots())
 			return svc, cache.Close, nil
@@ -65,6 +69,9 @@ func flags() []cli.Flag {
 		&cli.DurationFlag{Name: flagTablesInterval, Value: 10 * time.Second,
 			Usage:   "reload platforms, apps and app versions this often, republishing them if they changed",
 			EnvVars: []string{config.EnvName(flagTablesInterval)}},
+		&cli.IntFlag{Name: flagRefillAt, Value: 0,
+			Usage:   "query for unsent results once this many slots are empty (fewer wait up to a second); 0: a quarter of the slots, at most --batch",
+			EnvVars: []string{config.EnvName(flagRefillAt)}},
 	}
 }
 
@@ -76,6 +83,9 @@ func check(c *cli.Context, _ config.Common, _ config.Loop) error {
 	}
 	if d := c.Duration(flagReclaimAfter); d < time.Second {
 		errs = append(errs, fmt.Errorf("--%s %s: want at least 1s", flagReclaimAfter, d))
+	}
+	if n := c.Int(flagRefillAt); n < 0 || n > c.Int(flagSlots) {
+		errs = append(errs, fmt.Errorf("--%s %d: want 0..--%s", flagRefillAt, n, flagSlots))
 	}
 	if d := c.Duration(flagTablesInterval); d <= 0 {
 		errs = append(errs, fmt.Errorf("--%s %s: want a positive duration", flagTablesInterval, d))

@@ -64,6 +64,7 @@ func TestRejectsBadFlags(t *testing.T) {
 		{"--slots", "0"},
 		{"--reclaim-after", "10ms"},
 		{"--tables-interval", "0s"},
+		{"--refill-at", "-1"},
 	} {
 		err := run(context.Background(), append([]string{"feeder", "--listen", ""}, args...))
 		if err == nil || !strings.Contains(err.Error(), args[0]) {

@@ -16,6 +16,13 @@
 //     result's send_flags, so schedulers give a reliable-only instance (tail
 //     acceleration) to reliable hosts only.
 //
+// It queries for unsent results only when enough slots are EMPTY to fill
+// many per query (--refill-at, default a quarter of the slots), or when
+// fewer have waited a second; after a query that found no uncached unsent
+// result, not again for a second. A full or idle cache costs the database
+// nothing, and a busy one about two queries per refill. The other passes,
+// every --sleep, read only the shared memory.
+//
 // It reads result, workunit, app, app_version and platform, and writes
 // nothing in the database: the scheduler that claims a slot marks the result
 // sent with a conditional update.

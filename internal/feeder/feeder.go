@@ -36,6 +36,15 @@ type Config struct {
 	// TablesInterval is how often the static tables are reloaded from the
 	// database (and republished if they changed); 0 means 10s.
 	TablesInterval time.Duration
+	// RefillAt is how many EMPTY slots make a pass query the database at
+	// once; 0 means a quarter of the slots, at most Batch, at least 1.
+	// Fewer empty slots wait up to MaxWait, so that each query fills many
+	// slots instead of the one or two schedulers freed since the last.
+	RefillAt int
+	// MaxWait bounds how long EMPTY slots wait for a query when fewer than
+	// RefillAt, and how long the feeder waits before asking again after a
+	// query found no more unsent results; 0 means 1s.
+	MaxWait time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Alive reports whether a claimer process exists; nil means
@@ -56,6 +65,9 @@ type Feeder struct {
 	tablesLoad time.Time        // when the tables were last read
 	deprecated map[int64]bool   // apps whose results are not cached, as of tablesLoad
 	pid        int32            // claimer id of the feeder's own evictions
+
+	lastQuery time.Time // when the unsent results were last enumerated
+	exhausted bool      // that enumeration ended with slots still EMPTY
 }
 
 // New returns a feeder of cache from st. Its metrics are registered on reg.
@@ -72,6 +84,12 @@ func New(st Store, cache *shmcache.Cache, cfg Config, log *slog.Logger, reg prom
 	if cfg.TablesInterval <= 0 {
 		cfg.TablesInterval = 10 * time.Second
 	}
+	if cfg.RefillAt <= 0 {
+		cfg.RefillAt = max(1, min(cache.NSlots()/4, cfg.Batch))
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = time.Second
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -81,7 +99,12 @@ func New(st Store, cache *shmcache.Cache, cfg Config, log *slog.Logger, reg prom
 	return &Feeder{st: st, cache: cache, cfg: cfg, log: log, m: newMetrics(reg), pid: int32(os.Getpid())}
 }
 
-// RunOnce runs one pass and returns the number of slots it filled.
+// RunOnce runs one pass and returns the number of slots it filled. It
+// queries the database only when RefillAt slots are EMPTY, or fewer have
+// waited MaxWait; and after a query that found every unsent result cached,
+// not again before MaxWait. A pass that does not query reads only the
+// shared memory, so a busy dispatch costs the database one enumeration per
+// RefillAt instances sent, and a full or idle cache costs it nothing.
 func (f *Feeder) RunOnce(ctx context.Context) (int, error) {
 	now := f.cfg.Now()
 	if err := f.publishTables(ctx, now); err != nil {
@@ -91,12 +114,19 @@ func (f *Feeder) RunOnce(ctx context.Context) (int, error) {
 	reclaimed := f.cache.ReclaimStale(now.Unix(), int64(f.cfg.ReclaimAfter/time.Second), f.cfg.Alive)
 	f.m.reclaims.Add(float64(reclaimed))
 
+	free, counts := f.scan(now.Unix())
+	f.m.setSlots(counts)
+	if !f.due(now, len(free)) {
+		return 0, nil
+	}
 	// The set of cached results is taken before querying: a scheduler marks
 	// a result sent in the database before it releases the slot, so a result
 	// missing from the set is either still unsent or already gone from the
 	// query's answer.
-	cached, free, counts := f.scan(now.Unix())
-	filled, err := f.fill(ctx, cached, free)
+	cached := f.cachedSet()
+	f.lastQuery = now
+	filled, left, err := f.fill(ctx, cached, free)
+	f.exhausted = err == nil && left > 0
 	f.m.fills.Add(float64(filled))
 	counts[shmcache.SlotEmpty] -= filled
 	counts[shmcache.SlotPresent] += filled
@@ -109,6 +139,22 @@ func (f *Feeder) RunOnce(ctx context.Context) (int, error) {
 			"empty", counts[shmcache.SlotEmpty], "cursor", f.cursor)
 	}
 	return filled, nil
+}
+
+// due reports whether a pass that found free EMPTY slots should query the
+// database for unsent results.
+func (f *Feeder) due(now time.Time, free int) bool {
+	waited := now.Sub(f.lastQuery) >= f.cfg.MaxWait
+	switch {
+	case free == 0:
+		return false
+	case f.exhausted:
+		// Every unsent result was cached or looked at: new ones come only
+		// from the transitioner, which MaxWait of delay does not hurt.
+		return waited
+	default:
+		return free >= f.cfg.RefillAt || waited
+	}
 }
 
 // publishTables reloads the static tables every TablesInterval and
@@ -148,16 +194,14 @@ func (f *Feeder) publishTables(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// scan reads every slot: the results already cached (in any state but
-// EMPTY), the EMPTY slots, and the count of slots by state. Entries of apps
-// deprecated since they were cached are taken out (claimed and released as
-// a scheduler would), since no scheduler will ever send them.
-func (f *Feeder) scan(now int64) (map[int64]bool, []int, [shmcache.NumStates]int) {
+// scan reads every slot's state and returns the EMPTY slots and the count
+// of slots by state. Entries of apps deprecated since they were cached are
+// taken out (claimed and released as a scheduler would), since no scheduler
+// will ever send them.
+func (f *Feeder) scan(now int64) ([]int, [shmcache.NumStates]int) {
 	var counts [shmcache.NumStates]int
-	n := f.cache.NSlots()
-	cached := make(map[int64]bool, n)
 	var free []int
-	for i := 0; i < n; i++ {
+	for i := 0; i < f.cache.NSlots(); i++ {
 		st, e := f.cache.Slot(i)
 		if st == shmcache.SlotPresent && f.deprecated[e.AppID] {
 			if cl, ok := f.cache.Claim(i, f.pid, now); ok && f.cache.Release(cl) {
@@ -169,25 +213,37 @@ func (f *Feeder) scan(now int64) (map[int64]bool, []int, [shmcache.NumStates]int
 		}
 		if st == shmcache.SlotEmpty {
 			free = append(free, i)
-		} else if e.ResultID != 0 {
+		}
+	}
+	return free, counts
+}
+
+// cachedSet returns the results in slots that are not EMPTY.
+func (f *Feeder) cachedSet() map[int64]bool {
+	n := f.cache.NSlots()
+	cached := make(map[int64]bool, n)
+	for i := 0; i < n; i++ {
+		if st, e := f.cache.Slot(i); st != shmcache.SlotEmpty && e.ResultID != 0 {
 			cached[e.ResultID] = true
 		}
 	}
-	return cached, free, counts
+	return cached
 }
 
 // fill puts uncached unsent results into the free slots: first those with
 // priority > 0, then in id order from the cursor, wrapping to 0 at the end
 // of the table, until the slots are full or every unsent result has been
-// looked at once this pass.
-func (f *Feeder) fill(ctx context.Context, cached map[int64]bool, free []int) (int, error) {
-	if len(free) == 0 {
-		return 0, nil
-	}
-	filled := 0
+// looked at once this pass. It returns the slots filled and the free slots
+// left. Each query asks for as many rows as there are free slots (at most
+// Batch), so none is read in vain while the cursor runs ahead of the cached
+// results; once it meets cached ones (after a wrap) it asks for Batch rows
+// to get past them in few queries.
+func (f *Feeder) fill(ctx context.Context, cached map[int64]bool, free []int) (filled, left int, err error) {
+	skipped := false
 	// put caches r in the next free slot; it reports whether slots remain.
 	put := func(r store.UnsentResult) bool {
 		if cached[r.ID] || f.deprecated[r.AppID] {
+			skipped = true
 			return true
 		}
 		for len(free) > 0 {
@@ -201,43 +257,47 @@ func (f *Feeder) fill(ctx context.Context, cached map[int64]bool, free []int) (i
 		}
 		return len(free) > 0
 	}
-	params := store.FeederListParams{Mod: f.cfg.Mod, ModIndex: f.cfg.ModIndex, Limit: f.cfg.Batch}
+	params := store.FeederListParams{Mod: f.cfg.Mod, ModIndex: f.cfg.ModIndex, Limit: min(f.cfg.Batch, len(free))}
 
 	rows, err := f.st.ResultListUnsentByPriority(ctx, params)
 	if err != nil {
-		return filled, err
+		return filled, len(free), err
 	}
 	f.m.rows.Add(float64(len(rows)))
 	for _, r := range rows {
 		if !put(r) {
-			return filled, nil
+			return filled, 0, nil
 		}
 	}
 
 	start := f.cursor
 	wrapped := start == 0 // starting from 0, the end of the table is the end of the cycle
 	for {
+		skipped = false
 		params.AfterID = f.cursor
 		rows, err := f.st.ResultListUnsentForCache(ctx, params)
 		if err != nil {
-			return filled, err
+			return filled, len(free), err
 		}
 		f.m.rows.Add(float64(len(rows)))
 		for _, r := range rows {
 			if wrapped && start != 0 && r.ID > start {
-				return filled, nil // came round to where this pass began
+				return filled, len(free), nil // came round to where this pass began
 			}
 			f.cursor = r.ID
 			if !put(r) {
-				return filled, nil
+				return filled, 0, nil
 			}
 		}
 		if len(rows) < params.Limit {
 			f.cursor = 0
 			if wrapped {
-				return filled, nil
+				return filled, len(free), nil
 			}
 			wrapped = true
+		}
+		if skipped {
+			params.Limit = f.cfg.Batch
 		}
 	}
 }

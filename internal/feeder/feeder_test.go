@@ -32,6 +32,7 @@ type bundle struct {
 	st    *store.Store
 	cache *shmcache.Cache
 	f     *Feeder
+	q     *countingStore // the feeder's store, counting its queries
 	now   time.Time
 	appID int64
 	wus   int
@@ -42,6 +43,7 @@ type setupOpts struct {
 	batch          int
 	mod, modIndex  int
 	tablesInterval time.Duration
+	refillAt       int
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -55,10 +57,11 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	b.cache = cache
 	b.appID = b.addApp("demo", false)
 	cfg := Config{Mod: o.mod, ModIndex: o.modIndex, Batch: o.batch, ReclaimAfter: time.Minute,
-		TablesInterval: o.tablesInterval,
-		Now:            func() time.Time { return b.now },
-		Alive:          func(pid int32) bool { return pid != deadPid }}
-	b.f = New(b.st, cache, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+		TablesInterval: o.tablesInterval, RefillAt: o.refillAt,
+		Now:   func() time.Time { return b.now },
+		Alive: func(pid int32) bool { return pid != deadPid }}
+	b.q = &countingStore{Store: b.st}
+	b.f = New(b.q, cache, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	return b
 }
 
@@ -389,4 +392,61 @@ func TestSendFlagsReachTheCache(t *testing.T) {
 	if _, e := b.cache.Slot(b.slotOf(plain)); e.Flags != 0 {
 		t.Fatalf("slot of a plain instance = %+v, want Flags 0", e)
 	}
+}
+
+// runOnceQueries runs a pass that must fill want slots and returns how many
+// queries it sent.
+func (b *bundle) runOnceQueries(want int) int64 {
+	b.t.Helper()
+	before := b.q.n.Load()
+	b.runOnce(want)
+	return b.q.n.Load() - before
+}
+
+// A few freed slots wait for more (or for MaxWait) so that each query
+// fills many; RefillAt free slots are filled at once.
+func TestQueriesOnlyWhenEnoughSlotsAreFree(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{slots: 8, refillAt: 4, tablesInterval: time.Hour})
+	r := b.addUnsent(20)
+	if q := b.runOnceQueries(8); q == 0 {
+		t.Fatal("first pass over an empty cache sent no query")
+	}
+	for _, id := range r[:3] {
+		b.send(b.slotOf(id))
+	}
+	if q := b.runOnceQueries(0); q != 0 {
+		t.Fatalf("pass with 3 of RefillAt 4 slots free sent %d queries, want none", q)
+	}
+	b.now = b.now.Add(time.Second) // MaxWait
+	if q := b.runOnceQueries(3); q == 0 {
+		t.Fatal("pass after MaxWait filled 3 slots without a query")
+	}
+	b.wantCached(r[3:11]...)
+	for _, id := range r[3:7] {
+		b.send(b.slotOf(id))
+	}
+	b.runOnce(4) // RefillAt slots free: at once, no waiting
+	b.wantCached(r[7:15]...)
+	if q := b.runOnceQueries(0); q != 0 {
+		t.Fatalf("pass over a full cache sent %d queries, want none", q)
+	}
+}
+
+// Once every unsent result is cached, the feeder asks again only after
+// MaxWait however many slots are free: no polling of an empty backlog.
+func TestExhaustedBacklogIsPolledOncePerMaxWait(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{slots: 8, tablesInterval: time.Hour})
+	r := b.addUnsent(2)
+	b.runOnce(2)
+	later := b.addUnsent(1)
+	for i := 0; i < 3; i++ {
+		if q := b.runOnceQueries(0); q != 0 {
+			t.Fatalf("pass %d after the backlog ran out sent %d queries, want none before MaxWait", i, q)
+		}
+	}
+	b.now = b.now.Add(time.Second)
+	b.runOnce(1)
+	b.wantCached(r[0], r[1], later[0])
 }
