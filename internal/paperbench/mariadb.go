@@ -87,7 +87,9 @@ func startPrivateDB(ctx context.Context, dir string) (*privateDB, error) {
 	}
 	cmd := exec.Command(server, "--no-defaults", "--datadir="+data, "--socket="+filepath.Join(dir, "sock"),
 		"--pid-file="+filepath.Join(dir, "pid"), "--port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
-		"--skip-name-resolve", "--user="+u.Username, "--innodb-buffer-pool-size=1G", "--max-connections=500")
+		"--skip-name-resolve", "--user="+u.Username, "--innodb-buffer-pool-size=1G", "--max-connections=500",
+		// As a packaged server: clients' text (host names, stderr) is UTF-8.
+		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group: a Ctrl-C reaches only us, and we stop it last.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
