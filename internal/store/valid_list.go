@@ -50,13 +50,14 @@ COALESCE(r.app_version_num, 0), COALESCE(r.teamid, 0), COALESCE(r.priority, 0), 
 COALESCE(r.send_flags, 0)`
 
 // The join keeps only the instances validation looks at: reported
-// successes (the candidates) and the canonical instance. A job with none
+// successes, the candidates and the canonical instance (which is one:
+// nothing changes its outcome once it is valid). A job with none
 // still comes out, once, so that its need_validate is cleared. The order
 // is the job id alone, which the index (appid, need_validate) gives
 // without a sort; each job's instances are put in id order in Go.
 const workunitListValidateFrom = `
 FROM workunit w LEFT JOIN result r ON r.workunitid = w.id
-	AND ((r.server_state = ? AND r.outcome = ?) OR r.id = w.canonical_resultid)
+	AND r.server_state = ? AND r.outcome = ?
 WHERE w.appid = ? AND w.need_validate = 1 AND w.id > ? AND w.id % ? = ?
 ORDER BY w.id
 LIMIT ?`
@@ -70,18 +71,18 @@ const workunitListValidateAll = `SELECT ` + validateJobColumns + `, ` + validate
 // cut.
 const workunitListValidateOne = `SELECT ` + validateJobColumns + `, ` + validateResultColumns + `
 FROM workunit w LEFT JOIN result r ON r.workunitid = w.id
-	AND ((r.server_state = ? AND r.outcome = ?) OR r.id = w.canonical_resultid)
+	AND r.server_state = ? AND r.outcome = ?
 WHERE w.id = ?`
 
 const workunitListValidateOneAll = `SELECT ` + validateJobColumns + `, ` + validateResultColumns +
 	validateResultMoreColumns + `
 FROM workunit w LEFT JOIN result r ON r.workunitid = w.id
-	AND ((r.server_state = ? AND r.outcome = ?) OR r.id = w.canonical_resultid)
+	AND r.server_state = ? AND r.outcome = ?
 WHERE w.id = ?`
 
 // WorkunitListValidate returns app p.AppID's jobs with need_validate set
-// and an id above p.AfterID, by id, each with its reported successes and
-// its canonical instance by id, read as one job ⋈ instance stream of at
+// and an id above p.AfterID, by id, each with its reported successes (its
+// canonical instance among them) by id, read as one job ⋈ instance stream of at
 // most p.Limit rows (a job the limit cuts is read again whole). It reads
 // fewer rows and columns than WorkunitListNeedValidate: of the job, the
 // columns named in validateJobColumns; of each instance, those in
