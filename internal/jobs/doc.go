@@ -13,9 +13,11 @@
 // output. Jobs of a batch are inserted in the transaction that inserts the
 // batch row.
 //
-// Order and crash safety: every input file is written to a temporary name,
-// synced and renamed into place, and its directory synced, before the
-// workunit rows are inserted (one transaction per batch). A crash in between
+// Order and crash safety: every input file is written to a temporary name
+// and renamed into place, and then all of a batch's files and directories are
+// made durable at once (one syncfs on Linux; elsewhere each file and
+// directory is synced), before the workunit rows are inserted (one
+// transaction per batch). A crash in between
 // leaves input files no row refers to; their names are never reused by the
 // work generator (they carry random bits), so they are harmless litter, and
 // a later submit of the same name by hand replaces them. A row never refers

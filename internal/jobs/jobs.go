@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -189,19 +187,16 @@ func (c *Creator) prepare(ctx context.Context, app store.App, batch []Job, p Par
 	now := c.now().Unix()
 	wus := make([]store.Workunit, 0, len(batch))
 	var extra []store.Workunit
-	// The root is synced too, in case staging created a sub-directory.
-	dirs := map[string]bool{c.downloadDir: true}
+	files := newStager(c.downloadDir, c.fanout)
 	for _, s := range todo {
 		in := jobxml.InputFile{Name: s.file, OpenName: InputOpenName, Nbytes: float64(len(s.job.Input)), MD5: md5Hex(s.job.Input)}
 		doc, err := jobxml.FormatWorkunit(jobxml.Workunit{Inputs: []jobxml.InputFile{in}})
 		if err != nil {
 			return nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)
 		}
-		dir, err := stage(c.downloadDir, c.fanout, in.Name, s.job.Input)
-		if err != nil {
+		if err := files.write(in.Name, s.job.Input); err != nil {
 			return nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)
 		}
-		dirs[dir] = true
 		wu := p.workunit(app, s.job.Name, doc, now, s.knownAnswerID)
 		if s.knownAnswerID != 0 {
 			extra = append(extra, wu)
@@ -209,12 +204,10 @@ func (c *Creator) prepare(ctx context.Context, app store.App, batch []Job, p Par
 			wus = append(wus, wu)
 		}
 	}
-	// The renames are durable only once their directories are synced; a
-	// row must never outlive its file in a crash.
-	for d := range dirs {
-		if err := syncDir(d); err != nil {
-			return nil, nil, err
-		}
+	// The files must be durable before any row refers to them: a row must
+	// never outlive its file in a crash.
+	if err := files.sync(); err != nil {
+		return nil, nil, err
 	}
 	return wus, extra, nil
 }
@@ -277,61 +270,4 @@ func (c *Creator) mix(ctx context.Context, app store.App, n int) ([]store.KnownA
 func md5Hex(b []byte) string {
 	sum := md5.Sum(b)
 	return hex.EncodeToString(sum[:])
-}
-
-// stage writes data as file name under root (in its fan-out sub-directory)
-// through a synced temporary file and a rename, so the file is either whole
-// or absent. It returns the directory, which the caller syncs.
-func stage(root string, fan int, name string, data []byte) (string, error) {
-	path, err := fanout.Path(root, name, fan)
-	if err != nil {
-		return "", fmt.Errorf("input file: %w", err)
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create input directory: %w", err)
-	}
-	f, err := os.CreateTemp(dir, "."+name+".*.tmp")
-	if err != nil {
-		return "", fmt.Errorf("stage input file: %w", err)
-	}
-	tmp := f.Name()
-	fail := func(err error) (string, error) {
-		f.Close()
-		os.Remove(tmp)
-		return "", fmt.Errorf("stage input file %s: %w", name, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err)
-	}
-	// CreateTemp makes the file 0600; the data server and web server must
-	// be able to read it.
-	if err := f.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("stage input file %s: %w", name, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("stage input file %s: %w", name, err)
-	}
-	return dir, nil
-}
-
-// syncDir makes the entries of dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
 }

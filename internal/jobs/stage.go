@@ -1,0 +1,89 @@
+package jobs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/taskserver/taskserver/internal/fanout"
+)
+
+// stager writes the input files of one batch of jobs and then makes them
+// all durable at once. Syncing each file and its directory one by one cost
+// the work generator most of its CPU and wall time (a journal commit per
+// file); on Linux one syncfs after the last file does the same for the whole
+// batch. Nothing refers to a file before sync returns: the rows are inserted
+// after it.
+type stager struct {
+	root string
+	fan  int
+	// dirs holds every directory written to, made once per batch.
+	dirs map[string]bool
+	// files are the paths written, for platforms without syncfs.
+	files []string
+}
+
+func newStager(root string, fan int) *stager {
+	return &stager{root: root, fan: fan, dirs: map[string]bool{}}
+}
+
+// write stores data as file name under root (in its fan-out sub-directory)
+// through a temporary file and a rename, so the file is either whole or
+// absent under its name. It is durable only once sync returns.
+func (s *stager) write(name string, data []byte) error {
+	path, err := fanout.Path(s.root, name, s.fan)
+	if err != nil {
+		return fmt.Errorf("input file: %w", err)
+	}
+	dir := filepath.Dir(path)
+	if !s.dirs[dir] {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create input directory: %w", err)
+		}
+		s.dirs[dir] = true
+	}
+	// Job names are unique and never reused, so the temporary name needs no
+	// random part: it can only be left over from a crashed attempt at this
+	// very file, which truncating replaces.
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("stage input file: %w", err)
+	}
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("stage input file %s: %w", name, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	// The umask may have narrowed the mode; the data server and web server
+	// must be able to read the file.
+	if err := f.Chmod(0o644); err != nil {
+		return fail(err)
+	}
+	if err := syncEach(f); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("stage input file %s: %w", name, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("stage input file %s: %w", name, err)
+	}
+	s.files = append(s.files, path)
+	return nil
+}
+
+// sync makes every file written, and its directory entries, durable.
+func (s *stager) sync() error {
+	if len(s.files) == 0 {
+		return nil
+	}
+	// The root too, in case staging created a sub-directory.
+	s.dirs[s.root] = true
+	return syncAll(s.root, s.dirs)
+}
