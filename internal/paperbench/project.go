@@ -88,6 +88,16 @@ func setupProject(ctx context.Context, dir, dsn string, users int, urlBase strin
 	if err := keys.WritePublicFile(filepath.Join(dir, "keys", "upload_public"), &k.PublicKey); err != nil {
 		return nil, err
 	}
+	// A new project signs upload certificates with Ed25519 (taskctl keys
+	// generate makes the pair); the scheduler picks the key up by its
+	// default path.
+	ek, err := keys.GenerateEd25519()
+	if err != nil {
+		return nil, err
+	}
+	if err := keys.WriteEd25519PrivateFile(filepath.Join(dir, "keys", keys.Ed25519PrivateFile), ek); err != nil {
+		return nil, err
+	}
 	conf := fmt.Sprintf(`# Benchmark project configuration, shared by every program (keys are flag names).
 db-dsn: %q
 project-dir: %q
