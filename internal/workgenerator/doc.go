@@ -13,7 +13,11 @@
 // plus target_nresults for every job of the app that has no instances yet
 // (still awaiting the transitioner). Without the second term the generator
 // would overshoot between creating jobs and the transitioner giving them
-// instances. Both counts come from one statement, so one snapshot.
+// instances. Both counts come from one statement, so one snapshot. The count
+// reads the whole backlog, so while filling a large shortfall it is not
+// repeated: for up to 10 s, the last count plus the most instances the jobs
+// created since can bring stands in for it as long as that bound leaves room
+// for a whole batch (when a count would make a whole batch too).
 //
 // # The --total-jobs limit across restarts
 //

@@ -54,7 +54,17 @@ type Service struct {
 	loaded  bool
 	appID   int64
 	created int64
+
+	// bound is the backlog counted at boundAt plus the most instances the
+	// jobs created since can have brought (see RunOnce); boundAt zero means
+	// no count to go by.
+	bound   int64
+	boundAt time.Time
 }
+
+// recountAfter is how long a backlog count stands in for a new one while
+// the backlog is known to be short of the target.
+const recountAfter = 10 * time.Second
 
 // New returns a work generator. now is the clock (time.Now in production).
 func New(st Store, creator *jobs.Creator, cfg Config, log *slog.Logger, m *Metrics, now func() time.Time) (*Service, error) {
@@ -113,18 +123,31 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 		}
 	}
 	now := s.now()
-	backlog, err := s.st.WorkunitCountBacklog(ctx, s.appID, now.Unix())
-	if err != nil {
-		return 0, err
+	// Counting the backlog reads every unsent instance and every job still
+	// awaiting its instances, so it is not repeated while filling a large
+	// shortfall: the backlog only grows by the jobs created here (each at
+	// most per instances, plus at most one known-answer job of one
+	// instance), so the last count plus those is an upper bound, and while
+	// it leaves room for a whole batch, a count would make a whole batch
+	// too. Other creators and replacement instances can add to the backlog
+	// too, which a fresh count, at least every recountAfter, takes in.
+	per := int64(s.cfg.Params.TargetNResults)
+	backlog := s.bound
+	fullBatch := int64(s.cfg.UnsentTarget)-backlog >= int64(s.cfg.Batch)*per
+	if s.boundAt.IsZero() || !fullBatch || now.Sub(s.boundAt) >= recountAfter || now.Before(s.boundAt) {
+		b, err := s.st.WorkunitCountBacklog(ctx, s.appID, now.Unix())
+		if err != nil {
+			return 0, err
+		}
+		backlog, s.bound, s.boundAt = b.Total(), b.Total(), now
+		s.m.backlog.Set(float64(backlog))
 	}
-	s.m.backlog.Set(float64(backlog.Total()))
-	short := int64(s.cfg.UnsentTarget) - backlog.Total()
+	short := int64(s.cfg.UnsentTarget) - backlog
 	if short <= 0 {
 		return 0, nil
 	}
 	// Each job brings target_nresults instances; round up so the target is
 	// reached, overshooting by less than one job.
-	per := int64(s.cfg.Params.TargetNResults)
 	n := min((short+per-1)/per, int64(s.cfg.Batch))
 	if remaining >= 0 {
 		n = min(n, remaining)
@@ -142,8 +165,10 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	}
 	s.loaded = false // until the outcome is on disk, trust only the file
 	if err := s.creator.Create(ctx, s.appID, batch, s.cfg.Params); err != nil {
+		s.boundAt = time.Time{}
 		return 0, fmt.Errorf("create %d jobs: %w", n, err)
 	}
+	s.bound += n * (per + 1)
 	done := counter{App: s.cfg.App, Created: s.created + n}
 	if err := writeCounter(s.cfg.CounterFile, done); err != nil {
 		return 0, err
@@ -152,7 +177,7 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	s.loaded = true
 	s.m.jobsCreated.Add(float64(n))
 	s.m.totalJobs.Set(float64(s.created))
-	s.log.Info("created jobs", "app", s.cfg.App, "jobs", n, "backlog", backlog.Total(),
+	s.log.Info("created jobs", "app", s.cfg.App, "jobs", n, "backlog", backlog,
 		"target", s.cfg.UnsentTarget, "created_total", s.created)
 	return int(n), nil
 }
