@@ -2,11 +2,17 @@
 // (seed 003 §3.1): it reads every job whose transition_time has come, with
 // all of its instances, in one joined stream, lets the state machine of
 // package transition decide under the policy of the job's app, and writes
-// the decision in one short transaction per job. The replica with mod index
+// the pass's decisions in one transaction: the jobs are locked in id order
+// and their guards compared, then one multi-row statement each inserts the
+// new instances, updates the jobs and updates the instances of the jobs
+// that did not change. A job that changed is left alone (still due); one the
+// server refuses makes the pass fall back to one transaction per job, so it
+// fails alone. The replica with mod index
 // 0 also runs the batch pass every --tail-interval: batch completion and
 // tail acceleration.
 //
-// Reads: workunit (transition_time <= now, id % mod = mod_index) ⋈ result;
+// Reads: workunit (transition_time <= now, id % mod = mod_index, oldest due
+// first) ⋈ result, only the columns the state machine decides on;
 // app (hold_failed_jobs, cached for 30 s); batch (state in progress) with
 // its jobs' counts (workunit by wu_batch).
 //
