@@ -3,6 +3,7 @@ package scheduler
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -101,7 +102,13 @@ func BenchmarkDispatch(b *testing.B) {
 	cfg.Requests = b.N
 	cfg.CachePath = filepath.Join(b.TempDir(), "cache")
 
-	svc, err := New(Options{Store: st, Cache: NewCacheFile(cfg.CachePath), UploadKey: key,
+	// New projects sign upload certificates with Ed25519 (taskctl keys
+	// generate); the RSA key is only the fallback.
+	_, edKey, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc, err := New(Options{Store: st, Cache: NewCacheFile(cfg.CachePath), UploadKey: key, UploadCertKey: edKey,
 		URLBase: "http://127.0.0.1:8080", Fanout: 1024, ProjectName: "bench", Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)

@@ -22,25 +22,10 @@ func (s *Service) addResults(ctx context.Context, x *rpc, items []sendItem) {
 	for i, it := range items {
 		ids[i] = it.resultID
 	}
-	results, err := s.st.ResultListByIDs(ctx, ids)
+	byID, wuByID, err := s.replyRows(ctx, x, ids)
 	if err != nil {
 		s.log.Error("read results to send", "host_id", x.host.ID, "error", err)
 		return
-	}
-	byID := make(map[int64]store.Result, len(results))
-	var wuIDs []int64
-	for _, r := range results {
-		byID[r.ID] = r
-		wuIDs = append(wuIDs, r.WorkunitID)
-	}
-	wus, err := s.st.WorkunitListByIDs(ctx, wuIDs)
-	if err != nil {
-		s.log.Error("read workunits to send", "host_id", x.host.ID, "error", err)
-		return
-	}
-	wuByID := make(map[int64]store.Workunit, len(wus))
-	for _, wu := range wus {
-		wuByID[wu.ID] = wu
 	}
 	b := replyBuilder{s: s, reply: x.reply, flops: x.host.PFpops,
 		apps: map[string]bool{}, versions: map[string]bool{}, files: map[string]bool{}}
