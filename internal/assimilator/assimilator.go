@@ -111,8 +111,8 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 
 // scan walks the READY jobs from s.after, trying those not backing off,
 // until it has tried Batch jobs, read ScanPages pages, or gone round once.
-// The jobs of each page are handed on one by one, then those handled are
-// marked DONE together.
+// The jobs of each page are handed on one by one, then a Flusher handler
+// makes them durable, then those handled are marked DONE together.
 func (s *Service) scan(ctx context.Context, p *pass) error {
 	startedAtHead := s.after == 0
 	wrapped := false
@@ -123,13 +123,14 @@ func (s *Service) scan(ctx context.Context, p *pass) error {
 			return err
 		}
 		var handled []handledJob
-		full := false
+		full, ran := false, false
 		for _, j := range jobs {
 			s.after = j.Workunit.ID
 			if s.retry.waiting(j.Workunit.ID, s.opts.Now()) {
 				continue
 			}
 			p.tried++
+			ran = ran || j.Workunit.KnownAnswerID == 0
 			kind, fail, err := s.handle(ctx, j)
 			if err != nil {
 				s.failed(j.Workunit.ID, fail, err, p)
@@ -140,6 +141,9 @@ func (s *Service) scan(ctx context.Context, p *pass) error {
 				full = true
 				break
 			}
+		}
+		if ran {
+			handled = s.flush(ctx, handled, p)
 		}
 		s.mark(ctx, handled, p)
 		if full {
@@ -164,6 +168,32 @@ func (s *Service) scan(ctx context.Context, p *pass) error {
 type handledJob struct {
 	id   int64
 	kind string
+}
+
+// flush has a Flusher handler make the page's work durable before any of
+// it is marked DONE, and returns the jobs that may be marked. Should Flush
+// fail, every job the handler took fails (it is handled again after its
+// back-off); known-answer jobs, which the handler never saw, are marked.
+func (s *Service) flush(ctx context.Context, handled []handledJob, p *pass) []handledJob {
+	f, ok := s.h.(Flusher)
+	if !ok {
+		return handled
+	}
+	err := f.Flush(ctx)
+	if err == nil {
+		return handled
+	}
+	err = fmt.Errorf("assimilator: flush handler: %w", err)
+	fail := handlerFailure(err)
+	kept := handled[:0]
+	for _, h := range handled {
+		if h.kind == kindKnownAnswer {
+			kept = append(kept, h)
+			continue
+		}
+		s.failed(h.id, fail, err, p)
+	}
+	return kept
 }
 
 // failed records a job's failure for its back-off.

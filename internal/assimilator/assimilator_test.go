@@ -52,7 +52,7 @@ func setup(t *testing.T) *bundle {
 }
 
 func (b *bundle) service(mod, index int) *Service {
-	return b.serviceWith(FileHandler{Dir: b.results, UploadDir: b.upload, Fanout: fanoutN}, b.st,
+	return b.serviceWith(&FileHandler{Dir: b.results, UploadDir: b.upload, Fanout: fanoutN}, b.st,
 		Options{Mod: mod, ModIndex: index})
 }
 

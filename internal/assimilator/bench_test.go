@@ -39,7 +39,7 @@ func BenchmarkAssimilate(b *testing.B) {
 	}
 	b.Run("copy", func(b *testing.B) {
 		benchAssimilate(b, func(upload, results string) Handler {
-			return FileHandler{Dir: results, UploadDir: upload, Fanout: fanoutN}
+			return &FileHandler{Dir: results, UploadDir: upload, Fanout: fanoutN}
 		})
 	})
 	b.Run("noop", func(b *testing.B) {

@@ -4,7 +4,8 @@
 // instance and its output files; for a job that failed for good it gets the
 // job alone (its error mask says why). Either way the job is then marked
 // assimilated. Built-in handlers: FileHandler (--handler copy, the default)
-// copies the canonical output into a results directory; CommandHandler
+// hands the canonical output to a results directory (a hard link to the
+// uploaded file where it can, else a copy); CommandHandler
 // (--handler command) runs a program per job. Science code with a Go
 // handler calls Main from its own main (see examples/assimilator).
 //
@@ -16,11 +17,15 @@
 // trigger) and mod_time, for the jobs of a page whose handler succeeded, in
 // one statement, each row only if still READY (a job marked meanwhile is a
 // conflict, the others are marked); whatever the handler writes
-// (FileHandler: files in the results directory, each written whole,
-// atomically).
+// (FileHandler: files in the results directory, each whole under its name,
+// linked or renamed into place).
 //
 // The handler runs before the row is updated and must be idempotent, so a
-// crash between the two only means the job is handled once more. A
+// crash between the two only means the job is handled once more. A handler
+// that is a Flusher makes a page's work durable in one Flush, called after
+// the page's handlers and before the page is marked: FileHandler syncs the
+// results directory (and the data of any file it copied) once per page, not
+// once per job. A failed Flush leaves the page's handled jobs READY. A
 // handler that fails leaves the job READY: it is retried with a per-job
 // exponential back-off held in memory (RetryMin doubling to RetryMax,
 // jittered), and the scan pages past jobs that are backing off, so a broken

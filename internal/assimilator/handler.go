@@ -2,12 +2,15 @@ package assimilator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
@@ -24,99 +27,309 @@ type Handler interface {
 	Handle(ctx context.Context, wu store.Workunit, canonical *store.Result) error
 }
 
+// Flusher is a Handler that makes its work durable a page of jobs at a
+// time rather than job by job, because one sync per page costs what one
+// sync per job would (a journal commit). The service calls Flush after the
+// handler has run for a page of jobs and before it marks any of them
+// assimilated; until Flush returns nil, what Handle did for those jobs may
+// be lost in a crash, or (for FileHandler) not be visible yet. A Flush
+// error fails every job handled since the last Flush: they stay READY and
+// are handled again after their back-off. Flush is called from the
+// goroutine that calls Handle.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
 // ErrorSuffix ends the name of the file that records a failed job.
 const ErrorSuffix = ".error"
+
+// tmpSuffix ends the temporary name of a file on its way to its final
+// name. Job names may not hold '%' (fanout.ValidName), so no final name
+// ends with it, and a job's temporary name is fixed: one left over from a
+// crash is overwritten when the job is handled again.
+const tmpSuffix = "%tmp"
 
 // FileHandler stores each job's outcome as files in a results directory:
 // <Dir>/<job name> holds the canonical instance's (first) output file, and
 // <Dir>/<job name>.<i> its output file i for i >= 1; a failed job gets
 // <Dir>/<job name>.error holding the names of its error bits.
+//
+// An output file is handed over by a hard link to the uploaded file when
+// the upload and results directories are on one file system: no bytes are
+// copied, and the data server synced the data before it acknowledged the
+// upload. The upload file is never written again once complete, and the
+// file deleter only unlinks its name in the upload directory, so the
+// results entry keeps the data. Where linking fails (another file system,
+// fs.protected_hardlinks against a file of another owner, ...), the file is
+// copied to a temporary name instead, as the error files are written. Flush
+// then syncs every such file's data at once, renames each to its final name
+// and syncs the results directory, which also makes the hard links
+// durable: a name in the results directory always holds a whole file, and
+// a crash before Flush returns loses nothing the database says is
+// assimilated.
+//
+// Use a *FileHandler; its zero state is ready, and it must not be copied
+// once used.
 type FileHandler struct {
 	// Dir is the results directory, created if missing.
 	Dir string
 	// UploadDir and Fanout locate output files (see package fanout).
 	UploadDir string
 	Fanout    int
+
+	// link is os.Link; tests replace it to force the copy.
+	link func(oldname, newname string) error
+
+	mu sync.Mutex
+	// ready says Dir was seen to exist since the last Flush.
+	ready bool
+	// made says this handler created Dir since the last Flush, so its
+	// parent's entry must be synced too.
+	made bool
+	// dirty says an entry of Dir changed since the last Flush.
+	dirty bool
+	// pending are the files written under temporary names, to be renamed
+	// by Flush.
+	pending []pendingFile
 }
 
-// Handle writes the job's result files.
-func (h FileHandler) Handle(_ context.Context, wu store.Workunit, canonical *store.Result) error {
+// pendingFile is a file whose data was written to tmp, waiting to become
+// final.
+type pendingFile struct {
+	tmp, final string
+}
+
+// Handle hands over the job's result files: linked, or written for Flush
+// to finish.
+func (h *FileHandler) Handle(_ context.Context, wu store.Workunit, canonical *store.Result) error {
 	if err := fanout.ValidName(wu.Name); err != nil {
 		return fmt.Errorf("job name: %w", err)
 	}
-	if err := os.MkdirAll(h.Dir, 0o755); err != nil {
-		return fmt.Errorf("create results directory: %w", err)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.prepareDir(); err != nil {
+		return err
 	}
+	// On failure the job's files written so far are dropped: it is handled
+	// again from the start.
+	queued := len(h.pending)
+	err := h.handle(wu, canonical)
+	if err != nil {
+		h.drop(queued)
+	}
+	return err
+}
+
+func (h *FileHandler) handle(wu store.Workunit, canonical *store.Result) error {
 	if canonical == nil {
-		body := strings.NewReader(wu.ErrorMask.String() + "\n")
-		return writeAtomic(h.Dir, wu.Name+ErrorSuffix, body)
+		return h.write(wu.Name+ErrorSuffix, strings.NewReader(wu.ErrorMask.String()+"\n"))
 	}
 	files, err := jobxml.ParseResult(canonical.XMLDocIn)
 	if err != nil {
 		return fmt.Errorf("canonical result %d: %w", canonical.ID, err)
 	}
 	if len(files) == 0 {
-		return writeAtomic(h.Dir, wu.Name, strings.NewReader(""))
+		return h.write(wu.Name, strings.NewReader(""))
 	}
 	for i, f := range files {
 		src, err := fanout.Path(h.UploadDir, f.Name, h.Fanout)
 		if err != nil {
 			return fmt.Errorf("canonical result %d: %w", canonical.ID, err)
 		}
-		in, err := os.Open(src)
-		if err != nil {
-			return fmt.Errorf("canonical result %d output: %w", canonical.ID, err)
-		}
 		name := wu.Name
 		if i > 0 {
 			name += "." + strconv.Itoa(i)
 		}
-		err = writeAtomic(h.Dir, name, in)
-		in.Close()
-		if err != nil {
-			return err
+		if err := h.place(src, name); err != nil {
+			return fmt.Errorf("canonical result %d output: %w", canonical.ID, err)
 		}
 	}
 	return nil
 }
 
-// writeAtomic makes dir/name hold exactly what src gives: written to a
-// temporary file in the same directory, synced, then renamed over name, so
-// a reader (or a crash) sees the old file or the whole new one, never part.
-func writeAtomic(dir, name string, src io.Reader) error {
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
+// prepareDir makes sure Dir exists, once per Flush.
+func (h *FileHandler) prepareDir() error {
+	if h.ready {
+		return nil
+	}
+	if _, err := os.Stat(h.Dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(h.Dir, 0o755); err != nil {
+			return fmt.Errorf("create results directory: %w", err)
+		}
+		h.made = true
+	} else if err != nil {
+		return fmt.Errorf("results directory: %w", err)
+	}
+	h.ready = true
+	return nil
+}
+
+// place makes Dir/name the file at src: a hard link when it can, else a
+// copy finished by Flush.
+func (h *FileHandler) place(src, name string) error {
+	final := filepath.Join(h.Dir, name)
+	link := h.link
+	if link == nil {
+		link = os.Link
+	}
+	err := link(src, final)
+	switch {
+	case err == nil:
+		h.dirty = true
+		return nil
+	case errors.Is(err, fs.ErrExist):
+		return h.replace(src, final, link)
+	case errors.Is(err, fs.ErrNotExist):
+		// Dir exists (prepareDir), so the output file is missing: the job
+		// waits for a retry rather than hand over a partial set.
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return h.write(name, in)
+}
+
+// replace handles a name already taken: by the same file (the job was
+// handled before a crash, or its Flush failed) it is done; otherwise the
+// file is linked under the temporary name and renamed over it. Data and
+// rename need no sync here: the data is the uploaded file's, and Flush
+// syncs the directory.
+func (h *FileHandler) replace(src, final string, link func(string, string) error) error {
+	si, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Lstat(final); err == nil && os.SameFile(si, fi) {
+		h.dirty = true // its entry may not be durable yet
+		return nil
+	}
+	tmp := final + tmpSuffix
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := link(src, tmp); err != nil {
+		// Linked once but not now; copying is always possible.
+		in, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		return h.write(filepath.Base(final), in)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	h.dirty = true
+	return nil
+}
+
+// write stores what src gives under Dir/name's temporary name, unsynced;
+// Flush syncs it and renames it to name.
+func (h *FileHandler) write(name string, src io.Reader) error {
+	final := filepath.Join(h.Dir, name)
+	tmp := final + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	cleanup := func() { tmp.Close(); os.Remove(tmp.Name()) }
-	if _, err := io.Copy(tmp, src); err != nil {
-		cleanup()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	if err := tmp.Sync(); err != nil {
-		cleanup()
-		return fmt.Errorf("write %s: sync: %w", name, err)
+	if _, err := io.Copy(f, src); err != nil {
+		return fail(err)
 	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
+	// The umask may have narrowed the mode; whoever reads the results
+	// (another user, a web server) must be able to.
+	if err := f.Chmod(0o644); err != nil {
+		return fail(err)
+	}
+	if err := syncEach(f); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", name, err)
+	h.pending = append(h.pending, pendingFile{tmp: tmp, final: final})
+	return nil
+}
+
+// drop removes the temporary files queued from index from on.
+func (h *FileHandler) drop(from int) {
+	for _, p := range h.pending[from:] {
+		os.Remove(p.tmp)
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", name, err)
+	h.pending = h.pending[:from]
+}
+
+// Flush makes every job handled since the last Flush durable: the written
+// files' data synced, each renamed to its final name, then the results
+// directory synced (and its parent, if the handler created it). On error
+// the written files are removed; those jobs are handled again.
+func (h *FileHandler) Flush(context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// The next page checks Dir again, in case it was removed meanwhile.
+	h.ready = false
+	if len(h.pending) > 0 {
+		if err := h.finish(); err != nil {
+			h.drop(0)
+			return err
+		}
 	}
-	// The rename is durable only once the directory is.
+	if !h.dirty && !h.made {
+		return nil
+	}
+	if err := syncDir(h.Dir); err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	h.dirty = false
+	if h.made {
+		if err := syncDir(filepath.Dir(h.Dir)); err != nil {
+			return fmt.Errorf("results: %w", err)
+		}
+		h.made = false
+	}
+	return nil
+}
+
+// finish syncs the pending files' data and renames them to their final
+// names; the data is durable before any name refers to it.
+func (h *FileHandler) finish() error {
+	paths := make([]string, len(h.pending))
+	for i, p := range h.pending {
+		paths[i] = p.tmp
+	}
+	if err := syncFiles(h.Dir, paths); err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	for len(h.pending) > 0 {
+		p := h.pending[0]
+		if err := os.Rename(p.tmp, p.final); err != nil {
+			return fmt.Errorf("results: %w", err)
+		}
+		h.pending = h.pending[1:]
+		h.dirty = true
+	}
+	h.pending = nil
+	return nil
+}
+
+// syncDir makes the entries of dir durable.
+func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("write %s: sync directory: %w", name, err)
+		return fmt.Errorf("sync directory: %w", err)
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fmt.Errorf("write %s: sync directory: %w", name, err)
+		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
 }

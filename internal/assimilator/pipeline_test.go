@@ -73,7 +73,7 @@ func newPipeline(t *testing.T) *pipeline {
 		transitioner.Options{Now: clock})
 	p.valid = validator.New(p.st, log, validator.NewMetrics(prometheus.NewRegistry()),
 		validator.Options{App: demoapp.AppName, UploadDir: p.upload, Fanout: fanoutN, Now: clock})
-	p.assim = assimilator.New(p.st, assimilator.FileHandler{Dir: p.results, UploadDir: p.upload, Fanout: fanoutN}, log,
+	p.assim = assimilator.New(p.st, &assimilator.FileHandler{Dir: p.results, UploadDir: p.upload, Fanout: fanoutN}, log,
 		assimilator.NewMetrics(prometheus.NewRegistry()), assimilator.Options{App: demoapp.AppName, Now: clock})
 	if p.jobID, err = p.st.WorkunitInsert(ctx, store.Workunit{CreateTime: t0, AppID: p.appID, Name: p.jobName,
 		RscFpopsEst: 86400e9, DelayBound: 1000, MinQuorum: 2, TargetNResults: 2, MaxErrorResults: 3,

@@ -17,7 +17,7 @@ import (
 
 // Built-in handlers, chosen with --handler.
 const (
-	// HandlerCopy is FileHandler: outputs copied to --results-dir.
+	// HandlerCopy is FileHandler: outputs linked or copied to --results-dir.
 	HandlerCopy = "copy"
 	// HandlerCommand is CommandHandler running --handler-cmd.
 	HandlerCommand = "command"
@@ -95,7 +95,7 @@ func NewHandler(c HandlerConfig) (Handler, error) {
 		return CommandHandler{Argv: strings.Fields(c.Command), Timeout: c.Timeout, UploadDir: c.UploadDir,
 			Fanout: c.Fanout, Log: c.Log}, nil
 	}
-	return FileHandler{Dir: c.ResultsDir, UploadDir: c.UploadDir, Fanout: c.Fanout}, nil
+	return &FileHandler{Dir: c.ResultsDir, UploadDir: c.UploadDir, Fanout: c.Fanout}, nil
 }
 
 // Program is an assimilator program: the stock one (cmd/assimilator, with
@@ -138,7 +138,8 @@ func Run(ctx context.Context, args []string, p Program) error {
 				"(runs --handler-cmd); default command if --handler-cmd is set, else copy",
 				EnvVars: []string{config.EnvName(FlagHandler)}},
 			&cli.StringFlag{Name: FlagResultsDir, Value: "results",
-				Usage:   "copy: directory receiving <job name> (canonical output) and <job name>.error (failed job) files",
+				Usage: "copy: directory receiving <job name> (canonical output) and <job name>.error (failed job) files; " +
+					"outputs are hard-linked from the upload directory when it is on the same file system, else copied",
 				EnvVars: []string{config.EnvName(FlagResultsDir)}},
 			&cli.StringFlag{Name: FlagHandlerCmd,
 				Usage: "command: program and fixed arguments (split at spaces) run per job with the output paths " +

@@ -17,9 +17,9 @@ func TestNewHandlerSelection(t *testing.T) {
 		want    Handler
 		wantErr string
 	}{
-		{"default is copy", base, FileHandler{Dir: "/p/results", UploadDir: "/p/upload", Fanout: 8}, ""},
+		{"default is copy", base, &FileHandler{Dir: "/p/results", UploadDir: "/p/upload", Fanout: 8}, ""},
 		{"explicit copy", with(func(c *HandlerConfig) { c.Kind = HandlerCopy }),
-			FileHandler{Dir: "/p/results", UploadDir: "/p/upload", Fanout: 8}, ""},
+			&FileHandler{Dir: "/p/results", UploadDir: "/p/upload", Fanout: 8}, ""},
 		{"a command alone selects command", with(func(c *HandlerConfig) { c.Command = "/bin/ingest --db x"; c.Timeout = time.Minute }),
 			CommandHandler{Argv: []string{"/bin/ingest", "--db", "x"}, Timeout: time.Minute, UploadDir: "/p/upload", Fanout: 8}, ""},
 		{"explicit command", with(func(c *HandlerConfig) { c.Kind = HandlerCommand; c.Command = "ingest" }),
