@@ -161,7 +161,9 @@ func serve(ctx context.Context, c *cli.Context) error {
 		}
 	}
 
-	st, err := store.Open(ctx, cfg.DBDSN, store.Options{MaxOpenConns: c.Int(flagMaxConns)})
+	// Every request runs the same user, host and in-progress read: prepared
+	// once per connection, the server does not parse it each time.
+	st, err := store.Open(ctx, cfg.DBDSN, store.Options{MaxOpenConns: c.Int(flagMaxConns), Prepared: true})
 	if err != nil {
 		return err
 	}

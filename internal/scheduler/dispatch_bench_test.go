@@ -88,7 +88,7 @@ func BenchmarkDispatch(b *testing.B) {
 	}
 	ctx := context.Background()
 	dsn := storetest.NewDatabase(b)
-	st, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: 16})
+	st, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: 16, Prepared: os.Getenv("BENCH_UNPREPARED") == ""})
 	if err != nil {
 		b.Fatal(err)
 	}

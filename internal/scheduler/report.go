@@ -22,18 +22,28 @@ import (
 // fail, and the client would report the result again forever.
 const maxBlob = 65535
 
+// needsHeld reports whether req needs its host's instances in progress:
+// it reports, lists or asks for anything.
+func needsHeld(req *protocol.SchedulerRequest) bool {
+	asked := (finite(req.WorkReqSeconds) > 0 || finite(req.CPUReqSecs) > 0) && req.DontSendWork == 0
+	return len(req.Results) > 0 || asked || req.HasOtherResults || len(req.OtherResults) > 0
+}
+
 // listHeld reads the host's instances in progress once, when the request
 // reports, lists or asks for anything: reports, aborts and resends are all
-// decided from it.
+// decided from it. The list authenticate read with the user serves when it
+// is of the request's host; nothing was written in between.
 func (s *Service) listHeld(ctx context.Context, x *rpc) error {
-	req := x.req
-	asked := (finite(req.WorkReqSeconds) > 0 || finite(req.CPUReqSecs) > 0) && req.DontSendWork == 0
-	if len(req.Results) == 0 && !asked && !req.HasOtherResults && len(req.OtherResults) == 0 {
+	if !needsHeld(x.req) {
 		return nil
 	}
-	held, err := s.st.ResultListHostInProgress(ctx, x.host.ID, maxInProgressListed)
-	if err != nil {
-		return fmt.Errorf("%w: %w", errUnavailable, err)
+	held := x.preHeld
+	if x.preHeldOf == 0 || x.preHeldOf != x.host.ID {
+		var err error
+		held, err = s.st.ResultListHostInProgress(ctx, x.host.ID, maxInProgressListed)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUnavailable, err)
+		}
 	}
 	x.held = make(map[string]store.HostResult, len(held))
 	for _, hr := range held {

@@ -35,6 +35,7 @@ type Store interface {
 	ResultDetachHost(ctx context.Context, hostID, now int64) (int, error)
 	SchedulerCommit(ctx context.Context, b store.SchedBatch) (store.SchedOutcome, error)
 	UserHostGet(ctx context.Context, auth string, hostID int64) (store.User, store.Host, bool, error)
+	UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.User, store.Host, bool, []store.HostResult, error)
 	WorkunitListByIDs(ctx context.Context, ids []int64) ([]store.Workunit, error)
 }
 
@@ -299,6 +300,10 @@ type rpc struct {
 	// held is the host's instances in progress by name, read once for
 	// reports, aborts and resends.
 	held map[string]store.HostResult
+	// preHeld is the instances in progress on host preHeldOf, read with
+	// the user: held when that host turns out to be the request's.
+	preHeld   []store.HostResult
+	preHeldOf int64
 	// The request's writes, committed with its first sends.
 	reports   []pendingReport
 	hostWrite *store.SchedHost
@@ -318,7 +323,7 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 	x := &rpc{req: req, now: now.Unix(), reported: map[string]bool{},
 		reply: &protocol.SchedulerReply{ProjectName: s.opts.ProjectName}}
 
-	user, hostRow, hostFound, ok, err := s.authenticate(ctx, req.Authenticator, req.HostID)
+	user, hostRow, hostFound, ok, err := s.authenticate(ctx, x)
 	if err != nil {
 		return nil, false, err
 	}
@@ -370,16 +375,26 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 	return x.reply, false, nil
 }
 
-// authenticate finds the user whose account key is auth, and the host row
-// hostID names whoever owns it, in one query. The lookup goes through the
-// unique index; the final comparison is exact (the column's collation may
-// ignore case) and in constant time.
-func (s *Service) authenticate(ctx context.Context, auth string, hostID int64) (u store.User, h store.Host, hostFound, ok bool, err error) {
-	auth = strings.TrimSpace(auth)
+// authenticate finds the user whose account key is the request's, and the
+// host row its hostid names whoever owns it, in one query; when the request
+// needs the host's instances in progress (listHeld), the same query reads
+// them. The lookup goes through the unique index; the final comparison is
+// exact (the column's collation may ignore case) and in constant time.
+func (s *Service) authenticate(ctx context.Context, x *rpc) (u store.User, h store.Host, hostFound, ok bool, err error) {
+	auth := strings.TrimSpace(x.req.Authenticator)
 	if auth == "" || len(auth) > 254 || !utf8.ValidString(auth) {
 		return u, h, false, false, nil
 	}
-	u, h, hostFound, err = s.st.UserHostGet(ctx, auth, max(hostID, 0))
+	hostID := max(x.req.HostID, 0)
+	if hostID > 0 && needsHeld(x.req) {
+		var held []store.HostResult
+		u, h, hostFound, held, err = s.st.UserHostHeldGet(ctx, auth, hostID, maxInProgressListed)
+		if err == nil {
+			x.preHeld, x.preHeldOf = held, hostID
+		}
+	} else {
+		u, h, hostFound, err = s.st.UserHostGet(ctx, auth, hostID)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return u, h, false, false, nil
 	}
@@ -387,6 +402,7 @@ func (s *Service) authenticate(ctx context.Context, auth string, hostID int64) (
 		return u, h, false, false, fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	if subtle.ConstantTimeCompare([]byte(u.Authenticator), []byte(auth)) != 1 {
+		x.preHeld, x.preHeldOf = nil, 0
 		return store.User{}, store.Host{}, false, false, nil
 	}
 	return u, h, hostFound, true, nil

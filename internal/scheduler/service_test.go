@@ -869,6 +869,13 @@ func (s *failingStore) UserHostGet(ctx context.Context, auth string, hostID int6
 	return s.Store.UserHostGet(ctx, auth, hostID)
 }
 
+func (s *failingStore) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.User, store.Host, bool, []store.HostResult, error) {
+	if s.failAuth {
+		return store.User{}, store.Host{}, false, nil, fmt.Errorf("lookup: %w", io.ErrUnexpectedEOF)
+	}
+	return s.Store.UserHostHeldGet(ctx, auth, hostID, limit)
+}
+
 func TestFailedReportIsNotAcked(t *testing.T) {
 	t.Parallel()
 	fs := &failingStore{}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/taskserver/taskserver/internal/state"
 )
 
 // userHostColumns is hostColumns read through a LEFT JOIN as h: each column
@@ -41,7 +43,7 @@ FROM user u LEFT JOIN host h ON h.id = ? WHERE u.authenticator = ?`
 // themselves.
 func (s *Store) UserHostGet(ctx context.Context, auth string, hostID int64) (u User, h Host, found bool, err error) {
 	var row userHostRow
-	err = s.db.GetContext(ctx, &row, userHostGet, hostID, auth)
+	err = s.hotGet(ctx, &row, userHostGet, hostID, auth)
 	if errors.Is(err, sql.ErrNoRows) {
 		return u, h, false, ErrNotFound
 	}
@@ -58,4 +60,58 @@ func prefixed(p, cols string) string {
 		out = append(out, p+strings.TrimSpace(c))
 	}
 	return strings.Join(out, ", ")
+}
+
+// heldColumns is resultListHostInProgress's column list read through LEFT
+// JOINs: each column named "held.<column>" and never NULL.
+const heldColumns = "COALESCE(r.id, 0) AS `held.id`, COALESCE(r.name, '') AS `held.name`, " +
+	"COALESCE(r.workunitid, 0) AS `held.workunitid`, COALESCE(w.appid, 0) AS `held.appid`, " +
+	"COALESCE(r.report_deadline, 0) AS `held.report_deadline`, COALESCE(r.sent_time, 0) AS `held.sent_time`, " +
+	"COALESCE(r.app_version_id, 0) AS `held.app_version_id`, COALESCE(r.app_version_num, 0) AS `held.app_version_num`, " +
+	"COALESCE(w.rsc_fpops_est, 0) AS `held.rsc_fpops_est`, " +
+	"COALESCE(w.canonical_resultid <> 0 OR w.error_mask <> 0, 0) AS `held.job_done`, " +
+	"COALESCE(r.xml_doc_in, '') AS `held.xml_doc_in`, COALESCE(r.file_delete_state, 0) AS `held.file_delete_state`"
+
+// userHostHeldRow is a user, the host a request named, and one of the
+// host's instances in progress (id 0 when it has none).
+type userHostHeldRow struct {
+	userHostRow
+	Held HostResult `db:"held"`
+}
+
+// The user is one row (authenticator is unique) and the host one (by id),
+// so the rows are the host's instances in progress, or one row without.
+// No ORDER BY: on the outer-joined table it makes MariaDB sort the rows,
+// TEXT column and all, in a temporary table (three times the query's
+// cost); the rows come in res_host_state's order, which is by id. The
+// limit only bounds a host holding thousands of instances.
+var userHostHeldGet = `SELECT ` + prefixed("u.", userColumns) + `, ` + userHostColumns +
+	`, h.id IS NOT NULL AS host_found, ` + heldColumns + `
+FROM user u LEFT JOIN host h ON h.id = ?
+LEFT JOIN result r ON r.hostid = h.id AND r.server_state = ?
+LEFT JOIN workunit w ON w.id = r.workunitid
+WHERE u.authenticator = ?
+LIMIT ?`
+
+// UserHostHeldGet is UserHostGet and ResultListHostInProgress of host
+// hostID in one query: a scheduler request that reports or asks for work
+// needs all three, and in the usual case (the host is the user's own) one
+// round trip serves it. The instances are read whoever owns the host; the
+// caller uses them only once it has decided the host is the request's.
+func (s *Store) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (u User, h Host, found bool, held []HostResult, err error) {
+	var rows []userHostHeldRow
+	err = s.hotSelect(ctx, &rows, userHostHeldGet, hostID, state.ServerInProgress, auth, limit)
+	if err != nil {
+		return u, h, false, nil, fmt.Errorf("get user by authenticator, host %d and its results in progress: %w", hostID, err)
+	}
+	if len(rows) == 0 {
+		return u, h, false, nil, ErrNotFound
+	}
+	held = make([]HostResult, 0, len(rows))
+	for _, r := range rows {
+		if r.Held.ID != 0 {
+			held = append(held, r.Held)
+		}
+	}
+	return rows[0].User, rows[0].Host, rows[0].HostFound, held, nil
 }

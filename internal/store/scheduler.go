@@ -78,7 +78,7 @@ ORDER BY r.id LIMIT ?`
 // hostID, by id (index res_host_state).
 func (s *Store) ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]HostResult, error) {
 	var out []HostResult
-	err := s.db.SelectContext(ctx, &out, resultListHostInProgress, hostID, state.ServerInProgress, limit)
+	err := s.hotSelect(ctx, &out, resultListHostInProgress, hostID, state.ServerInProgress, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list results in progress on host %d: %w", hostID, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -32,12 +33,23 @@ var ErrNotFound = errors.New("not found")
 // Store is a handle on the project database.
 type Store struct {
 	db *sqlx.DB
+	// prep is nil unless Options.Prepared: then the hot queries run as
+	// server-side prepared statements.
+	prep *stmtCache
 }
 
 // Options tunes the connection pool.
 type Options struct {
 	// MaxOpenConns bounds connections to the server; 0 means 16.
 	MaxOpenConns int
+	// Prepared runs the queries a program issues on every request (the
+	// scheduler's user, host and in-progress reads) as server-side prepared
+	// statements, prepared once per connection. Every other statement has
+	// its parameters interpolated by the driver and is parsed by the server
+	// each time; for a query run thousands of times a second the parse is
+	// most of its cost. It costs one prepared statement per hot query and
+	// connection on the server.
+	Prepared bool
 }
 
 // Open connects to the database named by dsn (go-sql-driver/mysql form, e.g.
@@ -66,7 +78,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		err = db.PingContext(pctx)
 		cancel()
 		if err == nil {
-			return &Store{db: db}, nil
+			st := &Store{db: db}
+			if opts.Prepared {
+				st.prep = &stmtCache{db: db, stmts: map[string]*sqlx.Stmt{}}
+			}
+			return st, nil
 		}
 		var me *mysql.MySQLError
 		if errors.As(err, &me) {
@@ -84,8 +100,71 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 }
 
-// Close releases the connection pool.
-func (s *Store) Close() error { return s.db.Close() }
+// Close releases the prepared statements and the connection pool.
+func (s *Store) Close() error {
+	if s.prep != nil {
+		s.prep.close()
+	}
+	return s.db.Close()
+}
+
+// stmtCache holds one prepared statement per query text. database/sql
+// prepares a statement on each connection the first time it runs there and
+// keeps it, so after warm-up an execution is one round trip without a parse.
+type stmtCache struct {
+	db    *sqlx.DB
+	mu    sync.Mutex
+	stmts map[string]*sqlx.Stmt
+}
+
+// get returns the statement for query, preparing it on first use.
+func (c *stmtCache) get(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := c.db.PreparexContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	c.stmts[query] = st
+	return st, nil
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q, st := range c.stmts {
+		_ = st.Close()
+		delete(c.stmts, q)
+	}
+}
+
+// hotGet is GetContext for a query run on every request: prepared when the
+// store was opened with Options.Prepared.
+func (s *Store) hotGet(ctx context.Context, dest any, query string, args ...any) error {
+	if s.prep == nil {
+		return s.db.GetContext(ctx, dest, query, args...)
+	}
+	st, err := s.prep.get(ctx, query)
+	if err != nil {
+		return err
+	}
+	return st.GetContext(ctx, dest, args...)
+}
+
+// hotSelect is SelectContext for a query run on every request, as hotGet.
+func (s *Store) hotSelect(ctx context.Context, dest any, query string, args ...any) error {
+	if s.prep == nil {
+		return s.db.SelectContext(ctx, dest, query, args...)
+	}
+	st, err := s.prep.get(ctx, query)
+	if err != nil {
+		return err
+	}
+	return st.SelectContext(ctx, dest, args...)
+}
 
 // DB exposes the handle for tests in other packages that must inspect rows
 // directly. Production code calls Store methods.
