@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/procstat"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -72,6 +74,66 @@ func TestUserHostHeldGet(t *testing.T) {
 			if _, _, _, _, err := st.UserHostHeldGet(ctx, "nosuch", busy, 1000); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("unknown authenticator: err = %v, want ErrNotFound", err)
 			}
+		})
+	}
+}
+
+// BenchmarkUserHostHeldGet measures the database server's CPU for the
+// scheduler's one read per request, prepared or not, from 16 goroutines:
+//
+//	TEST_MYSQL_DSN='root@tcp(127.0.0.1:3316)/' go test -run '^$' -bench UserHostHeldGet ./internal/store
+func BenchmarkUserHostHeldGet(b *testing.B) {
+	for _, prepared := range []bool{false, true} {
+		b.Run(map[bool]string{false: "interpolated", true: "prepared"}[prepared], func(b *testing.B) {
+			ctx := context.Background()
+			dsn := storetest.NewDatabase(b)
+			st, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: 16, Prepared: prepared})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			uid, err := st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			hid, err := st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: uid})
+			if err != nil {
+				b.Fatal(err)
+			}
+			wu, err := st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: 1, Name: "wu", TransitionTime: state.NoTransition})
+			if err != nil {
+				b.Fatal(err)
+			}
+			id, err := st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wu, ServerState: state.ServerInProgress,
+				Name: "wu_0", XMLDocIn: strings.Repeat("x", 300)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			storetest.Exec(b, st, `UPDATE result SET hostid = ? WHERE id = ?`, hid, id)
+			dbPID, err := procstat.DBServerPID(ctx, st.DB().DB)
+			if err != nil {
+				b.Fatal(err)
+			}
+			db0, err := procstat.Read(dbPID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetParallelism(8)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, _, _, held, err := st.UserHostHeldGet(ctx, "k", hid, 1000); err != nil || len(held) != 1 {
+						b.Error(err, len(held))
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			db1, err := procstat.Read(dbPID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(db1.Sub(db0).CPUSeconds/float64(b.N)*1e3, "db-ms/op")
 		})
 	}
 }

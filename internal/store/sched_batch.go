@@ -336,23 +336,24 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 // The job rows are locked and their new values computed from what the lock
 // read: a trigger is LEAST(transition_time - 1, now), a wake LEAST(
 // transition_time, deadline), as the single-row statements write them.
-const schedUpdateWorkunits = `UPDATE workunit w JOIN (%s) d ON w.id = d.id
-SET w.transition_time = d.tt, w.hr_class = d.hr, w.min_quorum = d.mq, w.target_nresults = d.tn`
+const schedUpdateWorkunits = `UPDATE workunit w STRAIGHT_JOIN (%s) d ON d.id = w.id
+SET w.transition_time = d.tt, w.hr_class = d.hr, w.min_quorum = d.mq, w.target_nresults = d.tn
+WHERE w.id IN (%s)`
 
-const schedUpdateReports = `UPDATE result r JOIN (%s) d ON r.id = d.id
+const schedUpdateReports = `UPDATE result r STRAIGHT_JOIN (%s) d ON d.id = r.id
 SET r.server_state = ` + stateOver + `, r.outcome = d.outcome, r.client_state = d.cs, r.exit_status = d.es,
 r.cpu_time = d.cpu, r.elapsed_time = d.el, r.received_time = d.now, r.stderr_out = d.se, r.xml_doc_out = d.xo,
 r.validate_state = d.vs, r.claimed_credit = d.cc, r.mod_time = d.now, r.file_delete_state = d.fds
-WHERE r.hostid = d.hostid AND r.server_state = d.fs AND r.outcome = d.fo`
+WHERE r.id IN (%s) AND r.hostid = d.hostid AND r.server_state = d.fs AND r.outcome = d.fo`
 
-const schedUpdateSends = `UPDATE result r JOIN (%s) d ON r.id = d.id
+const schedUpdateSends = `UPDATE result r STRAIGHT_JOIN (%s) d ON d.id = r.id
 SET r.server_state = ` + stateInProgress + `, r.hostid = d.hostid, r.userid = d.userid, r.sent_time = d.now,
 r.report_deadline = d.deadline, r.app_version_id = d.avid, r.app_version_num = d.avnum, r.mod_time = d.now
-WHERE r.server_state = ` + stateUnsent
+WHERE r.id IN (%s) AND r.server_state = ` + stateUnsent
 
-const schedUpdateCouldntSend = `UPDATE result r JOIN (%s) d ON r.id = d.id
+const schedUpdateCouldntSend = `UPDATE result r STRAIGHT_JOIN (%s) d ON d.id = r.id
 SET r.server_state = ` + stateOver + `, r.outcome = ` + outcomeCouldntSend + `, r.mod_time = d.now
-WHERE r.server_state = ` + stateUnsent
+WHERE r.id IN (%s) AND r.server_state = ` + stateUnsent
 
 // The states as SQL literals, checked against package state by a test.
 const (
@@ -364,18 +365,20 @@ const (
 
 // Credit columns are the validator's; error_streak, consecutive_valid and
 // avg_turnaround are relative, as ResultReport writes them.
-const schedUpdateHostsRPC = `UPDATE host h JOIN (%s) d ON h.id = d.id
+const schedUpdateHostsRPC = `UPDATE host h STRAIGHT_JOIN (%s) d ON d.id = h.id
 SET h.rpc_seqno = d.seq, h.rpc_time = d.t, h.last_ip_addr = d.ip,
 h.error_streak = h.error_streak + d.errs, h.consecutive_valid = IF(d.errs > 0, 0, h.consecutive_valid),
-h.avg_turnaround = IF(d.nt = 0, h.avg_turnaround, IF(h.avg_turnaround > 0, h.avg_turnaround * d.ta + d.tb, d.tc))`
+h.avg_turnaround = IF(d.nt = 0, h.avg_turnaround, IF(h.avg_turnaround > 0, h.avg_turnaround * d.ta + d.tb, d.tc))
+WHERE h.id IN (%s)`
 
-const schedUpdateHostsInfo = `UPDATE host h JOIN (%s) d ON h.id = d.id
+const schedUpdateHostsInfo = `UPDATE host h STRAIGHT_JOIN (%s) d ON d.id = h.id
 SET h.rpc_seqno = d.seq, h.rpc_time = d.t, h.last_ip_addr = d.ip,
 h.error_streak = h.error_streak + d.errs, h.consecutive_valid = IF(d.errs > 0, 0, h.consecutive_valid),
 h.avg_turnaround = IF(d.nt = 0, h.avg_turnaround, IF(h.avg_turnaround > 0, h.avg_turnaround * d.ta + d.tb, d.tc)),
 h.timezone = d.tz, h.domain_name = d.dn, h.host_cpid = d.cpid, h.p_ncpus = d.nc, h.p_vendor = d.pv,
 h.p_model = d.pm, h.p_fpops = d.pf, h.p_iops = d.pi, h.m_nbytes = d.mn, h.m_swap = d.ms, h.d_total = d.dt,
-h.d_free = d.df, h.os_name = d.osn, h.os_version = d.osv, h.on_frac = d.onf, h.active_frac = d.af`
+h.d_free = d.df, h.os_name = d.osn, h.os_version = d.osv, h.on_frac = d.onf, h.active_frac = d.af
+WHERE h.id IN (%s)`
 
 var (
 	hostRPCCols  = []string{"id", "seq", "t", "ip", "errs", "nt", "ta", "tb", "tc"}
@@ -458,15 +461,27 @@ func schedWriteHosts(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, deltas
 // the whole batch is refused rather than half applied.
 var errBatchCount = errors.New("multi-row update changed an unexpected number of rows")
 
-// execRows runs query, whose %s is a derived table of rows (first row named
-// by cols), in chunks of schedBatchMaxRows. want is the rows it must change
-// in all, or -1 for no check (an update that may leave a row as it was).
+// execRows runs query in chunks of schedBatchMaxRows: its first %s is a
+// derived table of rows (first row named by cols), its second the list of
+// the rows' ids (their first column). want is the rows it must change in
+// all, or -1 for no check (an update that may leave a row as it was).
+//
+// The queries name the updated table first, STRAIGHT_JOIN the derived
+// table, and restrict the table to the ids: the server then reads the rows
+// by primary key and updates each as it finds it. Joined the other way, a
+// multi-table update collects the new values in a temporary table first,
+// one on disk when a BLOB column is set (the reports' stderr_out): about
+// half the cost of the batch.
 func execRows(ctx context.Context, tx *sqlx.Tx, query string, cols []string, rows [][]any, want int) error {
 	var changed int64
 	for len(rows) > 0 {
 		n := min(len(rows), schedBatchMaxRows)
 		q, args := derivedTable(cols, rows[:n])
-		r, err := tx.ExecContext(ctx, fmt.Sprintf(query, q), args...)
+		for _, row := range rows[:n] {
+			args = append(args, row[0])
+		}
+		ids := strings.Repeat("?, ", n-1) + "?"
+		r, err := tx.ExecContext(ctx, fmt.Sprintf(query, q, ids), args...)
 		if err != nil {
 			return err
 		}
