@@ -84,11 +84,13 @@ type userHostHeldRow struct {
 // No ORDER BY: on the outer-joined table it makes MariaDB sort the rows,
 // TEXT column and all, in a temporary table (three times the query's
 // cost); the rows come in res_host_state's order, which is by id. The
-// limit only bounds a host holding thousands of instances.
+// limit only bounds a host holding thousands of instances. The instances
+// are matched to the host id itself, not to h.id: joined to h.id, MariaDB
+// reads every instance in progress (res_server_state) and filters.
 var userHostHeldGet = `SELECT ` + prefixed("u.", userColumns) + `, ` + userHostColumns +
 	`, h.id IS NOT NULL AS host_found, ` + heldColumns + `
 FROM user u LEFT JOIN host h ON h.id = ?
-LEFT JOIN result r ON r.hostid = h.id AND r.server_state = ?
+LEFT JOIN result r ON r.hostid = ? AND r.server_state = ?
 LEFT JOIN workunit w ON w.id = r.workunitid
 WHERE u.authenticator = ?
 LIMIT ?`
@@ -100,7 +102,7 @@ LIMIT ?`
 // caller uses them only once it has decided the host is the request's.
 func (s *Store) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (u User, h Host, found bool, held []HostResult, err error) {
 	var rows []userHostHeldRow
-	err = s.hotSelect(ctx, &rows, userHostHeldGet, hostID, state.ServerInProgress, auth, limit)
+	err = s.hotSelect(ctx, &rows, userHostHeldGet, hostID, hostID, state.ServerInProgress, auth, limit)
 	if err != nil {
 		return u, h, false, nil, fmt.Errorf("get user by authenticator, host %d and its results in progress: %w", hostID, err)
 	}
