@@ -94,19 +94,15 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	ids := make([]int64, len(wus))
-	wuRecs := make([][]byte, len(wus))
 	for i, wu := range wus {
 		ids[i] = wu.ID
-		wuRecs[i] = encode("workunit", wu)
 	}
+	wuRecs := encodeAll("workunit", wus)
 	results, err := s.st.ResultListByWorkunitIDs(ctx, ids)
 	if err != nil {
 		return 0, err
 	}
-	resRecs := make([][]byte, len(results))
-	for i, r := range results {
-		resRecs[i] = encode("result", r)
-	}
+	resRecs := encodeAll("result", results)
 
 	// Archive first, durably; delete after. See the package comment.
 	nw, err := s.wus.appendRecords(wuRecs)
@@ -136,8 +132,21 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	return int(c.Workunits), nil
 }
 
-func encode(table string, row any) []byte {
+// encodeAll encodes rows as archive records, one slice of a single buffer
+// each: a buffer per record cost more in growing than in writing.
+func encodeAll[T any](table string, rows []T) [][]byte {
 	var buf bytes.Buffer
-	appendRecord(&buf, table, row)
-	return buf.Bytes()
+	ends := make([]int, len(rows))
+	for i := range rows {
+		appendRecord(&buf, table, rows[i])
+		ends[i] = buf.Len()
+	}
+	all := buf.Bytes()
+	recs := make([][]byte, len(rows))
+	start := 0
+	for i, end := range ends {
+		recs[i] = all[start:end:end]
+		start = end
+	}
+	return recs
 }

@@ -9,42 +9,130 @@ import (
 	"io"
 	"reflect"
 	"strconv"
+	"sync"
+	"unicode/utf8"
 )
 
 // appendRecord appends row (a store row struct) as one archive record named
 // table, with one child element per db-tagged field in declaration order.
 func appendRecord(buf *bytes.Buffer, table string, row any) {
 	v := reflect.ValueOf(row)
-	t := v.Type()
+	plan := planOf(v.Type())
 	buf.WriteString("<" + table + ">\n")
-	for i := 0; i < t.NumField(); i++ {
-		col := t.Field(i).Tag.Get("db")
-		if col == "" || col == "-" {
-			continue
-		}
-		buf.WriteString("    <" + col + ">")
-		f := v.Field(i)
-		switch f.Kind() {
+	var num [32]byte
+	for _, c := range plan {
+		buf.WriteString(c.open)
+		f := v.Field(c.index)
+		switch c.kind {
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			buf.WriteString(strconv.FormatInt(f.Int(), 10))
+			buf.Write(strconv.AppendInt(num[:0], f.Int(), 10))
 		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			buf.WriteString(strconv.FormatUint(f.Uint(), 10))
+			buf.Write(strconv.AppendUint(num[:0], f.Uint(), 10))
 		case reflect.Float32, reflect.Float64:
-			buf.WriteString(strconv.FormatFloat(f.Float(), 'g', -1, 64))
+			buf.Write(strconv.AppendFloat(num[:0], f.Float(), 'g', -1, 64))
 		case reflect.Bool:
 			if f.Bool() {
-				buf.WriteString("1")
+				buf.WriteByte('1')
 			} else {
-				buf.WriteString("0")
+				buf.WriteByte('0')
 			}
 		case reflect.String:
-			_ = xml.EscapeText(buf, []byte(f.String())) // a bytes.Buffer does not fail
-		default:
-			panic(fmt.Sprintf("dbpurge: column %s has unsupported kind %s", col, f.Kind()))
+			escapeText(buf, f.String())
 		}
-		buf.WriteString("</" + col + ">\n")
+		buf.WriteString(c.close)
 	}
 	buf.WriteString("</" + table + ">\n")
+}
+
+// column is how one field of a row struct is archived.
+type column struct {
+	index       int
+	kind        reflect.Kind
+	open, close string // "    <col>" and "</col>\n"
+}
+
+// plans caches each row type's columns: working them out from the struct
+// tags for every row cost more than writing the row.
+var plans sync.Map // reflect.Type → []column
+
+func planOf(t reflect.Type) []column {
+	if p, ok := plans.Load(t); ok {
+		return p.([]column)
+	}
+	var cols []column
+	for i := 0; i < t.NumField(); i++ {
+		name := t.Field(i).Tag.Get("db")
+		if name == "" || name == "-" {
+			continue
+		}
+		k := t.Field(i).Type.Kind()
+		switch k {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+			reflect.Float32, reflect.Float64, reflect.Bool, reflect.String:
+		default:
+			panic(fmt.Sprintf("dbpurge: column %s has unsupported kind %s", name, k))
+		}
+		cols = append(cols, column{index: i, kind: k, open: "    <" + name + ">", close: "</" + name + ">\n"})
+	}
+	plans.Store(t, cols)
+	return cols
+}
+
+// escapeText writes s as XML character data, byte for byte as
+// xml.EscapeText does (FuzzEscapeText holds it to that), without its
+// per-character writes: runs of plain ASCII are copied at once.
+func escapeText(buf *bytes.Buffer, s string) {
+	last := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c < utf8.RuneSelf && c != '<' && c != '>' && c != '&' && c != '\'' && c != '"' {
+			i++
+			continue
+		}
+		var esc string
+		width := 1
+		switch c {
+		case '"':
+			esc = "&#34;"
+		case '\'':
+			esc = "&#39;"
+		case '&':
+			esc = "&amp;"
+		case '<':
+			esc = "&lt;"
+		case '>':
+			esc = "&gt;"
+		case '\t':
+			esc = "&#x9;"
+		case '\n':
+			esc = "&#xA;"
+		case '\r':
+			esc = "&#xD;"
+		default:
+			var r rune
+			r, width = utf8.DecodeRuneInString(s[i:])
+			if isXMLChar(r) && (r != utf8.RuneError || width != 1) {
+				i += width
+				continue
+			}
+			esc = "\uFFFD"
+		}
+		buf.WriteString(s[last:i])
+		buf.WriteString(esc)
+		i += width
+		last = i
+	}
+	buf.WriteString(s[last:])
+}
+
+// isXMLChar reports whether r may appear in XML text (the Char production
+// of XML 1.0), as encoding/xml decides it.
+func isXMLChar(r rune) bool {
+	return r == 0x09 || r == 0x0A || r == 0x0D ||
+		r >= 0x20 && r <= 0xD7FF ||
+		r >= 0xE000 && r <= 0xFFFD ||
+		r >= 0x10000 && r <= 0x10FFFF
 }
 
 // Record is one archived row: its table and its columns' text values.

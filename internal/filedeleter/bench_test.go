@@ -194,8 +194,8 @@ func startMeter(b *testing.B, db *sql.DB, dbPID int) *meter {
 }
 
 // stop returns the database CPU seconds, this process's CPU seconds and the
-// statements since start. It first waits for InnoDB's background purge of
-// the workload's old row versions, which is work the workload caused.
+// statements since start. It first waits for InnoDB's background purge and
+// page flushing, which is work the workload caused.
 func (m *meter) stop(b *testing.B) (dbCPU, selfCPU float64, stmts int64) {
 	b.Helper()
 	self, err := procstat.Read(os.Getpid())
@@ -221,20 +221,23 @@ func questions(b *testing.B, db *sql.DB) int64 {
 	return n
 }
 
-// waitPurged waits (up to 30s) until InnoDB's history list is short, so the
-// background purge of earlier work is not counted against the next sample.
+// waitPurged waits (up to 30s) until InnoDB has purged old row versions and
+// flushed dirty pages, so that a sample taken after a workload includes the
+// background work it caused, and one taken before excludes the set-up's.
 func waitPurged(b *testing.B, db *sql.DB) {
 	b.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		var name string
-		var n int64
-		if err := db.QueryRow(`SHOW GLOBAL STATUS LIKE 'Innodb_history_list_length'`).Scan(&name, &n); err != nil {
-			return // not MariaDB: nothing to wait for that we can see
+	for _, v := range []string{"Innodb_history_list_length", "Innodb_buffer_pool_pages_dirty"} {
+		for time.Now().Before(deadline) {
+			var name string
+			var n int64
+			if err := db.QueryRow(`SHOW GLOBAL STATUS LIKE '` + v + `'`).Scan(&name, &n); err != nil {
+				break // not MariaDB: nothing to wait for that we can see
+			}
+			if n < 50 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		if n < 50 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
