@@ -10,9 +10,16 @@
 // DONE, or READY → ERROR when a file could not be deleted for a reason other
 // than being absent already (or the row's XML is unreadable); mod_time.
 //
-// Files are deleted before the row is marked, each mark a conditional
-// update. A crash between the two leaves the row READY with its files gone;
-// the next pass finds them missing, which is not an error, and marks it
-// DONE. A row in ERROR stays until an operator fixes the cause and sets it
-// back to READY.
+// Each pass reads up to --batch READY workunits and --batch READY results
+// (id and file list only), deletes all their files with a few workers, and
+// then marks the rows in one conditional update per table and outcome
+// (UPDATE ... WHERE id IN (...) AND file_delete_state = READY): a row another
+// replica or an operator moved on meanwhile is skipped without holding up
+// the rest. Files are deleted before their rows are marked. A crash between
+// the two leaves the rows READY with their files gone; the next pass finds
+// them missing, which is not an error, and marks them DONE. A row in ERROR
+// stays until an operator fixes the cause and sets it back to READY.
+//
+// File lists are read with a scanner for the plain XML jobxml writes, and
+// with jobxml itself for anything else (names.go).
 package filedeleter

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/fanout"
-	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -158,30 +157,6 @@ func outcome(to state.FileDeleteState) string {
 		return "error"
 	}
 	return "done"
-}
-
-func inputNames(doc string) ([]string, error) {
-	w, err := jobxml.ParseWorkunit(doc)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, len(w.Inputs))
-	for i, in := range w.Inputs {
-		names[i] = in.Name
-	}
-	return names, nil
-}
-
-func outputNames(doc string) ([]string, error) {
-	outs, err := jobxml.ParseResult(doc)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, len(outs))
-	for i, out := range outs {
-		names[i] = out.Name
-	}
-	return names, nil
 }
 
 // deleteFiles deletes the files of items with cfg.Workers goroutines, each
