@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,8 +90,11 @@ type FileHandler struct {
 	// dirty says an entry of Dir changed since the last Flush.
 	dirty bool
 	// pending are the files written under temporary names, to be renamed
-	// by Flush.
+	// by Flush; queued holds their temporary names. A name is queued once
+	// even if its job is handled again before a Flush (when a wrapping
+	// handler skipped one): the second write replaced the first.
 	pending []pendingFile
+	queued  map[string]bool
 }
 
 // pendingFile is a file whose data was written to tmp, waiting to become
@@ -238,7 +242,7 @@ func (h *FileHandler) write(name string, src io.Reader) error {
 	}
 	fail := func(err error) error {
 		f.Close()
-		os.Remove(tmp)
+		h.unqueue(tmp)
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	if _, err := io.Copy(f, src); err != nil {
@@ -253,17 +257,34 @@ func (h *FileHandler) write(name string, src io.Reader) error {
 		return fail(err)
 	}
 	if err := f.Close(); err != nil {
-		os.Remove(tmp)
+		h.unqueue(tmp)
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	h.pending = append(h.pending, pendingFile{tmp: tmp, final: final})
+	if !h.queued[tmp] {
+		if h.queued == nil {
+			h.queued = map[string]bool{}
+		}
+		h.queued[tmp] = true
+		h.pending = append(h.pending, pendingFile{tmp: tmp, final: final})
+	}
 	return nil
+}
+
+// unqueue removes the temporary file tmp, and its entry if it was queued.
+func (h *FileHandler) unqueue(tmp string) {
+	os.Remove(tmp)
+	if !h.queued[tmp] {
+		return
+	}
+	delete(h.queued, tmp)
+	h.pending = slices.DeleteFunc(h.pending, func(p pendingFile) bool { return p.tmp == tmp })
 }
 
 // drop removes the temporary files queued from index from on.
 func (h *FileHandler) drop(from int) {
 	for _, p := range h.pending[from:] {
 		os.Remove(p.tmp)
+		delete(h.queued, p.tmp)
 	}
 	h.pending = h.pending[:from]
 }
@@ -315,6 +336,7 @@ func (h *FileHandler) finish() error {
 			return fmt.Errorf("results: %w", err)
 		}
 		h.pending = h.pending[1:]
+		delete(h.queued, p.tmp)
 		h.dirty = true
 	}
 	h.pending = nil
