@@ -56,18 +56,19 @@ const tmpSuffix = "%tmp"
 // <Dir>/<job name>.error holding the names of its error bits.
 //
 // An output file is handed over by a hard link to the uploaded file when
-// the upload and results directories are on one file system: no bytes are
-// copied, and the data server synced the data before it acknowledged the
-// upload. The upload file is never written again once complete, and the
-// file deleter only unlinks its name in the upload directory, so the
-// results entry keeps the data. Where linking fails (another file system,
-// fs.protected_hardlinks against a file of another owner, ...), the file is
-// copied to a temporary name instead, as the error files are written. Flush
-// then syncs every such file's data at once, renames each to its final name
-// and syncs the results directory, which also makes the hard links
-// durable: a name in the results directory always holds a whole file, and
-// a crash before Flush returns loses nothing the database says is
-// assimilated.
+// the upload and results directories are on one file system: no file is
+// created and no bytes are copied. The upload file is complete before its
+// instance is reported, and the file deleter only unlinks its name in the
+// upload directory, so the results entry keeps the data. Where linking
+// fails (another file system, fs.protected_hardlinks against a file of
+// another owner, ...), the file is copied to a temporary name instead, as
+// the error files are written. Flush then makes the page durable at once:
+// the data of every linked and written file (one syncfs on Linux, so
+// linked data is durable whoever wrote the upload and whether or not it
+// synced), then each written file renamed to its final name, then the
+// results directory synced. A name in the results directory always holds a
+// whole file, and a crash before Flush returns loses nothing the database
+// says is assimilated.
 //
 // Use a *FileHandler; its zero state is ready, and it must not be copied
 // once used.
@@ -87,8 +88,8 @@ type FileHandler struct {
 	// made says this handler created Dir since the last Flush, so its
 	// parent's entry must be synced too.
 	made bool
-	// dirty says an entry of Dir changed since the last Flush.
-	dirty bool
+	// linked are the files linked into Dir since the last Flush.
+	linked []string
 	// pending are the files written under temporary names, to be renamed
 	// by Flush; queued holds their temporary names. A name is queued once
 	// even if its job is handled again before a Flush (when a wrapping
@@ -179,7 +180,7 @@ func (h *FileHandler) place(src, name string) error {
 	err := link(src, final)
 	switch {
 	case err == nil:
-		h.dirty = true
+		h.linked = append(h.linked, final)
 		return nil
 	case errors.Is(err, fs.ErrExist):
 		return h.replace(src, final, link)
@@ -198,16 +199,15 @@ func (h *FileHandler) place(src, name string) error {
 
 // replace handles a name already taken: by the same file (the job was
 // handled before a crash, or its Flush failed) it is done; otherwise the
-// file is linked under the temporary name and renamed over it. Data and
-// rename need no sync here: the data is the uploaded file's, and Flush
-// syncs the directory.
+// file is linked under the temporary name and renamed over it. Flush makes
+// either durable.
 func (h *FileHandler) replace(src, final string, link func(string, string) error) error {
 	si, err := os.Stat(src)
 	if err != nil {
 		return err
 	}
 	if fi, err := os.Lstat(final); err == nil && os.SameFile(si, fi) {
-		h.dirty = true // its entry may not be durable yet
+		h.linked = append(h.linked, final) // it may not be durable yet
 		return nil
 	}
 	tmp := final + tmpSuffix
@@ -227,7 +227,7 @@ func (h *FileHandler) replace(src, final string, link func(string, string) error
 		os.Remove(tmp)
 		return err
 	}
-	h.dirty = true
+	h.linked = append(h.linked, final)
 	return nil
 }
 
@@ -251,9 +251,6 @@ func (h *FileHandler) write(name string, src io.Reader) error {
 	// The umask may have narrowed the mode; whoever reads the results
 	// (another user, a web server) must be able to.
 	if err := f.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := syncEach(f); err != nil {
 		return fail(err)
 	}
 	if err := f.Close(); err != nil {
@@ -289,28 +286,29 @@ func (h *FileHandler) drop(from int) {
 	h.pending = h.pending[:from]
 }
 
-// Flush makes every job handled since the last Flush durable: the written
-// files' data synced, each renamed to its final name, then the results
-// directory synced (and its parent, if the handler created it). On error
-// the written files are removed; those jobs are handled again.
+// Flush makes every job handled since the last Flush durable: the linked
+// and written files' data synced, each written file renamed to its final
+// name, then the results directory synced (and its parent, if the handler
+// created it). On error the written files are removed; those jobs are
+// handled again.
 func (h *FileHandler) Flush(context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	// The next page checks Dir again, in case it was removed meanwhile.
 	h.ready = false
-	if len(h.pending) > 0 {
-		if err := h.finish(); err != nil {
-			h.drop(0)
-			return err
-		}
-	}
-	if !h.dirty && !h.made {
+	if len(h.linked) == 0 && len(h.pending) == 0 && !h.made {
 		return nil
+	}
+	// The jobs of a failed Flush are handled again, and link again.
+	linked := h.linked
+	h.linked = nil
+	if err := h.finish(linked); err != nil {
+		h.drop(0)
+		return err
 	}
 	if err := syncDir(h.Dir); err != nil {
 		return fmt.Errorf("results: %w", err)
 	}
-	h.dirty = false
 	if h.made {
 		if err := syncDir(filepath.Dir(h.Dir)); err != nil {
 			return fmt.Errorf("results: %w", err)
@@ -320,12 +318,13 @@ func (h *FileHandler) Flush(context.Context) error {
 	return nil
 }
 
-// finish syncs the pending files' data and renames them to their final
-// names; the data is durable before any name refers to it.
-func (h *FileHandler) finish() error {
-	paths := make([]string, len(h.pending))
-	for i, p := range h.pending {
-		paths[i] = p.tmp
+// finish syncs the data of the linked and pending files and renames the
+// pending ones to their final names: written data is durable before any
+// final name refers to it.
+func (h *FileHandler) finish(linked []string) error {
+	paths := linked
+	for _, p := range h.pending {
+		paths = append(paths, p.tmp)
 	}
 	if err := syncFiles(h.Dir, paths); err != nil {
 		return fmt.Errorf("results: %w", err)
@@ -337,7 +336,6 @@ func (h *FileHandler) finish() error {
 		}
 		h.pending = h.pending[1:]
 		delete(h.queued, p.tmp)
-		h.dirty = true
 	}
 	h.pending = nil
 	return nil

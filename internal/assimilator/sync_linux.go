@@ -7,13 +7,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// syncEach does nothing on Linux: syncFiles's syncfs covers every file.
-func syncEach(*os.File) error { return nil }
-
-// syncFiles makes the data of the files written since the last Flush
-// durable with one syncfs(2) of the file system holding dir (which reports
-// write-back errors since Linux 5.8): one journal commit for a page of
-// files instead of one per file. The files are in dir.
+// syncFiles makes the data of the files linked and written since the last
+// Flush durable with one syncfs(2) of the file system holding dir (which
+// reports write-back errors since Linux 5.8): one journal commit for a page
+// of files instead of one per file, and clean files (uploads the data
+// server synced) cost nothing. The files are in dir.
 func syncFiles(dir string, _ []string) error {
 	d, err := os.Open(dir)
 	if err != nil {

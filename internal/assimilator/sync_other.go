@@ -2,10 +2,23 @@
 
 package assimilator
 
-import "os"
+import (
+	"fmt"
+	"os"
+)
 
-// syncEach syncs each file as it is written where there is no syncfs.
-func syncEach(f *os.File) error { return f.Sync() }
-
-// syncFiles has nothing left to do: syncEach synced each file.
-func syncFiles(string, []string) error { return nil }
+// syncFiles syncs each of paths where there is no syncfs.
+func syncFiles(_ string, paths []string) error {
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return fmt.Errorf("sync file: %w", err)
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("sync file %s: %w", p, err)
+		}
+	}
+	return nil
+}
