@@ -52,6 +52,10 @@ type Service struct {
 	log *slog.Logger
 	m   *Metrics
 	now func() time.Time
+
+	// Cursors: the last workunit and result id listed. Rows before them
+	// come round again when a list reaches the end of its table.
+	wuCursor, resCursor int64
 }
 
 // New returns a file deleter. now is the clock (time.Now in production).
@@ -87,12 +91,11 @@ type item struct {
 // table and outcome; a crash in between leaves rows READY whose files are
 // gone, which the next pass finds missing and marks DONE.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
-	p := store.FileDeleteListParams{Mod: s.cfg.Mod, ModIndex: s.cfg.ModIndex, Limit: s.cfg.Batch}
-	wus, err := s.st.WorkunitListFileDeleteReady(ctx, p)
+	wus, err := s.list(ctx, s.st.WorkunitListFileDeleteReady, &s.wuCursor)
 	if err != nil {
 		return 0, err
 	}
-	results, err := s.st.ResultListFileDeleteReady(ctx, p)
+	results, err := s.list(ctx, s.st.ResultListFileDeleteReady, &s.resCursor)
 	if err != nil {
 		return 0, err
 	}
@@ -145,6 +148,41 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	s.log.Info("deleted files", "workunits", len(wus), "results", len(results),
 		"files_deleted", deleted, "files_missing", missing, "errors", errs)
 	return moved, nil
+}
+
+// list returns up to a batch of READY rows after *cursor and moves the
+// cursor to the last one. A list that reaches the end of the table wraps
+// the cursor to 0 and, if it started past 0, goes on from 0 in the same pass
+// for the rest of the batch, so that rows made READY behind the cursor wait
+// at most one round.
+func (s *Service) list(ctx context.Context, fn func(context.Context, store.FileDeleteListParams) ([]store.FileDeleteRow, error), cursor *int64) ([]store.FileDeleteRow, error) {
+	p := store.FileDeleteListParams{AfterID: *cursor, Mod: s.cfg.Mod, ModIndex: s.cfg.ModIndex, Limit: s.cfg.Batch}
+	rows, err := fn(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == p.Limit {
+		*cursor = rows[len(rows)-1].ID
+		return rows, nil
+	}
+	from := *cursor
+	*cursor = 0
+	if from == 0 {
+		return rows, nil
+	}
+	p.AfterID, p.Limit = 0, p.Limit-len(rows)
+	more, err := fn(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range more {
+		if r.ID > from {
+			break // listed already, or made READY since: the next round's
+		}
+		rows = append(rows, r)
+		*cursor = r.ID
+	}
+	return rows, nil
 }
 
 const (

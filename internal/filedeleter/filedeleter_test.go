@@ -286,3 +286,34 @@ func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return sum
 }
+
+// A row made READY behind the cursor (an operator retrying an ERROR row)
+// is handled when the cursor reaches the end of the table and wraps.
+func TestRowsBehindTheCursorComeRound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ids []int64
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		wu, _ := b.job(t, name, state.FileDeleteReady)
+		ids = append(ids, wu.ID)
+	}
+	b.max = 2
+	b.build()
+	if n, err := b.svc.RunOnce(b.ctx); err != nil || n != 2 {
+		t.Fatalf("first RunOnce = %d, %v; want 2", n, err)
+	}
+	if _, err := b.st.DB().Exec(`UPDATE workunit SET file_delete_state = ? WHERE id = ?`, state.FileDeleteReady, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	// c and d; then e, the end of the table, and a again from the start.
+	for i, want := range []int{2, 2, 0} {
+		if n, err := b.svc.RunOnce(b.ctx); err != nil || n != want {
+			t.Fatalf("RunOnce %d after a was made READY again = %d, %v; want %d", i+2, n, err, want)
+		}
+	}
+	for _, id := range ids {
+		if fds, _ := b.wuState(t, id); fds != state.FileDeleteDone {
+			t.Errorf("workunit %d: file_delete_state %v, want done", id, fds)
+		}
+	}
+}

@@ -11,6 +11,10 @@ import (
 
 // FileDeleteListParams selects rows whose files are ready for deletion.
 type FileDeleteListParams struct {
+	// AfterID is the caller's cursor: only rows with a larger id are
+	// returned, so that a pass does not read again the rows earlier passes
+	// handled (MariaDB scans the primary key when most rows are READY).
+	AfterID int64
 	// Mod and ModIndex pick this replica's rows: id % Mod = ModIndex.
 	Mod, ModIndex int
 	// Limit bounds the rows returned.
@@ -26,19 +30,20 @@ type FileDeleteRow struct {
 	XMLDoc string `db:"xml_doc"`
 }
 
-// Both enumerations read wu_file_delete / res_file_delete (file_delete_state,
-// and the primary key InnoDB appends), so ORDER BY id is the index's own
-// order and the scan stops at the limit; only the XML column is fetched from
-// the row.
+// Either plan reads rows in id order from the cursor and stops at the
+// limit: wu_file_delete / res_file_delete (file_delete_state, and the
+// primary key InnoDB appends) when few rows are READY, the primary key when
+// most are. Only the XML column is fetched from the row.
 const (
 	workunitListFileDeleteReady = `SELECT id, COALESCE(xml_doc, '') AS xml_doc FROM workunit
-WHERE file_delete_state = ? AND id % ? = ? ORDER BY id LIMIT ?`
+WHERE file_delete_state = ? AND id > ? AND id % ? = ? ORDER BY id LIMIT ?`
 	resultListFileDeleteReady = `SELECT id, COALESCE(xml_doc_in, '') AS xml_doc FROM result
-WHERE file_delete_state = ? AND id % ? = ? ORDER BY id LIMIT ?`
+WHERE file_delete_state = ? AND id > ? AND id % ? = ? ORDER BY id LIMIT ?`
 )
 
 // WorkunitListFileDeleteReady returns jobs whose input files may be deleted
-// (file_delete_state = READY), by id, with their xml_doc.
+// (file_delete_state = READY) with id > p.AfterID, by id, with their
+// xml_doc.
 func (s *Store) WorkunitListFileDeleteReady(ctx context.Context, p FileDeleteListParams) ([]FileDeleteRow, error) {
 	out, err := s.fileDeleteList(ctx, workunitListFileDeleteReady, p)
 	if err != nil {
@@ -48,7 +53,8 @@ func (s *Store) WorkunitListFileDeleteReady(ctx context.Context, p FileDeleteLis
 }
 
 // ResultListFileDeleteReady returns instances whose output files may be
-// deleted (file_delete_state = READY), by id, with their xml_doc_in.
+// deleted (file_delete_state = READY) with id > p.AfterID, by id, with their
+// xml_doc_in.
 func (s *Store) ResultListFileDeleteReady(ctx context.Context, p FileDeleteListParams) ([]FileDeleteRow, error) {
 	out, err := s.fileDeleteList(ctx, resultListFileDeleteReady, p)
 	if err != nil {
@@ -62,7 +68,7 @@ func (s *Store) fileDeleteList(ctx context.Context, query string, p FileDeleteLi
 	err := withRetry(ctx, func() error {
 		out = out[:0]
 		return s.db.SelectContext(ctx, &out, query,
-			int(state.FileDeleteReady), max(p.Mod, 1), p.ModIndex, p.Limit)
+			int(state.FileDeleteReady), p.AfterID, max(p.Mod, 1), p.ModIndex, p.Limit)
 	})
 	return out, err
 }
