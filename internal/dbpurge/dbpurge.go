@@ -42,6 +42,10 @@ type Service struct {
 	m        *Metrics
 	now      func() time.Time
 	wus, res *archive
+
+	// cursor is the last job id listed; jobs before it come round again
+	// when a list reaches the end of the table.
+	cursor int64
 }
 
 // New returns db_purge, creating the archive directory. Call Close when
@@ -86,10 +90,7 @@ func (s *Service) Close() error {
 // RunOnce archives and deletes one batch of purgeable jobs with their
 // instances, and returns how many jobs it purged.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
-	wus, err := s.st.WorkunitListPurgeable(ctx, store.PurgeListParams{
-		ModTimeMax: s.now().Add(-s.cfg.MinAge).Unix(),
-		Mod:        s.cfg.Mod, ModIndex: s.cfg.ModIndex, Limit: s.cfg.Batch,
-	})
+	wus, err := s.list(ctx)
 	if err != nil || len(wus) == 0 {
 		return 0, err
 	}
@@ -130,6 +131,41 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	s.log.Info("purged jobs", "workunits", c.Workunits, "results", c.Results,
 		"workunit_users", c.WorkunitUsers, "archive_bytes", nw+nr)
 	return int(c.Workunits), nil
+}
+
+// list returns up to a batch of purgeable jobs after the cursor and moves
+// the cursor to the last one. A list that reaches the end of the table
+// wraps the cursor to 0 and, if it started past 0, goes on from 0 in the
+// same pass for the rest of the batch.
+func (s *Service) list(ctx context.Context) ([]store.Workunit, error) {
+	p := store.PurgeListParams{AfterID: s.cursor, ModTimeMax: s.now().Add(-s.cfg.MinAge).Unix(),
+		Mod: s.cfg.Mod, ModIndex: s.cfg.ModIndex, Limit: s.cfg.Batch}
+	wus, err := s.st.WorkunitListPurgeable(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(wus) == p.Limit {
+		s.cursor = wus[len(wus)-1].ID
+		return wus, nil
+	}
+	from := s.cursor
+	s.cursor = 0
+	if from == 0 {
+		return wus, nil
+	}
+	p.AfterID, p.Limit = 0, p.Limit-len(wus)
+	more, err := s.st.WorkunitListPurgeable(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	for _, wu := range more {
+		if wu.ID > from {
+			break // listed already, or purgeable since: the next round's
+		}
+		wus = append(wus, wu)
+		s.cursor = wu.ID
+	}
+	return wus, nil
 }
 
 // encodeAll encodes rows as archive records, one slice of a single buffer

@@ -365,3 +365,27 @@ func TestReadArchiveReportsTornMember(t *testing.T) {
 		t.Fatalf("ReadArchive(torn) = %+v, %v; want the whole record and ErrUnexpectedEOF", recs, err)
 	}
 }
+
+// A job behind the cursor that becomes purgeable later (here: old enough)
+// is purged when the cursor reaches the end of the table and wraps.
+func TestJobsBehindTheCursorComeRound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	young := b.job(t, "young", state.FileDeleteDone, b.now.Unix(), overDone)
+	for i := 0; i < 4; i++ {
+		b.job(t, "old"+strconv.Itoa(i), state.FileDeleteDone, 1, overDone)
+	}
+	svc := b.service(t, nil, dbpurge.Config{MinAge: time.Hour, Batch: 2})
+	if n, err := svc.RunOnce(b.ctx); err != nil || n != 2 {
+		t.Fatalf("first RunOnce = %d, %v; want 2", n, err)
+	}
+	b.now = b.now.Add(2 * time.Hour)
+	for i, want := range []int{2, 1, 0} {
+		if n, err := svc.RunOnce(b.ctx); err != nil || n != want {
+			t.Fatalf("RunOnce %d = %d, %v; want %d", i+2, n, err, want)
+		}
+	}
+	if left := b.rowsLeft(t, young); left != [3]int{} {
+		t.Fatalf("job young after it came of age: rows left = %v, want none", left)
+	}
+}

@@ -19,6 +19,10 @@
 // no row to say it exists. Fix the cause of an ERROR and set the row back
 // to READY (the file deleter retries) or to DONE to let it be purged.
 //
+// Each pass lists up to --batch such jobs by id from a cursor, wrapping to
+// the start when the list reaches the end of the table, so that no pass
+// steps again over the jobs earlier passes deleted or passed over.
+//
 // # Archive format
 //
 // Like BOINC's db_purge: one record per row, the table name as the element

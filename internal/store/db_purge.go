@@ -11,6 +11,10 @@ import (
 
 // PurgeListParams selects finished jobs to purge.
 type PurgeListParams struct {
+	// AfterID is the caller's cursor: only jobs with a larger id are
+	// returned, so that a pass does not step again over the jobs earlier
+	// passes deleted (or found not yet purgeable).
+	AfterID int64
 	// ModTimeMax is the newest mod_time a job may have (now - grace period).
 	ModTimeMax int64
 	// Mod and ModIndex pick this replica's jobs: id % Mod = ModIndex.
@@ -28,19 +32,19 @@ type PurgeListParams struct {
 // yet) or ERROR (files the file deleter could not delete) keeps its job, so
 // that no file is orphaned with no row left to say it exists.
 const workunitListPurgeable = `SELECT ` + WorkunitColumns + ` FROM workunit w
-WHERE w.file_delete_state = ? AND w.mod_time <= ? AND w.id % ? = ?
+WHERE w.file_delete_state = ? AND w.mod_time <= ? AND w.id > ? AND w.id % ? = ?
   AND NOT EXISTS (SELECT 1 FROM result r WHERE r.workunitid = w.id
     AND NOT (r.server_state = ? AND r.file_delete_state IN (?, ?)))
 ORDER BY w.id LIMIT ?`
 
-// WorkunitListPurgeable returns finished jobs that db_purge may archive and
-// delete, by id.
+// WorkunitListPurgeable returns finished jobs with id > p.AfterID that
+// db_purge may archive and delete, by id.
 func (s *Store) WorkunitListPurgeable(ctx context.Context, p PurgeListParams) ([]Workunit, error) {
 	var out []Workunit
 	err := withRetry(ctx, func() error {
 		out = out[:0]
 		return s.db.SelectContext(ctx, &out, workunitListPurgeable,
-			int(state.FileDeleteDone), p.ModTimeMax, max(p.Mod, 1), p.ModIndex,
+			int(state.FileDeleteDone), p.ModTimeMax, p.AfterID, max(p.Mod, 1), p.ModIndex,
 			int(state.ServerOver), int(state.FileDeleteInit), int(state.FileDeleteDone), p.Limit)
 	})
 	if err != nil {
