@@ -338,7 +338,7 @@ func waitPurged(b *testing.B, db *sql.DB) {
 		for time.Now().Before(deadline) {
 			var name string
 			var n int64
-			if err := db.QueryRow(`SHOW GLOBAL STATUS LIKE '` + v + `'`).Scan(&name, &n); err != nil {
+			if err := db.QueryRow(`SHOW GLOBAL STATUS LIKE '`+v+`'`).Scan(&name, &n); err != nil {
 				break // not MariaDB: nothing to wait for that we can see
 			}
 			if n < 50 {
