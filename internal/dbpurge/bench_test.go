@@ -2,11 +2,9 @@ package dbpurge_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,7 +31,7 @@ const benchJobs = 5000
 //
 //	TEST_MYSQL_DSN='root@tcp(127.0.0.1:3315)/' go test -run '^$' -bench Purge -benchtime 1x ./internal/dbpurge
 func BenchmarkPurge(b *testing.B) {
-	skipWithoutDB(b)
+	storetest.SkipWithoutServer(b)
 	st := storetest.New(b)
 	ctx := context.Background()
 	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1})
@@ -56,7 +54,7 @@ func BenchmarkPurge(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		m := startMeter(b, st.DB().DB, dbPID)
+		m := storetest.StartMeter(b, st.DB().DB, dbPID)
 		b.StartTimer()
 		for {
 			n, err := svc.RunOnce(ctx)
@@ -72,7 +70,7 @@ func BenchmarkPurge(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		d, s, q := m.stop(b)
+		d, s, q := m.Stop(b)
 		dbCPU, selfCPU, stmts = dbCPU+d, selfCPU+s, stmts+q
 		var left int
 		if err := st.DB().Get(&left, `SELECT (SELECT COUNT(*) FROM result) + (SELECT COUNT(*) FROM workunit_user)`); err != nil || left != 0 {
@@ -158,95 +156,6 @@ validate_state, claimed_credit, granted_credit, appid, app_version_num, mod_time
 		}
 		if _, err := st.DB().Exec(uq.String(), uargs...); err != nil {
 			b.Fatal(err)
-		}
-	}
-}
-
-// skipWithoutDB skips b when no test database server answers.
-func skipWithoutDB(b *testing.B) {
-	b.Helper()
-	db, err := sql.Open("mysql", storetest.ServerDSN())
-	if err != nil {
-		b.Skipf("no test database: %v", err)
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		b.Skipf("no test database at %s: %v", storetest.ServerDSN(), err)
-	}
-}
-
-// meter samples the database server's CPU, the statements it received and
-// this process's CPU around a workload.
-type meter struct {
-	db        *sql.DB
-	dbPID     int
-	dbStart   procstat.Usage
-	selfStart procstat.Usage
-	questions int64
-}
-
-func startMeter(b *testing.B, db *sql.DB, dbPID int) *meter {
-	b.Helper()
-	m := &meter{db: db, dbPID: dbPID}
-	waitPurged(b, db)
-	m.questions = questions(b, db)
-	var err error
-	if m.dbStart, err = procstat.Read(dbPID); err != nil {
-		b.Fatal(err)
-	}
-	if m.selfStart, err = procstat.Read(os.Getpid()); err != nil {
-		b.Fatal(err)
-	}
-	return m
-}
-
-// stop returns the database CPU seconds, this process's CPU seconds and the
-// statements since start. It first waits for InnoDB's background purge and
-// page flushing, which is work the workload caused.
-func (m *meter) stop(b *testing.B) (dbCPU, selfCPU float64, stmts int64) {
-	b.Helper()
-	self, err := procstat.Read(os.Getpid())
-	if err != nil {
-		b.Fatal(err)
-	}
-	q := questions(b, m.db) - m.questions - 1 // not the SHOW STATUS itself
-	waitPurged(b, m.db)
-	dbu, err := procstat.Read(m.dbPID)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return dbu.Sub(m.dbStart).CPUSeconds, self.Sub(m.selfStart).CPUSeconds, q
-}
-
-func questions(b *testing.B, db *sql.DB) int64 {
-	b.Helper()
-	var name string
-	var n int64
-	if err := db.QueryRow(`SHOW GLOBAL STATUS LIKE 'Questions'`).Scan(&name, &n); err != nil {
-		b.Fatal(err)
-	}
-	return n
-}
-
-// waitPurged waits (up to 30s) until InnoDB has purged old row versions and
-// flushed dirty pages, so that a sample taken after a workload includes the
-// background work it caused, and one taken before excludes the set-up's.
-func waitPurged(b *testing.B, db *sql.DB) {
-	b.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for _, v := range []string{"Innodb_history_list_length", "Innodb_buffer_pool_pages_dirty"} {
-		for time.Now().Before(deadline) {
-			var name string
-			var n int64
-			if err := db.QueryRow(`SHOW GLOBAL STATUS LIKE '`+v+`'`).Scan(&name, &n); err != nil {
-				break // not MariaDB: nothing to wait for that we can see
-			}
-			if n < 50 {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }

@@ -2,11 +2,9 @@ package feeder
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -44,7 +42,7 @@ const (
 //
 //	TEST_MYSQL_DSN='root@tcp(127.0.0.1:3315)/' go test -run '^$' -bench FeederUnderClaims -benchtime 1x ./internal/feeder
 func BenchmarkFeederUnderClaims(b *testing.B) {
-	skipWithoutDB(b)
+	storetest.SkipWithoutServer(b)
 	st := storetest.New(b)
 	ctx := context.Background()
 	dbPID, err := procstat.DBServerPID(ctx, st.DB().DB)
@@ -77,7 +75,7 @@ func BenchmarkFeederUnderClaims(b *testing.B) {
 				if realFeeder {
 					svc = New(cs, cache, Config{Batch: 500}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 				}
-				m := startMeter(b, st.DB().DB, dbPID)
+				m := storetest.StartMeter(b, st.DB().DB, dbPID)
 				b.StartTimer()
 
 				loopCtx, stop := context.WithCancel(ctx)
@@ -92,7 +90,7 @@ func BenchmarkFeederUnderClaims(b *testing.B) {
 					b.Fatalf("feeder loop: %v", err)
 				}
 				b.StopTimer()
-				dc, sc, _ := m.stop(b)
+				dc, sc, _ := m.Stop(b)
 				dbCPU, selfCPU, stmts, claimed, dry = dbCPU+dc, selfCPU+sc, stmts+cs.n.Load(), claimed+c, dry+d
 				cache.Close()
 				b.StartTimer()
@@ -258,93 +256,4 @@ func (c *countingStore) ResultListUnsentForCache(ctx context.Context, p store.Fe
 func (c *countingStore) ResultListUnsentByPriority(ctx context.Context, p store.FeederListParams) ([]store.UnsentResult, error) {
 	c.n.Add(1)
 	return c.Store.ResultListUnsentByPriority(ctx, p)
-}
-
-// skipWithoutDB skips b when no test database server answers.
-func skipWithoutDB(b *testing.B) {
-	b.Helper()
-	db, err := sql.Open("mysql", storetest.ServerDSN())
-	if err != nil {
-		b.Skipf("no test database: %v", err)
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		b.Skipf("no test database at %s: %v", storetest.ServerDSN(), err)
-	}
-}
-
-// meter samples the database server's CPU, the statements it received and
-// this process's CPU around a workload.
-type meter struct {
-	db        *sql.DB
-	dbPID     int
-	dbStart   procstat.Usage
-	selfStart procstat.Usage
-	questions int64
-}
-
-func startMeter(b *testing.B, db *sql.DB, dbPID int) *meter {
-	b.Helper()
-	m := &meter{db: db, dbPID: dbPID}
-	waitPurged(b, db)
-	m.questions = questions(b, db)
-	var err error
-	if m.dbStart, err = procstat.Read(dbPID); err != nil {
-		b.Fatal(err)
-	}
-	if m.selfStart, err = procstat.Read(os.Getpid()); err != nil {
-		b.Fatal(err)
-	}
-	return m
-}
-
-// stop returns the database CPU seconds, this process's CPU seconds and the
-// statements since start. It first waits for InnoDB's background purge and
-// page flushing, which is work the workload caused.
-func (m *meter) stop(b *testing.B) (dbCPU, selfCPU float64, stmts int64) {
-	b.Helper()
-	self, err := procstat.Read(os.Getpid())
-	if err != nil {
-		b.Fatal(err)
-	}
-	q := questions(b, m.db) - m.questions - 1 // not the SHOW STATUS itself
-	waitPurged(b, m.db)
-	dbu, err := procstat.Read(m.dbPID)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return dbu.Sub(m.dbStart).CPUSeconds, self.Sub(m.selfStart).CPUSeconds, q
-}
-
-func questions(b *testing.B, db *sql.DB) int64 {
-	b.Helper()
-	var name string
-	var n int64
-	if err := db.QueryRow(`SHOW GLOBAL STATUS LIKE 'Questions'`).Scan(&name, &n); err != nil {
-		b.Fatal(err)
-	}
-	return n
-}
-
-// waitPurged waits (up to 30s) until InnoDB has purged old row versions and
-// flushed dirty pages, so that a sample taken after a workload includes the
-// background work it caused, and one taken before excludes the set-up's.
-func waitPurged(b *testing.B, db *sql.DB) {
-	b.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for _, v := range []string{"Innodb_history_list_length", "Innodb_buffer_pool_pages_dirty"} {
-		for time.Now().Before(deadline) {
-			var name string
-			var n int64
-			if err := db.QueryRow(`SHOW GLOBAL STATUS LIKE '`+v+`'`).Scan(&name, &n); err != nil {
-				break // not MariaDB: nothing to wait for that we can see
-			}
-			if n < 50 {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
 }

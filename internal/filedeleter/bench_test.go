@@ -2,7 +2,6 @@ package filedeleter_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,7 +33,7 @@ const benchJobs = 5000
 //
 //	TEST_MYSQL_DSN='root@tcp(127.0.0.1:3315)/' go test -run '^$' -bench FileDeletion -benchtime 1x ./internal/filedeleter
 func BenchmarkFileDeletion(b *testing.B) {
-	skipWithoutDB(b)
+	storetest.SkipWithoutServer(b)
 	st := storetest.New(b)
 	ctx := context.Background()
 	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1})
@@ -57,7 +56,7 @@ func BenchmarkFileDeletion(b *testing.B) {
 		seedFileDeletion(b, st, appID, fmt.Sprintf("it%d", i), download, upload, fan)
 		svc := filedeleter.New(st, filedeleter.Config{DownloadDir: download, UploadDir: upload, Fanout: fan, Mod: 1, Batch: 500},
 			slog.New(slog.NewTextHandler(io.Discard, nil)), filedeleter.NewMetrics(prometheus.NewRegistry()), time.Now)
-		m := startMeter(b, st.DB().DB, dbPID)
+		m := storetest.StartMeter(b, st.DB().DB, dbPID)
 		b.StartTimer()
 		for {
 			n, err := svc.RunOnce(ctx)
@@ -70,7 +69,7 @@ func BenchmarkFileDeletion(b *testing.B) {
 			rows += n
 		}
 		b.StopTimer()
-		d, s, q := m.stop(b)
+		d, s, q := m.Stop(b)
 		dbCPU, selfCPU, stmts = dbCPU+d, selfCPU+s, stmts+q
 		var left int
 		if err := st.DB().Get(&left, `SELECT COUNT(*) FROM result WHERE file_delete_state = ?`, state.FileDeleteReady); err != nil || left != 0 {
@@ -149,95 +148,6 @@ func seedFileDeletion(b *testing.B, st *store.Store, appID int64, prefix, downlo
 		}
 		if _, err := st.DB().Exec(rq.String(), rargs...); err != nil {
 			b.Fatal(err)
-		}
-	}
-}
-
-// skipWithoutDB skips b when no test database server answers.
-func skipWithoutDB(b *testing.B) {
-	b.Helper()
-	db, err := sql.Open("mysql", storetest.ServerDSN())
-	if err != nil {
-		b.Skipf("no test database: %v", err)
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		b.Skipf("no test database at %s: %v", storetest.ServerDSN(), err)
-	}
-}
-
-// meter samples the database server's CPU, the statements it received and
-// this process's CPU around a workload.
-type meter struct {
-	db        *sql.DB
-	dbPID     int
-	dbStart   procstat.Usage
-	selfStart procstat.Usage
-	questions int64
-}
-
-func startMeter(b *testing.B, db *sql.DB, dbPID int) *meter {
-	b.Helper()
-	m := &meter{db: db, dbPID: dbPID}
-	waitPurged(b, db)
-	m.questions = questions(b, db)
-	var err error
-	if m.dbStart, err = procstat.Read(dbPID); err != nil {
-		b.Fatal(err)
-	}
-	if m.selfStart, err = procstat.Read(os.Getpid()); err != nil {
-		b.Fatal(err)
-	}
-	return m
-}
-
-// stop returns the database CPU seconds, this process's CPU seconds and the
-// statements since start. It first waits for InnoDB's background purge and
-// page flushing, which is work the workload caused.
-func (m *meter) stop(b *testing.B) (dbCPU, selfCPU float64, stmts int64) {
-	b.Helper()
-	self, err := procstat.Read(os.Getpid())
-	if err != nil {
-		b.Fatal(err)
-	}
-	q := questions(b, m.db) - m.questions - 1 // not the SHOW STATUS itself
-	waitPurged(b, m.db)
-	dbu, err := procstat.Read(m.dbPID)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return dbu.Sub(m.dbStart).CPUSeconds, self.Sub(m.selfStart).CPUSeconds, q
-}
-
-func questions(b *testing.B, db *sql.DB) int64 {
-	b.Helper()
-	var name string
-	var n int64
-	if err := db.QueryRow(`SHOW GLOBAL STATUS LIKE 'Questions'`).Scan(&name, &n); err != nil {
-		b.Fatal(err)
-	}
-	return n
-}
-
-// waitPurged waits (up to 30s) until InnoDB has purged old row versions and
-// flushed dirty pages, so that a sample taken after a workload includes the
-// background work it caused, and one taken before excludes the set-up's.
-func waitPurged(b *testing.B, db *sql.DB) {
-	b.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for _, v := range []string{"Innodb_history_list_length", "Innodb_buffer_pool_pages_dirty"} {
-		for time.Now().Before(deadline) {
-			var name string
-			var n int64
-			if err := db.QueryRow(`SHOW GLOBAL STATUS LIKE '`+v+`'`).Scan(&name, &n); err != nil {
-				break // not MariaDB: nothing to wait for that we can see
-			}
-			if n < 50 {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }
