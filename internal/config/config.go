@@ -126,7 +126,7 @@ func LoadFile(c *cli.Context) error {
 }
 
 // Parse reads a configuration file: a flat YAML mapping from option names to
-// scalar values.
+// scalar values, apart from the daemons list (see Daemons), which it skips.
 func Parse(body []byte) (map[string]string, error) {
 	var raw map[string]any
 	if err := yaml.Unmarshal(body, &raw); err != nil {
@@ -134,6 +134,9 @@ func Parse(body []byte) (map[string]string, error) {
 	}
 	out := make(map[string]string, len(raw))
 	for k, v := range raw {
+		if k == DaemonsKey { // the supervisor's list: read by Daemons
+			continue
+		}
 		switch x := v.(type) {
 		case string:
 			out[k] = x
