@@ -23,23 +23,31 @@ type Migration struct {
 }
 
 // Migrations returns every embedded migration in version order.
-func Migrations() ([]Migration, error) {
-	entries, err := fs.ReadDir(files, ".")
+func Migrations() ([]Migration, error) { return Load(files) }
+
+// Load reads the migrations in the top directory of fsys, in version order.
+// Binaries use the embedded set through Migrations; tests pass their own to
+// exercise failures an embedded file must never have.
+func Load(fsys fs.FS) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
-		return nil, fmt.Errorf("read embedded schema: %w", err)
+		return nil, fmt.Errorf("read schema files: %w", err)
 	}
 	var out []Migration
 	for _, e := range entries {
 		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".sql") {
+			continue // WRITERS.md and the like document the files
+		}
 		prefix, _, ok := strings.Cut(name, "_")
-		if !ok || !strings.HasSuffix(name, ".sql") {
+		if !ok {
 			return nil, fmt.Errorf("schema file %q: want NNNN_name.sql", name)
 		}
 		v, err := strconv.Atoi(prefix)
 		if err != nil || v <= 0 {
 			return nil, fmt.Errorf("schema file %q: bad version prefix", name)
 		}
-		body, err := files.ReadFile(name)
+		body, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, fmt.Errorf("read schema file %q: %w", name, err)
 		}

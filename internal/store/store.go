@@ -19,8 +19,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
-
-	"github.com/taskserver/taskserver/db/schema"
 )
 
 // ErrConflict means a conditional update found its row no longer in the
@@ -32,7 +30,7 @@ var ErrNotFound = errors.New("not found")
 
 // Store is a handle on the project database.
 type Store struct {
-	db *sqlx.DB
+	db *observedDB
 	// prep is nil unless Options.Prepared: then the hot queries run as
 	// server-side prepared statements.
 	prep *stmtCache
@@ -50,6 +48,10 @@ type Options struct {
 	// most of its cost. It costs one prepared statement per hot query and
 	// connection on the server.
 	Prepared bool
+	// Observer, if set, is told of every database call: its method, its
+	// duration and its error. Daemons feed it into their query latency and
+	// error metrics.
+	Observer Observer
 }
 
 // Open connects to the database named by dsn (go-sql-driver/mysql form, e.g.
@@ -78,7 +80,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		err = db.PingContext(pctx)
 		cancel()
 		if err == nil {
-			st := &Store{db: db}
+			st := &Store{db: &observedDB{DB: db, obs: opts.Observer}}
 			if opts.Prepared {
 				st.prep = &stmtCache{db: db, stmts: map[string]*sqlx.Stmt{}}
 			}
@@ -143,9 +145,12 @@ func (c *stmtCache) close() {
 
 // hotGet is GetContext for a query run on every request: prepared when the
 // store was opened with Options.Prepared.
-func (s *Store) hotGet(ctx context.Context, dest any, query string, args ...any) error {
+func (s *Store) hotGet(ctx context.Context, dest any, query string, args ...any) (err error) {
 	if s.prep == nil {
 		return s.db.GetContext(ctx, dest, query, args...)
+	}
+	if s.db.obs != nil {
+		defer func(start time.Time) { s.db.done(start, err) }(time.Now())
 	}
 	st, err := s.prep.get(ctx, query)
 	if err != nil {
@@ -155,9 +160,12 @@ func (s *Store) hotGet(ctx context.Context, dest any, query string, args ...any)
 }
 
 // hotSelect is SelectContext for a query run on every request, as hotGet.
-func (s *Store) hotSelect(ctx context.Context, dest any, query string, args ...any) error {
+func (s *Store) hotSelect(ctx context.Context, dest any, query string, args ...any) (err error) {
 	if s.prep == nil {
 		return s.db.SelectContext(ctx, dest, query, args...)
+	}
+	if s.db.obs != nil {
+		defer func(start time.Time) { s.db.done(start, err) }(time.Now())
 	}
 	st, err := s.prep.get(ctx, query)
 	if err != nil {
@@ -168,7 +176,7 @@ func (s *Store) hotSelect(ctx context.Context, dest any, query string, args ...a
 
 // DB exposes the handle for tests in other packages that must inspect rows
 // directly. Production code calls Store methods.
-func (s *Store) DB() *sqlx.DB { return s.db }
+func (s *Store) DB() *sqlx.DB { return s.db.DB }
 
 // Ping checks the connection.
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
@@ -206,7 +214,10 @@ func withRetry(ctx context.Context, fn func() error) error {
 
 // inTx runs fn in one transaction, retried as a whole on deadlock.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	return withRetry(ctx, func() error {
+	return withRetry(ctx, func() (err error) {
+		if s.db.obs != nil {
+			defer func(start time.Time) { s.db.done(start, err) }(time.Now())
+		}
 		// READ COMMITTED: every transaction here touches a few rows by key, and
 		// the gap locks REPEATABLE READ takes would only cause deadlocks.
 		tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
@@ -268,73 +279,4 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, err
 		return err
 	})
 	return n, err
-}
-
-// SchemaVersion returns the version recorded in schema_version, 0 for an
-// empty database.
-func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	var v sql.NullInt64
-	err := s.db.GetContext(ctx, &v, `SELECT MAX(version) FROM schema_version`)
-	if err != nil {
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && me.Number == 1146 { // table doesn't exist
-			return 0, nil
-		}
-		return 0, fmt.Errorf("read schema version: %w", err)
-	}
-	return int(v.Int64), nil
-}
-
-// SchemaApply brings the database up to the newest embedded schema version
-// and returns the versions it applied. MySQL commits DDL implicitly, so a
-// version is recorded only after all its statements succeeded; a failure
-// stops at once and leaves the version unrecorded.
-func (s *Store) SchemaApply(ctx context.Context, now time.Time) ([]int, error) {
-	_, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
-        version    INT NOT NULL PRIMARY KEY,
-        name       VARCHAR(254) NOT NULL,
-        applied_at INT NOT NULL
-    ) ENGINE=InnoDB`)
-	if err != nil {
-		return nil, fmt.Errorf("create schema_version: %w", err)
-	}
-	cur, err := s.SchemaVersion(ctx)
-	if err != nil {
-		return nil, err
-	}
-	migs, err := schema.Migrations()
-	if err != nil {
-		return nil, err
-	}
-	if cur > len(migs) {
-		return nil, fmt.Errorf("database schema version %d is newer than this binary knows (%d)", cur, len(migs))
-	}
-	var applied []int
-	for _, m := range migs[cur:] {
-		for _, stmt := range schema.Statements(m.SQL) {
-			if _, err := s.db.ExecContext(ctx, stmt); err != nil {
-				return applied, fmt.Errorf("apply %s: %w", m.Name, err)
-			}
-		}
-		if _, err := s.db.ExecContext(ctx,
-			`INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.Version, m.Name, now.Unix()); err != nil {
-			return applied, fmt.Errorf("record schema version %d: %w", m.Version, err)
-		}
-		applied = append(applied, m.Version)
-	}
-	return applied, nil
-}
-
-// SchemaCheck returns an error unless the database is at exactly the schema
-// version these binaries were built with. Daemons call it at start.
-func (s *Store) SchemaCheck(ctx context.Context) error {
-	v, err := s.SchemaVersion(ctx)
-	if err != nil {
-		return err
-	}
-	if want := schema.Latest(); v != want {
-		return fmt.Errorf("database schema version is %d, this binary needs %d (run the operator tool's schema upgrade)", v, want)
-	}
-	return nil
 }
