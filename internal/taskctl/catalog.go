@@ -7,53 +7,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/appversion"
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/store"
 )
-
-func (t *tool) schemaCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "schema",
-		Usage: "create, upgrade or inspect the database schema",
-		Subcommands: []*cli.Command{
-			{
-				Name:  "apply",
-				Usage: "create the tables or upgrade them to this binary's schema version; prints the versions applied",
-				Action: func(c *cli.Context) error {
-					return t.withStore(c, true, func(ctx context.Context, st *store.Store, _ config.Common) error {
-						applied, err := st.SchemaApply(ctx, t.now())
-						for _, v := range applied {
-							t.printf("applied schema version %d\n", v)
-						}
-						if err != nil {
-							return err
-						}
-						if len(applied) == 0 {
-							t.printf("schema is up to date at version %d\n", schema.Latest())
-						}
-						return nil
-					})
-				},
-			},
-			{
-				Name:  "version",
-				Usage: "print the database's schema version and this binary's",
-				Action: func(c *cli.Context) error {
-					return t.withStore(c, true, func(ctx context.Context, st *store.Store, _ config.Common) error {
-						v, err := st.SchemaVersion(ctx)
-						if err != nil {
-							return err
-						}
-						t.printf("database schema version %d\nbinary schema version %d\n", v, schema.Latest())
-						return nil
-					})
-				},
-			},
-		},
-	}
-}
 
 func (t *tool) platformCommand() *cli.Command {
 	return &cli.Command{
