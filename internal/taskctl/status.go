@@ -3,61 +3,51 @@ package taskctl
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"text/tabwriter"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/statuspage"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
-// Status is what "taskctl status" reports; --json prints it as is.
-type Status struct {
-	// Time is the Unix time the counts were taken at.
-	Time      int64          `json:"time"`
-	Results   []ResultCount  `json:"results"`
-	Workunits WorkunitCounts `json:"workunits"`
-	// ResultFiles counts results waiting for, or failed by, the file
-	// deleter.
-	ResultFiles ResultFileCounts `json:"result_files"`
-}
+// Status is what "taskctl status --json" prints: the status page's JSON.
+type Status = statuspage.Status
 
 // ResultCount is the number of results in one state and outcome.
-type ResultCount struct {
-	ServerState string `json:"server_state"`
-	Outcome     string `json:"outcome"`
-	Count       int64  `json:"count"`
-}
+type ResultCount = statuspage.ResultCount
 
 // WorkunitCounts are the job queues.
-type WorkunitCounts struct {
-	Total           int64 `json:"total"`
-	NeedTransition  int64 `json:"need_transition"`
-	NeedValidate    int64 `json:"need_validate"`
-	NeedAssimilate  int64 `json:"need_assimilate"`
-	FileDeleteReady int64 `json:"file_delete_ready"`
-	FileDeleteError int64 `json:"file_delete_error"`
-	FileDeleteDone  int64 `json:"file_delete_done"`
-	Failed          int64 `json:"failed"`
-	Held            int64 `json:"held"`
-}
+type WorkunitCounts = statuspage.WorkunitCounts
 
 // ResultFileCounts are the results' file-deletion queues.
-type ResultFileCounts struct {
-	Total           int64 `json:"total"`
-	FileDeleteReady int64 `json:"file_delete_ready"`
-	FileDeleteError int64 `json:"file_delete_error"`
-}
+type ResultFileCounts = statuspage.ResultFileCounts
+
+// statusProbeTimeout bounds each daemon probe of `taskctl status`.
+const statusProbeTimeout = 2 * time.Second
 
 func (t *tool) statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "show queue counts: results by state and outcome, jobs waiting on each daemon",
-		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}},
+		Usage: "show the project's status: daemons' health, queues, results in progress, recent throughput",
+		Description: "Reads the database and asks every daemon of the configuration file's daemons: section\n" +
+			"for /healthz and /metrics. The same report is served as a web page by \"taskctl status serve\".",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the status page's JSON instead of a text report"}},
 		Action: func(c *cli.Context) error {
+			targets, err := statusTargets(c)
+			if err != nil {
+				return err
+			}
 			return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
-				s, err := collectStatus(ctx, st, t.now().Unix())
+				client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+				s, err := statuspage.Collect(ctx, st, targets, client, statusProbeTimeout, t.now())
 				if err != nil {
 					return err
 				}
@@ -66,58 +56,85 @@ func (t *tool) statusCommand() *cli.Command {
 					enc.SetIndent("", "  ")
 					return enc.Encode(s)
 				}
-				return t.printStatus(s)
+				return statuspage.WriteText(t.stdout, s)
+			})
+		},
+		Subcommands: []*cli.Command{t.statusServeCommand()},
+	}
+}
+
+func (t *tool) statusServeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "serve the status page over HTTP (\"/\" HTML, \"/status.json\") until interrupted",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9100", Usage: "address to serve on (port 0: any free port, printed)"},
+			&cli.DurationFlag{Name: "refresh", Value: 30 * time.Second, Usage: "how often the page reloads itself (0: never)"},
+			&cli.DurationFlag{Name: "max-age", Value: 5 * time.Second, Usage: "how long one reading of the database is served again"},
+			&cli.StringFlag{Name: "title", Value: "Project status", Usage: "the page's heading"},
+		},
+		Action: func(c *cli.Context) error {
+			targets, err := statusTargets(c)
+			if err != nil {
+				return err
+			}
+			return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
+				refresh := c.Duration("refresh")
+				if refresh == 0 {
+					refresh = -1 // Options: negative is none
+				}
+				h := statuspage.New(st, targets, statuspage.Options{
+					Now: t.now, Refresh: refresh, MaxAge: c.Duration("max-age"), Title: c.String("title"),
+					Logger: slog.New(slog.NewTextHandler(t.stderr, nil)),
+				})
+				return t.serve(ctx, c.String("listen"), h)
 			})
 		},
 	}
 }
 
-func collectStatus(ctx context.Context, st *store.Store, now int64) (Status, error) {
-	s := Status{Time: now, Results: []ResultCount{}}
-	byState, err := st.ResultCountByState(ctx)
+// serve runs an HTTP server for h on addr until ctx ends, then lets
+// requests in flight finish for up to 10 s.
+func (t *tool) serve(ctx context.Context, addr string, h http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return s, err
+		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	for _, r := range byState {
-		s.Results = append(s.Results, ResultCount{ServerState: r.ServerState.String(), Outcome: r.Outcome.String(), Count: r.Count})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// Printed so a caller that asked for port 0 learns the port.
+	t.printf("serving the status page on http://%s/\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", addr, err)
+	case <-ctx.Done():
 	}
-	wq, err := st.WorkunitCountQueues(ctx, now)
-	if err != nil {
-		return s, err
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down %s: %w", addr, err)
 	}
-	s.Workunits = WorkunitCounts(wq)
-	rq, err := st.ResultCountQueues(ctx)
-	if err != nil {
-		return s, err
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", addr, err)
 	}
-	s.ResultFiles = ResultFileCounts(rq)
-	return s, nil
+	return nil
 }
 
-func (t *tool) printStatus(s Status) error {
-	w := tabwriter.NewWriter(t.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "SERVER_STATE\tOUTCOME\tRESULTS\n")
-	for _, r := range s.Results {
-		fmt.Fprintf(w, "%s\t%s\t%d\n", r.ServerState, r.Outcome, r.Count)
+// statusTargets lists the daemons of the configuration file (--config),
+// none without one.
+func statusTargets(c *cli.Context) ([]statuspage.Target, error) {
+	path := c.String(config.FlagConfig)
+	if path == "" {
+		return nil, nil
 	}
-	if len(s.Results) == 0 {
-		fmt.Fprintf(w, "-\t-\t0\n")
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config file: %w", err)
 	}
-	if err := w.Flush(); err != nil {
-		return err
+	targets, err := statuspage.Targets(body)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
-	fmt.Fprintln(t.stdout)
-	wq, rq := s.Workunits, s.ResultFiles
-	w = tabwriter.NewWriter(t.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "QUEUE\tWORKUNITS\tRESULTS\n")
-	fmt.Fprintf(w, "total\t%d\t%d\n", wq.Total, rq.Total)
-	fmt.Fprintf(w, "need transition\t%d\t-\n", wq.NeedTransition)
-	fmt.Fprintf(w, "need validation\t%d\t-\n", wq.NeedValidate)
-	fmt.Fprintf(w, "need assimilation\t%d\t-\n", wq.NeedAssimilate)
-	fmt.Fprintf(w, "need file deletion\t%d\t%d\n", wq.FileDeleteReady, rq.FileDeleteReady)
-	fmt.Fprintf(w, "file deletion errors\t%d\t%d\n", wq.FileDeleteError, rq.FileDeleteError)
-	fmt.Fprintf(w, "files deleted (purge candidates)\t%d\t-\n", wq.FileDeleteDone)
-	fmt.Fprintf(w, "failed (error_mask set)\t%d\t-\n", wq.Failed)
-	fmt.Fprintf(w, "held (taskctl job requeue)\t%d\t-\n", wq.Held)
-	return w.Flush()
+	return targets, nil
 }

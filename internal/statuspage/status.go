@@ -1,0 +1,218 @@
+package statuspage
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// Status is the whole report. The HTML page, /status.json and `taskctl
+// status --json` all show this one value.
+type Status struct {
+	// Time is the Unix time the counts were taken at.
+	Time int64 `json:"time"`
+	// Daemons are the configured daemons' health, in configuration order.
+	Daemons []Daemon `json:"daemons"`
+	// Queues is the work waiting on each daemon.
+	Queues Queues `json:"queues"`
+	// InProgressByApp splits Queues.InProgress by app.
+	InProgressByApp []AppCount `json:"in_progress_by_app"`
+	// Throughput is what the project finished recently.
+	Throughput Throughput `json:"throughput"`
+
+	// Results, Workunits and ResultFiles are the detailed counts `taskctl
+	// status` has always printed; scripts read their keys.
+	Results     []ResultCount    `json:"results"`
+	Workunits   WorkunitCounts   `json:"workunits"`
+	ResultFiles ResultFileCounts `json:"result_files"`
+}
+
+// Daemon is one configured daemon replica as its admin listener shows it.
+type Daemon struct {
+	// Name is the replica's name ("validator@1").
+	Name    string `json:"name"`
+	Program string `json:"program"`
+	// Address is the /healthz and /metrics listener; empty when the
+	// configuration gives none.
+	Address string `json:"address"`
+	// State is StateUp, StateFailing, StateDown or StateUnknown.
+	State string `json:"state"`
+	// Error says why the daemon is not up.
+	Error string `json:"error,omitempty"`
+	// LastSuccessTime is the Unix time of the daemon's last successful pass
+	// (its taskserver_<program>_last_success_timestamp_seconds); 0 when it
+	// exports none or has not finished a pass yet.
+	LastSuccessTime float64 `json:"last_success_time"`
+	// LastSuccessAgeSeconds is Status.Time minus LastSuccessTime; null
+	// when LastSuccessTime is 0.
+	LastSuccessAgeSeconds *float64 `json:"last_success_age_seconds"`
+}
+
+// The daemon states.
+const (
+	// StateUp: /healthz answered 200.
+	StateUp = "up"
+	// StateFailing: the process answers but /healthz says it is unhealthy
+	// (for example the database is unreachable).
+	StateFailing = "failing"
+	// StateDown: nothing answered at the address.
+	StateDown = "down"
+	// StateUnknown: the configuration gives no address to ask.
+	StateUnknown = "unknown"
+)
+
+// Queues is the work waiting on each daemon, as the issue's backlog list
+// names it.
+type Queues struct {
+	// UnsentResults wait for the feeder and the scheduler.
+	UnsentResults int64 `json:"unsent_results"`
+	// InProgressResults are on hosts.
+	InProgressResults int64 `json:"in_progress_results"`
+	// JobsDueTransition have transition_time <= now.
+	JobsDueTransition int64 `json:"jobs_due_transition"`
+	// OldestDueTransitionAgeSeconds is now minus the earliest due
+	// transition_time: how far the transitioner is behind; 0 when none is
+	// due.
+	OldestDueTransitionAgeSeconds int64 `json:"oldest_due_transition_age_seconds"`
+	// JobsAwaitingValidation have need_validate set.
+	JobsAwaitingValidation int64 `json:"jobs_awaiting_validation"`
+	// JobsAwaitingAssimilation have assimilate_state READY.
+	JobsAwaitingAssimilation int64 `json:"jobs_awaiting_assimilation"`
+	// JobFilesAwaitingDeletion and ResultFilesAwaitingDeletion have
+	// file_delete_state READY.
+	JobFilesAwaitingDeletion    int64 `json:"job_files_awaiting_deletion"`
+	ResultFilesAwaitingDeletion int64 `json:"result_files_awaiting_deletion"`
+	// JobsFailed have an error_mask; JobsHeld wait for `taskctl job
+	// requeue`.
+	JobsFailed int64 `json:"jobs_failed"`
+	JobsHeld   int64 `json:"jobs_held"`
+}
+
+// AppCount is a count for one app.
+type AppCount struct {
+	App   string `json:"app"`
+	Count int64  `json:"count"`
+}
+
+// Throughput is the work finished in the last hour and the last day.
+type Throughput struct {
+	LastHour Window `json:"last_hour"`
+	LastDay  Window `json:"last_day"`
+}
+
+// Window is the work finished in one window ending at Status.Time. See
+// store.ResultThroughput for how validation and assimilation are dated.
+type Window struct {
+	ResultsReported  int64 `json:"results_reported"`
+	ResultsValidated int64 `json:"results_validated"`
+	JobsAssimilated  int64 `json:"jobs_assimilated"`
+}
+
+// ResultCount is the number of results in one state and outcome.
+type ResultCount struct {
+	ServerState string `json:"server_state"`
+	Outcome     string `json:"outcome"`
+	Count       int64  `json:"count"`
+}
+
+// WorkunitCounts are the job queues.
+type WorkunitCounts struct {
+	Total           int64 `json:"total"`
+	NeedTransition  int64 `json:"need_transition"`
+	NeedValidate    int64 `json:"need_validate"`
+	NeedAssimilate  int64 `json:"need_assimilate"`
+	FileDeleteReady int64 `json:"file_delete_ready"`
+	FileDeleteError int64 `json:"file_delete_error"`
+	FileDeleteDone  int64 `json:"file_delete_done"`
+	Failed          int64 `json:"failed"`
+	Held            int64 `json:"held"`
+}
+
+// ResultFileCounts are the results' file-deletion queues.
+type ResultFileCounts struct {
+	Total           int64 `json:"total"`
+	FileDeleteReady int64 `json:"file_delete_ready"`
+	FileDeleteError int64 `json:"file_delete_error"`
+}
+
+// Collect gathers the status at now: the database counts and, meanwhile,
+// a probe of every target through client, each bounded by probeTimeout. A
+// daemon that does not answer is reported, not an error; a database error
+// is.
+func Collect(ctx context.Context, st *store.Store, targets []Target, client *http.Client, probeTimeout time.Duration, now time.Time) (Status, error) {
+	s := Status{Time: now.Unix(), Daemons: make([]Daemon, len(targets))}
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() { s.Daemons[i] = probe(ctx, client, probeTimeout, t, now) })
+	}
+	err := collectDB(ctx, st, &s, now.Unix())
+	wg.Wait()
+	return s, err
+}
+
+func collectDB(ctx context.Context, st *store.Store, s *Status, now int64) error {
+	s.Results = []ResultCount{}
+	byState, err := st.ResultCountByState(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range byState {
+		s.Results = append(s.Results, ResultCount{ServerState: r.ServerState.String(), Outcome: r.Outcome.String(), Count: r.Count})
+		switch r.ServerState {
+		case state.ServerUnsent:
+			s.Queues.UnsentResults += r.Count
+		case state.ServerInProgress:
+			s.Queues.InProgressResults += r.Count
+		}
+	}
+	wq, err := st.WorkunitCountQueues(ctx, now)
+	if err != nil {
+		return err
+	}
+	s.Workunits = WorkunitCounts(wq)
+	rq, err := st.ResultCountQueues(ctx)
+	if err != nil {
+		return err
+	}
+	s.ResultFiles = ResultFileCounts(rq)
+	s.Queues.JobsDueTransition = wq.NeedTransition
+	s.Queues.JobsAwaitingValidation = wq.NeedValidate
+	s.Queues.JobsAwaitingAssimilation = wq.NeedAssimilate
+	s.Queues.JobFilesAwaitingDeletion = wq.FileDeleteReady
+	s.Queues.ResultFilesAwaitingDeletion = rq.FileDeleteReady
+	s.Queues.JobsFailed = wq.Failed
+	s.Queues.JobsHeld = wq.Held
+	oldest, ok, err := st.WorkunitOldestDue(ctx, now, 1, 0)
+	if err != nil {
+		return err
+	}
+	if ok {
+		s.Queues.OldestDueTransitionAgeSeconds = max(now-oldest, 0)
+	}
+	byApp, err := st.ResultCountByApp(ctx, state.ServerInProgress)
+	if err != nil {
+		return err
+	}
+	s.InProgressByApp = make([]AppCount, 0, len(byApp))
+	for _, a := range byApp {
+		s.InProgressByApp = append(s.InProgressByApp, AppCount{App: a.App, Count: a.Count})
+	}
+	p := store.ThroughputParams{HourAgo: now - 3600, DayAgo: now - 86400}
+	rt, err := st.ResultCountThroughput(ctx, p)
+	if err != nil {
+		return err
+	}
+	hour, day, err := st.WorkunitCountAssimilated(ctx, p)
+	if err != nil {
+		return err
+	}
+	s.Throughput = Throughput{
+		LastHour: Window{ResultsReported: rt.ReportedHour, ResultsValidated: rt.ValidatedHour, JobsAssimilated: hour},
+		LastDay:  Window{ResultsReported: rt.ReportedDay, ResultsValidated: rt.ValidatedDay, JobsAssimilated: day},
+	}
+	return nil
+}
