@@ -23,18 +23,25 @@ const (
 	reportError       = "error"   // database failure: not acked, the client reports again
 )
 
-// Reasons no work was sent (label values of no_work_total), a bounded set.
+// Reasons a request got less work than it asked for (label values of
+// send_shortfall_total, and of no_work_total when it got none), a bounded
+// set. Reasons about a candidate come from the send decision's checks
+// (walk.check); the others say why the walk stopped.
 const (
-	reasonNoCachedWork    = "no_cached_work"
-	reasonPlatform        = "platform"
-	reasonMemory          = "memory"
-	reasonDisk            = "disk"
-	reasonDeadline        = "deadline"
-	reasonInProgressLimit = "in_progress_limit"
-	reasonOnePerUser      = "one_per_user"
-	reasonHR              = "homogeneous_redundancy"
-	reasonQuarantined     = "quarantined"
-	reasonReliableOnly    = "reliable_only"
+	reasonNoCachedWork     = "no_cached_work"    // the cache held nothing more the host could be offered
+	reasonCacheUnavailable = "cache_unavailable" // the feeder's cache file could not be read
+	reasonAppDeprecated    = "app_deprecated"
+	reasonRPCLimit         = "rpc_limit" // --max-results-per-rpc reached
+	reasonDatabase         = "database"  // the database failed: nothing more is sent
+	reasonPlatform         = "platform"
+	reasonMemory           = "memory"
+	reasonDisk             = "disk"
+	reasonDeadline         = "deadline"
+	reasonInProgressLimit  = "in_progress_limit"
+	reasonOnePerUser       = "one_per_user"
+	reasonHR               = "homogeneous_redundancy"
+	reasonQuarantined      = "quarantined"
+	reasonReliableOnly     = "reliable_only"
 )
 
 // Cache claim results (label values of cache_claims_total).
@@ -53,12 +60,16 @@ type metrics struct {
 	resultsResent   prometheus.Counter
 	resultsReported *prometheus.CounterVec
 	noWork          *prometheus.CounterVec
-	claims          *prometheus.CounterVec
-	resultsAborted  *prometheus.CounterVec
-	arSends         *prometheus.CounterVec
-	lateReports     prometheus.Counter
-	detached        prometheus.Counter
-	commitBatch     prometheus.Histogram
+	shortfall       *prometheus.CounterVec
+	// shortfallBy holds shortfall's children, resolved once: the hot path
+	// does one map read instead of hashing the label.
+	shortfallBy    map[string]prometheus.Counter
+	claims         *prometheus.CounterVec
+	resultsAborted *prometheus.CounterVec
+	arSends        *prometheus.CounterVec
+	lateReports    prometheus.Counter
+	detached       prometheus.Counter
+	commitBatch    prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -79,6 +90,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"outcome"}),
 		noWork: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "no_work_total", Help: "Work requests answered with no work, by main reason."},
+			[]string{"reason"}),
+		shortfall: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "send_shortfall_total", Help: "Work requests sent less than they asked for (fewer seconds or instances), by the reason the send decision stopped short (taskctl host explain runs it for one host)."},
 			[]string{"reason"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "cache_claims_total", Help: "Cache slots claimed, by result (ok: sent; conflict: taken or no longer unsent; one_per_user: job already sent to the user; hr_mismatch: job bound to another host class; couldnt_send: job cannot be sent, instance set COULDNT_SEND)."},
@@ -103,9 +117,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, o := range []string{reportSuccess, reportClientError, reportIgnored, reportError} {
 		m.resultsReported.WithLabelValues(o)
 	}
-	for _, r := range []string{reasonNoCachedWork, reasonPlatform, reasonMemory, reasonDisk, reasonDeadline, reasonInProgressLimit,
-		reasonOnePerUser, reasonHR, reasonQuarantined, reasonReliableOnly} {
+	for r := range noWorkText {
 		m.noWork.WithLabelValues(r)
+	}
+	m.shortfallBy = make(map[string]prometheus.Counter, len(reasonText))
+	for r := range reasonText {
+		m.shortfallBy[r] = m.shortfall.WithLabelValues(r)
 	}
 	for _, r := range []string{claimOK, claimConflict, claimOnePerUser, claimHRMismatch, claimCouldntSend} {
 		m.claims.WithLabelValues(r)
@@ -116,7 +133,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{"true", "false"} {
 		m.arSends.WithLabelValues(r)
 	}
-	reg.MustRegister(m.requests, m.duration, m.resultsSent, m.resultsResent, m.resultsReported, m.noWork, m.claims, m.resultsAborted,
+	reg.MustRegister(m.requests, m.duration, m.resultsSent, m.resultsResent, m.resultsReported, m.noWork, m.shortfall, m.claims, m.resultsAborted,
 		m.arSends, m.lateReports, m.detached, m.commitBatch)
 	return m
 }

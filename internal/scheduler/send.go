@@ -20,20 +20,23 @@ import (
 // noWorkText is the message a client shows when it asked for work and got
 // none, by reason.
 var noWorkText = map[string]string{
-	reasonNoCachedWork:    "No tasks are available at the moment",
-	reasonPlatform:        "No tasks are available for the applications and platforms your computer can run",
-	reasonMemory:          "The available tasks need more memory than your computer has",
-	reasonDisk:            "The available tasks need more free disk space than your computer has",
-	reasonDeadline:        "The available tasks would not finish before their deadlines on your computer",
-	reasonInProgressLimit: "Your computer has reached this project's limit of tasks in progress",
-	reasonOnePerUser:      "The available tasks have already been sent to your account",
-	reasonHR:              "The available tasks are reserved for computers of another type (homogeneous redundancy)",
-	reasonQuarantined:     "Your computer has returned too many errors lately: it gets one task at a time until it returns a valid result",
-	reasonReliableOnly:    "The available tasks are reserved for computers that return valid results quickly",
+	reasonNoCachedWork:     "No tasks are available at the moment",
+	reasonCacheUnavailable: "No tasks are available at the moment",
+	reasonAppDeprecated:    "The available tasks belong to applications this project no longer runs",
+	reasonPlatform:         "No tasks are available for the applications and platforms your computer can run",
+	reasonMemory:           "The available tasks need more memory than your computer has",
+	reasonDisk:             "The available tasks need more free disk space than your computer has",
+	reasonDeadline:         "The available tasks would not finish before their deadlines on your computer",
+	reasonInProgressLimit:  "Your computer has reached this project's limit of tasks in progress",
+	reasonOnePerUser:       "The available tasks have already been sent to your account",
+	reasonHR:               "The available tasks are reserved for computers of another type (homogeneous redundancy)",
+	reasonQuarantined:      "Your computer has returned too many errors lately: it gets one task at a time until it returns a valid result",
+	reasonReliableOnly:     "The available tasks are reserved for computers that return valid results quickly",
 }
 
 // rejectOrder breaks ties between reasons, most specific first.
-var rejectOrder = []string{reasonMemory, reasonDisk, reasonDeadline, reasonOnePerUser, reasonHR, reasonReliableOnly, reasonPlatform}
+var rejectOrder = []string{reasonMemory, reasonDisk, reasonDeadline, reasonOnePerUser, reasonHR, reasonReliableOnly,
+	reasonAppDeprecated, reasonPlatform}
 
 // sendItem is a result going into the reply.
 type sendItem struct {
@@ -54,6 +57,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	if x.dbErr {
 		// Reports just failed: don't add load to a database in trouble.
 		if asked {
+			s.m.shortfallBy[reasonDatabase].Inc()
 			x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low",
 				Text: "No tasks sent: the project's database is busy; try again later"})
 		}
@@ -112,18 +116,22 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 
 	if asked {
 		var sent []sendItem
-		reason := reasonNoCachedWork
+		reason := reasonCacheUnavailable
 		if cacheErr == nil {
 			var err error
-			sent, reason, err = s.scan(ctx, x, cache, chosen, queue, nheld, hostJobs)
+			w := s.newWalk(x.host, cat, chosen, queue, nheld, hostJobs)
+			sent, reason, err = s.scan(ctx, x, cache, w)
 			if err != nil {
 				return err
 			}
 		}
 		items = append(items, sent...)
-		if len(items) == 0 && reason != "" {
+		if reason != "" {
+			s.m.shortfallBy[reason].Inc()
+		}
+		if text, ok := noWorkText[reason]; ok && len(items) == 0 {
 			s.m.noWork.WithLabelValues(reason).Inc()
-			x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low", Text: noWorkText[reason]})
+			x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low", Text: text})
 		}
 	}
 	if !x.committed {
@@ -141,6 +149,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 
 // candidate is a claimed cache slot waiting for its send to be committed.
 type candidate struct {
+	slot      int
 	cl        shmcache.Claim
 	e         shmcache.Entry
 	v         version
@@ -153,32 +162,32 @@ type candidate struct {
 // limit is reached. Claims are committed in rounds through the group
 // committer (the first round with the request's reports and host row); a
 // send refused in a round (the job already went to this user, another host
-// class took it) lets the walk go on. It returns what it sent and, if
-// nothing, why; a database failure after the first round returns no reason
-// (the reply then says nothing about it); a failure of the first round is
-// the error.
-func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]version, q *hostQueue, nheld int, skipJob map[int64]bool) ([]sendItem, string, error) {
-	if len(chosen) == 0 {
+// class took it) lets the walk go on. It returns what it sent and, if that
+// is less than asked, why (a reason of send_shortfall_total); a failure of
+// the first round is the error, a later one is logged and stops the walk
+// (reason database).
+//
+// In a dry run (w.dry) the walk starts at slot 0, claims nothing, commits
+// nothing and takes every send as done: the same decision, with no effect.
+func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendItem, string, error) {
+	if len(w.chosen) == 0 {
 		return nil, reasonPlatform, nil
 	}
 	n := c.NSlots()
 	if n <= 0 {
 		return nil, reasonNoCachedWork, nil
 	}
-	quar := quarantined(x.host, s.opts.QuarantineStreak)
-	hostClass := [...]int{hrFine: hrClass(hrFine, x.host.OSName, x.host.PVendor, x.host.PModel),
-		hrCoarse: hrClass(hrCoarse, x.host.OSName, x.host.PVendor, x.host.PModel)}
-	limit := inProgressLimit(x.host, s.opts.MaxInProgressPerCPU, quar)
 	wantSecs := max(finite(x.req.WorkReqSeconds), finite(x.req.CPUReqSecs))
 	wantJobs := int(math.Ceil(min(finite(x.req.CPUReqInstances), float64(s.opts.MaxResultsPerRPC))))
+	q := w.q
 	var (
-		sent     []sendItem
-		covered  float64
-		seen     int
-		rejected = map[string]int{}
-		hrBound  = map[int64]bool{} // jobs found bound to another host class
+		sent    []sendItem
+		covered float64
 	)
-	start := rand.IntN(n)
+	start := 0
+	if !w.dry {
+		start = rand.IntN(n)
+	}
 	k := 0
 	for {
 		// One round: claim what would cover the request if every send
@@ -186,21 +195,12 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 		var round []candidate
 		inRound := map[int64]bool{} // jobs claimed in this round
 		q0, covered0 := *q, covered
-		stop := ""
 		for ; k < n; k++ {
-			if len(sent)+len(round) >= s.opts.MaxResultsPerRPC {
+			m := len(sent) + len(round)
+			if m > 0 && covered >= wantSecs && m >= wantJobs {
 				break
 			}
-			if nheld+len(sent)+len(round) >= limit {
-				if len(sent)+len(round) == 0 {
-					stop = reasonInProgressLimit
-					if quar {
-						stop = reasonQuarantined
-					}
-				}
-				break
-			}
-			if len(sent)+len(round) > 0 && covered >= wantSecs && len(sent)+len(round) >= wantJobs {
+			if m >= s.opts.MaxResultsPerRPC || w.nheld+m >= w.limit {
 				break
 			}
 			i := (start + k) % n
@@ -214,50 +214,30 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 				// after the commit.
 				break
 			}
-			seen++
-			if hrBound[e.WorkunitID] {
-				rejected[reasonHR]++
+			w.seen++
+			v, hr, why := w.check(e)
+			if why != "" {
+				w.reject(i, e, why)
 				continue
 			}
-			if skipJob[e.WorkunitID] {
-				rejected[reasonOnePerUser]++
-				continue
+			cl := shmcache.Claim{Entry: e}
+			replicate := false
+			if !w.dry {
+				cl, ok = c.Claim(i, s.opts.ClaimerPID, x.now)
+				if !ok {
+					s.m.claims.WithLabelValues(claimConflict).Inc()
+					continue
+				}
+				if cl.Entry != e {
+					// Refilled between the look and the claim: leave it for others.
+					c.Unclaim(cl)
+					s.m.claims.WithLabelValues(claimConflict).Inc()
+					continue
+				}
+				replicate = v.app.AdaptiveReplication &&
+					s.opts.Rand() < replicationProbability(x.host, s.opts.ARTrustValid, s.opts.ARSpotCheck, w.quar)
 			}
-			v, ok := chosen[e.AppID]
-			if !ok {
-				rejected[reasonPlatform]++
-				continue
-			}
-			if e.Flags&store.SendReliableOnly != 0 && (quar || !reliableHost(x.host, s.opts.ARTrustValid, e.DelayBound)) {
-				rejected[reasonReliableOnly]++
-				continue
-			}
-			hr := 0
-			if m := v.app.HomogeneousRedundancy; m == hrFine || m == hrCoarse {
-				hr = hostClass[m]
-			}
-			if hr != 0 && e.HRClass != 0 && int(e.HRClass) != hr {
-				rejected[reasonHR]++
-				continue
-			}
-			if why := q.check(e); why != "" {
-				rejected[why]++
-				continue
-			}
-			cl, ok := c.Claim(i, s.opts.ClaimerPID, x.now)
-			if !ok {
-				s.m.claims.WithLabelValues(claimConflict).Inc()
-				continue
-			}
-			if cl.Entry != e {
-				// Refilled between the look and the claim: leave it for others.
-				c.Unclaim(cl)
-				s.m.claims.WithLabelValues(claimConflict).Inc()
-				continue
-			}
-			replicate := v.app.AdaptiveReplication &&
-				s.opts.Rand() < replicationProbability(x.host, s.opts.ARTrustValid, s.opts.ARSpotCheck, quar)
-			round = append(round, candidate{cl: cl, e: e, v: v, replicate: replicate, p: store.SchedSend{
+			round = append(round, candidate{slot: i, cl: cl, e: e, v: v, replicate: replicate, p: store.SchedSend{
 				ResultID:       e.ResultID,
 				WorkunitID:     e.WorkunitID,
 				HostID:         x.host.ID,
@@ -276,60 +256,69 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 			inRound[e.WorkunitID] = true
 		}
 		if len(round) == 0 {
-			if stop != "" {
-				return nil, stop, nil
-			}
 			break
 		}
 		*q, covered = q0, covered0
-		sends := make([]store.SchedSend, len(round))
-		for j, cd := range round {
-			sends[j] = cd.p
+		var errs []error
+		if !w.dry {
+			sends := make([]store.SchedSend, len(round))
+			for j, cd := range round {
+				sends[j] = cd.p
+			}
+			first := !x.committed
+			var err error
+			errs, err = s.commitRound(ctx, x, sends)
+			if err != nil {
+				for _, cd := range round {
+					c.Unclaim(cd.cl)
+				}
+				if first {
+					return nil, "", err
+				}
+				s.log.Error("send results", "host_id", x.host.ID, "error", err)
+				x.dbErr = true
+				if len(sent) == 0 {
+					x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low",
+						Text: "No tasks sent: the project's database is busy; try again later"})
+				}
+				return sent, reasonDatabase, nil
+			}
 		}
-		first := !x.committed
-		errs, err := s.commitRound(ctx, x, sends)
-		if err != nil {
-			for _, cd := range round {
-				c.Unclaim(cd.cl)
-			}
-			if first {
-				return nil, "", err
-			}
-			s.log.Error("send results", "host_id", x.host.ID, "error", err)
-			x.dbErr = true
-			if len(sent) == 0 {
-				x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low",
-					Text: "No tasks sent: the project's database is busy; try again later"})
-			}
-			return sent, "", nil
-		}
 		for j, cd := range round {
-			err := errs[j]
+			var err error
+			if errs != nil {
+				err = errs[j]
+			}
 			switch {
 			case err == nil:
-				c.Release(cd.cl)
-				s.m.claims.WithLabelValues(claimOK).Inc()
-				s.m.resultsSent.Inc()
-				if cd.v.app.AdaptiveReplication {
-					s.m.arSends.WithLabelValues(strconv.FormatBool(cd.replicate)).Inc()
+				if !w.dry {
+					c.Release(cd.cl)
+					s.m.claims.WithLabelValues(claimOK).Inc()
+					s.m.resultsSent.Inc()
+					if cd.v.app.AdaptiveReplication {
+						s.m.arSends.WithLabelValues(strconv.FormatBool(cd.replicate)).Inc()
+					}
+				}
+				if w.trace != nil {
+					w.trace(cd.slot, cd.e, "")
 				}
 				sent = append(sent, sendItem{resultID: cd.e.ResultID, v: cd.v})
 				covered += q.runtime(cd.e.RscFpopsEst)
 				q.add(cd.e.RscFpopsEst, cd.e.RscDiskBound)
-				skipJob[cd.e.WorkunitID] = true
+				w.skipJob[cd.e.WorkunitID] = true
 			case errors.Is(err, store.ErrAlreadySentToUser):
 				// Another user may take it.
 				c.Unclaim(cd.cl)
 				s.m.claims.WithLabelValues(claimOnePerUser).Inc()
-				rejected[reasonOnePerUser]++
-				skipJob[cd.e.WorkunitID] = true
+				w.reject(cd.slot, cd.e, reasonOnePerUser)
+				w.skipJob[cd.e.WorkunitID] = true
 			case errors.Is(err, store.ErrHRMismatch):
 				// Bound to another class since the feeder cached it: hosts of
 				// that class may take it.
 				c.Unclaim(cd.cl)
 				s.m.claims.WithLabelValues(claimHRMismatch).Inc()
-				rejected[reasonHR]++
-				hrBound[cd.e.WorkunitID] = true
+				w.reject(cd.slot, cd.e, reasonHR)
+				w.hrBound[cd.e.WorkunitID] = true
 			case errors.Is(err, store.ErrCouldntSend):
 				// No host could run it: the transitioner now deals with the
 				// job. Its other cached instances meet the same fate when
@@ -346,16 +335,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, chosen map[int64]ve
 			}
 		}
 	}
-	if len(sent) > 0 || seen == 0 {
-		return sent, reasonNoCachedWork, nil
-	}
-	best, bestN := reasonNoCachedWork, 0
-	for _, r := range rejectOrder {
-		if rejected[r] > bestN {
-			best, bestN = r, rejected[r]
-		}
-	}
-	return nil, best, nil
+	return sent, w.short(len(sent), covered, wantSecs, wantJobs, s.opts.MaxResultsPerRPC), nil
 }
 
 // sendable returns why a job cannot be sent to any host, or nil: its

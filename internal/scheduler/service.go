@@ -167,19 +167,9 @@ func New(opts Options) (*Service, error) {
 	if opts.NextRPCDelay < 0 {
 		opts.NextRPCDelay = 0
 	}
-	if opts.MaxResultsPerRPC <= 0 {
-		opts.MaxResultsPerRPC = 10
-	}
-	if opts.MaxInProgressPerCPU <= 0 {
-		opts.MaxInProgressPerCPU = 4
-	}
-	if opts.ARTrustValid <= 0 {
-		opts.ARTrustValid = 10
-	}
+	opts.setPolicy(Policy{MaxResultsPerRPC: opts.MaxResultsPerRPC, MaxInProgressPerCPU: opts.MaxInProgressPerCPU,
+		ARTrustValid: opts.ARTrustValid, QuarantineStreak: opts.QuarantineStreak})
 	opts.ARSpotCheck = clamp01(opts.ARSpotCheck)
-	if opts.QuarantineStreak < 0 {
-		opts.QuarantineStreak = 0
-	}
 	if opts.Rand == nil {
 		opts.Rand = rand.Float64
 	}

@@ -1,0 +1,145 @@
+package scheduler
+
+import (
+	"github.com/taskserver/taskserver/internal/shmcache"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// reasonText explains each reason of send_shortfall_total to an operator
+// (taskctl host explain); it is also the fixed label set, pre-created at 0.
+var reasonText = map[string]string{
+	reasonNoCachedWork:     "the cache held nothing more the host could be offered (empty, or taken by other hosts)",
+	reasonCacheUnavailable: "the feeder's shared-memory cache could not be read (is the feeder running?)",
+	reasonPlatform:         "no app version for the host's platforms",
+	reasonAppDeprecated:    "the job's app is deprecated",
+	reasonMemory:           "the job needs more memory than the host has (rsc_memory_bound > m_nbytes)",
+	reasonDisk:             "the job needs more free disk than the host has left (rsc_disk_bound > d_free)",
+	reasonDeadline:         "the host would not finish the job before its deadline (queue + runtime > delay_bound)",
+	reasonInProgressLimit:  "the host holds as many tasks as it may (--max-in-progress-per-cpu × CPUs)",
+	reasonQuarantined:      "the host is quarantined (error streak ≥ --quarantine-streak): one task at a time",
+	reasonOnePerUser:       "an instance of the job is already on this host or went to its user",
+	reasonHR:               "the job is bound to another homogeneous-redundancy host class",
+	reasonReliableOnly:     "the instance is reserved for reliable hosts (trusted, quick to report)",
+	reasonRPCLimit:         "the reply is full (--max-results-per-rpc)",
+	reasonDatabase:         "the database failed during the request",
+}
+
+// ReasonText returns what a reason of send_shortfall_total (or a
+// candidate's rejection) means, or "" for an unknown one.
+func ReasonText(reason string) string { return reasonText[reason] }
+
+// walk is one request's send decision over the cache: the host, its queue,
+// and what the walk has decided so far. The live scan and the dry run
+// (Explain) share it, so an explanation is the decision itself.
+type walk struct {
+	host       store.Host
+	cat        *catalog
+	chosen     map[int64]version
+	q          *hostQueue
+	quar       bool
+	hostClass  [3]int // by homogeneous redundancy mode
+	limit      int    // tasks the host may hold
+	nheld      int    // tasks it holds
+	trustValid int
+	// skipJob are the jobs the host holds or was just sent (and, in a dry
+	// run, those already sent to its user): one instance per user.
+	skipJob map[int64]bool
+	// hrBound are jobs the commit found bound to another host class.
+	hrBound  map[int64]bool
+	rejected map[string]int // candidates turned down, by reason
+	seen     int            // candidates looked at
+	// dry runs the decision without claims or writes.
+	dry bool
+	// trace, if set, hears every verdict: reason "" is a send.
+	trace func(slot int, e shmcache.Entry, reason string)
+}
+
+// newWalk starts the decision for a host holding nheld tasks (already in q
+// and skipJob).
+func (s *Service) newWalk(h store.Host, cat *catalog, chosen map[int64]version, q *hostQueue, nheld int,
+	skipJob map[int64]bool) *walk {
+	quar := quarantined(h, s.opts.QuarantineStreak)
+	return &walk{
+		host:   h,
+		cat:    cat,
+		chosen: chosen,
+		q:      q,
+		quar:   quar,
+		hostClass: [...]int{hrFine: hrClass(hrFine, h.OSName, h.PVendor, h.PModel),
+			hrCoarse: hrClass(hrCoarse, h.OSName, h.PVendor, h.PModel)},
+		limit:      inProgressLimit(h, s.opts.MaxInProgressPerCPU, quar),
+		nheld:      nheld,
+		trustValid: s.opts.ARTrustValid,
+		skipJob:    skipJob,
+		hrBound:    map[int64]bool{},
+		rejected:   map[string]int{},
+	}
+}
+
+// check decides whether the cached instance e may go to the host: it
+// returns the version to send it with and the host class to bind its job
+// to, or why not.
+func (w *walk) check(e shmcache.Entry) (v version, hr int, reason string) {
+	if w.hrBound[e.WorkunitID] {
+		return v, 0, reasonHR
+	}
+	if w.skipJob[e.WorkunitID] {
+		return v, 0, reasonOnePerUser
+	}
+	v, ok := w.chosen[e.AppID]
+	if !ok {
+		if a, ok := w.cat.appByID[e.AppID]; ok && a.Deprecated {
+			return v, 0, reasonAppDeprecated
+		}
+		return v, 0, reasonPlatform
+	}
+	if e.Flags&store.SendReliableOnly != 0 && (w.quar || !reliableHost(w.host, w.trustValid, e.DelayBound)) {
+		return v, 0, reasonReliableOnly
+	}
+	if m := v.app.HomogeneousRedundancy; m == hrFine || m == hrCoarse {
+		hr = w.hostClass[m]
+	}
+	if hr != 0 && e.HRClass != 0 && int(e.HRClass) != hr {
+		return v, 0, reasonHR
+	}
+	if why := w.q.check(e); why != "" {
+		return v, 0, why
+	}
+	return v, hr, ""
+}
+
+// reject records that the instance in slot i was turned down.
+func (w *walk) reject(i int, e shmcache.Entry, reason string) {
+	w.rejected[reason]++
+	if w.trace != nil {
+		w.trace(i, e, reason)
+	}
+}
+
+// short returns why the walk sent fewer than asked (nsent instances
+// covering covered seconds, for wantSecs and wantJobs), or "" if it sent
+// enough. A limit that was reached wins; otherwise the walk ran out of
+// candidates, and the reason most candidates were turned down for is the
+// answer.
+func (w *walk) short(nsent int, covered, wantSecs float64, wantJobs, maxPerRPC int) string {
+	switch {
+	case nsent > 0 && covered >= wantSecs && nsent >= wantJobs:
+		return ""
+	case nsent >= maxPerRPC:
+		return reasonRPCLimit
+	case w.nheld+nsent >= w.limit:
+		if w.quar {
+			return reasonQuarantined
+		}
+		return reasonInProgressLimit
+	case w.seen == 0:
+		return reasonNoCachedWork
+	}
+	best, bestN := reasonNoCachedWork, 0
+	for _, r := range rejectOrder {
+		if w.rejected[r] > bestN {
+			best, bestN = r, w.rejected[r]
+		}
+	}
+	return best
+}
