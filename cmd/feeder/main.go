@@ -51,6 +51,7 @@ func run(ctx context.Context, args []string) error {
 				TablesInterval: c.Duration(flagTablesInterval),
 				RefillAt:       c.Int(flagRefillAt),
 			}, env.Log, env.Registry)
+			feeder.RegisterBacklog(env.Registry, env.Store)
 			env.Log.Info("feeding", "shm_path", cache.Path(), "slots", cache.NSlots())
 			return svc, cache.Close, nil
 		},

@@ -20,6 +20,7 @@ func run(ctx context.Context, args []string) error {
 		Usage:  "delete the files of workunits and results marked ready for deletion",
 		Listen: "127.0.0.1:9106",
 		Build: func(_ *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
+			filedeleter.RegisterBacklog(env.Registry, env.Store)
 			return filedeleter.New(env.Store, filedeleter.Config{
 				DownloadDir: env.Common.DownloadDir,
 				UploadDir:   env.Common.UploadDir,

@@ -163,7 +163,8 @@ func serve(ctx context.Context, c *cli.Context) error {
 
 	// Every request runs the same user, host and in-progress read: prepared
 	// once per connection, the server does not parse it each time.
-	st, err := store.Open(ctx, cfg.DBDSN, store.Options{MaxOpenConns: c.Int(flagMaxConns), Prepared: true})
+	st, err := store.Open(ctx, cfg.DBDSN, store.Options{MaxOpenConns: c.Int(flagMaxConns), Prepared: true,
+		Observer: daemon.NewDBMetrics(reg, program).Observe})
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,7 @@ func run(ctx context.Context, args []string) error {
 			return errors.Join(errs...)
 		},
 		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
+			transitioner.RegisterBacklog(env.Registry, env.Store, time.Now)
 			return transitioner.New(env.Store, env.Log, transitioner.NewMetrics(env.Registry), transitioner.Options{
 				Mod: env.Loop.Mod, ModIndex: env.Loop.ModIndex, Batch: env.Loop.Batch,
 				MaxOutputBytes: float64(c.Int64("max-output-bytes")),

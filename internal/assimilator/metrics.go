@@ -1,9 +1,12 @@
 package assimilator
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/daemon"
+	"github.com/taskserver/taskserver/internal/store"
 )
 
 // Kinds of assimilated job (label kind of jobs_assimilated_total).
@@ -55,4 +58,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.jobs, m.handlerErrors, m.backingOff, m.conflicts)
 	return m
+}
+
+// BacklogStore is the count behind the assimilator's backlog gauge.
+type BacklogStore interface {
+	AppGetByName(ctx context.Context, name string) (store.App, error)
+	WorkunitCountAssimilateReady(ctx context.Context, p store.BacklogCountParams) (int64, error)
+}
+
+// RegisterBacklog registers taskserver_assimilator_backlog_jobs on reg:
+// app's jobs ready to assimilate, up to daemon.BacklogLimit.
+func RegisterBacklog(reg prometheus.Registerer, st BacklogStore, app string) {
+	var appID int64 // found on the first count; the gauge serialises counts
+	daemon.RegisterBacklog(reg, "assimilator", "backlog_jobs",
+		"Jobs of the app awaiting assimilation (assimilate_state READY), all replicas' together, capped at 1e6.", nil,
+		func(ctx context.Context) (int64, error) {
+			if appID == 0 {
+				a, err := st.AppGetByName(ctx, app)
+				if err != nil {
+					return 0, err
+				}
+				appID = a.ID
+			}
+			return st.WorkunitCountAssimilateReady(ctx, store.BacklogCountParams{AppID: appID, Limit: daemon.BacklogLimit})
+		})
 }

@@ -183,6 +183,7 @@ func Run(ctx context.Context, args []string, p Program) error {
 			if h == nil {
 				return nil, nil, errors.New("assimilator: the program's Handler returned no handler")
 			}
+			RegisterBacklog(env.Registry, env.Store, c.String(FlagApp))
 			return New(env.Store, h, env.Log, NewMetrics(env.Registry), Options{App: c.String(FlagApp),
 				Mod: env.Loop.Mod, ModIndex: env.Loop.ModIndex, Batch: env.Loop.Batch}), nil, nil
 		},

@@ -22,6 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/taskserver/taskserver/internal/store"
 )
 
 // Namespace is the first part of every metric name.
@@ -51,10 +53,39 @@ type LoopOptions struct {
 // LoopMetrics are the metrics every looping daemon exports.
 type LoopMetrics struct {
 	passes      prometheus.Counter
-	passErrors  prometheus.Counter
+	passErrors  *prometheus.CounterVec
 	duration    prometheus.Histogram
 	items       prometheus.Counter
 	lastSuccess prometheus.Gauge
+	slept       *prometheus.CounterVec
+}
+
+// Kinds of failed pass (label kind of pass_errors_total).
+const (
+	// ErrorKindDB is an error from the database or the connection to it.
+	ErrorKindDB = "db"
+	// ErrorKindTimeout is a pass that ran past a deadline.
+	ErrorKindTimeout = "timeout"
+	// ErrorKindOther is any other error: files, handlers, bad rows.
+	ErrorKindOther = "other"
+)
+
+// Reasons the loop sleeps (label reason of sleep_seconds_total).
+const (
+	sleepIdle    = "idle"    // the last pass found nothing to do
+	sleepBackoff = "backoff" // the last pass failed
+)
+
+// ErrorKind sorts a pass's error into one of the ErrorKind values.
+func ErrorKind(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return ErrorKindTimeout
+	case store.IsDBError(err):
+		return ErrorKindDB
+	default:
+		return ErrorKindOther
+	}
 }
 
 // NewLoopMetrics registers the standard loop metrics of program on reg.
@@ -62,8 +93,8 @@ func NewLoopMetrics(reg prometheus.Registerer, program string) *LoopMetrics {
 	m := &LoopMetrics{
 		passes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
 			Name: "passes_total", Help: "Enumeration passes run."}),
-		passErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
-			Name: "pass_errors_total", Help: "Passes that failed."}),
+		passErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
+			Name: "pass_errors_total", Help: "Passes that failed, by kind of error (db, timeout, other)."}, []string{"kind"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: program,
 			Name: "pass_duration_seconds", Help: "Time one pass took.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9)}),
@@ -71,8 +102,17 @@ func NewLoopMetrics(reg prometheus.Registerer, program string) *LoopMetrics {
 			Name: "items_processed_total", Help: "Items (jobs, results, files, rows) handled."}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: program,
 			Name: "last_success_timestamp_seconds", Help: "Unix time of the last pass that succeeded."}),
+		slept: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
+			Name: "sleep_seconds_total", Help: "Time spent sleeping between passes, by reason (idle: nothing to do; backoff: after a failed pass)."},
+			[]string{"reason"}),
 	}
-	reg.MustRegister(m.passes, m.passErrors, m.duration, m.items, m.lastSuccess)
+	for _, k := range []string{ErrorKindDB, ErrorKindTimeout, ErrorKindOther} {
+		m.passErrors.WithLabelValues(k)
+	}
+	for _, r := range []string{sleepIdle, sleepBackoff} {
+		m.slept.WithLabelValues(r)
+	}
+	reg.MustRegister(m.passes, m.passErrors, m.duration, m.items, m.lastSuccess, m.slept)
 	return m
 }
 
@@ -98,14 +138,14 @@ func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, op
 		m.passes.Inc()
 		m.duration.Observe(time.Since(start).Seconds())
 		if err != nil {
-			m.passErrors.Inc()
+			m.passErrors.WithLabelValues(ErrorKind(err)).Inc()
 			if opts.OnePass {
 				return err
 			}
 			failures++
 			backoff := min(opts.Sleep*time.Duration(1<<min(failures, 16)), maxBackoff)
 			log.Error("pass failed", "error", err, "consecutive_failures", failures, "retry_in", backoff)
-			if !sleep(ctx, jitter(backoff)) {
+			if !m.sleep(ctx, sleepBackoff, jitter(backoff)) {
 				return nil
 			}
 			continue
@@ -119,7 +159,7 @@ func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, op
 		if opts.OnePass {
 			return nil
 		}
-		if n == 0 && !sleep(ctx, jitter(opts.Sleep)) {
+		if n == 0 && !m.sleep(ctx, sleepIdle, jitter(opts.Sleep)) {
 			return nil
 		}
 	}
@@ -132,8 +172,11 @@ func jitter(d time.Duration) time.Duration {
 	return d*3/4 + time.Duration(rand.Int64N(int64(d)/2+1))
 }
 
-// sleep waits d or until ctx ends; it reports whether the full time passed.
-func sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits d or until ctx ends, counting the time slept under reason;
+// it reports whether the full time passed.
+func (m *LoopMetrics) sleep(ctx context.Context, reason string, d time.Duration) bool {
+	start := time.Now()
+	defer func() { m.slept.WithLabelValues(reason).Add(time.Since(start).Seconds()) }()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

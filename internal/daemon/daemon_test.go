@@ -91,7 +91,7 @@ func TestLoopBacksOffOnErrorsAndRecovers(t *testing.T) {
 	}
 	cancel()
 	<-done
-	if got := testutil.ToFloat64(m.passErrors); got != 2 {
+	if got := testutil.ToFloat64(m.passErrors.WithLabelValues(ErrorKindOther)); got != 2 {
 		t.Fatalf("pass_errors_total = %v, want 2", got)
 	}
 }

@@ -97,7 +97,8 @@ func runLoopProgram(ctx context.Context, c *cli.Context, p LoopProgram) (err err
 	if maxConns <= 0 {
 		maxConns = 4
 	}
-	st, err := store.Open(ctx, common.DBDSN, store.Options{MaxOpenConns: maxConns})
+	st, err := store.Open(ctx, common.DBDSN, store.Options{MaxOpenConns: maxConns,
+		Observer: NewDBMetrics(reg, p.Name).Observe})
 	if err != nil {
 		return err
 	}

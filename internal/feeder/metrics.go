@@ -1,10 +1,13 @@
 package feeder
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/shmcache"
+	"github.com/taskserver/taskserver/internal/store"
 )
 
 const subsystem = "feeder"
@@ -50,4 +53,20 @@ func (m *metrics) setSlots(counts [shmcache.NumStates]int) {
 	if total > 0 {
 		m.fillRatio.Set(float64(total-counts[shmcache.SlotEmpty]) / float64(total))
 	}
+}
+
+// BacklogStore is the count behind the feeder's backlog gauge.
+type BacklogStore interface {
+	ResultCountUnsent(ctx context.Context, p store.BacklogCountParams) (int64, error)
+}
+
+// RegisterBacklog registers taskserver_feeder_backlog_results_unsent on reg:
+// the unsent instances in the database, cached or not, up to
+// daemon.BacklogLimit.
+func RegisterBacklog(reg prometheus.Registerer, st BacklogStore) {
+	daemon.RegisterBacklog(reg, subsystem, "backlog_results_unsent",
+		"Unsent instances in the database (cached or not), capped at 1e6.", nil,
+		func(ctx context.Context) (int64, error) {
+			return st.ResultCountUnsent(ctx, store.BacklogCountParams{Limit: daemon.BacklogLimit})
+		})
 }

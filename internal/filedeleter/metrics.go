@@ -1,9 +1,12 @@
 package filedeleter
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/daemon"
+	"github.com/taskserver/taskserver/internal/store"
 )
 
 // Metrics are the file deleter's domain metrics. Label kind is "input" or
@@ -39,4 +42,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.filesDeleted, m.filesMissing, m.errors, m.rows)
 	return m
+}
+
+// BacklogStore is the counts behind the file deleter's backlog gauges.
+type BacklogStore interface {
+	WorkunitCountFileDeleteReady(ctx context.Context, p store.BacklogCountParams) (int64, error)
+	ResultCountFileDeleteReady(ctx context.Context, p store.BacklogCountParams) (int64, error)
+}
+
+// RegisterBacklog registers taskserver_file_deleter_backlog_rows{table} on
+// reg: jobs (input files) and instances (output files) whose files await
+// deletion, each up to daemon.BacklogLimit.
+func RegisterBacklog(reg prometheus.Registerer, st BacklogStore) {
+	const help = "Rows whose files await deletion (file_delete_state READY), by table (workunit: input files; result: output files), capped at 1e6."
+	p := store.BacklogCountParams{Limit: daemon.BacklogLimit}
+	daemon.RegisterBacklog(reg, "file_deleter", "backlog_rows", help, prometheus.Labels{"table": "workunit"},
+		func(ctx context.Context) (int64, error) { return st.WorkunitCountFileDeleteReady(ctx, p) })
+	daemon.RegisterBacklog(reg, "file_deleter", "backlog_rows", help, prometheus.Labels{"table": "result"},
+		func(ctx context.Context) (int64, error) { return st.ResultCountFileDeleteReady(ctx, p) })
 }

@@ -1,10 +1,14 @@
 package transitioner
 
 import (
+	"context"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
 )
 
 // errorBits are the error_mask bits counted one by one; the label is the
@@ -83,4 +87,20 @@ func (m *Metrics) addHeld(reason state.ErrorMask) {
 			m.jobsHeld.WithLabelValues(b.String()).Inc()
 		}
 	}
+}
+
+// BacklogStore is the count behind the transitioner's backlog gauge.
+type BacklogStore interface {
+	WorkunitCountDue(ctx context.Context, p store.BacklogCountParams) (int64, error)
+}
+
+// RegisterBacklog registers taskserver_transitioner_backlog_jobs_due on reg:
+// the jobs whose transition_time has come, the whole table's (every --mod
+// replica shows the same), up to daemon.BacklogLimit.
+func RegisterBacklog(reg prometheus.Registerer, st BacklogStore, now func() time.Time) {
+	daemon.RegisterBacklog(reg, "transitioner", "backlog_jobs_due",
+		"Jobs due for transition (transition_time reached), all replicas' together, capped at 1e6.", nil,
+		func(ctx context.Context) (int64, error) {
+			return st.WorkunitCountDue(ctx, store.BacklogCountParams{Now: now().Unix(), Limit: daemon.BacklogLimit})
+		})
 }

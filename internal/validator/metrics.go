@@ -1,9 +1,12 @@
 package validator
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/daemon"
+	"github.com/taskserver/taskserver/internal/store"
 )
 
 // Verdict labels of the results counter: a fixed set.
@@ -48,4 +51,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.results, m.jobs, m.credit, m.conflicts, m.transient, m.retrying)
 	return m
+}
+
+// BacklogStore is the count behind the validator's backlog gauge.
+type BacklogStore interface {
+	AppGetByName(ctx context.Context, name string) (store.App, error)
+	WorkunitCountNeedValidate(ctx context.Context, p store.BacklogCountParams) (int64, error)
+}
+
+// RegisterBacklog registers taskserver_validator_backlog_jobs on reg: app's
+// jobs flagged need_validate, up to daemon.BacklogLimit.
+func RegisterBacklog(reg prometheus.Registerer, st BacklogStore, app string) {
+	var appID int64 // found on the first count; the gauge serialises counts
+	daemon.RegisterBacklog(reg, "validator", "backlog_jobs",
+		"Jobs of the app awaiting validation (need_validate set), all replicas' together, capped at 1e6.", nil,
+		func(ctx context.Context) (int64, error) {
+			if appID == 0 {
+				a, err := st.AppGetByName(ctx, app)
+				if err != nil {
+					return 0, err
+				}
+				appID = a.ID
+			}
+			return st.WorkunitCountNeedValidate(ctx, store.BacklogCountParams{AppID: appID, Limit: daemon.BacklogLimit})
+		})
 }

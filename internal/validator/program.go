@@ -85,6 +85,7 @@ func Run(ctx context.Context, args []string, checker Checker) error {
 					return nil, nil, err
 				}
 			}
+			RegisterBacklog(env.Registry, env.Store, c.String(FlagApp))
 			return New(env.Store, env.Log, NewMetrics(env.Registry), Options{
 				App: c.String(FlagApp), Checker: ch, UploadDir: env.Common.UploadDir, Fanout: env.Common.Fanout,
 				Mod: env.Loop.Mod, ModIndex: env.Loop.ModIndex, Batch: env.Loop.Batch,
