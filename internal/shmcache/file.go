@@ -119,9 +119,29 @@ func Open(path string) (*Cache, error) {
 	return c, nil
 }
 
+// OpenReadOnly maps the existing cache file at path for reading only, for
+// tools that inspect the cache (taskctl host explain): they need only read
+// permission and cannot disturb a slot. Only NSlots, Heartbeat, Peek, Slot,
+// SlotClaimer and Tables may be called on it; anything that writes faults.
+func OpenReadOnly(path string) (*Cache, error) {
+	c, err := mapFileMode(path, os.O_RDONLY, syscall.PROT_READ)
+	if err != nil {
+		return nil, fmt.Errorf("open shared-memory cache %s: %w", path, err)
+	}
+	if err := c.check(); err != nil {
+		c.unmap()
+		return nil, fmt.Errorf("open shared-memory cache %s: %w", path, err)
+	}
+	return c, nil
+}
+
 // mapFile maps the whole of an existing file without judging its contents.
 func mapFile(path string) (*Cache, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	return mapFileMode(path, os.O_RDWR, syscall.PROT_READ|syscall.PROT_WRITE)
+}
+
+func mapFileMode(path string, flag, prot int) (*Cache, error) {
+	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +156,7 @@ func mapFile(path string) (*Cache, error) {
 	if fi.Size() > int64(fileSize(MaxSlots)) {
 		return nil, fmt.Errorf("%w: file is %d bytes, larger than any cache", ErrLayout, fi.Size())
 	}
-	data, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), prot, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map: %w", err)
 	}
