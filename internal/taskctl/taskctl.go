@@ -71,6 +71,7 @@ func NewApp(opts Options) *cli.App {
 			t.batchCommand(),
 			t.knownAnswerCommand(),
 			t.statusCommand(),
+			t.hostCommand(),
 			t.keysCommand(),
 			t.signCommand(),
 		},
