@@ -126,7 +126,8 @@ func Stop(ctx context.Context, paths Paths, timeout time.Duration) (State, error
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		if _, err := Running(paths.PIDFile()); errors.Is(err, ErrNotRunning) {
+		// The lock goes a moment before the process: wait for both.
+		if _, err := Running(paths.PIDFile()); errors.Is(err, ErrNotRunning) && !Alive(pid) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -159,4 +160,16 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return "last lines of " + path + ":\n" + strings.Join(lines, "\n")
+}
+
+// Alive reports whether process pid exists and has not exited: a zombie
+// (exited, not yet reaped by its parent) counts as gone.
+func Alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil // no /proc: ask the kernel
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

@@ -160,18 +160,6 @@ func daemonNamed(t *testing.T, st State, name string) DaemonState {
 	return DaemonState{}
 }
 
-// alive reports whether a process with pid exists (and is not a zombie
-// left unreaped: the supervisor reaps its children).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
 // freeAddr returns a loopback address whose port and the n-1 following
 // are free.
 func freeAddr(t *testing.T, n int) string {
@@ -330,7 +318,7 @@ func TestKilledDaemonIsRestartedAndAllStopCleanly(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	for _, pid := range pids {
-		if alive(pid) {
+		if Alive(pid) {
 			t.Errorf("pid %d still alive after the supervisor stopped", pid)
 		}
 	}
@@ -355,7 +343,7 @@ func TestStopKillsAStubbornDaemonInReverseOrder(t *testing.T) {
 	if err := b.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if alive(beta.PID) {
+	if Alive(beta.PID) {
 		t.Errorf("beta (pid %d) alive after stop", beta.PID)
 	}
 	final, err := ReadState(b.paths.StateFile())
@@ -499,7 +487,7 @@ func TestCommandStartStatusStop(t *testing.T) {
 		t.Errorf("stop: exit %d, output %q", code, out)
 	}
 	for _, p := range append([]int{pid}, st.Daemons[0].PID, st.Daemons[1].PID, st.Daemons[2].PID) {
-		if alive(p) {
+		if Alive(p) {
 			t.Errorf("pid %d alive after stop", p)
 		}
 	}
