@@ -61,7 +61,7 @@ func (t *tool) jobCommand() *cli.Command {
 					return nil
 				})
 			},
-		}, {
+		}, t.jobShowCommand(), {
 			Name:      "cancel",
 			Usage:     "cancel a job that has no result yet (instances in progress are aborted on the hosts' next contact)",
 			ArgsUsage: "NAME",

@@ -1,0 +1,66 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// The operator tool's account queries: listing, profile changes, deletion.
+
+// ErrInUse means a row cannot be deleted because others refer to it.
+var ErrInUse = errors.New("in use")
+
+const userList = `SELECT ` + userColumns + ` FROM user WHERE id > ? ORDER BY id LIMIT ?`
+
+// UserList returns up to limit users with ids above afterID, in id order.
+func (s *Store) UserList(ctx context.Context, afterID int64, limit int) ([]User, error) {
+	var out []User
+	if err := s.db.SelectContext(ctx, &out, userList, afterID, limit); err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	return out, nil
+}
+
+const userSetProfile = `UPDATE user SET email_addr = ?, name = ? WHERE id = ?`
+
+// UserSetProfile sets user id's e-mail address and name. An address another
+// account has is ErrDuplicate; a missing user is ErrNotFound.
+func (s *Store) UserSetProfile(ctx context.Context, id int64, email, name string) error {
+	_, err := s.exec(ctx, userSetProfile, email, name, id)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1062 { // ER_DUP_ENTRY
+		return fmt.Errorf("set e-mail address of user %d to <%s>: %w", id, email, ErrDuplicate)
+	}
+	if err != nil {
+		return fmt.Errorf("set profile of user %d: %w", id, err)
+	}
+	_, err = s.UserGet(ctx, id)
+	return err
+}
+
+// userDelete deletes the user only while nothing refers to it: a host,
+// an instance or a batch would otherwise point at no account, and their
+// credit and results would lose their owner.
+const userDelete = `DELETE FROM user WHERE id = ?
+AND NOT EXISTS (SELECT 1 FROM host WHERE userid = ?)
+AND NOT EXISTS (SELECT 1 FROM result WHERE userid = ?)
+AND NOT EXISTS (SELECT 1 FROM batch WHERE userid = ?)`
+
+// UserDelete deletes user id if it never attached a host, ran an instance
+// or submitted a batch (ErrInUse otherwise). A missing user is ErrNotFound.
+func (s *Store) UserDelete(ctx context.Context, id int64) error {
+	n, err := s.exec(ctx, userDelete, id, id, id, id)
+	if err != nil {
+		return fmt.Errorf("delete user %d: %w", id, err)
+	}
+	if n == 1 {
+		return nil
+	}
+	if _, err := s.UserGet(ctx, id); err != nil {
+		return err
+	}
+	return fmt.Errorf("delete user %d: it has hosts, instances or batches: %w", id, ErrInUse)
+}
