@@ -26,6 +26,12 @@
 //   - a job whose description cannot be sent at all gets its instance set
 //     OVER/COULDNT_SEND.
 //
+// A work request that gets less than it asked for counts one reason in
+// send_shortfall_total (the walk's stop: a limit, or the reason most
+// candidates were turned down for). The send decision is one walk over the
+// candidates (decide.go) with a dry mode, no claims and no writes, which
+// Explain runs for one host: taskctl host explain.
+//
 // Reports are recorded while the instance is in progress, and also after it
 // timed out or was marked detached (late results are never dropped); a
 // success for a job already failed or assimilated is TOO_LATE. A client
