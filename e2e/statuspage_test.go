@@ -25,8 +25,8 @@ import (
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
-// artifactsDir keeps what the browser tests saw (gitignored).
-const artifactsDir = "artifacts"
+// statusArtifactsDir keeps what the browser tests saw (gitignored).
+const statusArtifactsDir = "artifacts"
 
 // TestStatusPageInChromium renders the status page that a real `taskctl
 // status serve` process serves in headless Chromium, keeps a screenshot
@@ -39,7 +39,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Skip("end-to-end test skipped in -short mode")
 	}
 	chromium := needChromium(t)
-	bin := buildOnly(t, "taskctl", "file_deleter")
+	bin := statusBuild(t, "taskctl", "file_deleter")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -53,11 +53,11 @@ func TestStatusPageInChromium(t *testing.T) {
 
 	// A real daemon for the page to find up: a file_deleter on a database
 	// of its own, so it leaves the counted rows alone.
-	fdAddr := freeAddr(t)
-	fd := startProcess(t, ctx, filepath.Join(bin, "file_deleter"), "--db-dsn", storetest.NewDatabase(t),
+	fdAddr := statusFreeAddr(t)
+	fd := statusStart(t, filepath.Join(bin, "file_deleter"), "--db-dsn", storetest.NewDatabase(t),
 		"--project-dir", t.TempDir(), "--listen", fdAddr, "--sleep", "1s")
-	waitLastSuccess(t, ctx, fdAddr, fd)
-	deadAddr := freeAddr(t)
+	statusWaitPass(t, ctx, fdAddr, fd)
+	deadAddr := statusFreeAddr(t)
 
 	cfg := filepath.Join(t.TempDir(), "project.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, "db-dsn: %q\ndaemons:\n"+
@@ -65,24 +65,24 @@ func TestStatusPageInChromium(t *testing.T) {
 		"  - program: transitioner\n    listen: %s\n", dsn, fdAddr, deadAddr), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := startProcess(t, ctx, filepath.Join(bin, "taskctl"), "--config", cfg, "status", "serve",
+	srv := statusStart(t, filepath.Join(bin, "taskctl"), "--config", cfg, "status", "serve",
 		"--listen", "127.0.0.1:0", "--refresh", "0", "--title", "E2E project")
 	url := srv.waitLine(t, regexp.MustCompile(`serving the status page on (http://\S+)`))
 
-	if err := os.MkdirAll(artifactsDir, 0o755); err != nil {
+	if err := os.MkdirAll(statusArtifactsDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	shot, _ := filepath.Abs(filepath.Join(artifactsDir, "statuspage.png"))
+	shot, _ := filepath.Abs(filepath.Join(statusArtifactsDir, "statuspage.png"))
 	_ = os.Remove(shot)
-	runChromium(t, ctx, chromium, "--screenshot="+shot, "--window-size=1280,1100", url)
+	statusChromium(t, ctx, chromium, "--screenshot="+shot, "--window-size=1280,1100", url)
 	if b, err := os.ReadFile(shot); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) || len(b) < 10_000 {
 		t.Errorf("screenshot %s: %d bytes, %v; want a PNG of the page", shot, len(b), err)
 	}
-	dom := runChromium(t, ctx, chromium, "--dump-dom", url)
-	if err := os.WriteFile(filepath.Join(artifactsDir, "statuspage.html"), dom, 0o644); err != nil {
+	dom := statusChromium(t, ctx, chromium, "--dump-dom", url)
+	if err := os.WriteFile(filepath.Join(statusArtifactsDir, "statuspage.html"), dom, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshot %s, DOM %s", shot, filepath.Join(artifactsDir, "statuspage.html"))
+	t.Logf("screenshot %s, DOM %s", shot, filepath.Join(statusArtifactsDir, "statuspage.html"))
 
 	page := map[string]int64{}
 	for _, m := range regexp.MustCompile(`id="([a-z_@\-]+)">(\d+)<`).FindAllSubmatch(dom, -1) {
@@ -150,8 +150,8 @@ func needChromium(t *testing.T) string {
 	return ""
 }
 
-// buildOnly builds the named programs of cmd/ (faster than buildPrograms).
-func buildOnly(t *testing.T, programs ...string) string {
+// statusBuild builds the named programs of cmd/ (faster than buildPrograms).
+func statusBuild(t *testing.T, programs ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	args := []string{"build", "-o", dir + "/"}
@@ -166,8 +166,8 @@ func buildOnly(t *testing.T, programs ...string) string {
 	return dir
 }
 
-// freeAddr returns a loopback address nothing listens on at the moment.
-func freeAddr(t *testing.T) string {
+// statusFreeAddr returns a loopback address nothing listens on at the moment.
+func statusFreeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -177,16 +177,15 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// process is a program the test started; its output lines arrive on lines.
-type process struct {
+// statusProcess is a program the test started; its output lines arrive on lines.
+type statusProcess struct {
 	cmd   *exec.Cmd
 	lines chan string
-	log   *bytes.Buffer
 }
 
-// startProcess starts a program, stopped (SIGINT, then kill) at the end of
+// statusStart starts a program, stopped (SIGINT, then kill) at the end of
 // the test.
-func startProcess(t *testing.T, ctx context.Context, path string, args ...string) *process {
+func statusStart(t *testing.T, path string, args ...string) *statusProcess {
 	t.Helper()
 	cmd := exec.Command(path, args...)
 	pr, pw := io.Pipe()
@@ -194,7 +193,7 @@ func startProcess(t *testing.T, ctx context.Context, path string, args ...string
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", path, err)
 	}
-	p := &process{cmd: cmd, lines: make(chan string, 1000), log: &bytes.Buffer{}}
+	p := &statusProcess{cmd: cmd, lines: make(chan string, 1000)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -227,7 +226,7 @@ func startProcess(t *testing.T, ctx context.Context, path string, args ...string
 }
 
 // waitLine returns the first submatch of the first output line matching re.
-func (p *process) waitLine(t *testing.T, re *regexp.Regexp) string {
+func (p *statusProcess) waitLine(t *testing.T, re *regexp.Regexp) string {
 	t.Helper()
 	timeout := time.After(60 * time.Second)
 	var seen []string
@@ -244,15 +243,15 @@ func (p *process) waitLine(t *testing.T, re *regexp.Regexp) string {
 	}
 }
 
-// waitLastSuccess waits until the daemon at addr is healthy and has
+// statusWaitPass waits until the daemon at addr is healthy and has
 // finished a pass.
-func waitLastSuccess(t *testing.T, ctx context.Context, addr string, p *process) {
+func statusWaitPass(t *testing.T, ctx context.Context, addr string, p *statusProcess) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if b, err := httpGet(ctx, "http://"+addr+"/metrics"); err == nil &&
+		if b, err := statusGet(ctx, "http://"+addr+"/metrics"); err == nil &&
 			regexp.MustCompile(`(?m)^taskserver_file_deleter_last_success_timestamp_seconds [1-9]`).Match(b) {
-			if _, err := httpGet(ctx, "http://"+addr+"/healthz"); err == nil {
+			if _, err := statusGet(ctx, "http://"+addr+"/healthz"); err == nil {
 				return
 			}
 		}
@@ -265,7 +264,7 @@ func waitLastSuccess(t *testing.T, ctx context.Context, addr string, p *process)
 	t.Fatalf("file_deleter at %s finished no pass within 60 s:\n%s", addr, strings.Join(out, "\n"))
 }
 
-func httpGet(ctx context.Context, url string) ([]byte, error) {
+func statusGet(ctx context.Context, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -282,10 +281,10 @@ func httpGet(ctx context.Context, url string) ([]byte, error) {
 	return b, err
 }
 
-// runChromium runs headless Chromium once on url and returns its standard
+// statusChromium runs headless Chromium once on url and returns its standard
 // output. The profile lives in a temporary directory; --no-sandbox because
 // tests may run as root.
-func runChromium(t *testing.T, ctx context.Context, chromium string, args ...string) []byte {
+func statusChromium(t *testing.T, ctx context.Context, chromium string, args ...string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
