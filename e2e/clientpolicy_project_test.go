@@ -29,6 +29,8 @@ type cpProject struct {
 	schedArgs []string
 	sched     *lcProc
 	hc        *http.Client
+	// feederMetrics is the feeder's /metrics address.
+	feederMetrics string
 }
 
 // newCPProject makes a project with users for the hosts and the demo app
@@ -57,11 +59,15 @@ func (p *cpProject) start(ctx context.Context, unsentTarget int, fpopsEst float6
 	p.schedArgs = []string{"--config", p.config, "--addr", p.addr, "--url-base", "http://" + p.addr,
 		"--upload-key", filepath.Join(p.dir, "keys", "upload_private"), "--request-delay", "1s",
 		"--report-immediately=false", "--max-results-per-rpc", "50", "--max-in-progress-per-cpu", "100"}
+	p.feederMetrics = listen()
 	steps := []struct {
 		name string
 		args []string
 	}{
-		{"feeder", []string{"--listen", listen(), "--sleep", "200ms"}},
+		// More slots than the work generator keeps unsent: the cache can
+		// hold all of it, so the hosts' first burst (all of them at
+		// once, each filling a 2T buffer) finds the work in memory.
+		{"feeder", []string{"--listen", p.feederMetrics, "--sleep", "200ms", "--slots", strconv.Itoa(2 * unsentTarget)}},
 		{"transitioner", []string{"--listen", listen(), "--sleep", "300ms"}},
 		{"validator", []string{"--listen", listen(), "--sleep", "300ms"}},
 		{"assimilator", []string{"--listen", listen(), "--sleep", "300ms", "--handler-cmd", filepath.Join(p.dir, "handler.sh")}},
@@ -148,6 +154,71 @@ func (p *cpProject) waitBacklog(ctx context.Context, n int, timeout time.Duratio
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// waitCached waits until the feeder's cache holds at least n instances.
+// The unsent instances in the database are not enough: the hosts' first
+// requests come all at once and are served from the cache alone, and a
+// host that meets a "no work" reply there backs off from the project for
+// a while, which would skew the shares the test measures.
+func (p *cpProject) waitCached(ctx context.Context, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	present := 0.0
+	for {
+		m, err := scrapeMetrics(ctx, p.hc, "http://"+p.feederMetrics+"/metrics")
+		if err == nil {
+			present = m[`taskserver_feeder_slots{state="present"}`]
+			if present >= float64(n) {
+				return nil
+			}
+		}
+		if err := p.died(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("project %s: the feeder's cache holds %.0f instances after %s, want %d (last scrape error: %v)",
+				p.name, present, timeout, n, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// scrapeMetrics reads a Prometheus text page into a map from the series
+// (name and labels as written) to its value.
+func scrapeMetrics(ctx context.Context, hc *http.Client, url string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out, sc.Err()
 }
 
 // schedulerMetrics reads the scheduler's Prometheus counters: requests

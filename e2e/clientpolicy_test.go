@@ -93,13 +93,6 @@ const (
 //
 // CLIENTPOLICY_SEED repeats the hosts' speeds and jitter.
 func TestClientPoliciesLive(t *testing.T) {
-	if os.Getenv("TASKSERVER_KNOWN_REGRESSION") == "" {
-		// Since issue 6's batched daemons (feeder refill, group commit) the
-		// first phase starves project B (A's share 0.89-0.92, utilisation
-		// 0.73). Run with TASKSERVER_KNOWN_REGRESSION=1 to see it; the
-		// issue 6 note records it as the first thing to fix.
-		t.Skip("known regression after issue 6: project B starved early; see the issue 6 note")
-	}
 	if testing.Short() {
 		t.Skip("end-to-end test skipped in -short mode")
 	}
@@ -119,6 +112,10 @@ func TestClientPoliciesLive(t *testing.T) {
 	}
 	for _, p := range []*cpProject{a, b} {
 		if err := p.waitBacklog(ctx, cpUnsentTarget*3/4, 60*time.Second); err != nil {
+			p.dumpLogs()
+			t.Fatal(err)
+		}
+		if err := p.waitCached(ctx, cpUnsentTarget*3/4, 30*time.Second); err != nil {
 			p.dumpLogs()
 			t.Fatal(err)
 		}
