@@ -178,6 +178,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	var runErr error
 	for _, spec := range b.phases()[:o.Phases] {
+		if spec.prepare != nil {
+			if err := spec.prepare(ctx); err != nil {
+				runErr = fmt.Errorf("prepare phase %s: %w", spec.name, err)
+				r.Failures = append(r.Failures, runErr.Error())
+				break
+			}
+		}
 		ph, err := b.runPhase(ctx, spec)
 		r.Phases = append(r.Phases, ph)
 		if err != nil {
@@ -215,6 +222,9 @@ type phaseSpec struct {
 	// done reports whether the phase's end state is reached (a cheap
 	// query).
 	done func(ctx context.Context) (bool, error)
+	// prepare, if set, runs before the phase is measured: what the
+	// simulated world does between phases.
+	prepare func(ctx context.Context) error
 	// drive, if set, is the phase's load; the phase ends when it returns
 	// and done agrees.
 	drive func(ctx context.Context, ph *Phase) error
@@ -246,9 +256,10 @@ func (b *bench) phases() []phaseSpec {
 			{name: "scheduler", scheduler: true, args: []string{"--addr", b.addr, "--url-base", b.urlBase,
 				"--upload-key", keyFile, "--max-results-per-rpc", "1", "--request-delay", "1s"}},
 		},
-		drive: b.dispatch,
-		done:  b.countIs(2*n, `SELECT COUNT(*) FROM result WHERE server_state = 5`),
-		check: b.expect(2*n, "instances reported as a success", `SELECT COUNT(*) FROM result WHERE server_state = 5 AND outcome = 1`),
+		prepare: b.stageOutputs,
+		drive:   b.dispatch,
+		done:    b.countIs(2*n, `SELECT COUNT(*) FROM result WHERE server_state = 5`),
+		check:   b.expect(2*n, "instances reported as a success", `SELECT COUNT(*) FROM result WHERE server_state = 5 AND outcome = 1`),
 	}, {
 		name: PhaseValidation, rows: 3 * n,
 		programs: []progSpec{

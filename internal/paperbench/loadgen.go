@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -25,9 +24,8 @@ import (
 // loadGen drives the scheduler like the paper's simulated hosts: conns
 // workers, each with its own keep-alive connection and a few hosts it serves
 // in turn. Every request reports the host's previous instance as a success
-// and asks for one new one. Outputs are written straight into the upload
-// directory at their fan-out path, the same bytes for both instances of a
-// job, as an upload through the data server would leave them.
+// and asks for one new one. The outputs are already in the upload directory
+// (stageOutputs), as finished uploads would leave them.
 type loadGen struct {
 	url       string
 	uploadDir string
@@ -235,11 +233,11 @@ func (g *loadGen) rpc(ctx context.Context, client *http.Client, h *simHost) (tim
 	return d, len(rep.Results) > 0, nil
 }
 
-// compute "runs" an instance: it writes each output file into the upload
+// compute "runs" an instance: it checks each output file is in the upload
 // directory and returns the report of a success. The output depends only on
 // the job, so the two instances of a job agree bitwise.
 func (g *loadGen) compute(res protocol.Result, maxBytes map[string]float64) (protocol.ReportResult, error) {
-	data := fmt.Appendf(nil, "paper benchmark output of %s\n", res.WUName)
+	data := outputData(res.WUName)
 	sum := md5.Sum(data)
 	rr := protocol.ReportResult{
 		Name: res.Name, FinalCPUTime: 10, FinalElapsedTime: 10, ExitStatus: 0,
@@ -251,11 +249,8 @@ func (g *loadGen) compute(res protocol.Result, maxBytes map[string]float64) (pro
 		if err != nil {
 			return rr, fmt.Errorf("output %s of %s: %w", ref.FileName, res.Name, err)
 		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return rr, fmt.Errorf("write output: %w", err)
-		}
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			return rr, fmt.Errorf("write output: %w", err)
+		if fi, err := os.Stat(path); err != nil || fi.Size() != int64(len(data)) {
+			return rr, fmt.Errorf("output %s of %s was not staged (%v)", ref.FileName, res.Name, err)
 		}
 		mx := maxBytes[ref.FileName]
 		if mx <= 0 {
