@@ -36,6 +36,7 @@ const (
 	flagCodeSignKey         = "code-sign-key"
 	flagRequestDelay        = "request-delay"
 	flagMaxResultsPerRPC    = "max-results-per-rpc"
+	flagCommitLanes         = "commit-lanes"
 	flagMaxInProgressPerCPU = "max-in-progress-per-cpu"
 	flagMaxBodyBytes        = "max-body-bytes"
 	flagMaxConns            = "max-db-conns"
@@ -86,6 +87,8 @@ func flags() []cli.Flag {
 			Usage: "most results a host may hold in progress, per CPU"},
 		&cli.Int64Flag{Name: flagMaxBodyBytes, Value: 1 << 20, EnvVars: env(flagMaxBodyBytes),
 			Usage: "largest scheduler request body accepted, in bytes (larger: HTTP 413)"},
+		&cli.IntFlag{Name: flagCommitLanes, Value: 2, EnvVars: env(flagCommitLanes),
+			Usage: "most group commits of concurrent requests' writes running at once"},
 		&cli.IntFlag{Name: flagMaxConns, Value: 16, EnvVars: env(flagMaxConns),
 			Usage: "most database connections this server opens"},
 		&cli.DurationFlag{Name: flagNextRPCDelay, Value: 0, EnvVars: env(flagNextRPCDelay),
@@ -113,7 +116,7 @@ func serve(ctx context.Context, c *cli.Context) error {
 	if d := c.Duration(flagRequestDelay); d <= 0 {
 		errs = append(errs, fmt.Errorf("--%s %s: want a positive duration", flagRequestDelay, d))
 	}
-	for _, f := range []string{flagMaxResultsPerRPC, flagMaxInProgressPerCPU, flagMaxConns} {
+	for _, f := range []string{flagMaxResultsPerRPC, flagMaxInProgressPerCPU, flagMaxConns, flagCommitLanes} {
 		if n := c.Int(f); n < 1 {
 			errs = append(errs, fmt.Errorf("--%s %d: want at least 1", f, n))
 		}
@@ -200,6 +203,7 @@ func serve(ctx context.Context, c *cli.Context) error {
 		MaxResultsPerRPC:     c.Int(flagMaxResultsPerRPC),
 		MaxInProgressPerCPU:  c.Int(flagMaxInProgressPerCPU),
 		MaxBodyBytes:         c.Int64(flagMaxBodyBytes),
+		CommitLanes:          c.Int(flagCommitLanes),
 		ARTrustValid:         c.Int(flagARTrustValid),
 		ARSpotCheck:          c.Float64(flagARSpotCheck),
 		QuarantineStreak:     c.Int(flagQuarantineStreak),

@@ -15,55 +15,73 @@ const (
 	commitMaxBytes = 4 << 20
 )
 
+// defaultCommitLanes is how many group commits may run at once. Two let
+// one batch's statements run while the other waits for its log flush, so
+// the database works on both cores; more only makes batches smaller.
+const defaultCommitLanes = 2
+
 // commitOp is one request's writes waiting for a group commit.
 type commitOp struct {
 	batch store.SchedBatch
-	// lead is sent true when this op's request is to run the next flush,
-	// and closed when the op has its outcome.
-	lead chan bool
+	// lead receives the batch this op's request is to commit (its own op
+	// first), and is closed when the op has its outcome.
+	lead chan []*commitOp
 	out  store.SchedOutcome
 	err  error
 }
 
 // committer turns the writes of concurrent requests into few transactions:
-// a request hands its writes over and waits; one request at a time (the
-// leader) runs every write queued so far as one SchedulerCommit, answers
-// each waiter with its own rows' outcomes, and hands the lead to the first
-// request queued meanwhile. There is no timer: a batch is whatever queued
-// while the previous flush ran, so a lone request commits at once. No
-// goroutine outlives a request.
+// a request hands its writes over and waits; up to lanes requests at a time
+// (the leaders) each run the writes queued so far as one SchedulerCommit,
+// answer each waiter with its own rows' outcomes, and hand the lead, with
+// the next batch, to the first request queued meanwhile. There is no timer:
+// a batch is whatever queued while the lanes were busy, so a lone request
+// commits at once. No goroutine outlives a request.
+//
+// Concurrent batches touch disjoint instances but may share jobs and hosts;
+// the store takes row locks in id order and retries a deadlock, and each
+// row's outcome is decided under its lock, so two lanes keep every
+// guarantee of one.
 type committer struct {
 	st      Store
 	timeout time.Duration
+	lanes   int           // most flushes at once; 0 means defaultCommitLanes
 	flushes func(ops int) // observes each flush's size; may be nil
 
-	mu    sync.Mutex
-	queue []*commitOp
-	busy  bool
+	mu     sync.Mutex
+	queue  []*commitOp
+	active int // flushes running or handed over
 }
 
 // commit records b durably and returns what became of each of its reports
 // and sends. An error means nothing of b was written.
 func (c *committer) commit(ctx context.Context, b store.SchedBatch) (store.SchedOutcome, error) {
-	op := &commitOp{batch: b, lead: make(chan bool, 1)}
+	op := &commitOp{batch: b, lead: make(chan []*commitOp, 1)}
+	lanes := c.lanes
+	if lanes <= 0 {
+		lanes = defaultCommitLanes
+	}
 	c.mu.Lock()
 	c.queue = append(c.queue, op)
-	lead := !c.busy
-	c.busy = true
+	var batch []*commitOp
+	if c.active < lanes {
+		// A free lane means nothing was waiting: the queue is this op.
+		c.active++
+		batch = c.take()
+	}
 	c.mu.Unlock()
-	if !lead {
-		if _, ok := <-op.lead; !ok {
+	for batch == nil {
+		var ok bool
+		if batch, ok = <-op.lead; !ok {
 			return op.out, op.err
 		}
 	}
-	c.flush(ctx)
+	c.flush(ctx, batch)
 	return op.out, op.err
 }
 
-// flush takes the queue's head (this leader's own op first), commits it,
-// answers its ops and passes the lead on.
-func (c *committer) flush(ctx context.Context) {
-	c.mu.Lock()
+// take removes the next batch from the queue's head. The caller holds mu.
+func (c *committer) take() []*commitOp {
 	n, size := 0, 0
 	for n < len(c.queue) && n < commitMaxOps && (n == 0 || size < commitMaxBytes) {
 		for _, r := range c.queue[n].batch.Reports {
@@ -73,8 +91,12 @@ func (c *committer) flush(ctx context.Context) {
 	}
 	ops := c.queue[:n:n]
 	c.queue = c.queue[n:]
-	c.mu.Unlock()
+	return ops
+}
 
+// flush commits ops, answers them and passes the lane on: to the first
+// request queued meanwhile, with its batch, or back to free.
+func (c *committer) flush(ctx context.Context, ops []*commitOp) {
 	var all store.SchedBatch
 	for _, op := range ops {
 		all.Reports = append(all.Reports, op.batch.Reports...)
@@ -90,7 +112,7 @@ func (c *committer) flush(ctx context.Context) {
 		c.flushes(len(ops))
 	}
 	nr, ns := 0, 0
-	for i, op := range ops {
+	for _, op := range ops {
 		if err != nil {
 			op.err = err
 		} else {
@@ -100,16 +122,15 @@ func (c *committer) flush(ctx context.Context) {
 		}
 		nr += len(op.batch.Reports)
 		ns += len(op.batch.Sends)
-		if i > 0 {
-			close(op.lead)
-		}
+		close(op.lead) // the leader's own op: nobody reads it any more
 	}
 
 	c.mu.Lock()
 	if len(c.queue) > 0 {
-		c.queue[0].lead <- true
+		next := c.take()
+		next[0].lead <- next
 	} else {
-		c.busy = false
+		c.active--
 	}
 	c.mu.Unlock()
 }

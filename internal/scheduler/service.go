@@ -106,7 +106,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// Timeout bounds the handling of one request; default 30s.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// CommitLanes is how many group commits may run at once; default 2.
+	CommitLanes int
+	Logger      *slog.Logger
 	// Registerer receives the metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
 	// Now is the clock; default time.Now.
@@ -203,7 +205,7 @@ func New(opts Options) (*Service, error) {
 		masterURL: base + "/",
 		download:  base + "/download/",
 		catalog:   catalogCache{log: opts.Logger},
-		commit: &committer{st: opts.Store, timeout: opts.Timeout,
+		commit: &committer{st: opts.Store, timeout: opts.Timeout, lanes: opts.CommitLanes,
 			flushes: func(n int) { m.commitBatch.Observe(float64(n)) }},
 	}, nil
 }
