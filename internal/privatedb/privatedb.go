@@ -1,0 +1,259 @@
+// Package privatedb starts a MariaDB server of its own for one run: a fresh
+// data directory, a free loopback port, root without a password. The
+// benchmark uses it to measure a server nothing else touches; the chaos
+// tool uses it because it must be able to kill the database server and
+// start it again on the same port and data directory.
+package privatedb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	// The server speaks the MySQL protocol.
+	_ "github.com/go-sql-driver/mysql"
+)
+
+// ErrNoMariaDB says no MariaDB (or MySQL) server program is installed, so a
+// private server cannot be started.
+var ErrNoMariaDB = errors.New("no mariadbd or mysqld program found (install mariadb-server, or give --dsn)")
+
+// Options configures a private server. Zero values mean the defaults.
+type Options struct {
+	// BufferPool is innodb_buffer_pool_size; default "1G".
+	BufferPool string
+	// MaxConnections is max_connections; default 500.
+	MaxConnections int
+	// StartTimeout bounds how long a start (or restart, with its crash
+	// recovery) may take until the server answers; default 90s.
+	StartTimeout time.Duration
+}
+
+// Server is a MariaDB server started for one run.
+type Server struct {
+	dir  string
+	opts Options
+	port int
+	args []string
+	bin  string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// lookProgram finds the first of names on PATH or in the usual sbin
+// directories, which a non-login PATH often lacks.
+func lookProgram(names ...string) (string, error) {
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p, nil
+		}
+	}
+	for _, d := range []string{"/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/mysql/bin"} {
+		for _, n := range names {
+			p := filepath.Join(d, n)
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+				return p, nil
+			}
+		}
+	}
+	return "", ErrNoMariaDB
+}
+
+// Available reports whether a private server can be started here.
+func Available() bool {
+	_, err1 := lookProgram("mariadbd", "mysqld")
+	_, err2 := lookProgram("mariadb-install-db", "mysql_install_db")
+	return err1 == nil && err2 == nil
+}
+
+// Start installs a fresh data directory under dir and starts a server on a
+// free loopback port with default durability. It waits until the server
+// answers.
+func Start(ctx context.Context, dir string, o Options) (*Server, error) {
+	if o.BufferPool == "" {
+		o.BufferPool = "1G"
+	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = 500
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 90 * time.Second
+	}
+	server, err := lookProgram("mariadbd", "mysqld")
+	if err != nil {
+		return nil, err
+	}
+	install, err := lookProgram("mariadb-install-db", "mysql_install_db")
+	if err != nil {
+		return nil, err
+	}
+	u, err := user.Current()
+	if err != nil {
+		return nil, fmt.Errorf("current user: %w", err)
+	}
+	data := filepath.Join(dir, "data")
+	out, err := exec.CommandContext(ctx, install, "--no-defaults", "--datadir="+data,
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--user="+u.Username).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w\n%s", filepath.Base(install), err, Tail(out, 2000))
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir, opts: o, port: port, bin: server}
+	s.args = []string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(dir, "sock"),
+		"--pid-file=" + filepath.Join(dir, "pid"), "--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
+		"--skip-name-resolve", "--user=" + u.Username, "--innodb-buffer-pool-size=" + o.BufferPool,
+		"--max-connections=" + strconv.Itoa(o.MaxConnections),
+		// As a packaged server: clients' text (host names, stderr) is UTF-8.
+		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci"}
+	if err := s.launch(ctx); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// launch starts the server process and waits until it answers.
+func (s *Server) launch(ctx context.Context) error {
+	logf, err := os.OpenFile(s.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(s.bin, s.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group: a Ctrl-C reaches only us, and we stop it last.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", filepath.Base(s.bin), err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	deadline := time.Now().Add(s.opts.StartTimeout)
+	for {
+		err := Ping(ctx, s.DSN())
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.Kill()
+			log, _ := os.ReadFile(s.LogPath())
+			return fmt.Errorf("private database did not answer: %w\n%s", errors.Join(err, ctx.Err()), Tail(log, 2000))
+		}
+		select {
+		case <-done:
+			log, _ := os.ReadFile(s.LogPath())
+			return fmt.Errorf("private database exited at start:\n%s", Tail(log, 2000))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// DSN is the server's DSN with no database: root@tcp(127.0.0.1:PORT)/.
+func (s *Server) DSN() string { return fmt.Sprintf("root@tcp(127.0.0.1:%d)/", s.port) }
+
+// LogPath is the server's error log, kept across restarts.
+func (s *Server) LogPath() string { return filepath.Join(s.dir, "mariadbd.log") }
+
+// PID is the running server's process id, whose CPU and I/O are the
+// database's.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd.Process.Pid
+}
+
+// Kill kills the server with SIGKILL, as a crash would, and waits for it.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+// Restart starts the server again on the same port and data directory
+// after Kill (InnoDB recovers what was committed) and waits until it
+// answers.
+func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+	default:
+		return errors.New("restart private database: still running")
+	}
+	return s.launch(ctx)
+}
+
+// Stop shuts the server down (SIGTERM, a minute's grace, then SIGKILL) and
+// removes its directory.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+	default:
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	_ = os.RemoveAll(s.dir)
+}
+
+// Ping opens dsn and pings it once.
+func Ping(ctx context.Context, dsn string) error {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return db.PingContext(pctx)
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Tail is the last n bytes of b, for error messages quoting a log.
+func Tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
