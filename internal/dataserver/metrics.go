@@ -30,6 +30,7 @@ const (
 	upBusy        = "busy"         // another request is writing the file
 	upServerError = "server_error" // I/O failure; client retries
 	upBadMethod   = "bad_method"   // not POST
+	upRewrite     = "rewrite"      // a different size for a completed file: refused
 )
 
 type metrics struct {
@@ -63,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.downloads.WithLabelValues(o)
 	}
 	for _, o := range []string{upOK, upComplete, upSizeQuery, upIncomplete, upBadRequest, upBadName,
-		upBadCert, upTooLarge, upBusy, upServerError, upBadMethod} {
+		upBadCert, upTooLarge, upBusy, upServerError, upBadMethod, upRewrite} {
 		m.uploads.WithLabelValues(o)
 	}
 	if reg != nil {

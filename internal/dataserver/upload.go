@@ -129,7 +129,7 @@ func (h *Handler) store(req *protocol.UploadRequest, body io.Reader) (protocol.U
 		h.log.Warn("upload: cannot make directory", "file", rel, "error", err)
 		return transient("server error"), upServerError
 	}
-	f, err := h.upload.OpenFile(rel, os.O_WRONLY|os.O_CREATE, 0o644)
+	f, err := h.openForUpload(rel)
 	if err != nil {
 		h.log.Warn("upload: cannot open file", "file", rel, "error", err)
 		return transient("server error"), upServerError
@@ -151,8 +151,23 @@ func (h *Handler) store(req *protocol.UploadRequest, body io.Reader) (protocol.U
 		return permanent("not a regular file"), upBadName
 	}
 	size := st.Size()
+	if completed(st.Mode()) {
+		if req.Nbytes <= size {
+			// A retry after a reply that was lost: the file is already here.
+			return ok, upComplete
+		}
+		// A finished output may already be validated and hard-linked into
+		// the assimilated results: its bytes must never change again.
+		h.log.Info("upload: rewrite of a completed file refused", "file", rel, "size", size, "nbytes", req.Nbytes, "offset", req.Offset)
+		return permanent(fmt.Sprintf("file already uploaded (%d bytes); it cannot be changed", size)), upRewrite
+	}
 	if size >= req.Nbytes {
-		// A retry after a reply that was lost: the file is already here.
+		// Complete but not marked (the server stopped between the last
+		// write and the mark): mark it now.
+		if err := markCompleted(f); err != nil {
+			h.log.Warn("upload: cannot mark file complete", "file", rel, "error", err)
+			return transient("server error"), upServerError
+		}
 		return ok, upComplete
 	}
 	if size < req.Offset {
@@ -182,7 +197,49 @@ func (h *Handler) store(req *protocol.UploadRequest, body io.Reader) (protocol.U
 		h.log.Error("upload: sync failed", "file", rel, "error", err)
 		return transient("server error"), upServerError
 	}
+	if err := markCompleted(f); err != nil {
+		h.log.Error("upload: cannot mark file complete", "file", rel, "error", err)
+		return transient("server error"), upServerError
+	}
 	return ok, upOK
+}
+
+// Modes of an upload being written and of one completed. Completion is
+// recorded in the file's mode, not in a side file or an extended
+// attribute: the mode goes with the inode into every hard link (the
+// assimilated results), is set and read with the file open and locked so
+// it cannot race with a writer, works on every file system, and also stops
+// other programs running as non-root users from writing to the file.
+const (
+	partialMode  fs.FileMode = 0o644
+	finishedMode fs.FileMode = 0o444
+)
+
+// completed reports whether an upload's file was marked complete: a file
+// that reached the nbytes of a request the server answered with success.
+// The test is the owner's write bit, so a file an administrator made
+// read-only counts as finished too.
+func completed(m fs.FileMode) bool {
+	return m.IsRegular() && m.Perm()&0o200 == 0
+}
+
+// markCompleted records that f is complete; the change of mode is made
+// durable with the file's data (f was synced) by the next sync of its
+// inode, and a crash before that leaves a complete, unmarked file, which
+// the next request for it marks.
+func markCompleted(f *os.File) error {
+	return f.Chmod(finishedMode)
+}
+
+// openForUpload opens the file at rel for writing, creating it. A completed
+// file is opened read-only instead (opening it for writing fails for
+// non-root users, and it is never written): store then sees its mode and
+// refuses or acknowledges without writing.
+func (h *Handler) openForUpload(rel string) (*os.File, error) {
+	if st, err := h.upload.Lstat(rel); err == nil && completed(st.Mode()) {
+		return h.upload.Open(rel)
+	}
+	return h.upload.OpenFile(rel, os.O_WRONLY|os.O_CREATE, partialMode)
 }
 
 // copyN copies up to n bytes from r to w and says which side failed.
