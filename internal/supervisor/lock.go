@@ -107,11 +107,16 @@ func Running(path string) (int, error) {
 	if !errors.Is(err, syscall.EWOULDBLOCK) {
 		return 0, fmt.Errorf("probe pid file %s: %w", path, err)
 	}
-	pid, err := readPID(path)
-	if err != nil {
-		return 0, err
+	// The holder writes its pid just after taking the lock: an empty file
+	// is one being written.
+	for range 20 {
+		pid, err := readPID(path)
+		if err == nil {
+			return pid, nil
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return pid, nil
+	return readPID(path)
 }
 
 func readPID(path string) (int, error) {
