@@ -216,7 +216,7 @@ func checkUnits(t *testing.T, bin string) {
 			flags[name] = val
 			re := regexp.MustCompile(`(?m)(^|[\s,])--` + regexp.QuoteMeta(name) + `([\s,=]|$)`)
 			if !re.MatchString(help(prog, path)) {
-				t.Errorf("%s: ExecStart passes --%s, which `%s %s --help` does not list", u.name, name, prog, strings.Join(path, " "))
+				t.Errorf("%s: ExecStart passes --%s, which `%s --help` does not list", u.name, name, strings.Join(append([]string{prog}, path...), " "))
 			}
 		}
 		if prog == "taskctl" {
