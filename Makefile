@@ -46,8 +46,8 @@ bench: build ## run the paper's benchmark on a private MariaDB (BENCH_JOBS=50000
 	$(BIN)/bench --jobs $(BENCH_JOBS) --out "$(BENCH_OUT)"
 
 .PHONY: test
-test: deps ## run the whole test suite (race detector on) against a real database and the real BOINC client
-	@scripts/boinc-client-up.sh && dsn=$$(scripts/db-up.sh) && \
+test: deps ## run the whole test suite (race detector on) against a real database, the real BOINC client, Prometheus and Chromium
+	@scripts/boinc-client-up.sh && scripts/prometheus-up.sh && scripts/chromium-up.sh && dsn=$$(scripts/db-up.sh) && \
 	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 $(GO) test -race -count=1 -timeout 30m ./...
 
 .PHONY: test-client
