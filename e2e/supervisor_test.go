@@ -27,7 +27,9 @@ func TestSupervisorRestartsAndStops(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test skipped in -short mode")
 	}
+	t0 := time.Now()
 	bin := buildPrograms(t)
+	t.Logf("built the programs in %s", time.Since(t0).Round(time.Millisecond))
 	lp := newLCProject(t, bin, lcParams{Users: 1})
 	listen := portPicker(t)
 	schedAddr := listen()
@@ -91,9 +93,11 @@ daemons:
 		t.Fatalf(format, args...)
 	}
 
+	t1 := time.Now()
 	if out, code := sup("start", "--listen", supListen, "--settle", "2s", "--wait", "45s"); code != 0 {
 		failed("supervisor start: exit %d:\n%s", code, out)
 	}
+	t.Logf("supervisor start returned after %s", time.Since(t1).Round(time.Millisecond))
 	paths := supervisor.Paths{ProjectDir: lp.dir}
 	supPID, err := supervisor.Running(paths.PIDFile())
 	if err != nil {
@@ -120,6 +124,7 @@ daemons:
 	if err := syscall.Kill(old.PID, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 validator@1 (pid %d): %v", old.PID, err)
 	}
+	killed := time.Now()
 	r = waitStatus(t, sup, "validator@1 restarted and healthy", func(r supervisor.Report) bool {
 		for _, d := range r.Daemons {
 			if d.Name == "validator@1" {
@@ -128,6 +133,7 @@ daemons:
 		}
 		return false
 	})
+	t.Logf("validator@1 back and healthy %s after kill -9", time.Since(killed).Round(time.Millisecond))
 	for _, d := range r.Daemons {
 		want := 0
 		if d.Name == "validator@1" {
@@ -148,8 +154,10 @@ daemons:
 		}
 	}
 
+	t2 := time.Now()
 	out, code := sup("stop", "--timeout", "60s")
 	stopped = true
+	t.Logf("supervisor stop returned after %s", time.Since(t2).Round(time.Millisecond))
 	if code != 0 || !strings.Contains(out, "stopped 8 daemons") {
 		failed("supervisor stop: exit %d, output %q; want every daemon stopped cleanly", code, out)
 	}
