@@ -104,6 +104,7 @@ func flags() []cli.Flag {
 		&cli.IntFlag{Name: flagQuarantineStreak, Value: 5, EnvVars: env(flagQuarantineStreak),
 			Usage: "errors or invalid results in a row that quarantine a host: one task at a time, never trusted (0: no quarantine)"},
 	)
+	fs = append(fs, rateLimitFlags()...)
 	return append(fs, submitAPIFlags()...)
 }
 
@@ -138,6 +139,10 @@ func serve(ctx context.Context, c *cli.Context) error {
 	}
 	if c.String(flagAddr) == "" {
 		errs = append(errs, fmt.Errorf("--%s is empty", flagAddr))
+	}
+	rateLimit, err := rateLimitFrom(c)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -207,6 +212,7 @@ func serve(ctx context.Context, c *cli.Context) error {
 		ARTrustValid:         c.Int(flagARTrustValid),
 		ARSpotCheck:          c.Float64(flagARSpotCheck),
 		QuarantineStreak:     c.Int(flagQuarantineStreak),
+		RateLimit:            rateLimit,
 		Logger:               log,
 		Registerer:           reg,
 	})

@@ -106,6 +106,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// Timeout bounds the handling of one request; default 30s.
 	Timeout time.Duration
+	// RateLimit bounds requests per host and per address; the zero value
+	// limits nothing (the command's flags turn it on).
+	RateLimit RateLimit
 	// CommitLanes is how many group commits may run at once; default 2.
 	CommitLanes int
 	Logger      *slog.Logger
@@ -137,6 +140,7 @@ type Service struct {
 	download  string // URL prefix of input files, ending in "/"
 	catalog   catalogCache
 	commit    *committer
+	limit     *rateLimiter // nil: no rate limits
 }
 
 // New checks opts and returns a Service.
@@ -195,7 +199,12 @@ func New(opts Options) (*Service, error) {
 	}
 	base := strings.TrimRight(opts.URLBase, "/")
 	m := newMetrics(opts.Registerer)
+	limit, err := newRateLimiter(opts.RateLimit, opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler options: %w", err)
+	}
 	return &Service{
+		limit:     limit,
 		opts:      opts,
 		st:        opts.Store,
 		log:       opts.Logger,
@@ -227,6 +236,12 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the scheduler takes a POSTed <scheduler_request>", http.StatusMethodNotAllowed)
 		return
 	}
+	// A flood from one address is turned away before its body is read.
+	if wait := s.limit.allowAddr(remoteIP(r), s.now()); wait > 0 {
+		outcome = outcomeRateLimited
+		s.writeRateLimited(w, wait)
+		return
+	}
 	// The client labels its body form-encoded; it is raw XML and is read as
 	// such, never form-decoded.
 	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
@@ -242,6 +257,11 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		outcome = outcomeBadRequest
 		http.Error(w, "malformed scheduler request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if wait := s.limit.allowHost(remoteIP(r), req.HostID, req.Authenticator, s.now()); wait > 0 {
+		outcome = outcomeRateLimited
+		s.writeRateLimited(w, wait)
 		return
 	}
 	// Finish what was started even if the client hangs up: every step is
