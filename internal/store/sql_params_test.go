@@ -1,0 +1,210 @@
+package store
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/printer"
+	"go/token"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// sqlWord marks a string literal as a piece of SQL.
+var sqlWord = regexp.MustCompile(`(?i)\b(SELECT|INSERT|UPDATE|DELETE|REPLACE|WHERE|VALUES|FROM|JOIN|SET|COALESCE|UNION|ORDER BY|LIMIT|IN)\b|\?`)
+
+// sqlFragments are the non-literal operands allowed in SQL built by
+// concatenation or fmt.Sprintf in this package, each a fixed fragment
+// (never a value from a caller, a client or the database): column lists
+// built from struct tags or constant names, placeholder lists ("?, ?, ?")
+// sized by argument counts, table and column names chosen from constant
+// sets. Every value goes in a ? placeholder. An operand that is not listed
+// fails the test: look at where it comes from, and add it here with the
+// reason only if it is such a fragment.
+var sqlFragments = map[string]string{
+	"accounts.go: userColumns":                            "constant column list",
+	"assimilator.go: WorkunitColumns":                     "constant column list",
+	"batch.go: WorkunitColumns":                           "constant column list",
+	"db_purge.go: WorkunitColumns":                        "constant column list",
+	"db_purge.go: ResultColumns":                          "constant column list",
+	"host_cpid.go: hostColumns":                           "constant column list",
+	"sched_auth.go: c":                                    "a name from the constant hostColumns",
+	"sched_auth.go: zero":                                 "the literal 0 or ''",
+	"sched_auth.go: prefixed(\"u.\", userColumns)":        "constant column list, prefixed",
+	"sched_auth.go: userHostColumns":                      "built once from hostColumns",
+	"sched_batch.go: WorkunitColumns":                     "constant column list",
+	"sched_batch.go: ResultColumns":                       "constant column list",
+	"sched_batch.go: strings.Repeat(\"?, \", n-1)":        "placeholders",
+	"sched_batch.go: strings.Repeat(\"?, \", width-1)":    "placeholders",
+	"sched_batch.go: query":                               "execRows' query: one of the constant schedUpdate* statements",
+	"sched_batch.go: q":                                   "derivedTable's SELECT ? ... UNION ALL list of placeholders",
+	"sched_batch.go: ids":                                 "placeholders",
+	"scheduler.go: ResultColumns":                         "constant column list",
+	"scheduler.go: WorkunitColumns":                       "constant column list",
+	"taskctl.go: platformColumns":                         "constant column list",
+	"trans_rows.go: strings.Repeat(\", ?\", len(cols)-1)": "placeholders",
+	"transitioner.go: c.name":                             "a name from a constant column table",
+	"transitioner.go: zero":                               "the literal 0 or ''",
+	"user_admin.go: userColumns":                          "constant column list",
+	"valid_batch.go: in":                                  "placeholders (validPlaceholders)",
+	"valid_batch.go: gain.String()":                       "\" WHEN ? THEN ?\" repeated",
+	"valid_batch.go: table":                               "updateCredit is called with the constants \"user\" and \"host\"",
+	"valid_batch.go: strings.Join(sets, \", \")":          "SET clauses built from literals and placeholders above",
+	"valid_batch.go: validPlaceholders(len(all))":         "placeholders",
+	"valid_batch.go: strings.Repeat(\"?, \", n-1)":        "placeholders",
+	"validator.go: workunitJoinColumns":                   "constant column list",
+	"validator.go: resultJoinColumns":                     "constant column list",
+	"work_generator.go: WorkunitColumns":                  "constant column list",
+}
+
+// TestSQLIsParameterised parses the package's sources and fails on any SQL
+// put together (with +, fmt.Sprintf, or a query method given a Sprintf of a
+// variable format) with an operand that is not a literal, a constant or a
+// listed fixed fragment. It does not follow strings.Builder writes of a
+// lone variable; the builders here write literals and "?" only.
+func TestSQLIsParameterised(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	seen := map[string]bool{}
+	var checked int
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		consts := map[string]bool{}
+		for _, d := range f.Decls {
+			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.CONST {
+				for _, s := range g.Specs {
+					for _, n := range s.(*ast.ValueSpec).Names {
+						consts[n.Name] = true
+					}
+				}
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			var operands []ast.Expr
+			switch e := n.(type) {
+			case *ast.BinaryExpr:
+				if e.Op != token.ADD {
+					return true
+				}
+				operands = flatten(e)
+			case *ast.CallExpr:
+				sel, ok := e.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if dbMethods[sel.Sel.Name] {
+					// A query made by Sprintf from a format that is not a
+					// literal: all of the call's operands are checked.
+					for _, a := range e.Args {
+						if c, ok := a.(*ast.CallExpr); ok {
+							if fs, ok := c.Fun.(*ast.SelectorExpr); ok && isIdent(fs.X, "fmt") && fs.Sel.Name == "Sprintf" && !hasSQL(c.Args[:1]) {
+								check(fset, name, consts, seen, t, c.Args)
+								checked++
+							}
+						}
+					}
+					return true
+				}
+				if !isIdent(sel.X, "fmt") || (sel.Sel.Name != "Sprintf" && sel.Sel.Name != "Fprintf") {
+					return true
+				}
+				operands = e.Args
+				if sel.Sel.Name == "Fprintf" {
+					operands = operands[1:]
+				}
+			default:
+				return true
+			}
+			if !hasSQL(operands) {
+				return true
+			}
+			checked++
+			check(fset, name, consts, seen, t, operands)
+			// Nested concatenations were checked as one.
+			return false
+		})
+	}
+	if checked < 10 {
+		t.Fatalf("checked %d SQL constructions; the scan is not finding the package's SQL", checked)
+	}
+	for k := range sqlFragments {
+		if !seen[k] {
+			t.Errorf("allow-listed SQL fragment %q no longer occurs: remove it", k)
+		}
+	}
+}
+
+// dbMethods are the sqlx and database/sql methods that take a query.
+var dbMethods = map[string]bool{"ExecContext": true, "QueryContext": true, "QueryxContext": true, "QueryRowContext": true,
+	"QueryRowxContext": true, "GetContext": true, "SelectContext": true, "PrepareContext": true, "PreparexContext": true,
+	"NamedExecContext": true, "Exec": true, "Query": true, "Get": true, "Select": true}
+
+// check reports the operands of one SQL construction that are neither
+// literals, constants of the file, nor listed fragments.
+func check(fset *token.FileSet, file string, consts, seen map[string]bool, t *testing.T, operands []ast.Expr) {
+	t.Helper()
+	for _, op := range operands {
+		if _, ok := op.(*ast.BasicLit); ok {
+			continue
+		}
+		if id, ok := op.(*ast.Ident); ok && consts[id.Name] {
+			continue
+		}
+		src := exprString(fset, op)
+		key := file + ": " + src
+		if _, ok := sqlFragments[key]; ok {
+			seen[key] = true
+			continue
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		t.Errorf("%s: SQL built with %s, which is neither a literal nor a listed fixed fragment (use a ? placeholder)", fset.Position(op.Pos()), src)
+	}
+}
+
+func flatten(e ast.Expr) []ast.Expr {
+	if p, ok := e.(*ast.ParenExpr); ok {
+		return flatten(p.X)
+	}
+	if b, ok := e.(*ast.BinaryExpr); ok && b.Op == token.ADD {
+		return append(flatten(b.X), flatten(b.Y)...)
+	}
+	return []ast.Expr{e}
+}
+
+func hasSQL(operands []ast.Expr) bool {
+	for _, op := range operands {
+		if l, ok := op.(*ast.BasicLit); ok && l.Kind == token.STRING {
+			s, err := strconv.Unquote(l.Value)
+			if err == nil && sqlWord.MatchString(s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isIdent(e ast.Expr, name string) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == name
+}
+
+func exprString(fset *token.FileSet, e ast.Expr) string {
+	var b strings.Builder
+	_ = printer.Fprint(&b, fset, e)
+	return b.String()
+}
