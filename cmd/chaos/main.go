@@ -1,0 +1,94 @@
+// Command chaos runs the fault-injection suite (issue 8, `make chaos`): a
+// project of every daemon and simulated hosts runs --jobs jobs while daemons
+// are killed with SIGKILL, the database server restarts, the upload disk
+// fills and the scheduler is flooded; then it prints the faults and the
+// checked outcomes and writes <out>/report.json. It exits non-zero when the
+// run did not finish or any outcome count is above 0. `chaos record` is the
+// assimilation handler the run gives the assimilator.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/taskserver/taskserver/internal/chaos"
+	"github.com/taskserver/taskserver/internal/daemon"
+)
+
+func main() { daemon.Main(run) }
+
+func run(ctx context.Context, args []string) error {
+	app := &cli.App{
+		Name:  "chaos",
+		Usage: "run jobs through a local project under faults and check that nothing was lost",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "jobs", Value: 5000, Usage: "jobs to run (two instances each)"},
+			&cli.StringFlag{Name: "out", Value: "chaos-report", Usage: "directory of report.json, the logs and the project"},
+			&cli.Uint64Flag{Name: "seed", Usage: "seed of the fault schedule and the hosts (0: from the clock; printed)"},
+			&cli.IntFlag{Name: "kills", Value: 100, Usage: "SIGKILLs of daemons to inject in total"},
+			&cli.DurationFlag{Name: "kill-every", Value: time.Second, Usage: "mean time between two kills"},
+			&cli.DurationFlag{Name: "restart-after", Value: time.Second, Usage: "longest a killed daemon stays down"},
+			&cli.DurationFlag{Name: "db-down", Value: 3 * time.Second, Usage: "how long the database server stays down after its kill"},
+			&cli.DurationFlag{Name: "disk-full-for", Value: 10 * time.Second, Usage: "how long the upload disk stays full"},
+			&cli.IntFlag{Name: "burst-hosts", Value: 200, Usage: "extra hosts starting at once to overload the scheduler (0: no overload)"},
+			&cli.DurationFlag{Name: "burst-for", Value: 15 * time.Second, Usage: "how long the extra hosts run"},
+			&cli.IntFlag{Name: "hosts", Value: 40, Usage: "steady simulated hosts"},
+			&cli.Float64Flag{Name: "fail-frac", Value: 0.05, Usage: "share of hosts failing every task"},
+			&cli.DurationFlag{Name: "delay-bound", Value: 30 * time.Second, Usage: "each job's deadline (lost instances are replaced after it)"},
+			&cli.DurationFlag{Name: "timeout", Value: 40 * time.Minute, Usage: "give up when the jobs are not all finished after this long"},
+			&cli.StringFlag{Name: "bin-dir", Usage: "directory of the built programs (default: this program's directory)"},
+		},
+		Action: func(c *cli.Context) error { return runChaos(ctx, c) },
+		Commands: []*cli.Command{{
+			Name:      "record",
+			Usage:     "assimilation handler of a chaos run: append the job (from TASKSERVER_* variables) and its outputs' digest to --log",
+			ArgsUsage: "[OUTPUT...]",
+			Flags:     []cli.Flag{&cli.StringFlag{Name: "log", Required: true, Usage: "the handled log to append to"}},
+			Action:    func(c *cli.Context) error { return chaos.Record(c.String("log"), c.Args().Slice()) },
+		}},
+	}
+	return app.RunContext(ctx, args)
+}
+
+func runChaos(ctx context.Context, c *cli.Context) error {
+	bin := c.String("bin-dir")
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the programs: %w", err)
+		}
+		bin = filepath.Dir(exe)
+	}
+	out := c.String("out")
+	r, runErr := chaos.Run(ctx, chaos.Options{
+		BinDir: bin, OutDir: out, Jobs: c.Int("jobs"), Seed: c.Uint64("seed"),
+		Kills: c.Int("kills"), KillEvery: c.Duration("kill-every"), RestartAfter: c.Duration("restart-after"),
+		DBDown: c.Duration("db-down"), DiskFullFor: c.Duration("disk-full-for"),
+		BurstHosts: c.Int("burst-hosts"), BurstFor: c.Duration("burst-for"),
+		Hosts: c.Int("hosts"), FailFrac: c.Float64("fail-frac"), DelayBound: c.Duration("delay-bound"),
+		Timeout: c.Duration("timeout"), Out: os.Stdout,
+	})
+	if r == nil {
+		return runErr
+	}
+	fmt.Println()
+	if err := r.WriteTable(os.Stdout); err != nil {
+		return errors.Join(runErr, err)
+	}
+	if err := r.Write(out); err != nil {
+		return errors.Join(runErr, err)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if !r.OK() {
+		return fmt.Errorf("chaos run broke promises: see %s", filepath.Join(out, "report.json"))
+	}
+	return nil
+}

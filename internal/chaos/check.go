@@ -1,0 +1,368 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/taskserver/taskserver/internal/dbpurge"
+	"github.com/taskserver/taskserver/internal/demoapp"
+)
+
+// progress is a snapshot of the run.
+type progress struct {
+	live, unsent, inProgress, over, purged, created, handled int
+}
+
+func (g progress) String() string {
+	return fmt.Sprintf("jobs live %d, purged %d | instances unsent %d, in progress %d, over %d | handler calls %d",
+		g.live, g.purged, g.unsent, g.inProgress, g.over, g.handled)
+}
+
+func (p *project) progress(ctx context.Context) (progress, error) {
+	var g progress
+	db := p.st.DB()
+	if err := db.GetContext(ctx, &g.live, `SELECT COUNT(*) FROM workunit`); err != nil {
+		return g, err
+	}
+	rows := []struct {
+		State int `db:"server_state"`
+		N     int `db:"n"`
+	}{}
+	if err := db.SelectContext(ctx, &rows, `SELECT server_state, COUNT(*) AS n FROM result GROUP BY server_state`); err != nil {
+		return g, err
+	}
+	for _, r := range rows {
+		switch r.State {
+		case 2:
+			g.unsent = r.N
+		case 4:
+			g.inProgress = r.N
+		case 5:
+			g.over = r.N
+		}
+	}
+	wus, _, _ := readArchives(filepath.Join(p.dir, "archives"), true)
+	names := map[string]bool{}
+	for _, w := range wus {
+		names[w["name"]] = true
+	}
+	g.purged = len(names)
+	g.created = g.live + g.purged
+	if b, err := os.ReadFile(p.handledLog); err == nil {
+		g.handled = bytes.Count(b, []byte("\n"))
+	}
+	return g, nil
+}
+
+// record is one archived or live row, by column name.
+type record map[string]string
+
+func (r record) int(col string) int64 {
+	v, _ := strconv.ParseFloat(strings.TrimSpace(r[col]), 64)
+	return int64(v)
+}
+
+func (r record) float(col string) float64 {
+	v, _ := strconv.ParseFloat(strings.TrimSpace(r[col]), 64)
+	return v
+}
+
+// readArchives reads db_purge's archive files. Lenient reading (progress,
+// while db_purge appends) keeps what is readable.
+func readArchives(dir string, lenient bool) (wus, results []record, err error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.xml.gz"))
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Strings(files)
+	for _, path := range files {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		recs, err := dbpurge.ReadArchive(f)
+		f.Close()
+		if err != nil && !lenient {
+			return nil, nil, fmt.Errorf("archive %s: %w", filepath.Base(path), err)
+		}
+		for _, r := range recs {
+			switch r.Table {
+			case "workunit":
+				wus = append(wus, record(r.Columns))
+			case "result":
+				results = append(results, record(r.Columns))
+			}
+		}
+	}
+	return wus, results, nil
+}
+
+// rows reads a table's rows in the archives' shape.
+func (p *project) rows(ctx context.Context, table string, cols []string) ([]record, error) {
+	rs, err := p.st.DB().QueryxContext(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM "+table)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", table, err)
+	}
+	defer rs.Close()
+	var out []record
+	for rs.Next() {
+		vals, err := rs.SliceScan()
+		if err != nil {
+			return nil, err
+		}
+		r := record{}
+		for i, c := range cols {
+			switch v := vals[i].(type) {
+			case []byte:
+				r[c] = string(v)
+			case nil:
+			default:
+				r[c] = fmt.Sprint(v)
+			}
+		}
+		out = append(out, r)
+	}
+	return out, rs.Err()
+}
+
+var (
+	wuCols     = []string{"id", "name", "error_mask", "assimilate_state"}
+	resultCols = []string{"id", "name", "workunitid", "userid", "hostid", "server_state", "outcome", "validate_state",
+		"received_time", "granted_credit", "file_delete_state"}
+	creditCols = []string{"id", "total_credit"}
+)
+
+// Result outcomes and states the checks read (BOINC's numbers).
+const (
+	assimilateDone   = 2
+	validateValid    = 1
+	outcomeSuccess   = 1
+	outcomeClientErr = 3
+)
+
+// check joins the database, the archives, the handled log, the ack logs
+// and the folders after everything stopped, and counts broken promises.
+func (p *project) check(ctx context.Context) (*Report, error) {
+	r := &Report{Faults: map[string]int{}}
+	note := func(format string, args ...any) {
+		if len(r.Notes) < 50 {
+			r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+		}
+	}
+	liveWU, err := p.rows(ctx, "workunit", wuCols)
+	if err != nil {
+		return nil, err
+	}
+	liveRes, err := p.rows(ctx, "result", resultCols)
+	if err != nil {
+		return nil, err
+	}
+	users, err := p.rows(ctx, "user", creditCols)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := p.rows(ctx, "host", creditCols)
+	if err != nil {
+		return nil, err
+	}
+	arcWU, arcRes, err := readArchives(filepath.Join(p.dir, "archives"), false)
+	if err != nil {
+		return nil, err
+	}
+	handled, err := readHandled(p.handledLog)
+	if err != nil {
+		return nil, err
+	}
+
+	// Jobs: each handed to the project with one outcome, matching its row.
+	jobs := map[string]record{}
+	for _, w := range append(arcWU, liveWU...) {
+		if _, dup := jobs[w["name"]]; dup {
+			note("job %s archived twice or archived and still live", w["name"])
+			r.DuplicateAssimilations++
+		}
+		jobs[w["name"]] = w
+	}
+	r.Jobs = len(jobs)
+	for name, w := range jobs {
+		ds := handled.done[name]
+		r.HandlerCalls += len(ds)
+		distinct := map[delivery]bool{}
+		for _, d := range ds {
+			distinct[d] = true
+		}
+		switch {
+		case len(ds) == 0:
+			r.JobsLost++
+			note("job %s (assimilate_state %d, error_mask %d) never reached the handler", name, w.int("assimilate_state"), w.int("error_mask"))
+			continue
+		case len(distinct) > 1:
+			r.DuplicateAssimilations++
+			note("job %s handed over with %d different outcomes", name, len(distinct))
+		}
+		if w.int("assimilate_state") != assimilateDone {
+			r.JobsLost++
+			note("job %s handled but its row is not marked assimilated", name)
+		}
+		d := ds[len(ds)-1]
+		if d.mask != w.int("error_mask") {
+			r.JobsLost++
+			note("job %s handed over with error mask %d, its row has %d", name, d.mask, w.int("error_mask"))
+		}
+		if d.mask == 0 {
+			sum := sha256.Sum256(demoapp.Output(name))
+			if d.digest != hex.EncodeToString(sum[:]) {
+				r.WrongOutputs++
+				note("job %s: the assimilated output is not the correct one", name)
+			}
+			r.JobsAssimilated++
+		} else {
+			r.JobsErrored++
+		}
+	}
+	for name := range handled.done {
+		if _, ok := jobs[name]; !ok {
+			r.JobsLost++
+			note("handler got job %s that is in neither the database nor the archives", name)
+		}
+	}
+	for name, n := range handled.missing {
+		r.FilesDeletedEarly += n
+		note("job %s: the handler found an output gone %d time(s)", name, n)
+	}
+	r.HandlerRedeliveries = r.HandlerCalls - (r.JobsAssimilated + r.JobsErrored)
+
+	// Instances: one per user per job; credit only for valid ones, and the
+	// totals the sums of what was granted.
+	results := map[string]record{}
+	for _, res := range append(arcRes, liveRes...) {
+		results[res["name"]] = res
+	}
+	perUser := map[[2]int64]int{}
+	userSum, hostSum := map[int64]float64{}, map[int64]float64{}
+	for _, res := range results {
+		if u := res.int("userid"); u != 0 {
+			perUser[[2]int64{res.int("workunitid"), u}]++
+		}
+		c := res.float("granted_credit")
+		if c != 0 && res.int("validate_state") != validateValid {
+			r.DuplicateCredit++
+			note("result %s got %.3f credit but is not valid (validate_state %d)", res["name"], c, res.int("validate_state"))
+		}
+		userSum[res.int("userid")] += c
+		hostSum[res.int("hostid")] += c
+	}
+	for k, n := range perUser {
+		if n > 1 {
+			r.SameUserTwice++
+			note("user %d got %d instances of job %d", k[1], n, k[0])
+		}
+	}
+	for _, tc := range []struct {
+		what string
+		rows []record
+		sums map[int64]float64
+	}{{"user", users, userSum}, {"host", hosts, hostSum}} {
+		for _, row := range tc.rows {
+			got, want := row.float("total_credit"), tc.sums[row.int("id")]
+			if math.Abs(got-want) > 1e-6*math.Max(1, want) {
+				r.DuplicateCredit++
+				note("%s %d: total_credit %.3f, its results' granted credit sums to %.3f", tc.what, row.int("id"), got, want)
+			}
+		}
+	}
+
+	// Reports: every result the server acknowledged is recorded as over.
+	for _, path := range p.ackLogs {
+		if err := p.checkAcks(path, results, r, note); err != nil {
+			return nil, err
+		}
+	}
+
+	// Files: nothing left in download or upload once every job is gone
+	// (a live job's files are its own), and no live result waiting for a
+	// deletion that never came.
+	liveJobs := len(liveWU)
+	for _, d := range []string{"download", "upload"} {
+		n, err := countFiles(filepath.Join(p.dir, d))
+		if err != nil {
+			return nil, err
+		}
+		if liveJobs == 0 {
+			r.FilesLeaked += n
+			if n > 0 {
+				note("%d files left in %s after every job was purged", n, d)
+			}
+		}
+		r.FilesLeft += n
+	}
+	return r, nil
+}
+
+// checkAcks reads one host process's acknowledgement log ("<result>
+// <host kind> <success|error> <on_time|late>") and counts the acknowledged
+// reports the database does not hold as reported.
+func (p *project) checkAcks(path string, results map[string]record, r *Report, note func(string, ...any)) error {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	seen := map[string]bool{}
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 3 || seen[fs[0]] {
+			continue
+		}
+		seen[fs[0]] = true
+		r.AckedReports++
+		res, ok := results[fs[0]]
+		switch {
+		case !ok:
+			r.ReportsLost++
+			note("result %s acknowledged (%s) but in neither the database nor the archives", fs[0], filepath.Base(path))
+		case res.int("received_time") == 0:
+			r.ReportsLost++
+			note("result %s acknowledged (%s) but never recorded as received (server_state %d, outcome %d)",
+				fs[0], filepath.Base(path), res.int("server_state"), res.int("outcome"))
+		default:
+			want := int64(outcomeSuccess)
+			if fs[2] == "error" {
+				want = outcomeClientErr
+			}
+			if res.int("outcome") != want {
+				r.AckedOutcomeDiffers++
+			}
+		}
+	}
+	return sc.Err()
+}
+
+// countFiles counts regular files below dir, the disk-full ballast aside.
+func countFiles(dir string) (int, error) {
+	n := 0
+	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() && d.Name() != ballastName {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}

@@ -1,0 +1,248 @@
+package chaos
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/privatedb"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// database is the project database's name on the private server.
+const database = "taskserver_chaos"
+
+// uploadDiskSize is the tmpfs put under the upload folder: room for every
+// output of a run, small enough to fill in a moment.
+const uploadDiskSize = "128m"
+
+// project is the state of one chaos run.
+type project struct {
+	opts       Options
+	dir        string // the project directory, under OutDir
+	db         *privatedb.Server
+	dsn        string
+	st         *store.Store
+	schedAddr  string
+	urlBase    string
+	shmPath    string
+	configPath string
+	authPath   string
+	handledLog string
+	ackLogs    []string
+	// uploadMount is the tmpfs mounted on the upload folder, "" when the
+	// mount failed (not root, no permission) and diskFullSkip says why.
+	uploadMount  string
+	diskFullSkip string
+	daemons      []*proc
+	sims         []*proc
+}
+
+// setup starts the private database, applies the schema, seeds the app,
+// users and keys, and writes the configuration every program reads.
+func setup(ctx context.Context, o Options) (*project, error) {
+	out, err := filepath.Abs(o.OutDir)
+	if err != nil {
+		return nil, err
+	}
+	p := &project{opts: o, dir: filepath.Join(out, "project"),
+		shmPath: fmt.Sprintf("/dev/shm/taskserver-chaos-%d", os.Getpid())}
+	if err := os.RemoveAll(p.dir); err != nil {
+		return nil, fmt.Errorf("clear project directory: %w", err)
+	}
+	for _, d := range []string{"download", "upload", "archives", "logs", "keys", "db"} {
+		if err := os.MkdirAll(filepath.Join(p.dir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("make project directory: %w", err)
+		}
+	}
+	p.handledLog = filepath.Join(out, "handled.log")
+	_ = os.Remove(p.handledLog)
+	p.db, err = privatedb.Start(ctx, filepath.Join(p.dir, "db"), privatedb.Options{BufferPool: "256M", MaxConnections: 300})
+	if err != nil {
+		return nil, fmt.Errorf("start private database: %w", err)
+	}
+	cfg, err := mysql.ParseDSN(p.db.DSN())
+	if err != nil {
+		return p, err
+	}
+	admin, err := store.Open(ctx, cfg.FormatDSN(), store.Options{MaxOpenConns: 1})
+	if err != nil {
+		return p, err
+	}
+	_, err = admin.DB().ExecContext(ctx, "CREATE DATABASE "+database)
+	admin.Close()
+	if err != nil {
+		return p, fmt.Errorf("create database: %w", err)
+	}
+	cfg.DBName = database
+	p.dsn = cfg.FormatDSN()
+	if p.st, err = store.Open(ctx, p.dsn, store.Options{MaxOpenConns: 4}); err != nil {
+		return p, err
+	}
+	if _, err := p.st.SchemaApply(ctx, time.Now()); err != nil {
+		return p, err
+	}
+	if err := p.seed(ctx); err != nil {
+		return p, err
+	}
+	p.mountUpload(ctx)
+	port, err := freePort()
+	if err != nil {
+		return p, err
+	}
+	p.schedAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	p.urlBase = "http://" + p.schedAddr
+	p.configPath = filepath.Join(p.dir, "project.yaml")
+	conf := fmt.Sprintf(`# Chaos run configuration, shared by every program (keys are flag names).
+db-dsn: %q
+project-dir: %q
+download-dir: download
+upload-dir: upload
+shm-path: %q
+log-level: info
+app: demo
+url-base: %q
+`, p.dsn, p.dir, p.shmPath, p.urlBase)
+	if err := os.WriteFile(p.configPath, []byte(conf), 0o600); err != nil {
+		return p, fmt.Errorf("write project config: %w", err)
+	}
+	return p, nil
+}
+
+// seed adds the demo platform, app and version, the users (their
+// authenticators in a file for the hosts) and the upload keys.
+func (p *project) seed(ctx context.Context) error {
+	now := time.Now().Unix()
+	pid, err := p.st.PlatformInsert(ctx, store.Platform{CreateTime: now, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on x86-64"})
+	if err != nil {
+		return err
+	}
+	aid, err := p.st.AppInsert(ctx, store.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
+	if err != nil {
+		return err
+	}
+	if _, err := p.st.AppVersionInsert(ctx, store.AppVersion{CreateTime: now, AppID: aid, VersionNum: 100, PlatformID: pid}); err != nil {
+		return err
+	}
+	var auths []string
+	for i := 0; i < p.opts.Users; i++ {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		auth := hex.EncodeToString(b)
+		if _, err := p.st.UserInsert(ctx, store.User{CreateTime: now, EmailAddr: fmt.Sprintf("volunteer%d@example.org", i),
+			Name: fmt.Sprintf("volunteer%d", i), Authenticator: auth}); err != nil {
+			return err
+		}
+		auths = append(auths, auth)
+	}
+	p.authPath = filepath.Join(p.dir, "authenticators.txt")
+	if err := os.WriteFile(p.authPath, []byte(strings.Join(auths, "\n")+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write authenticators: %w", err)
+	}
+	k, err := keys.Generate()
+	if err != nil {
+		return err
+	}
+	if err := keys.WritePrivateFile(filepath.Join(p.dir, "keys", "upload_private"), k); err != nil {
+		return err
+	}
+	if err := keys.WritePublicFile(filepath.Join(p.dir, "keys", "upload_public"), &k.PublicKey); err != nil {
+		return err
+	}
+	ek, err := keys.GenerateEd25519()
+	if err != nil {
+		return err
+	}
+	if err := keys.WriteEd25519PrivateFile(filepath.Join(p.dir, "keys", keys.Ed25519PrivateFile), ek); err != nil {
+		return err
+	}
+	return keys.WriteEd25519PublicFile(filepath.Join(p.dir, "keys", keys.Ed25519PublicFile), ek.Public().(ed25519.PublicKey))
+}
+
+// mountUpload puts the upload folder on a small tmpfs of its own, so that
+// the disk-full fault fills that disk and no other. Without the right to
+// mount, the fault is skipped and the report says why.
+func (p *project) mountUpload(ctx context.Context) {
+	dir := filepath.Join(p.dir, "upload")
+	if os.Geteuid() != 0 {
+		p.diskFullSkip = "not root: cannot mount a tmpfs on the upload folder"
+		return
+	}
+	out, err := exec.CommandContext(ctx, "mount", "-t", "tmpfs", "-o", "size="+uploadDiskSize+",mode=0755", "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		p.diskFullSkip = fmt.Sprintf("mount tmpfs on the upload folder: %v: %s", err, strings.TrimSpace(string(out)))
+		return
+	}
+	p.uploadMount = dir
+}
+
+// unmountUpload removes the tmpfs; its files were counted before.
+func (p *project) unmountUpload() error {
+	if p.uploadMount == "" {
+		return nil
+	}
+	if out, err := exec.Command("umount", p.uploadMount).CombinedOutput(); err != nil {
+		return fmt.Errorf("umount %s: %v: %s", p.uploadMount, err, strings.TrimSpace(string(out)))
+	}
+	p.uploadMount = ""
+	return nil
+}
+
+// programs describes every daemon, in start order.
+func (p *project) programs() []*proc {
+	bin := func(n string) string { return filepath.Join(p.opts.BinDir, n) }
+	logs := filepath.Join(p.dir, "logs")
+	with := func(args ...string) func() []string {
+		return func() []string {
+			return append([]string{"--config", p.configPath, "--listen", listenAddr()}, args...)
+		}
+	}
+	handler := strings.Join([]string{bin("chaos"), "record", "--log", p.handledLog}, " ")
+	return []*proc{
+		newProc("feeder", bin("feeder"), logs, with("--sleep", "200ms")),
+		newProc("scheduler", bin("scheduler"), logs, func() []string {
+			return []string{"--config", p.configPath, "--addr", p.schedAddr, "--url-base", p.urlBase,
+				"--upload-key", filepath.Join(p.dir, "keys", "upload_private"),
+				"--upload-cert-key", filepath.Join(p.dir, "keys", keys.Ed25519PrivateFile), "--request-delay", "1s"}
+		}),
+		newProc("transitioner.0", bin("transitioner"), logs, with("--mod", "2", "--mod-index", "0", "--sleep", "500ms")),
+		newProc("transitioner.1", bin("transitioner"), logs, with("--mod", "2", "--mod-index", "1", "--sleep", "500ms")),
+		newProc("validator", bin("validator"), logs, with("--sleep", "500ms")),
+		newProc("assimilator", bin("assimilator"), logs, with("--sleep", "500ms", "--handler", "command",
+			"--handler-cmd", handler, "--handler-timeout", "1m")),
+		newProc("file_deleter", bin("file_deleter"), logs, with("--sleep", "500ms")),
+		newProc("db_purge", bin("db_purge"), logs, with("--sleep", "1s", "--archive-dir", "archives")),
+		newProc("work_generator", bin("work_generator"), logs, with("--sleep", "500ms",
+			"--unsent-target", "200", "--total-jobs", strconv.Itoa(p.opts.Jobs),
+			"--delay-bound", p.opts.DelayBound.String(), "--min-quorum", "2", "--target-nresults", "2", "--rsc-fpops-est", "1e10")),
+	}
+}
+
+// simclient describes a simclient process of hosts hosts with its own
+// acknowledgement log; duration 0 runs until stopped.
+func (p *project) simclient(name string, hosts int, seed uint64, duration time.Duration, failFrac, cheatFrac float64) *proc {
+	ack := filepath.Join(filepath.Dir(p.dir), name+".acks")
+	_ = os.Remove(ack)
+	p.ackLogs = append(p.ackLogs, ack)
+	args := []string{"--url", p.urlBase + "/scheduler", "--authenticators", p.authPath, "--hosts", strconv.Itoa(hosts),
+		"--fail-frac", strconv.FormatFloat(failFrac, 'f', -1, 64), "--cheat-frac", strconv.FormatFloat(cheatFrac, 'f', -1, 64),
+		"--compute-time", p.opts.ComputeTime.String(), "--backoff-scale", "0.01", "--backoff-max", "3s",
+		"--transfer-attempts", "1000", "--http-timeout", "20s", "--seed", strconv.FormatUint(seed, 10),
+		"--ack-log", ack, "--summary-every", "30s"}
+	if duration > 0 {
+		args = append(args, "--duration", duration.String())
+	}
+	return newProc(name, filepath.Join(p.opts.BinDir, "simclient"), filepath.Join(p.dir, "logs"), func() []string { return args })
+}
