@@ -17,10 +17,11 @@ type Options struct {
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// MaxAge is how long one collected Status is served again before the
-	// database is asked anew (default 5 s): the throughput counts scan
-	// tables, and every viewer's page refreshes itself.
+	// database is asked anew (default 30 s): the counts scan the result
+	// and workunit tables (about 12 s for a million results on a busy
+	// 2-core machine), and every viewer's page refreshes itself.
 	MaxAge time.Duration
-	// Refresh is the HTML page's meta refresh interval (default 30 s;
+	// Refresh is the HTML page's meta refresh interval (default 60 s;
 	// negative: none).
 	Refresh time.Duration
 	// ProbeTimeout bounds each /healthz and /metrics request to a daemon
@@ -54,10 +55,10 @@ func New(st *store.Store, targets []Target, opts Options) *Handler {
 		opts.Now = time.Now
 	}
 	if opts.MaxAge == 0 {
-		opts.MaxAge = 5 * time.Second
+		opts.MaxAge = 30 * time.Second
 	}
 	if opts.Refresh == 0 {
-		opts.Refresh = 30 * time.Second
+		opts.Refresh = 60 * time.Second
 	}
 	if opts.ProbeTimeout == 0 {
 		opts.ProbeTimeout = 2 * time.Second
@@ -115,7 +116,8 @@ func (h *Handler) serveHTML(w http.ResponseWriter, r *http.Request) {
 	s, err := h.Status(r.Context())
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	data := pageData{Title: h.opts.Title, Refresh: int(h.opts.Refresh / time.Second), S: s}
+	data := pageData{Title: h.opts.Title, Refresh: int(h.opts.Refresh / time.Second), S: s,
+		ByAppSkipped: s.InProgressByApp == nil, MaxByApp: MaxInProgressByApp}
 	if err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		data.Error = fmt.Sprintf("cannot read the project database: %v", err)

@@ -201,7 +201,7 @@ func TestHandlerShowsInsertedCounts(t *testing.T) {
 		`id="hour_results_reported">2<`, `id="day_results_reported">3<`, `id="hour_results_validated">1<`,
 		`id="day_results_validated">2<`, `id="hour_jobs_assimilated">1<`, `id="day_jobs_assimilated">2<`,
 		`id="daemon-transitioner" class="down"`, `<td class="state">down</td>`, `id="daemon-validator" class="up"`,
-		`60 s ago`, `id="daemon-assimilator" class="failing"`, `http-equiv="refresh" content="30"`,
+		`60 s ago`, `id="daemon-assimilator" class="failing"`, `http-equiv="refresh" content="60"`,
 	} {
 		if !strings.Contains(html, w) {
 			t.Errorf("GET / lacks %q", w)
@@ -253,6 +253,30 @@ func TestHandlerCachesForMaxAge(t *testing.T) {
 	clk.add(6 * time.Second)
 	if n := unsent(); n != 1 {
 		t.Errorf("unsent 11 s after the first reading = %d, want 1 read anew", n)
+	}
+}
+
+func TestInProgressByAppSkippedWhenLarge(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	wuID, err := st.WorkunitInsert(context.Background(), store.Workunit{CreateTime: now, Name: "j", TransitionTime: now + 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := statuspage.MaxInProgressByApp + 1
+	storetest.Exec(t, st, fmt.Sprintf(`INSERT INTO result (create_time, workunitid, server_state, name, appid)
+SELECT ?, ?, ?, CONCAT('r', seq), 1 FROM seq_1_to_%d`, n), now, wuID, int(state.ServerInProgress))
+	h := statuspage.New(st, nil, statuspage.Options{Now: func() time.Time { return time.Unix(now, 0) }, Logger: quietLogger()})
+	_, body := get(t, h, "/status.json")
+	var s statuspage.Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatalf("decode /status.json: %v\n%s", err, body)
+	}
+	if s.Queues.InProgressResults != int64(n) || s.InProgressByApp != nil {
+		t.Errorf("with %d in progress: in progress %d, by app %v; want the count and no split", n, s.Queues.InProgressResults, s.InProgressByApp)
+	}
+	if _, html := get(t, h, "/"); !strings.Contains(html, `id="in_progress_by_app_skipped"`) {
+		t.Errorf("page does not say the split was skipped")
 	}
 }
 

@@ -69,8 +69,8 @@ func (t *tool) statusServeCommand() *cli.Command {
 		Usage: "serve the status page over HTTP (\"/\" HTML, \"/status.json\") until interrupted",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9100", Usage: "address to serve on (port 0: any free port, printed)"},
-			&cli.DurationFlag{Name: "refresh", Value: 30 * time.Second, Usage: "how often the page reloads itself (0: never)"},
-			&cli.DurationFlag{Name: "max-age", Value: 5 * time.Second, Usage: "how long one reading of the database is served again"},
+			&cli.DurationFlag{Name: "refresh", Value: time.Minute, Usage: "how often the page reloads itself (0: never)"},
+			&cli.DurationFlag{Name: "max-age", Value: 30 * time.Second, Usage: "how long one reading of the database is served again"},
 			&cli.StringFlag{Name: "title", Value: "Project status", Usage: "the page's heading"},
 		},
 		Action: func(c *cli.Context) error {
