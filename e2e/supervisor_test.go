@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/statuspage"
 	"github.com/taskserver/taskserver/internal/supervisor"
 )
 
@@ -154,6 +155,8 @@ daemons:
 		}
 	}
 
+	checkSupervisorStatusPage(t, supListen, 8)
+
 	t2 := time.Now()
 	out, code := sup("stop", "--timeout", "60s")
 	stopped = true
@@ -253,4 +256,49 @@ func supMetric(t *testing.T, listen, name, daemonName string) float64 {
 	}
 	t.Fatalf("supervisor /metrics has no %s", strings.TrimSpace(prefix))
 	return 0
+}
+
+// checkSupervisorStatusPage reads the status page the supervisor serves on
+// its listener (as JSON and as HTML) and checks it lists every daemon up.
+// The page opens the database in the background, so it may answer 503 at
+// first.
+func checkSupervisorStatusPage(t *testing.T, addr string, daemons int) {
+	t.Helper()
+	var st statuspage.Status
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/status.json")
+		if err == nil {
+			if resp.StatusCode == http.StatusOK {
+				err = json.NewDecoder(resp.Body).Decode(&st)
+				resp.Body.Close()
+				if err != nil {
+					t.Fatalf("supervisor /status.json: %v", err)
+				}
+				break
+			}
+			resp.Body.Close()
+			err = errors.New(resp.Status)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("supervisor /status.json: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(st.Daemons) != daemons {
+		t.Errorf("supervisor status page lists %d daemons, want %d", len(st.Daemons), daemons)
+	}
+	for _, d := range st.Daemons {
+		if d.State != statuspage.StateUp {
+			t.Errorf("supervisor status page: %s is %q, want %q", d.Name, d.State, statuspage.StateUp)
+		}
+	}
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/html") {
+		t.Errorf("supervisor /: %s, %s; want 200 text/html", resp.Status, ct)
+	}
 }

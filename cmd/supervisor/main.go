@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,7 +158,13 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	log := daemon.NewLogger("supervisor", "info")
-	s, err := supervisor.New(supervisor.Options{
+	var page http.Handler
+	if sh, err := newStatusHandler(ctx, p.body, log); err != nil {
+		return fmt.Errorf("config file %s: %w", p.config, err)
+	} else if sh != nil {
+		page = sh
+	}
+	s, err := supervisor.New(supervisor.Options{Handler: page,
 		Config: p.config, Daemons: replicas, BinDir: bin, Paths: p.paths, Listen: c.String(config.FlagListen),
 		Grace: c.Duration(flagGrace), MinBackoff: c.Duration(flagMinBackoff), MaxBackoff: c.Duration(flagMaxBackoff),
 		StableAfter: c.Duration(flagStableAfter), Log: log,
