@@ -454,17 +454,15 @@ func TestParseSchedulerReplyNeedsCloseTag(t *testing.T) {
 	}
 }
 
+// FuzzParseSchedulerRequest is seeded with every real client request in
+// the samples (all *.body.xml), so plain go test replays them.
 func FuzzParseSchedulerRequest(f *testing.F) {
-	for _, name := range []string{
-		"02_scheduler_request_first_rpc.body.xml",
-		"05_scheduler_request_work_fetch_with_other_results.body.xml",
-		"09_scheduler_request_reporting_result.body.xml",
-		"17_scheduler_request_anonymous_platform.body.xml",
-		"22_scheduler_request_report_download_error_unsigned_app.body.xml",
-		"23_scheduler_request_report_compute_error_exit3.body.xml",
-		"24_scheduler_request_report_after_permanent_upload_error.body.xml",
-	} {
-		f.Add(readSample(f, name))
+	names, err := filepath.Glob(filepath.Join(samples, "*_scheduler_request_*.body.xml"))
+	if err != nil || len(names) < 7 {
+		f.Fatalf("scheduler request samples: %d found (%v), want the 7 recorded ones", len(names), err)
+	}
+	for _, name := range names {
+		f.Add(readSample(f, filepath.Base(name)))
 	}
 	f.Add([]byte("<scheduler_request><authenticator>a<b&c</authenticator><result><name>x</result></scheduler_request>"))
 	lim := Limits{MaxBytes: 1 << 20, MaxDepth: 16, MaxElements: 5000}
