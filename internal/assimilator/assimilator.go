@@ -42,13 +42,14 @@ type Options struct {
 // Service is the assimilator of one app. Its RunOnce must not be called
 // concurrently.
 type Service struct {
-	st    Store
-	h     Handler
-	log   *slog.Logger
-	m     *Metrics
-	opts  Options
-	appID int64
-	retry *backoff
+	enumerated int // rows listed since TakeEnumerated
+	st         Store
+	h          Handler
+	log        *slog.Logger
+	m          *Metrics
+	opts       Options
+	appID      int64
+	retry      *backoff
 	// after is where the scan of READY jobs goes on: the last id looked at.
 	after int64
 }
@@ -122,6 +123,7 @@ func (s *Service) scan(ctx context.Context, p *pass) error {
 		if err != nil {
 			return err
 		}
+		s.enumerated += len(jobs)
 		var handled []handledJob
 		full, ran := false, false
 		for _, j := range jobs {
@@ -276,4 +278,12 @@ func handlerFailure(err error) string {
 		return failTimeout
 	}
 	return failHandler
+}
+
+// TakeEnumerated returns the rows this daemon's passes listed since the
+// last call (daemon.Enumerator).
+func (s *Service) TakeEnumerated() int {
+	n := s.enumerated
+	s.enumerated = 0
+	return n
 }

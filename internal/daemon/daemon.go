@@ -39,6 +39,15 @@ type Service interface {
 	RunOnce(ctx context.Context) (int, error)
 }
 
+// Enumerator is a Service that counts the rows its passes' enumeration
+// queries read; Loop exports the count as rows_enumerated_total. Read
+// against items_processed_total, it shows a daemon reading rows it cannot
+// handle (held back, retried later, another replica's).
+type Enumerator interface {
+	// TakeEnumerated returns the rows read since the last call.
+	TakeEnumerated() int
+}
+
 // LoopOptions configures Loop.
 type LoopOptions struct {
 	// Sleep is the idle pause after a pass that found nothing; it is jittered
@@ -52,6 +61,7 @@ type LoopOptions struct {
 
 // LoopMetrics are the metrics every looping daemon exports.
 type LoopMetrics struct {
+	enumerated  prometheus.Counter
 	passes      prometheus.Counter
 	passErrors  *prometheus.CounterVec
 	duration    prometheus.Histogram
@@ -102,6 +112,8 @@ func NewLoopMetrics(reg prometheus.Registerer, program string) *LoopMetrics {
 			Name: "items_processed_total", Help: "Items (jobs, results, files, rows) handled."}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: program,
 			Name: "last_success_timestamp_seconds", Help: "Unix time of the last pass that succeeded."}),
+		enumerated: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
+			Name: "rows_enumerated_total", Help: "Rows read by the passes' enumeration queries (handled or not)."}),
 		slept: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
 			Name: "sleep_seconds_total", Help: "Time spent sleeping between passes, by reason (idle: nothing to do; backoff: after a failed pass)."},
 			[]string{"reason"}),
@@ -112,7 +124,7 @@ func NewLoopMetrics(reg prometheus.Registerer, program string) *LoopMetrics {
 	for _, r := range []string{sleepIdle, sleepBackoff} {
 		m.slept.WithLabelValues(r)
 	}
-	reg.MustRegister(m.passes, m.passErrors, m.duration, m.items, m.lastSuccess, m.slept)
+	reg.MustRegister(m.passes, m.passErrors, m.duration, m.items, m.lastSuccess, m.slept, m.enumerated)
 	return m
 }
 
@@ -137,6 +149,9 @@ func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, op
 		n, err := svc.RunOnce(passCtx)
 		m.passes.Inc()
 		m.duration.Observe(time.Since(start).Seconds())
+		if e, ok := svc.(Enumerator); ok {
+			m.enumerated.Add(float64(e.TakeEnumerated()))
+		}
 		if err != nil {
 			m.passErrors.WithLabelValues(ErrorKind(err)).Inc()
 			if opts.OnePass {

@@ -186,3 +186,42 @@ func TestRunLoopStopsOnCancel(t *testing.T) {
 		t.Fatal("RunLoop did not stop within 5s of cancel")
 	}
 }
+
+// enumerating is a scripted service that also reports rows read.
+type enumerating struct {
+	scripted
+	listed int
+}
+
+func (e *enumerating) RunOnce(ctx context.Context) (int, error) {
+	e.listed += 4 // every pass reads four rows, handled or not
+	return e.scripted.RunOnce(ctx)
+}
+
+func (e *enumerating) TakeEnumerated() int {
+	n := e.listed
+	e.listed = 0
+	return n
+}
+
+func TestLoopCountsEnumeratedRows(t *testing.T) {
+	t.Parallel()
+	svc := &enumerating{scripted: scripted{results: []func() (int, error){
+		func() (int, error) { return 1, nil },
+		func() (int, error) { return 0, errors.New("database went away") },
+	}}}
+	m := NewLoopMetrics(prometheus.NewRegistry(), "test")
+	if err := Loop(context.Background(), quiet, m, svc, LoopOptions{OnePass: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Loop(context.Background(), quiet, m, svc, LoopOptions{OnePass: true}); err == nil {
+		t.Fatal("second pass: want its error")
+	}
+	// A failed pass still read its rows.
+	if got := testutil.ToFloat64(m.enumerated); got != 8 {
+		t.Fatalf("rows_enumerated_total = %v, want 8", got)
+	}
+	if got := testutil.ToFloat64(m.items); got != 1 {
+		t.Fatalf("items_processed_total = %v, want 1", got)
+	}
+}

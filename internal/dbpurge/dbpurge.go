@@ -36,12 +36,13 @@ type Config struct {
 
 // Service is db_purge.
 type Service struct {
-	st       Store
-	cfg      Config
-	log      *slog.Logger
-	m        *Metrics
-	now      func() time.Time
-	wus, res *archive
+	enumerated int // rows listed since TakeEnumerated
+	st         Store
+	cfg        Config
+	log        *slog.Logger
+	m          *Metrics
+	now        func() time.Time
+	wus, res   *archive
 
 	// cursor is the last job id listed; jobs before it come round again
 	// when a list reaches the end of the table.
@@ -103,6 +104,7 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.enumerated += len(wus) + len(results)
 	resRecs := encodeAll("result", results)
 
 	// Archive first, durably; delete after. See the package comment.
@@ -185,4 +187,12 @@ func encodeAll[T any](table string, rows []T) [][]byte {
 		start = end
 	}
 	return recs
+}
+
+// TakeEnumerated returns the rows this daemon's passes listed since the
+// last call (daemon.Enumerator).
+func (s *Service) TakeEnumerated() int {
+	n := s.enumerated
+	s.enumerated = 0
+	return n
 }

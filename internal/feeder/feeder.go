@@ -54,11 +54,12 @@ type Config struct {
 
 // Feeder fills one shared-memory cache from the database.
 type Feeder struct {
-	st    Store
-	cache *shmcache.Cache
-	cfg   Config
-	log   *slog.Logger
-	m     *metrics
+	enumerated int // rows listed since TakeEnumerated
+	st         Store
+	cache      *shmcache.Cache
+	cfg        Config
+	log        *slog.Logger
+	m          *metrics
 
 	cursor     int64            // id of the last result looked at in id order
 	tables     *shmcache.Tables // last published; nil: none yet by this process
@@ -264,6 +265,7 @@ func (f *Feeder) fill(ctx context.Context, cached map[int64]bool, free []int) (f
 		return filled, len(free), err
 	}
 	f.m.rows.Add(float64(len(rows)))
+	f.enumerated += len(rows)
 	for _, r := range rows {
 		if !put(r) {
 			return filled, 0, nil
@@ -280,6 +282,7 @@ func (f *Feeder) fill(ctx context.Context, cached map[int64]bool, free []int) (f
 			return filled, len(free), err
 		}
 		f.m.rows.Add(float64(len(rows)))
+		f.enumerated += len(rows)
 		for _, r := range rows {
 			if wrapped && start != 0 && r.ID > start {
 				return filled, len(free), nil // came round to where this pass began
@@ -315,4 +318,12 @@ func entryOf(r store.UnsentResult) shmcache.Entry {
 		HRClass:        r.HRClass,
 		Flags:          r.SendFlags,
 	}
+}
+
+// TakeEnumerated returns the rows this daemon's passes listed since the
+// last call (daemon.Enumerator).
+func (f *Feeder) TakeEnumerated() int {
+	n := f.enumerated
+	f.enumerated = 0
+	return n
 }

@@ -47,11 +47,12 @@ type Config struct {
 
 // Service is the file deleter.
 type Service struct {
-	st  Store
-	cfg Config
-	log *slog.Logger
-	m   *Metrics
-	now func() time.Time
+	enumerated int // rows listed since TakeEnumerated
+	st         Store
+	cfg        Config
+	log        *slog.Logger
+	m          *Metrics
+	now        func() time.Time
 
 	// Cursors: the last workunit and result id listed. Rows before them
 	// come round again when a list reaches the end of its table.
@@ -99,6 +100,7 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.enumerated += len(wus) + len(results)
 	if len(wus)+len(results) == 0 {
 		return 0, nil
 	}
@@ -257,4 +259,12 @@ func deleteFile(root, name string, fan int) error {
 		return fmt.Errorf("delete %s: %w", path, err)
 	}
 	return nil
+}
+
+// TakeEnumerated returns the rows this daemon's passes listed since the
+// last call (daemon.Enumerator).
+func (s *Service) TakeEnumerated() int {
+	n := s.enumerated
+	s.enumerated = 0
+	return n
 }

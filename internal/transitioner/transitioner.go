@@ -80,10 +80,11 @@ type Options struct {
 
 // Service is the transitioner.
 type Service struct {
-	st   Store
-	log  *slog.Logger
-	m    *Metrics
-	opts Options
+	enumerated int // rows listed since TakeEnumerated
+	st         Store
+	log        *slog.Logger
+	m          *Metrics
+	opts       Options
 
 	// mu serialises RunOnce, which owns the fields below.
 	mu       sync.Mutex
@@ -157,6 +158,7 @@ func (s *Service) transitionDue(ctx context.Context, now int64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.enumerated += len(jobs)
 	if len(jobs) == 0 {
 		s.m.lag.Set(0)
 		return 0, nil
@@ -315,4 +317,12 @@ func (s *Service) written(wu store.Workunit, p store.WorkunitTransitionParams, d
 	}
 	s.log.Debug("transitioned job", "workunit_id", wu.ID, "results_created", len(p.NewResults),
 		"results_changed", len(p.Changes), "need_validate", d.NeedValidate, "transition_time", d.TransitionTime)
+}
+
+// TakeEnumerated returns the rows this daemon's passes listed since the
+// last call (daemon.Enumerator).
+func (s *Service) TakeEnumerated() int {
+	n := s.enumerated
+	s.enumerated = 0
+	return n
 }

@@ -68,11 +68,12 @@ const maxKnownAnswers = 1000
 
 // Service is the validator of one app.
 type Service struct {
-	st      Store
-	log     *slog.Logger
-	m       *Metrics
-	opts    Options
-	checker Checker
+	enumerated int // rows listed since TakeEnumerated
+	st         Store
+	log        *slog.Logger
+	m          *Metrics
+	opts       Options
+	checker    Checker
 
 	app     store.App
 	appRead time.Time
@@ -160,6 +161,7 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.enumerated += len(jobs)
 	var todo []store.WorkunitResults
 	for _, j := range jobs {
 		if rs, ok := s.retry[j.Workunit.ID]; ok && now.Before(rs.at) {
@@ -426,4 +428,12 @@ func builtin(c Checker) bool {
 		return true
 	}
 	return false
+}
+
+// TakeEnumerated returns the rows this daemon's passes listed since the
+// last call (daemon.Enumerator).
+func (s *Service) TakeEnumerated() int {
+	n := s.enumerated
+	s.enumerated = 0
+	return n
 }
