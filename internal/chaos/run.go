@@ -40,6 +40,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 			_ = p.unmountUpload()
 			_ = os.Remove(p.shmPath)
+			_ = os.Remove(p.shmPath + ".lock") // the feeder's lock file beside it
 		}()
 	}
 	if err != nil {
