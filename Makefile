@@ -45,6 +45,14 @@ bench: build ## run the paper's benchmark on a private MariaDB (BENCH_JOBS=50000
 	@scripts/db-up.sh >/dev/null
 	$(BIN)/bench --jobs $(BENCH_JOBS) --out "$(BENCH_OUT)"
 
+CHAOS_JOBS ?= 5000
+CHAOS_OUT ?= chaos-report
+
+.PHONY: chaos
+chaos: build ## run jobs under faults (daemon kills, DB restart, full upload disk, scheduler flood) and check nothing was lost (CHAOS_JOBS=5000, CHAOS_OUT=chaos-report)
+	@scripts/db-up.sh >/dev/null
+	$(BIN)/chaos --jobs $(CHAOS_JOBS) --out $(CHAOS_OUT)
+
 .PHONY: test
 test: deps ## run the whole test suite (race detector on) against a real database, the real BOINC client, Prometheus and Chromium
 	@scripts/boinc-client-up.sh && scripts/prometheus-up.sh && scripts/chromium-up.sh && dsn=$$(scripts/db-up.sh) && \

@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	mrand "math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -62,6 +64,24 @@ func NewCreator(st Store, downloadDir string, fan int, now func() time.Time) *Cr
 		now = time.Now
 	}
 	return &Creator{st: st, downloadDir: downloadDir, fanout: fan, now: now}
+}
+
+// RemoveInputs deletes the input files Create staged for jobs whose
+// insert did not commit, so a failed or interrupted batch leaves no file
+// that no job refers to. Files already gone are fine.
+func (c *Creator) RemoveInputs(jobs []string) error {
+	var errs []error
+	for _, j := range jobs {
+		path, err := fanout.Path(c.downloadDir, InputName(j), c.fanout)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // InputName is the name of job's input file in the download directory

@@ -20,6 +20,9 @@ type counter struct {
 type pending struct {
 	Jobs      int64  `json:"jobs"`
 	FirstName string `json:"first_name"`
+	// Names are the batch's job names, whose input files are removed if
+	// the batch did not commit.
+	Names []string `json:"names,omitempty"`
 }
 
 // CounterPath is the counter file of app under the project directory.

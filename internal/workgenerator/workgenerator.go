@@ -159,7 +159,11 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	}
 	// Write-ahead: from here until the second write, a crash leaves a
 	// pending batch that load resolves against the database.
-	intent := counter{App: s.cfg.App, Created: s.created, Pending: &pending{Jobs: n, FirstName: batch[0].Name}}
+	names := make([]string, len(batch))
+	for i, j := range batch {
+		names[i] = j.Name
+	}
+	intent := counter{App: s.cfg.App, Created: s.created, Pending: &pending{Jobs: n, FirstName: batch[0].Name, Names: names}}
 	if err := writeCounter(s.cfg.CounterFile, intent); err != nil {
 		return 0, err
 	}
@@ -203,6 +207,10 @@ func (s *Service) load(ctx context.Context) error {
 		case err == nil:
 			c.Created += c.Pending.Jobs
 		case errors.Is(err, store.ErrNotFound):
+			// Not committed: its staged inputs belong to no job.
+			if err := s.creator.RemoveInputs(c.Pending.Names); err != nil {
+				return fmt.Errorf("remove the inputs of an uncommitted batch: %w", err)
+			}
 		default:
 			return fmt.Errorf("resolve pending batch: %w", err)
 		}

@@ -5,10 +5,13 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -262,8 +265,25 @@ func TestPendingBatchResolvedOnRestart(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// What the generator writes before a batch's transaction.
-			body := `{"app":"demo","created":4,"pending":{"jobs":3,"first_name":"` + first + `"}}`
+			// What the generator writes before a batch's transaction, and
+			// the inputs it staged before the insert.
+			names := []string{first, "batch_second", "batch_third"}
+			var inputs []string
+			for _, n := range names {
+				in, err := fanout.Path(b.downloadDir, jobs.InputName(n), fan)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.MkdirAll(filepath.Dir(in), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(in, []byte("input"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				inputs = append(inputs, in)
+			}
+			body := `{"app":"demo","created":4,"pending":{"jobs":3,"first_name":"` + first +
+				`","names":["` + strings.Join(names, `","`) + `"]}}`
 			if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -275,6 +295,17 @@ func TestPendingBatchResolvedOnRestart(t *testing.T) {
 			b2, err := os.ReadFile(path)
 			if err != nil || bytes.Contains(b2, []byte("pending")) {
 				t.Fatalf("counter file after pass = %q, %v; want no pending batch", b2, err)
+			}
+			// A batch that did not commit leaves no input behind; one that
+			// did keeps its inputs.
+			for _, in := range inputs {
+				_, err := os.Stat(in)
+				if tc.committed && err != nil {
+					t.Errorf("input %s of a committed batch: %v", in, err)
+				}
+				if !tc.committed && !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("input %s of a batch that did not commit is still there (%v)", in, err)
+				}
 			}
 		})
 	}
