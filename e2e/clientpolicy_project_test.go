@@ -225,43 +225,21 @@ func scrapeMetrics(ctx context.Context, hc *http.Client, url string) (map[string
 // handled (every outcome) and work requests answered with nothing, by
 // reason. The server's own count checks the client's report of its RPCs.
 func (p *cpProject) schedulerMetrics(ctx context.Context) (requests float64, noWork map[string]float64, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addr+"/metrics", nil)
+	m, err := scrapeMetrics(ctx, p.hc, "http://"+p.addr+"/metrics")
 	if err != nil {
 		return 0, nil, err
-	}
-	resp, err := p.hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, nil, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
 	noWork = map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		name, rest, ok := strings.Cut(line, "{")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		labels, value, ok := strings.Cut(rest, "} ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			continue
-		}
+	for series, v := range m {
+		name, labels, _ := strings.Cut(series, "{")
 		switch name {
 		case "taskserver_scheduler_requests_total":
 			requests += v
 		case "taskserver_scheduler_no_work_total":
-			noWork[strings.Trim(strings.TrimPrefix(labels, "reason="), `"`)] += v
+			noWork[strings.Trim(strings.TrimPrefix(strings.TrimSuffix(labels, "}"), "reason="), `"`)] += v
 		}
 	}
-	return requests, noWork, sc.Err()
+	return requests, noWork, nil
 }
 
 // rpcCounter is the count of a project's scheduler RPCs over the run, as
