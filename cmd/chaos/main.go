@@ -39,7 +39,7 @@ func run(ctx context.Context, args []string) error {
 			&cli.IntFlag{Name: "burst-hosts", Value: 200, Usage: "extra hosts starting at once to overload the scheduler (0: no overload)"},
 			&cli.DurationFlag{Name: "burst-for", Value: 15 * time.Second, Usage: "how long the extra hosts run"},
 			&cli.IntFlag{Name: "hosts", Value: 40, Usage: "steady simulated hosts"},
-			&cli.Float64Flag{Name: "fail-frac", Value: 0.05, Usage: "share of hosts failing every task"},
+			&cli.Float64Flag{Name: "fail-frac", Value: chaos.DefaultFailFrac, Usage: "share of hosts failing every task (0: none)"},
 			&cli.DurationFlag{Name: "delay-bound", Value: 30 * time.Second, Usage: "each job's deadline (lost instances are replaced after it)"},
 			&cli.DurationFlag{Name: "timeout", Value: 40 * time.Minute, Usage: "give up when the jobs are not all finished after this long"},
 			&cli.StringFlag{Name: "bin-dir", Usage: "directory of the built programs (default: this program's directory)"},
@@ -71,7 +71,7 @@ func runChaos(ctx context.Context, c *cli.Context) error {
 		Kills: c.Int("kills"), KillEvery: c.Duration("kill-every"), RestartAfter: c.Duration("restart-after"),
 		DBDown: c.Duration("db-down"), DiskFullFor: c.Duration("disk-full-for"),
 		BurstHosts: c.Int("burst-hosts"), BurstFor: c.Duration("burst-for"),
-		Hosts: c.Int("hosts"), FailFrac: c.Float64("fail-frac"), DelayBound: c.Duration("delay-bound"),
+		Hosts: c.Int("hosts"), FailFrac: c.Float64("fail-frac"), FailFracSet: true, DelayBound: c.Duration("delay-bound"),
 		Timeout: c.Duration("timeout"), Out: os.Stdout,
 	})
 	if r == nil {

@@ -127,7 +127,29 @@ func TestOptionsRefuseBadValues(t *testing.T) {
 		})
 	}
 	o := Options{BinDir: "bin"}
-	if err := o.defaults(); err != nil || o.Jobs != 5000 || o.Kills != 100 || o.OutDir != "chaos-report" {
-		t.Errorf("defaults() = %v, jobs %d, kills %d, out %q; want nil, 5000, 100, chaos-report", err, o.Jobs, o.Kills, o.OutDir)
+	if err := o.defaults(); err != nil || o.Jobs != 5000 || o.Kills != 100 || o.OutDir != "chaos-report" || o.FailFrac != DefaultFailFrac {
+		t.Errorf("defaults() = %v, jobs %d, kills %d, out %q, fail frac %v; want nil, 5000, 100, chaos-report, %v",
+			err, o.Jobs, o.Kills, o.OutDir, o.FailFrac, DefaultFailFrac)
+	}
+}
+
+func TestOptionsKeepAnExplicitZeroFailFrac(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+		want float64
+	}{
+		{"not given: the default", Options{BinDir: "bin"}, DefaultFailFrac},
+		{"given as 0: no failing hosts", Options{BinDir: "bin", FailFracSet: true}, 0},
+		{"given as 0.2", Options{BinDir: "bin", FailFrac: 0.2, FailFracSet: true}, 0.2},
+		{"0.2 without the set flag", Options{BinDir: "bin", FailFrac: 0.2}, 0.2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o
+			if err := o.defaults(); err != nil || o.FailFrac != tc.want {
+				t.Errorf("defaults() = %v, fail frac %v; want nil, %v", err, o.FailFrac, tc.want)
+			}
+		})
 	}
 }

@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// DefaultFailFrac is the share of hosts failing every task when none is
+// given: enough to exercise the error paths, few enough that jobs finish.
+const DefaultFailFrac = 0.05
+
 // Options configures a chaos run. Zero values mean the documented defaults.
 type Options struct {
 	// BinDir holds the built programs, this one included (the assimilator
@@ -43,8 +47,12 @@ type Options struct {
 	// users.
 	Hosts int
 	Users int
-	// FailFrac is the share of hosts that fail every task; default 0.05.
+	// FailFrac is the share of hosts that fail every task; 0 means the
+	// default 0.05 unless FailFracSet says it was given.
 	FailFrac float64
+	// FailFracSet makes FailFrac count as given, so 0 asks for no failing
+	// hosts (the command sets it: its flag has the default itself).
+	FailFracSet bool
 	// CheatFrac is the share of hosts returning wrong output; default 0.
 	CheatFrac float64
 	// ComputeTime is one task's CPU time on a host; default 1s.
@@ -92,8 +100,8 @@ func (o *Options) defaults() error {
 	if o.Users == 0 {
 		o.Users = 10
 	}
-	if o.FailFrac == 0 {
-		o.FailFrac = 0.05
+	if o.FailFrac == 0 && !o.FailFracSet {
+		o.FailFrac = DefaultFailFrac
 	}
 	if o.ComputeTime == 0 {
 		o.ComputeTime = time.Second

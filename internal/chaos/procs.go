@@ -29,6 +29,9 @@ type proc struct {
 	killed   bool // the last exit was ours (SIGKILL or stop)
 	crashes  int  // exits we did not cause
 	stopping bool
+	// metrics is host:port of the current run's /metrics: its --listen
+	// address, or the scheduler's --addr where it serves them.
+	metrics string
 }
 
 // newProc describes a program; nothing runs until start.
@@ -42,7 +45,8 @@ func (p *proc) start() error {
 	if err != nil {
 		return fmt.Errorf("open log of %s: %w", p.name, err)
 	}
-	cmd := exec.Command(p.bin, p.args()...)
+	args := p.args()
+	cmd := exec.Command(p.bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Own process group: a Ctrl-C in the terminal reaches only us.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -53,6 +57,7 @@ func (p *proc) start() error {
 	done := make(chan struct{})
 	p.mu.Lock()
 	p.cmd, p.done, p.killed = cmd, done, false
+	p.metrics = metricsAddr(args)
 	p.starts++
 	p.mu.Unlock()
 	go func() {
@@ -67,6 +72,32 @@ func (p *proc) start() error {
 		close(done)
 	}()
 	return nil
+}
+
+// metricsAddr is the address a program started with args serves /metrics
+// on: --listen when given, else the scheduler's --addr; "" for neither.
+func metricsAddr(args []string) string {
+	addr := ""
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--listen":
+			return args[i+1]
+		case "--addr":
+			addr = args[i+1]
+		}
+	}
+	return addr
+}
+
+// current returns the pid and metrics address of the current run; pid 0
+// when it is not running.
+func (p *proc) current() (pid int, metrics string) {
+	if !p.running() {
+		return 0, ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid, p.metrics
 }
 
 // running reports whether the current run has not exited.

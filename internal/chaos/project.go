@@ -48,6 +48,14 @@ type project struct {
 	diskFullSkip string
 	daemons      []*proc
 	sims         []*proc
+
+	// What differs between a chaos run and a load run, set before the
+	// programs start: the work generator's --total-jobs (0: no end) and
+	// --unsent-target, and extra arguments of the scheduler and the hosts.
+	totalJobs    int
+	unsentTarget int
+	schedArgs    []string
+	simArgs      []string
 }
 
 // setup starts the private database, applies the schema, seeds the app,
@@ -58,7 +66,8 @@ func setup(ctx context.Context, o Options) (*project, error) {
 		return nil, err
 	}
 	p := &project{opts: o, dir: filepath.Join(out, "project"),
-		shmPath: fmt.Sprintf("/dev/shm/taskserver-chaos-%d", os.Getpid())}
+		shmPath:   fmt.Sprintf("/dev/shm/taskserver-chaos-%d", os.Getpid()),
+		totalJobs: o.Jobs, unsentTarget: 200}
 	if err := os.RemoveAll(p.dir); err != nil {
 		return nil, fmt.Errorf("clear project directory: %w", err)
 	}
@@ -97,7 +106,6 @@ func setup(ctx context.Context, o Options) (*project, error) {
 	if err := p.seed(ctx); err != nil {
 		return p, err
 	}
-	p.mountUpload(ctx)
 	port, err := freePort()
 	if err != nil {
 		return p, err
@@ -105,6 +113,12 @@ func setup(ctx context.Context, o Options) (*project, error) {
 	p.schedAddr = fmt.Sprintf("127.0.0.1:%d", port)
 	p.urlBase = "http://" + p.schedAddr
 	p.configPath = filepath.Join(p.dir, "project.yaml")
+	return p, nil
+}
+
+// writeConfig writes the configuration every program reads, with dsn as
+// the database they reach: the server itself, or a proxy in front of it.
+func (p *project) writeConfig(dsn string) error {
 	conf := fmt.Sprintf(`# Chaos run configuration, shared by every program (keys are flag names).
 db-dsn: %q
 project-dir: %q
@@ -114,11 +128,24 @@ shm-path: %q
 log-level: info
 app: demo
 url-base: %q
-`, p.dsn, p.dir, p.shmPath, p.urlBase)
+`, dsn, p.dir, p.shmPath, p.urlBase)
 	if err := os.WriteFile(p.configPath, []byte(conf), 0o600); err != nil {
-		return p, fmt.Errorf("write project config: %w", err)
+		return fmt.Errorf("write project config: %w", err)
 	}
-	return p, nil
+	return nil
+}
+
+// close releases what setup made once every program has stopped.
+func (p *project) close() {
+	if p.st != nil {
+		p.st.Close()
+	}
+	if p.db != nil {
+		p.db.Stop()
+	}
+	_ = p.unmountUpload()
+	_ = os.Remove(p.shmPath)
+	_ = os.Remove(p.shmPath + ".lock") // the feeder's lock file beside it
 }
 
 // seed adds the demo platform, app and version, the users (their
@@ -213,9 +240,9 @@ func (p *project) programs() []*proc {
 	return []*proc{
 		newProc("feeder", bin("feeder"), logs, with("--sleep", "200ms")),
 		newProc("scheduler", bin("scheduler"), logs, func() []string {
-			return []string{"--config", p.configPath, "--addr", p.schedAddr, "--url-base", p.urlBase,
+			return append([]string{"--config", p.configPath, "--addr", p.schedAddr, "--url-base", p.urlBase,
 				"--upload-key", filepath.Join(p.dir, "keys", "upload_private"),
-				"--upload-cert-key", filepath.Join(p.dir, "keys", keys.Ed25519PrivateFile), "--request-delay", "1s"}
+				"--upload-cert-key", filepath.Join(p.dir, "keys", keys.Ed25519PrivateFile), "--request-delay", "1s"}, p.schedArgs...)
 		}),
 		newProc("transitioner.0", bin("transitioner"), logs, with("--mod", "2", "--mod-index", "0", "--sleep", "500ms")),
 		newProc("transitioner.1", bin("transitioner"), logs, with("--mod", "2", "--mod-index", "1", "--sleep", "500ms")),
@@ -225,7 +252,7 @@ func (p *project) programs() []*proc {
 		newProc("file_deleter", bin("file_deleter"), logs, with("--sleep", "500ms")),
 		newProc("db_purge", bin("db_purge"), logs, with("--sleep", "1s", "--archive-dir", "archives")),
 		newProc("work_generator", bin("work_generator"), logs, with("--sleep", "500ms",
-			"--unsent-target", "200", "--total-jobs", strconv.Itoa(p.opts.Jobs),
+			"--unsent-target", strconv.Itoa(p.unsentTarget), "--total-jobs", strconv.Itoa(p.totalJobs),
 			"--delay-bound", p.opts.DelayBound.String(), "--min-quorum", "2", "--target-nresults", "2", "--rsc-fpops-est", "1e10")),
 	}
 }
@@ -241,6 +268,7 @@ func (p *project) simclient(name string, hosts int, seed uint64, duration time.D
 		"--compute-time", p.opts.ComputeTime.String(), "--backoff-scale", "0.01", "--backoff-max", "3s",
 		"--transfer-attempts", "1000", "--http-timeout", "20s", "--seed", strconv.FormatUint(seed, 10),
 		"--ack-log", ack, "--summary-every", "30s"}
+	args = append(args, p.simArgs...)
 	if duration > 0 {
 		args = append(args, "--duration", duration.String())
 	}

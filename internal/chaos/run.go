@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -31,56 +30,28 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	fmt.Fprintf(o.Out, "chaos: %d jobs, %d kills, seed %d, output in %s\n", o.Jobs, o.Kills, o.Seed, o.OutDir)
 	p, err := setup(ctx, o)
 	if p != nil {
-		defer func() {
-			if p.st != nil {
-				p.st.Close()
-			}
-			if p.db != nil {
-				p.db.Stop()
-			}
-			_ = p.unmountUpload()
-			_ = os.Remove(p.shmPath)
-			_ = os.Remove(p.shmPath + ".lock") // the feeder's lock file beside it
-		}()
+		defer p.close()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("set up project: %w", err)
 	}
+	p.mountUpload(ctx)
 	if p.diskFullSkip != "" {
 		out("note: the disk-full fault will be skipped: %s", p.diskFullSkip)
+	}
+	if err := p.writeConfig(p.dsn); err != nil {
+		return nil, err
 	}
 
 	runCtx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	stopAll := func() error {
-		var errs []error
-		for i := len(p.sims) - 1; i >= 0; i-- {
-			errs = append(errs, p.sims[i].stop(30*time.Second))
-		}
-		for i := len(p.daemons) - 1; i >= 0; i-- {
-			errs = append(errs, p.daemons[i].stop(30*time.Second))
-		}
-		return errors.Join(errs...)
-	}
-	p.daemons = p.programs()
-	for _, d := range p.daemons {
-		if err := d.start(); err != nil {
-			return nil, errors.Join(err, stopAll())
-		}
-		switch d.name {
-		case "feeder":
-			err = waitFile(runCtx, p.shmPath, d)
-		case "scheduler":
-			err = waitTCP(runCtx, p.schedAddr, d)
-		}
-		if err != nil {
-			return nil, errors.Join(err, stopAll())
-		}
+	if err := p.startDaemons(runCtx); err != nil {
+		return nil, err
 	}
 	sim := p.simclient("hosts", o.Hosts, o.Seed, 0, o.FailFrac, o.CheatFrac)
 	p.sims = append(p.sims, sim)
 	if err := sim.start(); err != nil {
-		return nil, errors.Join(err, stopAll())
+		return nil, errors.Join(err, p.stopAll())
 	}
 	out("project running: scheduler %s, logs in %s", p.urlBase, filepath.Join(p.dir, "logs"))
 
@@ -89,7 +60,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	go func() { faultsDone <- in.run(runCtx) }()
 	runErr := p.watch(runCtx, in, faultsDone, out)
 	cancel()
-	stopErr := stopAll()
+	stopErr := p.stopAll()
 
 	// Everything stopped: check what is left.
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
@@ -143,16 +114,8 @@ func (p *project) watch(ctx context.Context, in *injector, faultsDone <-chan err
 			out("faults over: %v", in.snapshot())
 		case <-tick.C:
 		}
-		for _, d := range p.daemons {
-			if !d.running() && !in.isHeld(d) {
-				out("%s exited on its own (%v), started again (see %s)", d.name, d.err, d.log)
-				if err := d.start(); err != nil {
-					return err
-				}
-			}
-		}
-		if !p.sims[0].running() {
-			return fmt.Errorf("simclient exited: %v (see %s)", p.sims[0].err, p.sims[0].log)
+		if err := p.restartExited(in.isHeld, out); err != nil {
+			return err
 		}
 		pg, err := p.progress(ctx)
 		if err != nil {
@@ -181,4 +144,56 @@ func (in *injector) snapshot() map[string]int {
 		m[k] = v
 	}
 	return m
+}
+
+// startDaemons starts every daemon in order, waiting for the feeder's
+// cache and the scheduler's port before the next; on an error it stops
+// what it started.
+func (p *project) startDaemons(ctx context.Context) error {
+	p.daemons = p.programs()
+	for _, d := range p.daemons {
+		err := d.start()
+		if err == nil {
+			switch d.name {
+			case "feeder":
+				err = waitFile(ctx, p.shmPath, d)
+			case "scheduler":
+				err = waitTCP(ctx, p.schedAddr, d)
+			}
+		}
+		if err != nil {
+			return errors.Join(err, p.stopAll())
+		}
+	}
+	return nil
+}
+
+// stopAll stops the hosts, then the daemons, each in reverse start order.
+func (p *project) stopAll() error {
+	var errs []error
+	for i := len(p.sims) - 1; i >= 0; i-- {
+		errs = append(errs, p.sims[i].stop(30*time.Second))
+	}
+	for i := len(p.daemons) - 1; i >= 0; i-- {
+		errs = append(errs, p.daemons[i].stop(30*time.Second))
+	}
+	return errors.Join(errs...)
+}
+
+// restartExited starts again the daemons that exited on their own (not
+// those held down on purpose), and fails when the steady hosts exited: the
+// run cannot go on without them.
+func (p *project) restartExited(held func(*proc) bool, out func(string, ...any)) error {
+	for _, d := range p.daemons {
+		if !d.running() && !held(d) {
+			out("%s exited on its own (%v), started again (see %s)", d.name, d.err, d.log)
+			if err := d.start(); err != nil {
+				return err
+			}
+		}
+	}
+	if !p.sims[0].running() {
+		return fmt.Errorf("simclient exited: %v (see %s)", p.sims[0].err, p.sims[0].log)
+	}
+	return nil
 }
