@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/store"
@@ -20,117 +19,84 @@ const (
 // the database works on both cores; more only makes batches smaller.
 const defaultCommitLanes = 2
 
-// commitOp is one request's writes waiting for a group commit.
+// commitOp is one request's writes waiting for a group commit, and then
+// their outcome.
 type commitOp struct {
+	ctx   context.Context
 	batch store.SchedBatch
-	// lead receives the batch this op's request is to commit (its own op
-	// first), and is closed when the op has its outcome.
-	lead chan []*commitOp
-	out  store.SchedOutcome
-	err  error
+	out   store.SchedOutcome
+	err   error
 }
 
-// committer turns the writes of concurrent requests into few transactions:
-// a request hands its writes over and waits; up to lanes requests at a time
-// (the leaders) each run the writes queued so far as one SchedulerCommit,
-// answer each waiter with its own rows' outcomes, and hand the lead, with
-// the next batch, to the first request queued meanwhile. There is no timer:
-// a batch is whatever queued while the lanes were busy, so a lone request
-// commits at once. No goroutine outlives a request.
+// committer turns the writes of concurrent requests into few transactions
+// (a group of SchedulerCommit calls): each batch of queued requests is one
+// SchedulerCommit, and each waiter gets its own rows' outcomes.
 //
 // Concurrent batches touch disjoint instances but may share jobs and hosts;
 // the store takes row locks in id order and retries a deadlock, and each
 // row's outcome is decided under its lock, so two lanes keep every
 // guarantee of one.
 type committer struct {
-	st      Store
-	timeout time.Duration
-	lanes   int           // most flushes at once; 0 means defaultCommitLanes
-	flushes func(ops int) // observes each flush's size; may be nil
+	g group[commitOp]
+}
 
-	mu     sync.Mutex
-	queue  []*commitOp
-	active int // flushes running or handed over
+// newCommitter returns a committer of lanes concurrent commits (0:
+// defaultCommitLanes), each bounded by timeout; flushes, if set, observes
+// each commit's number of requests.
+func newCommitter(st Store, timeout time.Duration, lanes int, flushes func(ops int)) *committer {
+	if lanes <= 0 {
+		lanes = defaultCommitLanes
+	}
+	return &committer{g: group[commitOp]{lanes: lanes, size: commitBatchSize,
+		run: func(ops []*groupOp[commitOp]) { runCommit(st, timeout, flushes, ops) }}}
 }
 
 // commit records b durably and returns what became of each of its reports
 // and sends. An error means nothing of b was written.
 func (c *committer) commit(ctx context.Context, b store.SchedBatch) (store.SchedOutcome, error) {
-	op := &commitOp{batch: b, lead: make(chan []*commitOp, 1)}
-	lanes := c.lanes
-	if lanes <= 0 {
-		lanes = defaultCommitLanes
-	}
-	c.mu.Lock()
-	c.queue = append(c.queue, op)
-	var batch []*commitOp
-	if c.active < lanes {
-		// A free lane means nothing was waiting: the queue is this op.
-		c.active++
-		batch = c.take()
-	}
-	c.mu.Unlock()
-	for batch == nil {
-		var ok bool
-		if batch, ok = <-op.lead; !ok {
-			return op.out, op.err
-		}
-	}
-	c.flush(ctx, batch)
+	op := c.g.do(commitOp{ctx: ctx, batch: b})
 	return op.out, op.err
 }
 
-// take removes the next batch from the queue's head. The caller holds mu.
-func (c *committer) take() []*commitOp {
+// commitBatchSize bounds a batch by requests and by reported bytes.
+func commitBatchSize(queue []*groupOp[commitOp]) int {
 	n, size := 0, 0
-	for n < len(c.queue) && n < commitMaxOps && (n == 0 || size < commitMaxBytes) {
-		for _, r := range c.queue[n].batch.Reports {
+	for n < len(queue) && n < commitMaxOps && (n == 0 || size < commitMaxBytes) {
+		for _, r := range queue[n].item.batch.Reports {
 			size += len(r.StderrOut) + len(r.XMLDocOut)
 		}
 		n++
 	}
-	ops := c.queue[:n:n]
-	c.queue = c.queue[n:]
-	return ops
+	return n
 }
 
-// flush commits ops, answers them and passes the lane on: to the first
-// request queued meanwhile, with its batch, or back to free.
-func (c *committer) flush(ctx context.Context, ops []*commitOp) {
+// runCommit commits ops as one transaction and gives each its outcome.
+func runCommit(st Store, timeout time.Duration, flushes func(int), ops []*groupOp[commitOp]) {
 	var all store.SchedBatch
 	for _, op := range ops {
-		all.Reports = append(all.Reports, op.batch.Reports...)
-		all.Sends = append(all.Sends, op.batch.Sends...)
-		all.Hosts = append(all.Hosts, op.batch.Hosts...)
+		all.Reports = append(all.Reports, op.item.batch.Reports...)
+		all.Sends = append(all.Sends, op.item.batch.Sends...)
+		all.Hosts = append(all.Hosts, op.item.batch.Hosts...)
 	}
 	// The flush serves every waiter: the leader's own deadline (or its
 	// client hanging up) must not cut it short.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
-	out, err := c.st.SchedulerCommit(fctx, all)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ops[0].item.ctx), timeout)
+	out, err := st.SchedulerCommit(fctx, all)
 	cancel()
-	if c.flushes != nil {
-		c.flushes(len(ops))
+	if flushes != nil {
+		flushes(len(ops))
 	}
 	nr, ns := 0, 0
 	for _, op := range ops {
+		b := op.item.batch
 		if err != nil {
-			op.err = err
+			op.item.err = err
 		} else {
-			op.out = store.SchedOutcome{Workunits: out.Workunits, Results: out.Results,
-				Reports: out.Reports[nr : nr+len(op.batch.Reports)],
-				Sends:   out.Sends[ns : ns+len(op.batch.Sends)]}
+			op.item.out = store.SchedOutcome{Workunits: out.Workunits, Results: out.Results,
+				Reports: out.Reports[nr : nr+len(b.Reports)],
+				Sends:   out.Sends[ns : ns+len(b.Sends)]}
 		}
-		nr += len(op.batch.Reports)
-		ns += len(op.batch.Sends)
-		close(op.lead) // the leader's own op: nobody reads it any more
+		nr += len(b.Reports)
+		ns += len(b.Sends)
 	}
-
-	c.mu.Lock()
-	if len(c.queue) > 0 {
-		next := c.take()
-		next[0].lead <- next
-	} else {
-		c.active--
-	}
-	c.mu.Unlock()
 }

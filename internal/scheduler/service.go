@@ -36,6 +36,7 @@ type Store interface {
 	SchedulerCommit(ctx context.Context, b store.SchedBatch) (store.SchedOutcome, error)
 	UserHostGet(ctx context.Context, auth string, hostID int64) (store.User, store.Host, bool, error)
 	UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.User, store.Host, bool, []store.HostResult, error)
+	UserHostHeldList(ctx context.Context, keys []store.AuthHost, limit int) ([]store.UserHostHeld, error)
 	WorkunitListByIDs(ctx context.Context, ids []int64) ([]store.Workunit, error)
 }
 
@@ -139,6 +140,7 @@ type Service struct {
 	masterURL string // URLBase + "/": the URL volunteers attach to
 	download  string // URL prefix of input files, ending in "/"
 	catalog   catalogCache
+	read      *reader
 	commit    *committer
 	limit     *rateLimiter // nil: no rate limits
 }
@@ -214,8 +216,9 @@ func New(opts Options) (*Service, error) {
 		masterURL: base + "/",
 		download:  base + "/download/",
 		catalog:   catalogCache{log: opts.Logger},
-		commit: &committer{st: opts.Store, timeout: opts.Timeout, lanes: opts.CommitLanes,
-			flushes: func(n int) { m.commitBatch.Observe(float64(n)) }},
+		read:      newReader(opts.Store, opts.Timeout),
+		commit: newCommitter(opts.Store, opts.Timeout, opts.CommitLanes,
+			func(n int) { m.commitBatch.Observe(float64(n)) }),
 	}, nil
 }
 
@@ -388,24 +391,22 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 }
 
 // authenticate finds the user whose account key is the request's, and the
-// host row its hostid names whoever owns it, in one query; when the request
-// needs the host's instances in progress (listHeld), the same query reads
-// them. The lookup goes through the unique index; the final comparison is
-// exact (the column's collation may ignore case) and in constant time.
+// host row its hostid names whoever owns it, in one read shared with the
+// concurrent requests (reader); when the request needs the host's
+// instances in progress (listHeld), the same read has them. The lookup goes
+// through the unique index; the final comparison is exact (the column's
+// collation may ignore case) and in constant time.
 func (s *Service) authenticate(ctx context.Context, x *rpc) (u store.User, h store.Host, hostFound, ok bool, err error) {
 	auth := strings.TrimSpace(x.req.Authenticator)
 	if auth == "" || len(auth) > 254 || !utf8.ValidString(auth) {
 		return u, h, false, false, nil
 	}
 	hostID := max(x.req.HostID, 0)
-	if hostID > 0 && needsHeld(x.req) {
-		var held []store.HostResult
-		u, h, hostFound, held, err = s.st.UserHostHeldGet(ctx, auth, hostID, maxInProgressListed)
-		if err == nil {
-			x.preHeld, x.preHeldOf = held, hostID
-		}
-	} else {
-		u, h, hostFound, err = s.st.UserHostGet(ctx, auth, hostID)
+	wantHeld := hostID > 0 && needsHeld(x.req)
+	f, err := s.read.read(ctx, store.AuthHost{Auth: auth, HostID: hostID, WantHeld: wantHeld})
+	u, h, hostFound = f.User, f.Host, f.HostFound
+	if err == nil && wantHeld {
+		x.preHeld, x.preHeldOf = f.Held, hostID
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return u, h, false, false, nil

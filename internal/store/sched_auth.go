@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -116,4 +118,106 @@ func (s *Store) UserHostHeldGet(ctx context.Context, auth string, hostID int64, 
 		}
 	}
 	return rows[0].User, rows[0].Host, rows[0].HostFound, held, nil
+}
+
+// AuthHost is what a scheduler request names: an account key and a host id
+// (0 for none). WantHeld asks for the host's instances in progress too.
+type AuthHost struct {
+	Auth     string
+	HostID   int64
+	WantHeld bool
+}
+
+// UserHostHeld is what UserHostHeldList found for one AuthHost: the user
+// whose key matches (UserFound), the host (HostFound, whoever owns it), and
+// when asked the host's instances in progress, by id.
+type UserHostHeld struct {
+	User      User
+	UserFound bool
+	Host      Host
+	HostFound bool
+	Held      []HostResult
+}
+
+const (
+	userListByAuth = `SELECT ` + userColumns + ` FROM user WHERE authenticator IN (?)`
+	hostListByIDs  = `SELECT ` + hostColumns + ` FROM host WHERE id IN (?)`
+	// No ORDER BY: the IN list is a range scan of res_host_state, so rows
+	// come by host id, then by instance id.
+	heldListByHosts = `SELECT r.hostid, r.id, r.name, r.workunitid, w.appid, r.report_deadline, r.sent_time,
+r.app_version_id, r.app_version_num, w.rsc_fpops_est, (w.canonical_resultid <> 0 OR w.error_mask <> 0) AS job_done,
+COALESCE(r.xml_doc_in, '') AS xml_doc_in, r.file_delete_state
+FROM result r JOIN workunit w ON w.id = r.workunitid
+WHERE r.hostid IN (?) AND r.server_state = ?`
+)
+
+// heldRow is an instance in progress with its host.
+type heldRow struct {
+	HostID int64 `db:"hostid"`
+	HostResult
+}
+
+// UserHostHeldList is UserHostHeldGet for many requests at once, in three
+// statements whatever their number: the scheduler's concurrent requests
+// share them (its reader), which saves the per-statement cost of one query
+// each. Each key's user is the row whose key equals it ignoring case, as
+// the column's collation does; callers compare the key exactly (in
+// constant time) themselves. At most limit instances are kept per host.
+func (s *Store) UserHostHeldList(ctx context.Context, keys []AuthHost, limit int) ([]UserHostHeld, error) {
+	out := make([]UserHostHeld, len(keys))
+	var auths []string
+	var hostIDs, heldIDs []int64
+	for _, k := range keys {
+		auths = append(auths, k.Auth)
+		if k.HostID > 0 {
+			hostIDs = append(hostIDs, k.HostID)
+			if k.WantHeld {
+				heldIDs = append(heldIDs, k.HostID)
+			}
+		}
+	}
+	users, err := selectIn[User](ctx, s, "list users by authenticator", userListByAuth, auths)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := selectIn[Host](ctx, s, "list hosts by id", hostListByIDs, uniq(hostIDs))
+	if err != nil {
+		return nil, err
+	}
+	var held []heldRow
+	if len(heldIDs) > 0 {
+		q, args, err := sqlx.In(heldListByHosts, uniq(heldIDs), state.ServerInProgress)
+		if err != nil {
+			return nil, fmt.Errorf("list results in progress of %d hosts: %w", len(heldIDs), err)
+		}
+		if err := s.db.SelectContext(ctx, &held, q, args...); err != nil {
+			return nil, fmt.Errorf("list results in progress of %d hosts: %w", len(heldIDs), err)
+		}
+	}
+	hostByID := make(map[int64]Host, len(hosts))
+	for _, h := range hosts {
+		hostByID[h.ID] = h
+	}
+	heldByHost := map[int64][]HostResult{}
+	for _, r := range held {
+		if len(heldByHost[r.HostID]) < limit {
+			heldByHost[r.HostID] = append(heldByHost[r.HostID], r.HostResult)
+		}
+	}
+	// Keyed by lower case, as the column's collation matches: the exact
+	// comparison is the caller's, in constant time.
+	userByKey := make(map[string]User, len(users))
+	for _, u := range users {
+		userByKey[strings.ToLower(u.Authenticator)] = u
+	}
+	for i, k := range keys {
+		out[i].User, out[i].UserFound = userByKey[strings.ToLower(k.Auth)]
+		if k.HostID > 0 {
+			out[i].Host, out[i].HostFound = hostByID[k.HostID]
+			if k.WantHeld {
+				out[i].Held = heldByHost[k.HostID]
+			}
+		}
+	}
+	return out, nil
 }

@@ -137,3 +137,89 @@ func BenchmarkUserHostHeldGet(b *testing.B) {
 		})
 	}
 }
+
+// TestUserHostHeldList checks that the shared read gives every key what
+// UserHostHeldGet gives it alone, whatever the other keys in the batch.
+func TestUserHostHeldList(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, storetest.NewDatabase(t), store.Options{MaxOpenConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	must := func(id int64, err error) int64 {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	appID := must(st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
+	wu := must(st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
+		TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}))
+	var hosts []int64
+	for _, a := range []string{"ka", "kb"} {
+		uid := must(st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: a + "@example.com", Name: a, Authenticator: a}))
+		for h := 0; h < 2; h++ {
+			hid := must(st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: uid, PNCPUs: h + 1}))
+			hosts = append(hosts, hid)
+			// Host h holds h+1 instances in progress and one over.
+			for i := 0; i <= h+1; i++ {
+				s := state.ServerInProgress
+				if i == 0 {
+					s = state.ServerOver
+				}
+				id := must(st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wu, ServerState: s,
+					Name: a + string(rune('0'+h)) + "_" + string(rune('0'+i)), XMLDocIn: "<file_info/>"}))
+				storetest.Exec(t, st, `UPDATE result SET hostid = ?, sent_time = 5, report_deadline = 105 WHERE id = ?`, hid, id)
+			}
+		}
+	}
+	keys := []store.AuthHost{
+		{Auth: "ka", HostID: hosts[0], WantHeld: true},
+		{Auth: "ka", HostID: hosts[1], WantHeld: true},
+		{Auth: "kb", HostID: hosts[3], WantHeld: true},
+		{Auth: "kb", HostID: hosts[0], WantHeld: true}, // another user's host
+		{Auth: "kb", HostID: hosts[2]},                 // no instances asked
+		{Auth: "ka", HostID: 0, WantHeld: true},
+		{Auth: "ka", HostID: 99999, WantHeld: true},
+		{Auth: "nosuch", HostID: hosts[1], WantHeld: true},
+		{Auth: "KA", HostID: hosts[1], WantHeld: true}, // the collation ignores case
+	}
+	got, err := st.UserHostHeldList(ctx, keys, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(keys) {
+		t.Fatalf("%d answers for %d keys", len(got), len(keys))
+	}
+	for i, k := range keys {
+		u, h, found, held, err := st.UserHostHeldGet(ctx, k.Auth, k.HostID, 1000)
+		if errors.Is(err, store.ErrNotFound) {
+			if got[i].UserFound {
+				t.Errorf("key %d %+v: user found, UserHostHeldGet says none", i, k)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !k.WantHeld {
+			held = nil
+		}
+		g := got[i]
+		if !g.UserFound || g.User != u || g.Host != h || g.HostFound != found || !slices.Equal(g.Held, held) {
+			t.Errorf("key %d %+v: got %+v, UserHostHeldGet says %+v %+v %v %+v", i, k, g, u, h, found, held)
+		}
+	}
+	limited, err := st.UserHostHeldList(ctx, keys[1:3], 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range limited {
+		if len(g.Held) != 1 {
+			t.Errorf("limit 1, key %d: %d instances", i, len(g.Held))
+		}
+	}
+}

@@ -30,6 +30,8 @@ var sqlFragments = map[string]string{
 	"db_purge.go: WorkunitColumns":                        "constant column list",
 	"db_purge.go: ResultColumns":                          "constant column list",
 	"host_cpid.go: hostColumns":                           "constant column list",
+	"sched_auth.go: userColumns":                          "constant column list",
+	"sched_auth.go: hostColumns":                          "constant column list",
 	"sched_auth.go: c":                                    "a name from the constant hostColumns",
 	"sched_auth.go: zero":                                 "the literal 0 or ''",
 	"sched_auth.go: prefixed(\"u.\", userColumns)":        "constant column list, prefixed",
