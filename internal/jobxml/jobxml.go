@@ -64,9 +64,12 @@ func ParseWorkunit(doc string) (Workunit, error) {
 	if strings.TrimSpace(doc) == "" {
 		return Workunit{}, nil
 	}
-	var d workunitDoc
-	if err := xml.Unmarshal([]byte(doc), &d); err != nil {
-		return Workunit{}, fmt.Errorf("parse workunit xml: %w", err)
+	d, ok := parseWorkunitFast(doc)
+	if !ok {
+		d = workunitDoc{}
+		if err := xml.Unmarshal([]byte(doc), &d); err != nil {
+			return Workunit{}, fmt.Errorf("parse workunit xml: %w", err)
+		}
 	}
 	for _, f := range d.Inputs {
 		if err := fanout.ValidName(f.Name); err != nil {
@@ -103,8 +106,12 @@ func ParseResult(doc string) ([]OutputFile, error) {
 		return nil, nil
 	}
 	var d resultDoc
-	if err := xml.Unmarshal([]byte(doc), &d); err != nil {
-		return nil, fmt.Errorf("parse result xml: %w", err)
+	var ok bool
+	if d.Outputs, ok = parseResultFast(doc); !ok {
+		d = resultDoc{}
+		if err := xml.Unmarshal([]byte(doc), &d); err != nil {
+			return nil, fmt.Errorf("parse result xml: %w", err)
+		}
 	}
 	for _, f := range d.Outputs {
 		if err := fanout.ValidName(f.Name); err != nil {
