@@ -135,9 +135,18 @@ url-base: %q
 		procs = append(procs, pr)
 		return pr, nil
 	}
+	// A port is free only until someone binds it, and the kernel may hand
+	// the same free port out twice before any daemon has started: never
+	// give two daemons one port.
+	given := map[int]bool{schedPort: true}
 	port := func() string {
-		n, _ := freePort()
-		return "127.0.0.1:" + strconv.Itoa(n)
+		for {
+			n, err := freePort()
+			if err == nil && !given[n] {
+				given[n] = true
+				return "127.0.0.1:" + strconv.Itoa(n)
+			}
+		}
 	}
 	delay := o.DelayBound.String()
 	steps := []struct {
