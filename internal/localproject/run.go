@@ -140,13 +140,14 @@ url-base: %q
 	// give two daemons one port.
 	given := map[int]bool{schedPort: true}
 	port := func() string {
-		for {
+		for range 100 {
 			n, err := freePort()
 			if err == nil && !given[n] {
 				given[n] = true
 				return "127.0.0.1:" + strconv.Itoa(n)
 			}
 		}
+		return "127.0.0.1:0" // the daemon logs the port it got
 	}
 	delay := o.DelayBound.String()
 	steps := []struct {
