@@ -53,6 +53,14 @@ chaos: build ## run jobs under faults (daemon kills, DB restart, full upload dis
 	@scripts/db-up.sh >/dev/null
 	$(BIN)/chaos --jobs $(CHAOS_JOBS) --out $(CHAOS_OUT)
 
+LOAD_DURATION ?= 5m
+LOAD_OUT ?= load-report
+
+.PHONY: load
+load: build ## load the scheduler with a steady stream of hosts, cut the database connections once, check memory stays bounded and nothing is lost (LOAD_DURATION=5m, LOAD_OUT=load-report)
+	@scripts/db-up.sh >/dev/null
+	$(BIN)/chaos load --duration $(LOAD_DURATION) --out $(LOAD_OUT)
+
 .PHONY: test
 test: deps ## run the whole test suite (race detector on) against a real database, the real BOINC client, Prometheus and Chromium
 	@scripts/boinc-client-up.sh && scripts/prometheus-up.sh && scripts/chromium-up.sh && dsn=$$(scripts/db-up.sh) && \

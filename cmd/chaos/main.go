@@ -3,8 +3,10 @@
 // are killed with SIGKILL, the database server restarts, the upload disk
 // fills and the scheduler is flooded; then it prints the faults and the
 // checked outcomes and writes <out>/report.json. It exits non-zero when the
-// run did not finish or any outcome count is above 0. `chaos record` is the
-// assimilation handler the run gives the assimilator.
+// run did not finish or any outcome count is above 0. `chaos load` is the
+// load test (`make load`): the same project under a steady stream of hosts
+// with the database connections cut once, its memory bound checked.
+// `chaos record` is the assimilation handler the run gives the assimilator.
 package main
 
 import (
@@ -46,6 +48,26 @@ func run(ctx context.Context, args []string) error {
 		},
 		Action: func(c *cli.Context) error { return runChaos(ctx, c) },
 		Commands: []*cli.Command{{
+			Name: "load",
+			Usage: "load the scheduler with a steady stream of hosts for --duration, cut every database connection in the middle, " +
+				"check that memory and goroutines stay bounded and that nothing was lost (make load)",
+			Flags: []cli.Flag{
+				&cli.DurationFlag{Name: "duration", Value: 5 * time.Minute, Usage: "how long the hosts load the scheduler (then generation stops and the jobs drain)"},
+				&cli.StringFlag{Name: "out", Value: "load-report", Usage: "directory of report.json, the logs and the project"},
+				&cli.DurationFlag{Name: "db-cut", Value: 10 * time.Second, Usage: "how long every database connection stays cut, from the middle of the run"},
+				&cli.IntFlag{Name: "hosts", Value: 400, Usage: "simulated hosts"},
+				&cli.IntFlag{Name: "users", Value: 40, Usage: "accounts the hosts are spread over"},
+				&cli.IntFlag{Name: "ncpus", Value: 1, Usage: "CPUs per host"},
+				&cli.DurationFlag{Name: "compute-time", Value: 4 * time.Second, Usage: "one task's CPU time on a host"},
+				&cli.DurationFlag{Name: "next-rpc-delay", Value: time.Second, Usage: "the scheduler's next_rpc_delay: how often each host comes back"},
+				&cli.Float64Flag{Name: "fail-frac", Value: chaos.DefaultFailFrac, Usage: "share of hosts failing every task (0: none)"},
+				&cli.DurationFlag{Name: "delay-bound", Value: 30 * time.Second, Usage: "each job's deadline"},
+				&cli.DurationFlag{Name: "drain-timeout", Value: 10 * time.Minute, Usage: "give up when the jobs are not all purged this long after the load"},
+				&cli.Uint64Flag{Name: "seed", Usage: "seed of the hosts (0: from the clock; printed)"},
+				&cli.StringFlag{Name: "bin-dir", Usage: "directory of the built programs (default: this program's directory)"},
+			},
+			Action: func(c *cli.Context) error { return runLoad(ctx, c) },
+		}, {
 			Name:      "record",
 			Usage:     "assimilation handler of a chaos run: append the job (from TASKSERVER_* variables) and its outputs' digest to --log",
 			ArgsUsage: "[OUTPUT...]",
@@ -56,14 +78,22 @@ func run(ctx context.Context, args []string) error {
 	return app.RunContext(ctx, args)
 }
 
+// binDir is --bin-dir, or else this program's directory.
+func binDir(c *cli.Context) (string, error) {
+	if bin := c.String("bin-dir"); bin != "" {
+		return bin, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the programs: %w", err)
+	}
+	return filepath.Dir(exe), nil
+}
+
 func runChaos(ctx context.Context, c *cli.Context) error {
-	bin := c.String("bin-dir")
-	if bin == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find the programs: %w", err)
-		}
-		bin = filepath.Dir(exe)
+	bin, err := binDir(c)
+	if err != nil {
+		return err
 	}
 	out := c.String("out")
 	r, runErr := chaos.Run(ctx, chaos.Options{
@@ -89,6 +119,37 @@ func runChaos(ctx context.Context, c *cli.Context) error {
 	}
 	if !r.OK() {
 		return fmt.Errorf("chaos run broke promises: see %s", filepath.Join(out, "report.json"))
+	}
+	return nil
+}
+
+func runLoad(ctx context.Context, c *cli.Context) error {
+	bin, err := binDir(c)
+	if err != nil {
+		return err
+	}
+	out := c.String("out")
+	r, runErr := chaos.RunLoad(ctx, chaos.LoadOptions{
+		BinDir: bin, OutDir: out, Duration: c.Duration("duration"), DBCut: c.Duration("db-cut"),
+		Hosts: c.Int("hosts"), Users: c.Int("users"), NCPUs: c.Int("ncpus"), ComputeTime: c.Duration("compute-time"),
+		NextRPCDelay: c.Duration("next-rpc-delay"), FailFrac: c.Float64("fail-frac"), FailFracSet: true,
+		DelayBound: c.Duration("delay-bound"), DrainTimeout: c.Duration("drain-timeout"), Seed: c.Uint64("seed"), Out: os.Stdout,
+	})
+	if r == nil {
+		return runErr
+	}
+	fmt.Println()
+	if err := r.WriteTable(os.Stdout); err != nil {
+		return errors.Join(runErr, err)
+	}
+	if err := r.Write(out); err != nil {
+		return errors.Join(runErr, err)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if !r.OK() {
+		return fmt.Errorf("load run failed: see %s", filepath.Join(out, "report.json"))
 	}
 	return nil
 }

@@ -28,7 +28,29 @@ func (g progress) String() string {
 		g.live, g.purged, g.unsent, g.inProgress, g.over, g.handled)
 }
 
+// progress counts the live rows, the purged jobs in the archives and the
+// handler calls.
 func (p *project) progress(ctx context.Context) (progress, error) {
+	g, err := p.liveProgress(ctx)
+	if err != nil {
+		return g, err
+	}
+	wus, _, _ := readArchives(filepath.Join(p.dir, "archives"), true)
+	names := map[string]bool{}
+	for _, w := range wus {
+		names[w["name"]] = true
+	}
+	g.purged = len(names)
+	g.created = g.live + g.purged
+	if b, err := os.ReadFile(p.handledLog); err == nil {
+		g.handled = bytes.Count(b, []byte("\n"))
+	}
+	return g, nil
+}
+
+// liveProgress counts only the live rows: cheap enough to ask every
+// second however long the run (the archives grow with it).
+func (p *project) liveProgress(ctx context.Context) (progress, error) {
 	var g progress
 	db := p.st.DB()
 	if err := db.GetContext(ctx, &g.live, `SELECT COUNT(*) FROM workunit`); err != nil {
@@ -50,16 +72,6 @@ func (p *project) progress(ctx context.Context) (progress, error) {
 		case 5:
 			g.over = r.N
 		}
-	}
-	wus, _, _ := readArchives(filepath.Join(p.dir, "archives"), true)
-	names := map[string]bool{}
-	for _, w := range wus {
-		names[w["name"]] = true
-	}
-	g.purged = len(names)
-	g.created = g.live + g.purged
-	if b, err := os.ReadFile(p.handledLog); err == nil {
-		g.handled = bytes.Count(b, []byte("\n"))
 	}
 	return g, nil
 }

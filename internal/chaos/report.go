@@ -117,11 +117,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 }
 
 // Write writes report.json into dir.
-func (r *Report) Write(dir string) error {
+func (r *Report) Write(dir string) error { return writeJSON(dir, r) }
+
+// writeJSON writes v as dir/report.json.
+func writeJSON(dir string, v any) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}

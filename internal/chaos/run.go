@@ -197,3 +197,13 @@ func (p *project) restartExited(held func(*proc) bool, out func(string, ...any))
 	}
 	return nil
 }
+
+// daemon is the daemon called name; nil if there is none.
+func (p *project) daemon(name string) *proc {
+	for _, d := range p.daemons {
+		if d.name == name {
+			return d
+		}
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package chaos
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// series samples f every 2 s over a run of duration seconds.
+func series(duration float64, f func(at float64) float64) []memSample {
+	var xs []memSample
+	for at := 0.0; at <= duration; at += 2 {
+		v := f(at)
+		xs = append(xs, memSample{at: at, rss: v, heap: v, goroutines: math.NaN()})
+	}
+	return xs
+}
+
+func TestBoundCheck(t *testing.T) {
+	const mb = 1 << 20
+	rng := rand.New(rand.NewPCG(1, 2))
+	const duration, cutAt, down = 300.0, 150.0, 10.0
+	tests := []struct {
+		name   string
+		f      func(at float64) float64
+		ok     bool
+		reason string
+	}{
+		{"flat", func(float64) float64 { return 40 * mb }, true, ""},
+		{"noisy around a level", func(float64) float64 { return 40*mb + rng.Float64()*6*mb }, true, ""},
+		{"a start-up climb in the warm-up", func(at float64) float64 { return 20*mb + min(at, 50)*0.5*mb }, true, ""},
+		{"a spike during the cut and its settling", func(at float64) float64 {
+			if at >= cutAt && at < cutAt+down+settleAfterCut {
+				return 200 * mb
+			}
+			return 40 * mb
+		}, true, ""},
+		// The rule sees growth of over 20% + 8 MB from one third to the next:
+		// here 1 MB/s, 66 MB across the last third.
+		{"leaking 1 MB a second", func(at float64) float64 { return 20*mb + at*mb }, false, "grew"},
+		{"a step up in the last third", func(at float64) float64 {
+			if at > 260 {
+				return 80 * mb
+			}
+			return 40 * mb
+		}, false, "grew"},
+	}
+	w := newBoundWindow(duration, cutAt, down)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := w.check(series(duration, tc.f), "rss", func(m memSample) float64 { return m.rss }, boundSlackBytes)
+			if g.ok != tc.ok || !strings.Contains(g.note, tc.reason) {
+				t.Errorf("check() = ok %v, note %q (middle %.0f, last %.0f); want ok %v, note with %q",
+					g.ok, g.note, g.middle, g.last, tc.ok, tc.reason)
+			}
+		})
+	}
+}
+
+func TestBoundCheckGoroutinesSlack(t *testing.T) {
+	w := newBoundWindow(300, 150, 10)
+	get := func(m memSample) float64 { return m.goroutines }
+	xs := series(300, func(float64) float64 { return 0 })
+	for i := range xs {
+		xs[i].goroutines = 14
+		if xs[i].at > 250 {
+			xs[i].goroutines = 30 // a few connections more: within 20% + 20
+		}
+	}
+	if g := w.check(xs, "goroutines", get, boundSlackGo); !g.ok {
+		t.Errorf("14 → 30 goroutines: %s, want bounded", g.note)
+	}
+	for i := range xs {
+		xs[i].goroutines = 14 + 2*xs[i].at // two more every second: a leak
+	}
+	if g := w.check(xs, "goroutines", get, boundSlackGo); g.ok {
+		t.Errorf("two goroutines a second: bounded (middle %.0f, last %.0f), want grew", g.middle, g.last)
+	}
+}
+
+func TestBoundCheckWantsEnoughSamples(t *testing.T) {
+	w := newBoundWindow(30, 15, 5) // the cut and its settling cover most of the run
+	g := w.check(series(30, func(float64) float64 { return 1 }), "rss", func(m memSample) float64 { return m.rss }, 0)
+	if g.ok || !strings.Contains(g.note, "run longer") {
+		t.Errorf("check() of a 30 s run = ok %v, note %q; want not ok, run longer", g.ok, g.note)
+	}
+}
+
+func TestSummarizeFirstPeakLast(t *testing.T) {
+	xs := []memSample{
+		{at: 0, rss: 10, heap: 5, goroutines: math.NaN()},
+		{at: 1, rss: 30, heap: 9, goroutines: 20},
+		{at: 2, rss: 20, heap: 7, goroutines: 15},
+	}
+	d := summarize(xs, newBoundWindow(3, 0, 0))
+	if d.RSSFirst != 10 || d.RSSPeak != 30 || d.RSSLast != 20 || d.HeapPeak != 9 ||
+		d.GoroutinesFirst != 20 || d.GoroutinesPeak != 20 || d.GoroutinesLast != 15 || d.Samples != 3 {
+		t.Errorf("summarize() = %+v; want rss 10/30/20, heap peak 9, goroutines 20/20/15, 3 samples", d)
+	}
+	if d.Bounded {
+		t.Error("three samples judged bounded, want too few for a verdict")
+	}
+}
+
+func TestCounterAddsOverRestarts(t *testing.T) {
+	var c counter
+	for _, v := range []float64{100, 150, math.NaN(), 170, 20, 50} { // restarted after 170
+		c.add(v)
+	}
+	if c.total != 120 {
+		t.Errorf("total = %v, want 120 (50 + 20 + 20 + 30)", c.total)
+	}
+}
