@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,31 +18,8 @@ import (
 // scheduler flood) and checks its report: every key there and every
 // outcome 0. `make chaos` is the same with 5,000 jobs and 100 kills.
 func TestChaosSmallRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test skipped in -short mode")
-	}
-	if !privatedb.Available() {
-		if os.Getenv("CI") == "true" || os.Getenv("TASKSERVER_REAL_CLIENT") == "1" {
-			t.Fatal("no MariaDB server program installed (scripts/db-up.sh installs it)")
-		}
-		t.Skip("no MariaDB server program installed for the chaos run's private database")
-	}
-	bin := buildPrograms(t)
-	out := filepath.Join(t.TempDir(), "chaos-report")
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "chaos"), "--jobs", "300", "--kills", "20", "--kill-every", "1s",
-		"--burst-hosts", "50", "--burst-for", "8s", "--disk-full-for", "5s", "--seed", "8", "--out", out, "--timeout", "5m")
-	start := time.Now()
-	output, err := cmd.CombinedOutput()
-	t.Logf("chaos ran %s:\n%s", time.Since(start).Round(time.Second), output)
-	if err != nil {
-		t.Errorf("chaos --jobs 300: %v, want exit 0", err)
-	}
-	b, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatalf("read report: %v", err)
-	}
+	b := runChaos(t, 6*time.Minute, "--jobs", "300", "--kills", "20", "--kill-every", "1s",
+		"--burst-hosts", "50", "--burst-for", "8s", "--disk-full-for", "5s", "--seed", "8", "--timeout", "5m")
 	var r map[string]any
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("report.json: %v\n%s", err, b)
@@ -82,4 +60,44 @@ func TestChaosSmallRun(t *testing.T) {
 	if r["finished"] != true {
 		t.Errorf("finished = %v, want true", r["finished"])
 	}
+}
+
+// runChaos builds the programs, runs `chaos args... --out DIR` within
+// timeout, logs its output, fails the test when it does not exit 0 and
+// returns its report.json.
+func runChaos(t *testing.T, timeout time.Duration, args ...string) []byte {
+	t.Helper()
+	bin := chaosPrograms(t)
+	out := filepath.Join(t.TempDir(), "report")
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "chaos"), append(args, "--out", out)...)
+	start := time.Now()
+	output, err := cmd.CombinedOutput()
+	t.Logf("chaos %s ran %s:\n%s", strings.Join(args, " "), time.Since(start).Round(time.Second), output)
+	if err != nil {
+		t.Errorf("chaos %s: %v, want exit 0", strings.Join(args, " "), err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatalf("read report: %v", err)
+	}
+	return b
+}
+
+// chaosPrograms builds the programs for a run of the chaos binary, which
+// starts its own private MariaDB: skipped in -short mode or without a
+// MariaDB server program (a failure under CI or TASKSERVER_REAL_CLIENT).
+func chaosPrograms(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test skipped in -short mode")
+	}
+	if !privatedb.Available() {
+		if os.Getenv("CI") == "true" || os.Getenv("TASKSERVER_REAL_CLIENT") == "1" {
+			t.Fatal("no MariaDB server program installed (scripts/db-up.sh installs it)")
+		}
+		t.Skip("no MariaDB server program installed for the chaos run's private database")
+	}
+	return buildPrograms(t)
 }

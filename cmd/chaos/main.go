@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -107,20 +108,7 @@ func runChaos(ctx context.Context, c *cli.Context) error {
 	if r == nil {
 		return runErr
 	}
-	fmt.Println()
-	if err := r.WriteTable(os.Stdout); err != nil {
-		return errors.Join(runErr, err)
-	}
-	if err := r.Write(out); err != nil {
-		return errors.Join(runErr, err)
-	}
-	if runErr != nil {
-		return runErr
-	}
-	if !r.OK() {
-		return fmt.Errorf("chaos run broke promises: see %s", filepath.Join(out, "report.json"))
-	}
-	return nil
+	return finish(r, out, runErr, "chaos run broke promises")
 }
 
 func runLoad(ctx context.Context, c *cli.Context) error {
@@ -138,6 +126,19 @@ func runLoad(ctx context.Context, c *cli.Context) error {
 	if r == nil {
 		return runErr
 	}
+	return finish(r, out, runErr, "load run failed")
+}
+
+// report is what both runs print and write.
+type report interface {
+	WriteTable(w io.Writer) error
+	Write(dir string) error
+	OK() bool
+}
+
+// finish prints r's table and writes report.json into out; the run's
+// error, else failed when r is not OK, is the command's.
+func finish(r report, out string, runErr error, failed string) error {
 	fmt.Println()
 	if err := r.WriteTable(os.Stdout); err != nil {
 		return errors.Join(runErr, err)
@@ -149,7 +150,7 @@ func runLoad(ctx context.Context, c *cli.Context) error {
 		return runErr
 	}
 	if !r.OK() {
-		return fmt.Errorf("load run failed: see %s", filepath.Join(out, "report.json"))
+		return fmt.Errorf("%s: see %s", failed, filepath.Join(out, "report.json"))
 	}
 	return nil
 }
