@@ -94,6 +94,12 @@ func (lo *LoadOptions) defaults() error {
 	if lo.DrainTimeout == 0 {
 		lo.DrainTimeout = 10 * time.Minute
 	}
+	if lo.Out == nil {
+		lo.Out = os.Stdout
+	}
+	if lo.Seed == 0 {
+		lo.Seed = uint64(time.Now().UnixNano())
+	}
 	var errs []error
 	if lo.Hosts < 1 || lo.Users < 1 || lo.NCPUs < 1 {
 		errs = append(errs, fmt.Errorf("hosts %d, users %d, cpus %d: want at least 1", lo.Hosts, lo.Users, lo.NCPUs))
@@ -239,12 +245,6 @@ func (l *loadRun) isHeld(pr *proc) bool {
 // whenever the checks could run, with an error too when the run did not
 // drain.
 func RunLoad(ctx context.Context, lo LoadOptions) (*LoadReport, error) {
-	if lo.Out == nil {
-		lo.Out = os.Stdout
-	}
-	if lo.Seed == 0 {
-		lo.Seed = uint64(time.Now().UnixNano())
-	}
 	if err := lo.defaults(); err != nil {
 		return nil, err
 	}
