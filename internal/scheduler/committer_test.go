@@ -15,7 +15,16 @@ import (
 // own outcome: every report recorded, every instance sent once.
 func TestConcurrentRequestsShareCommits(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
+	for _, lanes := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d lanes", lanes), func(t *testing.T) {
+			t.Parallel()
+			testConcurrentRequestsShareCommits(t, lanes)
+		})
+	}
+}
+
+func testConcurrentRequestsShareCommits(t *testing.T, lanes int) {
+	f := setup(t, func(o *Options) { o.CommitLanes = lanes })
 	const hosts, rounds = 12, 4
 	for i := range hosts * rounds {
 		f.addJob(fmt.Sprintf("j%d", i), job{})

@@ -8,9 +8,10 @@ import (
 	"github.com/taskserver/taskserver/internal/store"
 )
 
-// readLanes is how many shared reads may run at once: one can be on the
-// wire while the other's rows are scanned.
-const readLanes = 2
+// readLanes is how many shared reads may run at once. One, as for the
+// commits: reads and commits overlap each other, and a second lane of
+// either only makes batches smaller.
+const readLanes = 1
 
 // readMaxOps bounds the requests of one shared read.
 const readMaxOps = 256

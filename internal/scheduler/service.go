@@ -110,7 +110,7 @@ type Options struct {
 	// RateLimit bounds requests per host and per address; the zero value
 	// limits nothing (the command's flags turn it on).
 	RateLimit RateLimit
-	// CommitLanes is how many group commits may run at once; default 2.
+	// CommitLanes is how many group commits may run at once; default 1.
 	CommitLanes int
 	Logger      *slog.Logger
 	// Registerer receives the metrics; nil registers nowhere.
