@@ -70,6 +70,8 @@ type metrics struct {
 	lateReports    prometheus.Counter
 	detached       prometheus.Counter
 	commitBatch    prometheus.Histogram
+	readBatch      prometheus.Histogram
+	stageWait      *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -110,6 +112,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		commitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "commit_batch_requests", Help: "Requests whose writes went into one group-commit transaction.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
+		readBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "read_batch_requests", Help: "Requests whose account, host and instances were read together.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}),
+		stageWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "stage_duration_seconds", Help: "Time a request spent in a shared database stage (read: its account, host and instances; commit: its writes), waiting for its batch included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"stage"}),
+	}
+	for _, s := range []string{stageRead, stageCommit} {
+		m.stageWait.WithLabelValues(s)
 	}
 	for _, o := range []string{outcomeOK, outcomeBadRequest, outcomeTooLarge, outcomeBadAuthenticator, outcomeUnavailable} {
 		m.requests.WithLabelValues(o)
@@ -134,6 +145,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.arSends.WithLabelValues(r)
 	}
 	reg.MustRegister(m.requests, m.duration, m.resultsSent, m.resultsResent, m.resultsReported, m.noWork, m.shortfall, m.claims, m.resultsAborted,
-		m.arSends, m.lateReports, m.detached, m.commitBatch)
+		m.arSends, m.lateReports, m.detached, m.commitBatch, m.readBatch, m.stageWait)
 	return m
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -30,20 +32,28 @@ type readOp struct {
 // for a batch of requests instead of a joined query each. A request alone
 // keeps its one joined query.
 type reader struct {
-	g group[readOp]
+	g    group[readOp]
+	wait prometheus.Observer // seconds from queueing to the read's end
 }
 
 // newReader returns a reader of st; each shared read is bounded by timeout.
-func newReader(st Store, timeout time.Duration) *reader {
-	return &reader{g: group[readOp]{lanes: readLanes,
-		size: func(q []*groupOp[readOp]) int { return min(len(q), readMaxOps) },
-		run:  func(ops []*groupOp[readOp]) { runRead(st, timeout, ops) }}}
+// m receives the batch sizes and waits.
+func newReader(st Store, timeout time.Duration, m *metrics) *reader {
+	return &reader{wait: m.stageWait.WithLabelValues(stageRead),
+		g: group[readOp]{lanes: readLanes,
+			size: func(q []*groupOp[readOp]) int { return min(len(q), readMaxOps) },
+			run: func(ops []*groupOp[readOp]) {
+				runRead(st, timeout, ops)
+				m.readBatch.Observe(float64(len(ops)))
+			}}}
 }
 
 // read returns what the database holds for k. store.ErrNotFound means no
 // user has k's account key.
 func (r *reader) read(ctx context.Context, k store.AuthHost) (store.UserHostHeld, error) {
+	start := time.Now()
 	op := r.g.do(readOp{ctx: ctx, key: k})
+	r.wait.Observe(time.Since(start).Seconds())
 	if op.err == nil && !op.found.UserFound {
 		return op.found, store.ErrNotFound
 	}

@@ -216,9 +216,8 @@ func New(opts Options) (*Service, error) {
 		masterURL: base + "/",
 		download:  base + "/download/",
 		catalog:   catalogCache{log: opts.Logger},
-		read:      newReader(opts.Store, opts.Timeout),
-		commit: newCommitter(opts.Store, opts.Timeout, opts.CommitLanes,
-			func(n int) { m.commitBatch.Observe(float64(n)) }),
+		read:      newReader(opts.Store, opts.Timeout, m),
+		commit:    newCommitter(opts.Store, opts.Timeout, opts.CommitLanes, m),
 	}, nil
 }
 
