@@ -1,34 +1,66 @@
 // Command file_deleter deletes the input and output files of finished jobs
-// and marks their rows done.
+// and marks their rows done, and sweeps the upload directory for orphaned
+// uploads (files no result row names any more).
 package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/filedeleter"
 )
 
 func main() { daemon.Main(run) }
 
+const (
+	flagOrphanAge   = "orphan-age"
+	flagOrphanEvery = "orphan-every"
+)
+
 func run(ctx context.Context, args []string) error {
 	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
 		Name:   "file_deleter",
 		Usage:  "delete the files of workunits and results marked ready for deletion",
 		Listen: "127.0.0.1:9106",
-		Build: func(_ *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
+		Flags: []cli.Flag{
+			// A day: far longer than an upload or a report takes, so only
+			// files no result will ever claim are old enough.
+			&cli.DurationFlag{Name: flagOrphanAge, Value: 24 * time.Hour,
+				Usage:   "delete an uploaded file no result row names once it is unchanged this long (0: never sweep the upload directory for such orphans)",
+				EnvVars: []string{config.EnvName(flagOrphanAge)}},
+			&cli.DurationFlag{Name: flagOrphanEvery, Value: time.Hour,
+				Usage:   "least time between the starts of two sweeps of the upload directory for orphans (only replica 0 of --mod sweeps)",
+				EnvVars: []string{config.EnvName(flagOrphanEvery)}},
+		},
+		Check: func(c *cli.Context, _ config.Common, _ config.Loop) error {
+			var errs []error
+			if d := c.Duration(flagOrphanAge); d < 0 {
+				errs = append(errs, fmt.Errorf("--%s %s: want 0 (off) or a positive duration", flagOrphanAge, d))
+			}
+			if d := c.Duration(flagOrphanEvery); d <= 0 {
+				errs = append(errs, fmt.Errorf("--%s %s: want a positive duration", flagOrphanEvery, d))
+			}
+			return errors.Join(errs...)
+		},
+		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
 			filedeleter.RegisterBacklog(env.Registry, env.Store)
-			return filedeleter.New(env.Store, filedeleter.Config{
+			svc := filedeleter.New(env.Store, filedeleter.Config{
 				DownloadDir: env.Common.DownloadDir,
 				UploadDir:   env.Common.UploadDir,
 				Fanout:      env.Common.Fanout,
 				Mod:         env.Loop.Mod,
 				ModIndex:    env.Loop.ModIndex,
 				Batch:       env.Loop.Batch,
-			}, env.Log, filedeleter.NewMetrics(env.Registry), time.Now), nil, nil
+				OrphanAge:   c.Duration(flagOrphanAge),
+				OrphanEvery: c.Duration(flagOrphanEvery),
+			}, env.Log, filedeleter.NewMetrics(env.Registry), time.Now)
+			return svc, svc.Close, nil
 		},
 	})
 }

@@ -20,6 +20,13 @@
 // them missing, which is not an error, and marks them DONE. A row in ERROR
 // stays until an operator fixes the cause and sets it back to READY.
 //
+// With OrphanAge set, a pass also runs a step of the orphan sweep
+// (orphans.go): at most once per OrphanEvery, a round walks the upload
+// directory and deletes the files, unchanged for OrphanAge, that no result
+// row names (reads result.name only, by the unique key). These are
+// uploads that came after their result's row was purged, which the data
+// server, never reading the database, stores like any other.
+//
 // File lists are read with a scanner for the plain XML jobxml writes, and
 // with jobxml itself for anything else (names.go).
 package filedeleter

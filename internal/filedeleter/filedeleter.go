@@ -19,6 +19,7 @@ import (
 const (
 	kindInput  = "input"
 	kindOutput = "output"
+	kindOrphan = "orphan" // errors of the orphan sweep
 )
 
 // Store is what the file deleter needs from the database.
@@ -27,6 +28,7 @@ type Store interface {
 	ResultListFileDeleteReady(ctx context.Context, p store.FileDeleteListParams) ([]store.FileDeleteRow, error)
 	WorkunitFileDeleteFinish(ctx context.Context, p store.FileDeleteFinishParams) (int64, error)
 	ResultFileDeleteFinish(ctx context.Context, p store.FileDeleteFinishParams) (int64, error)
+	ResultNamesExisting(ctx context.Context, names []string) ([]string, error)
 }
 
 // Config is the file deleter's configuration.
@@ -43,6 +45,13 @@ type Config struct {
 	// is a system call per file that may wait on the file system (a network
 	// mount especially), so a few run side by side.
 	Workers int
+	// OrphanAge turns on the orphan sweep (orphans.go): an uploaded file
+	// unchanged for this long that no result row names is deleted. 0 turns
+	// the sweep off.
+	OrphanAge time.Duration
+	// OrphanEvery is the least time between the starts of two orphan
+	// sweeps; 0 means an hour.
+	OrphanEvery time.Duration
 }
 
 // Service is the file deleter.
@@ -57,6 +66,8 @@ type Service struct {
 	// Cursors: the last workunit and result id listed. Rows before them
 	// come round again when a list reaches the end of its table.
 	wuCursor, resCursor int64
+
+	orphans orphanSweep
 }
 
 // New returns a file deleter. now is the clock (time.Now in production).
@@ -73,6 +84,9 @@ func New(st Store, cfg Config, log *slog.Logger, m *Metrics, now func() time.Tim
 	if cfg.Batch < 1 {
 		panic("filedeleter: batch must be at least 1")
 	}
+	if cfg.OrphanEvery <= 0 {
+		cfg.OrphanEvery = time.Hour
+	}
 	return &Service{st: st, cfg: cfg, log: log, m: m, now: now}
 }
 
@@ -87,11 +101,24 @@ type item struct {
 }
 
 // RunOnce handles up to a batch of READY workunits and up to a batch of
-// READY results and returns how many rows it moved out of READY. It deletes
-// every file of the pass first and then marks the rows, one statement per
-// table and outcome; a crash in between leaves rows READY whose files are
-// gone, which the next pass finds missing and marks DONE.
+// READY results, then runs a step of the orphan sweep if one is under way
+// or due, and returns how many rows it moved out of READY (orphans deleted
+// are not rows: they do not keep the loop from its idle sleep, which keeps
+// the sweep at a low rate).
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
+	moved, err := s.handleReady(ctx)
+	if err != nil {
+		return moved, err
+	}
+	return moved, s.sweepOrphans(ctx)
+}
+
+// handleReady deletes the files of up to a batch of READY rows of each
+// table and marks them. It deletes every file of the pass first and then
+// marks the rows, one statement per table and outcome; a crash in between
+// leaves rows READY whose files are gone, which the next pass finds missing
+// and marks DONE.
+func (s *Service) handleReady(ctx context.Context) (int, error) {
 	wus, err := s.list(ctx, s.st.WorkunitListFileDeleteReady, &s.wuCursor)
 	if err != nil {
 		return 0, err

@@ -10,12 +10,16 @@ import (
 )
 
 // Metrics are the file deleter's domain metrics. Label kind is "input" or
-// "output"; table is "workunit" or "result"; outcome is "done" or "error".
+// "output" ("orphan" too for errors); table is "workunit" or "result";
+// outcome is "done" or "error" for rows, and what the orphan sweep made of
+// a file for orphan_sweep_files_total.
 type Metrics struct {
-	filesDeleted *prometheus.CounterVec
-	filesMissing *prometheus.CounterVec
-	errors       *prometheus.CounterVec
-	rows         *prometheus.CounterVec
+	filesDeleted   *prometheus.CounterVec
+	filesMissing   *prometheus.CounterVec
+	errors         *prometheus.CounterVec
+	rows           *prometheus.CounterVec
+	orphanFiles    *prometheus.CounterVec
+	orphansDeleted prometheus.Counter
 }
 
 // NewMetrics registers the file deleter's metrics on reg.
@@ -27,20 +31,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		filesMissing: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "files_missing_total", Help: "Files to delete that were already absent, by kind."}, []string{"kind"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
-			Name: "errors_total", Help: "Files that could not be deleted or rows whose XML was unreadable, by kind."}, []string{"kind"}),
+			Name: "errors_total", Help: "Files that could not be deleted or rows whose XML was unreadable, by kind; kind orphan: file system errors of the orphan sweep."}, []string{"kind"}),
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "rows_handled_total", Help: "Rows moved out of READY, by table and outcome (done, error)."}, []string{"table", "outcome"}),
+		orphanFiles: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "orphan_sweep_files_total", Help: "Entries of the upload directory the orphan sweep looked at, by outcome (young, referenced, orphan, unrecognised)."}, []string{"outcome"}),
+		orphansDeleted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "orphans_deleted_total", Help: "Uploaded files the orphan sweep deleted because no result row names them."}),
 	}
 	for _, kind := range []string{kindInput, kindOutput} {
 		m.filesDeleted.WithLabelValues(kind)
 		m.filesMissing.WithLabelValues(kind)
 		m.errors.WithLabelValues(kind)
 	}
+	m.errors.WithLabelValues(kindOrphan)
+	for _, outcome := range []string{orphanYoung, orphanReferenced, orphanOrphan, orphanUnrecognised} {
+		m.orphanFiles.WithLabelValues(outcome)
+	}
 	for _, table := range []string{"workunit", "result"} {
 		m.rows.WithLabelValues(table, "done")
 		m.rows.WithLabelValues(table, "error")
 	}
-	reg.MustRegister(m.filesDeleted, m.filesMissing, m.errors, m.rows)
+	reg.MustRegister(m.filesDeleted, m.filesMissing, m.errors, m.rows, m.orphanFiles, m.orphansDeleted)
 	return m
 }
 
