@@ -60,8 +60,8 @@ func newCommitter(st Store, timeout time.Duration, lanes int, m *metrics) *commi
 	}
 	return &committer{wait: m.stageWait.WithLabelValues(stageCommit),
 		g: group[commitOp]{lanes: lanes, size: commitBatchSize,
-			run: func(ops []*groupOp[commitOp]) {
-				runCommit(st, timeout, ops)
+			run: func(ops []*groupOp[commitOp], release func()) {
+				runCommit(st, timeout, ops, release)
 				m.commitBatch.Observe(float64(len(ops)))
 			}}}
 }
@@ -88,8 +88,12 @@ func commitBatchSize(queue []*groupOp[commitOp]) int {
 }
 
 // runCommit commits ops as one transaction and gives each its outcome.
-func runCommit(st Store, timeout time.Duration, ops []*groupOp[commitOp]) {
-	var all store.SchedBatch
+//
+// The next batch starts as soon as this one's statements are done and only
+// its log flush is left (release): its statements then run while the
+// flush waits, and a row both batches touch simply waits for this commit.
+func runCommit(st Store, timeout time.Duration, ops []*groupOp[commitOp], release func()) {
+	all := store.SchedBatch{Committing: release}
 	for _, op := range ops {
 		all.Reports = append(all.Reports, op.item.batch.Reports...)
 		all.Sends = append(all.Sends, op.item.batch.Sends...)

@@ -28,7 +28,9 @@ type group[T any] struct {
 	// least 1.
 	size func(queue []*groupOp[T]) int
 	// run does a batch's work and records each item's outcome in the item.
-	run func(batch []*groupOp[T])
+	// It may call release once its remaining work no longer needs the lane
+	// to itself (the commit's log flush): the next batch then starts.
+	run func(batch []*groupOp[T], release func())
 
 	mu     sync.Mutex
 	queue  []*groupOp[T]
@@ -54,20 +56,28 @@ func (g *group[T]) do(item T) T {
 			return op.item
 		}
 	}
-	g.run(batch)
+	released := false
+	release := func() {
+		if released {
+			return
+		}
+		released = true
+		g.mu.Lock()
+		if len(g.queue) > 0 {
+			next := g.take()
+			next[0].lead <- next
+		} else {
+			g.active--
+		}
+		g.mu.Unlock()
+	}
+	g.run(batch, release)
 	for _, o := range batch {
 		if o != op {
 			close(o.lead)
 		}
 	}
-	g.mu.Lock()
-	if len(g.queue) > 0 {
-		next := g.take()
-		next[0].lead <- next
-	} else {
-		g.active--
-	}
-	g.mu.Unlock()
+	release()
 	return op.item
 }
 

@@ -42,7 +42,7 @@ func newReader(st Store, timeout time.Duration, m *metrics) *reader {
 	return &reader{wait: m.stageWait.WithLabelValues(stageRead),
 		g: group[readOp]{lanes: readLanes,
 			size: func(q []*groupOp[readOp]) int { return min(len(q), readMaxOps) },
-			run: func(ops []*groupOp[readOp]) {
+			run: func(ops []*groupOp[readOp], _ func()) {
 				runRead(st, timeout, ops)
 				m.readBatch.Observe(float64(len(ops)))
 			}}}

@@ -65,6 +65,11 @@ type SchedBatch struct {
 	Reports []SchedReport
 	Sends   []SchedSend
 	Hosts   []SchedHost
+	// Committing, if set, is called when every statement has run and only
+	// the commit is left: the caller may start other work (its next
+	// batch) meanwhile. It may be called more than once if the
+	// transaction is retried.
+	Committing func()
 }
 
 // SchedOutcome is, index for index, what became of a SchedBatch's reports
@@ -124,6 +129,9 @@ func (s *Store) SchedulerCommit(ctx context.Context, b SchedBatch) (SchedOutcome
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
 		out, err = schedCommit(ctx, tx, b)
+		if err == nil && b.Committing != nil {
+			b.Committing()
+		}
 		return err
 	})
 	if err != nil {
