@@ -55,6 +55,9 @@ type Options struct {
 	// HostsPerConn is the simulated hosts each connection serves in turn;
 	// 0 means 2.
 	HostsPerConn int
+	// DBLogFileSize is the private server's innodb_log_file_size; empty
+	// keeps MariaDB's default (96 MiB).
+	DBLogFileSize string
 	// Out receives progress lines.
 	Out io.Writer
 }
@@ -119,7 +122,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	b := &bench{opts: o, http: &http.Client{Timeout: 5 * time.Second}}
 	if serverDSN == "" {
 		fmt.Fprintf(o.Out, "starting a private MariaDB in %s\n", filepath.Join(tmp, "db"))
-		pdb, err := startPrivateDB(ctx, filepath.Join(tmp, "db"))
+		pdb, err := startPrivateDB(ctx, filepath.Join(tmp, "db"), o.DBLogFileSize)
 		if err != nil {
 			return nil, err
 		}
@@ -131,7 +134,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("open database server: %w", err)
 	}
 	defer admin.Close()
-	if err := admin.QueryRowContext(ctx, "SELECT VERSION()").Scan(&r.DBVersion); err != nil {
+	if err := admin.QueryRowContext(ctx, "SELECT VERSION(), @@innodb_log_file_size").Scan(&r.DBVersion, &r.DBLogFileBytes); err != nil {
 		return nil, fmt.Errorf("database server version: %w", err)
 	}
 	if b.dbPID == 0 {

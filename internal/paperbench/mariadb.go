@@ -23,9 +23,10 @@ type privateDB struct {
 }
 
 // startPrivateDB starts a private server under dir with a 1 GiB buffer
-// pool and 500 connections.
-func startPrivateDB(ctx context.Context, dir string) (*privateDB, error) {
-	s, err := privatedb.Start(ctx, dir, privatedb.Options{BufferPool: "1G", MaxConnections: 500})
+// pool, 500 connections and a redo log of logSize (empty: the server's
+// default).
+func startPrivateDB(ctx context.Context, dir, logSize string) (*privateDB, error) {
+	s, err := privatedb.Start(ctx, dir, privatedb.Options{BufferPool: "1G", MaxConnections: 500, LogFileSize: logSize})
 	if err != nil {
 		return nil, err
 	}

@@ -105,6 +105,7 @@ type Report struct {
 	DispatchP99MS    float64   `json:"dispatch_p99_ms"`
 	LoadgenCPUS      float64   `json:"loadgen_cpu_s"`
 	DBVersion        string    `json:"db_version"`
+	DBLogFileBytes   int64     `json:"db_log_file_bytes"`
 	GoVersion        string    `json:"go_version"`
 	GitVersion       string    `json:"git_version"`
 	CPUs             int       `json:"cpus"`
@@ -209,7 +210,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "dispatch: %.0f requests/s, p99 %.1f ms (target >= %.0f/s, p99 < %.0f ms); load generator CPU %.1f s (not counted)\n",
 		r.DispatchRPS, r.DispatchP99MS, ref.TargetDispatchRPS, ref.TargetDispatchP99MS, r.LoadgenCPUS)
 	fmt.Fprintf(w, "peak RSS: %s\n", peakRSS(r.Phases))
-	fmt.Fprintf(w, "%d jobs, %d CPUs, %s, %s, taskserver %s\n", r.Jobs, r.CPUs, r.DBVersion, r.GoVersion, r.GitVersion)
+	fmt.Fprintf(w, "%d jobs, %d CPUs, %s (redo log %d MiB), %s, taskserver %s\n", r.Jobs, r.CPUs, r.DBVersion, r.DBLogFileBytes>>20, r.GoVersion, r.GitVersion)
 	for _, f := range r.Failures {
 		fmt.Fprintf(w, "FAILED: %s\n", f)
 	}
