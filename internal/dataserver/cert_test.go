@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -34,7 +35,9 @@ func TestUploadCertificateKinds(t *testing.T) {
 	edSig := func(k ed25519.PrivateKey, name string, maxNbytes int64) string {
 		// The client strips the whitespace around the signature it stored
 		// and the upload header puts "\n" before it only.
-		return strings.TrimSpace(keys.SignEd25519(k, []byte(keys.UploadCertificate(name, float64(maxNbytes)))))
+		expires := time.Now().Add(time.Hour).Unix()
+		sig := keys.SignEd25519(k, []byte(keys.UploadCertificate(name, float64(maxNbytes), expires)))
+		return strings.TrimSpace(keys.UploadSignature(sig, expires))
 	}
 	data := []byte("output bytes")
 	n := int64(len(data))

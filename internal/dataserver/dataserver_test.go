@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -153,13 +154,20 @@ func sizeQuery(t *testing.T, name string) []byte {
 	return b.Bytes()
 }
 
+// cert is the <xml_signature> of an upload certificate for name that
+// expires in an hour.
 func (b *bundle) cert(t *testing.T, name string, maxNbytes int64) string {
 	t.Helper()
-	sig, err := keys.Sign(b.key, []byte(keys.UploadCertificate(name, float64(maxNbytes))))
+	return b.certExpiring(t, name, maxNbytes, time.Now().Add(time.Hour).Unix())
+}
+
+func (b *bundle) certExpiring(t *testing.T, name string, maxNbytes, expires int64) string {
+	t.Helper()
+	sig, err := keys.Sign(b.key, []byte(keys.UploadCertificate(name, float64(maxNbytes), expires)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sig
+	return keys.UploadSignature(sig, expires)
 }
 
 func (b *bundle) stored(t *testing.T, name string) ([]byte, bool) {

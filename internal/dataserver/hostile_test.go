@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/protocol"
 )
 
@@ -78,8 +79,8 @@ func TestUploadRewriteOfCompletedFileRefused(t *testing.T) {
 	}
 	p, _ := fanout.Path(b.upload, name, testFanout)
 	st, err := os.Stat(p)
-	if err != nil || st.Mode().Perm() != finishedMode {
-		t.Fatalf("completed upload: stat %v, %v; want mode %v", st, err, finishedMode)
+	if err != nil || st.Mode().Perm() != outputfile.FinishedMode {
+		t.Fatalf("completed upload: stat %v, %v; want mode %v", st, err, outputfile.FinishedMode)
 	}
 	// The assimilator hard-links finished outputs into results/.
 	results := filepath.Join(b.root, "results")
@@ -132,7 +133,7 @@ func TestUploadUnmarkedCompleteFileIsMarked(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p, []byte("abcdef"), partialMode); err != nil {
+	if err := os.WriteFile(p, []byte("abcdef"), outputfile.WritingMode); err != nil {
 		t.Fatal(err)
 	}
 	sig := b.cert(t, name, 100)

@@ -30,7 +30,8 @@ const (
 	upBusy        = "busy"         // another request is writing the file
 	upServerError = "server_error" // I/O failure; client retries
 	upBadMethod   = "bad_method"   // not POST
-	upRewrite     = "rewrite"      // a different size for a completed file: refused
+	upRewrite     = "rewrite"      // a write to a finished or closed file: refused
+	upNotAppend   = "not_append"   // an offset other than the stored size: the client re-queries the size
 )
 
 type metrics struct {

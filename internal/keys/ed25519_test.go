@@ -113,7 +113,7 @@ func TestEd25519SignVerify(t *testing.T) {
 	t.Parallel()
 	k := newEd25519(t)
 	pub := k.Public().(ed25519.PublicKey)
-	data := []byte(UploadCertificate("wu_1_0_r0_out", 100000))
+	data := []byte(UploadCertificate("wu_1_0_r0_out", 100000, 1700000000))
 	sig := SignEd25519(k, data)
 	lines := strings.Split(sig, "\n")
 	if len(lines) != 4 || len(lines[0]) != 64 || len(lines[1]) != 64 || lines[2] != "." || lines[3] != "" {
@@ -133,8 +133,8 @@ func TestEd25519SignVerify(t *testing.T) {
 		data []byte
 		sig  string
 	}{
-		"other data":      {pub, []byte(UploadCertificate("wu_1_0_r0_out", 100001)), sig},
-		"other name":      {pub, []byte(UploadCertificate("wu_1_0_r1_out", 100000)), sig},
+		"other data":      {pub, []byte(UploadCertificate("wu_1_0_r0_out", 100001, 1700000000)), sig},
+		"other name":      {pub, []byte(UploadCertificate("wu_1_0_r1_out", 100000, 1700000000)), sig},
 		"other key":       {other, data, sig},
 		"empty signature": {pub, data, ""},
 		"truncated":       {pub, data, sig[:100]},
@@ -158,7 +158,7 @@ func TestUploadVerifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert := []byte(UploadCertificate("wu_7_0_r1_out", 65536))
+	cert := []byte(UploadCertificate("wu_7_0_r1_out", 65536, 1700000000))
 	rsaSig, err := Sign(rsaKey, cert)
 	if err != nil {
 		t.Fatal(err)
@@ -190,9 +190,9 @@ func TestUploadVerifier(t *testing.T) {
 		{"retired ed25519 key", edOnly, cert, oldSig, false},
 		{"stranger's rsa key", both, cert, strangerSig, false},
 		{"stranger's ed25519 key", both, cert, SignEd25519(strangerEd, cert), false},
-		{"tampered max_nbytes, ed25519", both, []byte(UploadCertificate("wu_7_0_r1_out", 1<<30)), edSig, false},
-		{"tampered name, ed25519", both, []byte(UploadCertificate("wu_7_0_r2_out", 65536)), edSig, false},
-		{"tampered max_nbytes, rsa", both, []byte(UploadCertificate("wu_7_0_r1_out", 1<<30)), rsaSig, false},
+		{"tampered max_nbytes, ed25519", both, []byte(UploadCertificate("wu_7_0_r1_out", 1<<30, 1700000000)), edSig, false},
+		{"tampered name, ed25519", both, []byte(UploadCertificate("wu_7_0_r2_out", 65536, 1700000000)), edSig, false},
+		{"tampered max_nbytes, rsa", both, []byte(UploadCertificate("wu_7_0_r1_out", 1<<30, 1700000000)), rsaSig, false},
 		{"flipped ed25519 digit", both, cert, flip(edSig), false},
 		{"no key", UploadVerifier{}, cert, edSig, false},
 		{"empty signature", both, cert, "", false},
@@ -269,7 +269,7 @@ func BenchmarkUploadCertificate(b *testing.B) {
 		b.Fatal(err)
 	}
 	edKey := newEd25519(b)
-	cert := []byte(UploadCertificate("wu_123456_0_r1_out", 65536))
+	cert := []byte(UploadCertificate("wu_123456_0_r1_out", 65536, 1700000000))
 	rsaSig, err := Sign(rsaKey, cert)
 	if err != nil {
 		b.Fatal(err)

@@ -177,9 +177,57 @@ func Verify(k *rsa.PublicKey, data []byte, sig string) error {
 }
 
 // UploadCertificate is the text an upload certificate signs for one output
-// file: max_nbytes is written as an integer, as BOINC's "%.0f" does.
-func UploadCertificate(name string, maxNbytes float64) string {
-	return "<name>" + name + "</name><max_nbytes>" + strconv.FormatFloat(maxNbytes, 'f', 0, 64) + "</max_nbytes>"
+// file: its name, its size limit (an integer, as BOINC's "%.0f" writes
+// it) and the Unix time after which it authorises nothing (UploadExpiry).
+//
+// A certificate must be dead once its result is over, and the data server
+// cannot ask the database whether it is. Two things see to it. The
+// scheduler closes every output of a result when it records the report
+// (package outputfile), which holds as long as the file exists; after the
+// file deleter removed it, only the certificate itself can say it is no
+// longer good, so it carries its own expiry, the instance's report
+// deadline plus a grace. The real client echoes back only <name>,
+// <max_nbytes> and the text of <xml_signature> in an upload (file_xfer.cpp)
+// and treats that text as opaque, so the expiry travels as a line after the
+// signature inside <xml_signature> (UploadSignature), and the data server
+// rebuilds this text from it to check the signature.
+func UploadCertificate(name string, maxNbytes float64, expires int64) string {
+	return "<name>" + name + "</name><max_nbytes>" + strconv.FormatFloat(maxNbytes, 'f', 0, 64) +
+		"</max_nbytes><expires>" + strconv.FormatInt(expires, 10) + "</expires>"
+}
+
+// expiryLine starts the line of an <xml_signature> text that carries the
+// certificate's expiry.
+const expiryLine = "expires "
+
+// UploadSignature is the <xml_signature> text of an upload certificate:
+// sig (a signature text, ending with its "." line) then the expiry line.
+// Signature readers stop at the "." line, and the text holds nothing XML
+// would escape, so the client stores and returns it unchanged.
+func UploadSignature(sig string, expires int64) string {
+	return strings.TrimRight(sig, " \t\r\n") + "\n" + expiryLine + strconv.FormatInt(expires, 10) + "\n"
+}
+
+// ErrNoExpiry is returned by UploadExpiry for a certificate without an
+// expiry line: one signed before certificates expired, or made up.
+var ErrNoExpiry = errors.New("upload certificate has no expiry")
+
+// UploadExpiry returns the expiry carried by an <xml_signature> text made
+// by UploadSignature, after the signature's "." line.
+func UploadExpiry(xmlSignature string) (int64, error) {
+	_, rest, ok := strings.Cut(xmlSignature, ".")
+	if !ok {
+		return 0, ErrNoExpiry
+	}
+	v, ok := strings.CutPrefix(strings.TrimSpace(rest), expiryLine)
+	if !ok {
+		return 0, ErrNoExpiry
+	}
+	expires, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || expires <= 0 {
+		return 0, fmt.Errorf("%w: expiry %q", ErrNoExpiry, v)
+	}
+	return expires, nil
 }
 
 // md5Hex is the message BOINC signs: the md5 of data as 32 lower-case hex

@@ -149,7 +149,7 @@ func TestVerifySignatureTheClientAccepted(t *testing.T) {
 func TestSignVerify(t *testing.T) {
 	t.Parallel()
 	k := newKey(t)
-	data := []byte(UploadCertificate("wu_1_0_r0_out", 100000))
+	data := []byte(UploadCertificate("wu_1_0_r0_out", 100000, 1700000000))
 	sig, err := Sign(k, data)
 	if err != nil {
 		t.Fatalf("Sign() error %v", err)
@@ -163,7 +163,7 @@ func TestSignVerify(t *testing.T) {
 	if err := Verify(&k.PublicKey, data, "\n"+strings.TrimSuffix(sig, "\n")); err != nil {
 		t.Fatalf("Verify(re-spaced signature) = %v, want nil", err)
 	}
-	other := []byte(UploadCertificate("wu_1_0_r0_out", 100001))
+	other := []byte(UploadCertificate("wu_1_0_r0_out", 100001, 1700000000))
 	for name, tc := range map[string]struct {
 		data []byte
 		sig  string
@@ -201,16 +201,46 @@ func flip(sig string) string {
 func TestUploadCertificate(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		max  float64
-		want string
+		name    string
+		max     float64
+		expires int64
+		want    string
 	}{
-		{"a_0", 100000, "<name>a_0</name><max_nbytes>100000</max_nbytes>"},
-		{"big", 1e12, "<name>big</name><max_nbytes>1000000000000</max_nbytes>"},
-		{"zero", 0, "<name>zero</name><max_nbytes>0</max_nbytes>"},
+		{"a_0", 100000, 1700000000, "<name>a_0</name><max_nbytes>100000</max_nbytes><expires>1700000000</expires>"},
+		{"big", 1e12, 1, "<name>big</name><max_nbytes>1000000000000</max_nbytes><expires>1</expires>"},
+		{"zero", 0, 2, "<name>zero</name><max_nbytes>0</max_nbytes><expires>2</expires>"},
 	} {
-		if got := UploadCertificate(tc.name, tc.max); got != tc.want {
-			t.Errorf("UploadCertificate(%q, %v) = %q, want %q", tc.name, tc.max, got, tc.want)
+		if got := UploadCertificate(tc.name, tc.max, tc.expires); got != tc.want {
+			t.Errorf("UploadCertificate(%q, %v, %d) = %q, want %q", tc.name, tc.max, tc.expires, got, tc.want)
+		}
+	}
+}
+
+// TestUploadSignatureExpiry: the expiry rides after the signature in the
+// <xml_signature> text, survives the client's whitespace stripping, and
+// does not disturb the signature's check; a text without one has none.
+func TestUploadSignatureExpiry(t *testing.T) {
+	t.Parallel()
+	k := newKey(t)
+	cert := []byte(UploadCertificate("wu_1_0_r0_out", 100000, 1700000000))
+	sig, err := Sign(k, cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := UploadSignature(sig, 1700000000)
+	if strings.ContainsAny(text, "<>&") {
+		t.Fatalf("UploadSignature text %q holds characters XML escapes", text)
+	}
+	stripped := strings.TrimSpace(text) // as FILE_INFO::parse stores it
+	if got, err := UploadExpiry(stripped); err != nil || got != 1700000000 {
+		t.Fatalf("UploadExpiry(%q) = %d, %v; want 1700000000", stripped, got, err)
+	}
+	if err := Verify(&k.PublicKey, cert, stripped); err != nil {
+		t.Fatalf("signature with the expiry line does not verify: %v", err)
+	}
+	for _, bad := range []string{sig, strings.TrimSpace(sig), "", "abc", sig + "expires x\n", sig + "expires -5\n", sig + "other 5\n"} {
+		if _, err := UploadExpiry(bad); !errors.Is(err, ErrNoExpiry) {
+			t.Errorf("UploadExpiry(%q) error %v, want ErrNoExpiry", bad, err)
 		}
 	}
 }

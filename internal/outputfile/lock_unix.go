@@ -1,6 +1,6 @@
 //go:build unix
 
-package dataserver
+package outputfile
 
 import (
 	"errors"
@@ -9,11 +9,12 @@ import (
 	"syscall"
 )
 
-// lockFile takes an exclusive, non-blocking flock on f, released when f is
-// closed. Two uploads of one file (a client retrying while its first
-// attempt still runs, or two data servers sharing the upload directory)
-// would otherwise interleave their writes.
-func lockFile(f *os.File) error {
+// Lock takes an exclusive, non-blocking flock on f, released when f is
+// closed, or ErrBusy. Two uploads of one file (a client retrying while its
+// first attempt still runs, or two data servers sharing the upload
+// directory) would otherwise interleave their writes, and the scheduler
+// closing a file (Close) would race with an upload writing it.
+func Lock(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("lock: %w", err)
@@ -25,7 +26,7 @@ func lockFile(f *os.File) error {
 		return fmt.Errorf("lock: %w", err)
 	}
 	if errors.Is(lockErr, syscall.EWOULDBLOCK) {
-		return errBusy
+		return ErrBusy
 	}
 	if lockErr != nil {
 		return fmt.Errorf("lock: %w", lockErr)

@@ -1,0 +1,89 @@
+// Package outputfile says what an uploaded output file is worth: whether
+// its upload may still write to it, and whether it counts. The data server
+// writes outputs, the scheduler closes them when it records a report, and
+// the validator and assimilator read them; they agree through this
+// package alone.
+//
+// The state is the file's mode, not a side file or an extended attribute:
+// the mode goes with the inode into every hard link (the assimilated
+// results), is changed and read with the file open and locked (Lock) so it
+// cannot race with a writer, works on every file system, and also stops
+// programs running as other non-root users from writing to the file.
+//
+//   - Writing (0644): an upload in progress. It never counts.
+//   - Finished (0444): the upload reached the size the client declared and
+//     the data server marked it. It counts, and nothing writes to it again.
+//   - Closed (0400): closed before it was finished, because its result is
+//     over. It never counts, and nothing writes to it again.
+//
+// An upload may write only to a file whose owner write bit is set
+// (Writable), so a file an administrator made read-only is left alone too;
+// only the exact Finished mode counts.
+package outputfile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// Modes of the three states.
+const (
+	WritingMode  fs.FileMode = 0o644
+	FinishedMode fs.FileMode = 0o444
+	ClosedMode   fs.FileMode = 0o400
+)
+
+// ErrBusy is returned by Lock when another open file holds the lock: an
+// upload is writing the file now.
+var ErrBusy = errors.New("output file is being written by another request")
+
+// Writable reports whether an upload may still write to a file of mode m.
+func Writable(m fs.FileMode) bool {
+	return m.IsRegular() && m.Perm()&0o200 != 0
+}
+
+// Finished reports whether a file of mode m is a finished output, the
+// only kind that counts.
+func Finished(m fs.FileMode) bool {
+	return m.IsRegular() && m.Perm() == FinishedMode
+}
+
+// Close makes the output at path final, as the scheduler does when it
+// records the report of the output's result, and reports whether it is
+// finished. An unfinished file is closed (ClosedMode), and a missing one
+// is created closed and empty, so that the result's upload certificate
+// can no longer write to that name while the file exists; once the file
+// deleter removed it, the certificate's expiry (keys.UploadExpiry) is
+// what refuses it. A file an upload is writing at this moment cannot be
+// closed: it is reported unfinished and left to its writer, and it never
+// counts for this report.
+func Close(path string) (finished bool, err error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, ClosedMode)
+	if err != nil {
+		return false, fmt.Errorf("close output: %w", err)
+	}
+	defer f.Close()
+	if err := Lock(f); errors.Is(err, ErrBusy) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("close output %s: %w", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("close output: %w", err)
+	}
+	switch {
+	case !st.Mode().IsRegular():
+		return false, nil
+	case Finished(st.Mode()):
+		return true, nil
+	case Writable(st.Mode()) || st.Mode().Perm() != ClosedMode:
+		// Also a file just created: the umask may have narrowed the mode.
+		if err := f.Chmod(ClosedMode); err != nil {
+			return false, fmt.Errorf("close output %s: %w", path, err)
+		}
+	}
+	return false, nil
+}
