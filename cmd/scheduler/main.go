@@ -33,6 +33,7 @@ const (
 	flagUploadKey           = "upload-key"
 	flagUploadCertKey       = "upload-cert-key"
 	flagUploadCertAccept    = "upload-cert-accept"
+	flagUploadGrace         = "upload-grace"
 	flagCodeSignKey         = "code-sign-key"
 	flagRequestDelay        = "request-delay"
 	flagMaxResultsPerRPC    = "max-results-per-rpc"
@@ -77,6 +78,8 @@ func flags() []cli.Flag {
 			Usage: "Ed25519 private key (PEM, taskctl keys generate) that signs upload certificates instead of --" + flagUploadKey + ", at a small fraction of the CPU; used when the default file exists (\"\" turns it off)"},
 		&cli.StringSliceFlag{Name: flagUploadCertAccept, EnvVars: env(flagUploadCertAccept),
 			Usage: "Ed25519 public key file (PEM) whose upload certificates are still accepted, e.g. the key before a rotation until its tasks' deadlines pass (repeatable)"},
+		&cli.DurationFlag{Name: flagUploadGrace, Value: scheduler.DefaultUploadGrace, EnvVars: env(flagUploadGrace),
+			Usage: "how long after a task's report deadline its upload certificates still authorise an upload (a late result is still a result); after that they authorise nothing, even once the file was deleted; 0 is the default, negative is none"},
 		&cli.StringFlag{Name: flagCodeSignKey, Value: "keys/code_sign_public", EnvVars: env(flagCodeSignKey),
 			Usage: "code-signing public key (BOINC format) sent to clients that have none; if the default file is missing none is sent"},
 		&cli.DurationFlag{Name: flagRequestDelay, Value: 5 * time.Second, EnvVars: env(flagRequestDelay),
@@ -201,6 +204,7 @@ func serve(ctx context.Context, c *cli.Context) error {
 		URLBase:              urlBase,
 		Fanout:               cfg.Fanout,
 		UploadDir:            cfg.UploadDir,
+		UploadGrace:          c.Duration(flagUploadGrace),
 		NextRPCDelay:         c.Duration(flagNextRPCDelay),
 		ReportImmediately:    c.Bool(flagReportImmediately),
 		ProjectName:          c.String(flagProjectName),

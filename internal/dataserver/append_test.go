@@ -79,7 +79,7 @@ func TestUploadRefusesNegativeSizes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for i, tc := range []struct {
-		what                     string
+		what                      string
 		maxNbytes, nbytes, offset string
 	}{
 		{"negative nbytes", "100", "-5", "0"},

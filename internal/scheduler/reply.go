@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
@@ -87,7 +88,7 @@ func (b *replyBuilder) add(r store.Result, wu store.Workunit, v version) error {
 	var outFiles []protocol.FileInfo
 	var resRefs []protocol.FileRef
 	for _, f := range outs {
-		sig, err := b.s.signUploadCertificate(f.Name, f.MaxNbytes)
+		sig, err := b.s.signUploadCertificate(f.Name, f.MaxNbytes, r.ReportDeadline+int64(b.s.opts.UploadGrace/time.Second))
 		if err != nil {
 			return fmt.Errorf("sign upload certificate of %s: %w", f.Name, err)
 		}
@@ -170,13 +171,19 @@ func (b *replyBuilder) version(v version) ([]protocol.FileInfo, *protocol.AppVer
 	return infos, av, nil
 }
 
-// signUploadCertificate signs the upload certificate of one output file:
-// with the Ed25519 key when there is one, else with the RSA upload key. Each
-// certificate names its own file, so there is nothing to cache.
-func (s *Service) signUploadCertificate(name string, maxNbytes float64) (string, error) {
-	cert := []byte(keys.UploadCertificate(name, maxNbytes))
+// signUploadCertificate signs the upload certificate of one output file,
+// good until expires (Unix seconds): with the Ed25519 key when there is
+// one, else with the RSA upload key. It returns the <xml_signature> text,
+// which carries the expiry. Each certificate names its own file, so there
+// is nothing to cache.
+func (s *Service) signUploadCertificate(name string, maxNbytes float64, expires int64) (string, error) {
+	cert := []byte(keys.UploadCertificate(name, maxNbytes, expires))
 	if s.opts.UploadCertKey != nil {
-		return keys.SignEd25519(s.opts.UploadCertKey, cert), nil
+		return keys.UploadSignature(keys.SignEd25519(s.opts.UploadCertKey, cert), expires), nil
 	}
-	return keys.Sign(s.opts.UploadKey, cert)
+	sig, err := keys.Sign(s.opts.UploadKey, cert)
+	if err != nil {
+		return "", err
+	}
+	return keys.UploadSignature(sig, expires), nil
 }

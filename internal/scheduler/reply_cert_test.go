@@ -26,22 +26,22 @@ func TestUploadCertificateSigning(t *testing.T) {
 	}
 	edPub := edKey.Public().(ed25519.PublicKey)
 	verifier := keys.UploadVerifier{RSA: &rsaKey.PublicKey, Ed25519: []ed25519.PublicKey{edPub}}
-	cert := []byte(keys.UploadCertificate("wu_9_0_r0_out", 1e5))
+	cert := []byte(keys.UploadCertificate("wu_9_0_r0_out", 1e5, 1900000000))
 
 	ed := &Service{opts: Options{UploadKey: rsaKey, UploadCertKey: edKey}}
-	sig, err := ed.signUploadCertificate("wu_9_0_r0_out", 1e5)
+	sig, err := ed.signUploadCertificate("wu_9_0_r0_out", 1e5, 1900000000)
 	if err != nil {
 		t.Fatalf("signUploadCertificate(ed25519) error %v", err)
 	}
 	if err := keys.VerifyEd25519(edPub, cert, sig); err != nil {
 		t.Fatalf("certificate signed with both keys set does not verify with the Ed25519 key: %v\n%s", err, sig)
 	}
-	if err := verifier.Verify([]byte(keys.UploadCertificate("wu_9_0_r0_out", 1e6)), sig); !errors.Is(err, keys.ErrBadSignature) {
+	if err := verifier.Verify([]byte(keys.UploadCertificate("wu_9_0_r0_out", 1e6, 1900000000)), sig); !errors.Is(err, keys.ErrBadSignature) {
 		t.Fatalf("Ed25519 certificate verifies for another max_nbytes: %v", err)
 	}
 
 	rsaOnly := &Service{opts: Options{UploadKey: rsaKey}}
-	sig, err = rsaOnly.signUploadCertificate("wu_9_0_r0_out", 1e5)
+	sig, err = rsaOnly.signUploadCertificate("wu_9_0_r0_out", 1e5, 1900000000)
 	if err != nil {
 		t.Fatalf("signUploadCertificate(rsa) error %v", err)
 	}

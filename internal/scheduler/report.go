@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/xml"
 	"errors"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -120,15 +122,25 @@ func (s *Service) prepareReport(ctx context.Context, x *rpc, name string, rr *pr
 	outputs, _ := jobxml.ParseResult(r.XMLDocIn)
 	outcome, clientErr := reportOutcome(rr)
 	successIfDeleted := false
+	// Every output is closed whatever the outcome: the result is over, and
+	// its certificates must write nothing more. Not once the files are
+	// marked for deletion: the file deleter may have run, and a closed
+	// file made now would be left behind; they are only looked at then.
+	var missing string
+	var err error
+	if r.FileDeleteState == state.FileDeleteInit {
+		missing, err = s.closeOutputs(outputs, rr.FileInfos)
+	} else {
+		missing, err = s.missingOutput(outputs, rr.FileInfos)
+	}
+	if err != nil {
+		// The upload directory cannot be read or written: a server fault,
+		// not the host's. Not acked, so the host reports again later.
+		s.log.Error("check reported outputs", "result_id", r.ID, "host_id", x.host.ID, "error", err)
+		pr.outcome = reportError
+		return pr
+	}
 	if !clientErr {
-		missing, err := s.missingOutput(outputs, rr.FileInfos)
-		if err != nil {
-			// The upload directory cannot be read: a server fault, not the
-			// host's. Not acked, so the host reports again later.
-			s.log.Error("check reported outputs", "result_id", r.ID, "host_id", x.host.ID, "error", err)
-			pr.outcome = reportError
-			return pr
-		}
 		if missing != "" && r.ServerState == state.ServerOver && r.FileDeleteState != state.FileDeleteInit {
 			// A late report after the job was finished and its files
 			// marked for deletion: the file deleter may have removed the
@@ -276,19 +288,45 @@ func reportOutcome(rr *protocol.ReportResult) (state.Outcome, bool) {
 	return state.OutcomeSuccess, false
 }
 
+// closeOutputs closes every output file of a reported result
+// (outputfile.Close), so no upload changes or adds to them once the report
+// is recorded, and returns the name of the first that is not a finished
+// output of the size the client reported; "" when all are.
+func (s *Service) closeOutputs(outputs []jobxml.OutputFile, reported []protocol.ReportFileInfo) (string, error) {
+	if s.opts.UploadDir == "" {
+		return "", nil
+	}
+	nbytes := reportedSizes(reported)
+	unfinished := ""
+	for _, o := range outputs {
+		path, err := fanout.Path(s.opts.UploadDir, o.Name, s.opts.Fanout)
+		if err != nil {
+			unfinished = cmp.Or(unfinished, o.Name) // no upload could have stored it
+			continue
+		}
+		finished, size, err := outputfile.Close(path)
+		if err != nil {
+			return "", fmt.Errorf("output %s: %w", o.Name, err)
+		}
+		if n := nbytes[o.Name]; !finished || n > 0 && size != int64(n) {
+			unfinished = cmp.Or(unfinished, o.Name)
+		}
+	}
+	return unfinished, nil
+}
+
 // missingOutput returns the name of the first output file of the result
-// that is not in the upload directory, or is there with another size than
-// the client reported; "" when all arrived. The client reports a result as
-// uploaded even when an upload failed for good (PROTOCOL.md §8.5), and the
+// that does not count: not in the upload directory, not finished (only a
+// finished output is frozen for good; one merely present at the reported
+// size may still be written), or of another size than the client
+// reported; "" when all count. The client reports a result as uploaded
+// even when an upload failed for good (PROTOCOL.md §8.5), and the
 // validator must not be handed a success with nothing to check.
 func (s *Service) missingOutput(outputs []jobxml.OutputFile, reported []protocol.ReportFileInfo) (string, error) {
 	if s.opts.UploadDir == "" {
 		return "", nil
 	}
-	nbytes := map[string]float64{}
-	for _, f := range reported {
-		nbytes[strings.TrimSpace(f.Name)] = finite(f.Nbytes)
-	}
+	nbytes := reportedSizes(reported)
 	for _, o := range outputs {
 		path, err := fanout.Path(s.opts.UploadDir, o.Name, s.opts.Fanout)
 		if err != nil {
@@ -301,7 +339,7 @@ func (s *Service) missingOutput(outputs []jobxml.OutputFile, reported []protocol
 		if err != nil {
 			return "", fmt.Errorf("output %s: %w", o.Name, err)
 		}
-		if !fi.Mode().IsRegular() {
+		if !outputfile.Finished(fi.Mode()) {
 			return o.Name, nil
 		}
 		if n := nbytes[o.Name]; n > 0 && fi.Size() != int64(n) {
@@ -309,6 +347,16 @@ func (s *Service) missingOutput(outputs []jobxml.OutputFile, reported []protocol
 		}
 	}
 	return "", nil
+}
+
+// reportedSizes maps each reported output file to the size the client
+// reported for it.
+func reportedSizes(reported []protocol.ReportFileInfo) map[string]float64 {
+	nbytes := map[string]float64{}
+	for _, f := range reported {
+		nbytes[strings.TrimSpace(f.Name)] = finite(f.Nbytes)
+	}
+	return nbytes
 }
 
 // reportedFile is one uploaded output as stored in result.xml_doc_out.

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -45,13 +47,17 @@ func TestReportWithoutUploadedOutput(t *testing.T) {
 		name     string
 		report   string
 		uploaded int // bytes in the upload directory; -1: no file
-		want     state.Outcome
+		// mode of the file: finished (the data server marked it), or
+		// still writable (never finished: the upload may go on)
+		mode fs.FileMode
+		want state.Outcome
 	}{
-		{"sample 24 as captured, nothing uploaded", report, -1, state.OutcomeClientError},
-		{"sample 24 as captured, file there", report, 23, state.OutcomeClientError},
-		{"no error_msg, nothing uploaded", noErrorMsg, -1, state.OutcomeClientError},
-		{"no error_msg, file too short", noErrorMsg, 10, state.OutcomeClientError},
-		{"no error_msg, file there", noErrorMsg, 23, state.OutcomeSuccess},
+		{"sample 24 as captured, nothing uploaded", report, -1, 0, state.OutcomeClientError},
+		{"sample 24 as captured, file there", report, 23, outputfile.FinishedMode, state.OutcomeClientError},
+		{"no error_msg, nothing uploaded", noErrorMsg, -1, 0, state.OutcomeClientError},
+		{"no error_msg, file too short", noErrorMsg, 10, outputfile.FinishedMode, state.OutcomeClientError},
+		{"no error_msg, file there", noErrorMsg, 23, outputfile.FinishedMode, state.OutcomeSuccess},
+		{"no error_msg, file there but unfinished", noErrorMsg, 23, outputfile.WritingMode, state.OutcomeClientError},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -74,7 +80,10 @@ func TestReportWithoutUploadedOutput(t *testing.T) {
 				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(p, []byte(strings.Repeat("x", tt.uploaded)), 0o644); err != nil {
+				if err := os.WriteFile(p, []byte(strings.Repeat("x", tt.uploaded)), tt.mode); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(p, tt.mode); err != nil { // past the umask
 					t.Fatal(err)
 				}
 			}
@@ -86,6 +95,12 @@ func TestReportWithoutUploadedOutput(t *testing.T) {
 			if r.ServerState != state.ServerOver || r.Outcome != tt.want || r.ClientState != state.ClientFilesUploaded ||
 				r.ExitStatus != 0 {
 				t.Fatalf("recorded %+v, want OVER, outcome %s, client_state as reported (5), exit 0", r, tt.want)
+			}
+			// Whatever the outcome, the output is final now: finished,
+			// or closed (created closed when it was missing).
+			p, _ := fanout.Path(uploads, output, 16)
+			if st, err := os.Stat(p); err != nil || outputfile.Writable(st.Mode()) {
+				t.Fatalf("output after the report: %v, %v; want it there and not writable", st, err)
 			}
 			label := reportSuccess
 			if tt.want != state.OutcomeSuccess {

@@ -40,6 +40,9 @@ type Store interface {
 	WorkunitListByIDs(ctx context.Context, ids []int64) ([]store.Workunit, error)
 }
 
+// DefaultUploadGrace is Options.UploadGrace's default.
+const DefaultUploadGrace = time.Hour
+
 // Options configures a Service. Store, Cache, UploadKey or UploadCertKey,
 // and URLBase are required; the rest have defaults.
 type Options struct {
@@ -68,9 +71,17 @@ type Options struct {
 	Fanout int
 	// UploadDir is where the data server stores uploaded outputs. A result
 	// reported as a success counts as one only if its output files are
-	// there (the client reports success even after an upload failed for
-	// good). Empty skips the check.
+	// there, finished (package outputfile), at the size reported (the
+	// client reports success even after an upload failed for good); and
+	// every output of a reported result is closed, so its upload
+	// certificate writes nothing more. Empty skips both.
 	UploadDir string
+	// UploadGrace is how long after an instance's report deadline its
+	// upload certificates still authorise an upload: a result a little late
+	// is still a result. The expiry bounds how long a certificate can be
+	// used once its result is over (keys.UploadCertificate). 0 means 1h;
+	// negative means none.
+	UploadGrace time.Duration
 	// NextRPCDelay makes clients contact the scheduler again after this
 	// long even when they need nothing; 0 sends none.
 	NextRPCDelay time.Duration
@@ -171,6 +182,12 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.RequestDelay <= 0 {
 		opts.RequestDelay = 5 * time.Second
+	}
+	switch {
+	case opts.UploadGrace == 0:
+		opts.UploadGrace = DefaultUploadGrace
+	case opts.UploadGrace < 0:
+		opts.UploadGrace = 0
 	}
 	if opts.NextRPCDelay < 0 {
 		opts.NextRPCDelay = 0

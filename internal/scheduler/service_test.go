@@ -558,7 +558,10 @@ func TestWorkRequestSendsResults(t *testing.T) {
 		if !ok || len(out.URLs) != 1 || out.URLs[0] != "http://127.0.0.1:8080/file_upload_handler" || out.MaxNbytes != 1e5 {
 			t.Fatalf("output file_info of %s = %+v, want the upload URL and max_nbytes", res.Name, out)
 		}
-		if err := keys.Verify(&f.key.PublicKey, []byte(keys.UploadCertificate(out.Name, out.MaxNbytes)), out.XMLSignature); err != nil {
+		if e := mustExpiry(t, out.XMLSignature); e != r.ReportDeadline+3600 {
+			t.Fatalf("certificate of %s expires at %d, want the report deadline %d plus the default grace", out.Name, e, r.ReportDeadline)
+		}
+		if err := keys.Verify(&f.key.PublicKey, []byte(keys.UploadCertificate(out.Name, out.MaxNbytes, r.ReportDeadline+3600)), out.XMLSignature); err != nil {
 			t.Fatalf("xml_signature of %s does not verify: %v\n%s", out.Name, err, out.XMLSignature)
 		}
 		in, ok := files[wuName+"_in"]
@@ -1032,4 +1035,13 @@ func TestOddClientTextIsStored(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(out, "Invalid or missing account key") {
 		t.Fatalf("authenticator with invalid UTF-8 = %d %q, want the notice", code, out)
 	}
+}
+
+func mustExpiry(t *testing.T, xmlSignature string) int64 {
+	t.Helper()
+	e, err := keys.UploadExpiry(xmlSignature)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
