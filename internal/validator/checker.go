@@ -92,7 +92,7 @@ func (Bitwise) Cleanup(any) {}
 // first instances reported make the quorum.
 type Trust struct{}
 
-// Init accepts any output whose files exist (the validator checks that
+// Init accepts any output whose files exist and are finished (the validator checks that
 // before calling Init).
 func (Trust) Init(context.Context, store.Result, []string) (any, error) { return struct{}{}, nil }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -185,10 +186,17 @@ func (s *Service) initResult(ctx context.Context, r store.Result) (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("result %d: %v: %w", r.ID, err, errMissing)
 		}
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		fi, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return nil, fmt.Errorf("result %d: %s: %w", r.ID, f.Name, errMissing)
-		} else if err != nil {
+		case err != nil:
 			return nil, fmt.Errorf("result %d output: %w", r.ID, err)
+		case !outputfile.Finished(fi.Mode()):
+			// An upload may still write to it (or it was closed unfinished):
+			// what is read now need not be what is there later, so it is
+			// no output at all.
+			return nil, fmt.Errorf("result %d: %s is not a finished upload (mode %v): %w", r.ID, f.Name, fi.Mode(), errMissing)
 		}
 		paths[i] = path
 	}

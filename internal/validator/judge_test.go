@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -103,6 +104,9 @@ func judgeJob(t *testing.T, c Checker, minQuorum int, jobFilesDeleted bool, expe
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(path, []byte(in.out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, outputfile.FinishedMode); err != nil { // as the data server marks it
 			t.Fatal(err)
 		}
 	}

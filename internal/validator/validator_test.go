@@ -15,6 +15,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -116,6 +117,9 @@ func (b *bundle) addSuccess(t *testing.T, wuID int64, name string, userID, hostI
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(path, output, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, outputfile.FinishedMode); err != nil { // as the data server marks it
 			t.Fatal(err)
 		}
 	}
@@ -563,6 +567,9 @@ func TestTransientErrorLeavesJobForLaterPass(t *testing.T) {
 		if err := os.WriteFile(path, []byte("ok"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.Chmod(path, outputfile.FinishedMode); err != nil { // as the data server marks it
+			t.Fatal(err)
+		}
 	}
 	b.now += int64(2 * retryFirst / time.Second)
 	runOnce(t, b.svc)
@@ -608,5 +615,34 @@ func TestPassesWalkPastJobsThatCannotBeJudged(t *testing.T) {
 		if wu := b.job(t, id); !wu.NeedValidate {
 			t.Errorf("failing job %d lost its need_validate", id)
 		}
+	}
+}
+
+// TestWritableOutputIsNeverValid: an output an upload may still write to
+// (never finished by the data server) is not an output at all: its
+// instance is judged as one whose output is missing, even when its bytes
+// agree with a finished output, and no credit is granted for it.
+func TestWritableOutputIsNeverValid(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wuID := b.addJob(t, "job")
+	u1, h1 := b.volunteer(t, "a@example.com")
+	u2, h2 := b.volunteer(t, "b@example.com")
+	r1 := b.addSuccess(t, wuID, "job_0", u1, h1, []byte("42\n"), state.ValidateInit)
+	r2 := b.addSuccess(t, wuID, "job_1", u2, h2, []byte("42\n"), state.ValidateInit)
+	path, _ := fanout.Path(b.upload, jobxml.OutputName("job_1", 0), fanoutN)
+	if err := os.Chmod(path, outputfile.WritingMode); err != nil {
+		t.Fatal(err)
+	}
+	runOnce(t, b.svc)
+	if r := b.result(t, r2); r.Outcome != state.OutcomeValidateError || r.ValidateState != state.ValidateInvalid || r.GrantedCredit != 0 {
+		t.Errorf("result with a writable output = %v/%v credit %g, want validate_error/invalid, no credit", r.Outcome,
+			r.ValidateState, r.GrantedCredit)
+	}
+	if r := b.result(t, r1); r.ValidateState == state.ValidateValid {
+		t.Errorf("result %d validated against a writable output", r1)
+	}
+	if wu := b.job(t, wuID); wu.CanonicalResultID != 0 {
+		t.Errorf("job canonical %d, want none", wu.CanonicalResultID)
 	}
 }
