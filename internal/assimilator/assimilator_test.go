@@ -17,6 +17,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -119,6 +120,9 @@ func (b *bundle) upload1(t *testing.T, name string, body []byte) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, outputfile.FinishedMode); err != nil { // as the data server marks it
 		t.Fatal(err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/procstat"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -148,6 +149,9 @@ target_nresults, assimilate_state, canonical_credit, transition_time) VALUES `+s
 					b.Fatal(err)
 				}
 				if err := os.WriteFile(path, []byte(fmt.Sprintf("output of job %d\n", j)), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.Chmod(path, outputfile.FinishedMode); err != nil { // as the data server marks it
 					b.Fatal(err)
 				}
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -50,6 +51,9 @@ func canonical(t *testing.T, upload, rname string, outputs ...[]byte) store.Resu
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(path, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, outputfile.FinishedMode); err != nil { // as the data server marks it
 			t.Fatal(err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -57,9 +58,11 @@ const tmpSuffix = "%tmp"
 //
 // An output file is handed over by a hard link to the uploaded file when
 // the upload and results directories are on one file system: no file is
-// created and no bytes are copied. The upload file is complete before its
-// instance is reported, and the file deleter only unlinks its name in the
-// upload directory, so the results entry keeps the data. Where linking
+// created and no bytes are copied. Only a finished upload is handed over
+// (package outputfile: no upload writes to it again, whoever holds its
+// certificate; an unfinished one fails the job's handling), and the file
+// deleter only unlinks its name in the upload directory, so the results
+// entry keeps the data. Where linking
 // fails (another file system, fs.protected_hardlinks against a file of
 // another owner, ...), the file is copied to a temporary name instead, as
 // the error files are written. Flush then makes the page durable at once:
@@ -170,43 +173,78 @@ func (h *FileHandler) prepareDir() error {
 }
 
 // place makes Dir/name the file at src: a hard link when it can, else a
-// copy finished by Flush.
+// copy finished by Flush. Only a finished output is placed (package
+// outputfile): no upload writes to it again, so neither the link nor the
+// copy can differ from what was validated, and a later upload with the
+// same certificate changes nothing published. The link must end up on
+// the very file checked, so it is compared after linking.
 func (h *FileHandler) place(src, name string) error {
+	in, checked, err := openFinished(src)
+	if err != nil {
+		// A missing file included: the job waits for a retry rather than
+		// hand over a partial set.
+		return err
+	}
+	defer in.Close()
 	final := filepath.Join(h.Dir, name)
 	link := h.link
 	if link == nil {
 		link = os.Link
 	}
-	err := link(src, final)
+	err = link(src, final)
 	switch {
 	case err == nil:
+		if err := sameFile(final, checked); err != nil {
+			os.Remove(final)
+			return err
+		}
 		h.linked = append(h.linked, final)
 		return nil
 	case errors.Is(err, fs.ErrExist):
-		return h.replace(src, final, link)
+		return h.replace(src, final, checked, in, link)
 	case errors.Is(err, fs.ErrNotExist):
-		// Dir exists (prepareDir), so the output file is missing: the job
-		// waits for a retry rather than hand over a partial set.
 		return err
 	}
+	return h.write(name, in)
+}
+
+// openFinished opens the output at src and checks that it is finished.
+func openFinished(src string) (*os.File, fs.FileInfo, error) {
 	in, err := os.Open(src)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := in.Stat()
+	if err != nil {
+		in.Close()
+		return nil, nil, err
+	}
+	if !outputfile.Finished(fi.Mode()) {
+		in.Close()
+		return nil, nil, fmt.Errorf("%s is not a finished upload (mode %v): an upload could still change it", src, fi.Mode())
+	}
+	return in, fi, nil
+}
+
+// sameFile checks that path is the file checked: the upload was not
+// replaced between the check and the link.
+func sameFile(path string, checked fs.FileInfo) error {
+	fi, err := os.Lstat(path)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	return h.write(name, in)
+	if !os.SameFile(fi, checked) {
+		return fmt.Errorf("%s changed while it was being linked", path)
+	}
+	return nil
 }
 
 // replace handles a name already taken: by the same file (the job was
 // handled before a crash, or its Flush failed) it is done; otherwise the
 // file is linked under the temporary name and renamed over it. Flush makes
-// either durable.
-func (h *FileHandler) replace(src, final string, link func(string, string) error) error {
-	si, err := os.Stat(src)
-	if err != nil {
-		return err
-	}
-	if fi, err := os.Lstat(final); err == nil && os.SameFile(si, fi) {
+// either durable. in is the checked file open, for the copy.
+func (h *FileHandler) replace(src, final string, checked fs.FileInfo, in *os.File, link func(string, string) error) error {
+	if fi, err := os.Lstat(final); err == nil && os.SameFile(checked, fi) {
 		h.linked = append(h.linked, final) // it may not be durable yet
 		return nil
 	}
@@ -216,12 +254,11 @@ func (h *FileHandler) replace(src, final string, link func(string, string) error
 	}
 	if err := link(src, tmp); err != nil {
 		// Linked once but not now; copying is always possible.
-		in, err := os.Open(src)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
 		return h.write(filepath.Base(final), in)
+	}
+	if err := sameFile(tmp, checked); err != nil {
+		os.Remove(tmp)
+		return err
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		os.Remove(tmp)

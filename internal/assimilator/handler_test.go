@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -303,4 +304,24 @@ func TestFileHandlerCreatesTheResultsDirectory(t *testing.T) {
 		t.Errorf("job = %v, want done", st)
 	}
 	b.wantFiles(t, map[string]string{"a": "alpha"})
+}
+
+// TestWritableOutputIsNotPublished: an output an upload may still write to
+// is never published, linked or copied: a link would let a later upload
+// change the published result, and a copy could be of a part. The job
+// waits (its handling fails) for an operator to look.
+func TestWritableOutputIsNotPublished(t *testing.T) {
+	t.Parallel()
+	for _, copyOnly := range []bool{false, true} {
+		b := setup(t)
+		id := b.addJob(t, "single", 0, []byte("digest 42\n"))
+		if err := os.Chmod(b.uploadPath(t, "single_0", 0), outputfile.WritingMode); err != nil {
+			t.Fatal(err)
+		}
+		runOnce(t, b.serviceWith(b.fileHandler(copyOnly), b.st, Options{}))
+		if st := b.state(t, id); st == state.AssimilateDone {
+			t.Errorf("copy only %v: job with a writable output assimilated", copyOnly)
+		}
+		b.wantFiles(t, map[string]string{})
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -137,6 +138,9 @@ func (p *pipeline) report(r store.Result, output []byte) {
 		p.t.Fatal(err)
 	}
 	if err := os.WriteFile(path, output, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	if err := os.Chmod(path, outputfile.FinishedMode); err != nil { // as the data server marks it
 		p.t.Fatal(err)
 	}
 	p.exec(`UPDATE workunit SET transition_time = LEAST(transition_time - 1, ?) WHERE id = ?`, p.now, p.jobID)
