@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -54,6 +55,9 @@ func onePass(t *testing.T, outs [2]string, extra ...string) (store.Workunit, err
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(path, []byte(outs[i]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, outputfile.FinishedMode); err != nil { // as the data server marks it
 			t.Fatal(err)
 		}
 	}

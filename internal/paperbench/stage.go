@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/outputfile"
 )
 
 // outputData is the output every instance of the job computes: the same
@@ -61,6 +62,12 @@ func (b *bench) stageOutputs(ctx context.Context) error {
 					return err
 				}
 				if err := os.WriteFile(path, data, 0o644); err != nil {
+					rows.Close()
+					return err
+				}
+				// Finished, as the data server leaves an upload; the
+				// scheduler counts nothing else.
+				if err := os.Chmod(path, outputfile.FinishedMode); err != nil {
 					rows.Close()
 					return err
 				}
