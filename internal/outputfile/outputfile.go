@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // Modes of the three states.
@@ -52,38 +53,41 @@ func Finished(m fs.FileMode) bool {
 
 // Close makes the output at path final, as the scheduler does when it
 // records the report of the output's result, and reports whether it is
-// finished. An unfinished file is closed (ClosedMode), and a missing one
-// is created closed and empty, so that the result's upload certificate
-// can no longer write to that name while the file exists; once the file
-// deleter removed it, the certificate's expiry (keys.UploadExpiry) is
-// what refuses it. A file an upload is writing at this moment cannot be
-// closed: it is reported unfinished and left to its writer, and it never
-// counts for this report.
-func Close(path string) (finished bool, err error) {
+// finished, and its size. An unfinished file is closed (ClosedMode), and a
+// missing one is created closed and empty, so that the result's upload
+// certificate can no longer write to that name while the file exists;
+// once the file deleter removed it, the certificate's expiry
+// (keys.UploadCertificate) is what refuses it. A file an upload is writing
+// at this moment cannot be closed: it is reported unfinished and left to
+// its writer, and it does not count for this report.
+func Close(path string) (finished bool, size int64, err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return false, 0, fmt.Errorf("close output: %w", err)
+	}
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, ClosedMode)
 	if err != nil {
-		return false, fmt.Errorf("close output: %w", err)
+		return false, 0, fmt.Errorf("close output: %w", err)
 	}
 	defer f.Close()
 	if err := Lock(f); errors.Is(err, ErrBusy) {
-		return false, nil
+		return false, 0, nil
 	} else if err != nil {
-		return false, fmt.Errorf("close output %s: %w", path, err)
+		return false, 0, fmt.Errorf("close output %s: %w", path, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
-		return false, fmt.Errorf("close output: %w", err)
+		return false, 0, fmt.Errorf("close output: %w", err)
 	}
 	switch {
 	case !st.Mode().IsRegular():
-		return false, nil
+		return false, 0, nil
 	case Finished(st.Mode()):
-		return true, nil
-	case Writable(st.Mode()) || st.Mode().Perm() != ClosedMode:
+		return true, st.Size(), nil
+	case st.Mode().Perm() != ClosedMode:
 		// Also a file just created: the umask may have narrowed the mode.
 		if err := f.Chmod(ClosedMode); err != nil {
-			return false, fmt.Errorf("close output %s: %w", path, err)
+			return false, 0, fmt.Errorf("close output %s: %w", path, err)
 		}
 	}
-	return false, nil
+	return false, st.Size(), nil
 }
