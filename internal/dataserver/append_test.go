@@ -215,7 +215,16 @@ func TestUploadCertificateExpiry(t *testing.T) {
 		{"expiry moved by the client", func(nm string) string {
 			return strings.Replace(b.certExpiring(t, nm, 100, past), fmt.Sprint(past), fmt.Sprint(future), 1)
 		}, protocol.UploadPermanent, msgNotAllowed},
-		{"no expiry (the certificate before expiries)", noExpiry, protocol.UploadPermanent, msgNotAllowed},
+		// Tasks sent before the upgrade still upload: nothing a volunteer
+		// computed is lost to it.
+		{"no expiry (the certificate before expiries)", noExpiry, protocol.UploadOK, ""},
+		{"no expiry, other size", func(nm string) string {
+			sig, err := keys.Sign(b.key, []byte("<name>"+nm+"</name><max_nbytes>99</max_nbytes>"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sig
+		}, protocol.UploadPermanent, msgNotAllowed},
 	} {
 		name := fmt.Sprintf("wu_exp_%d_r0_0", i)
 		rep := b.post(t, uploadBody(t, name, tc.sig(name), 100, n, 0, data))

@@ -110,6 +110,14 @@ func (h *Handler) checkCertificate(req *protocol.UploadRequest) (msg, why string
 	// The expiry is what refuses a certificate whose result is over once
 	// the file deleter removed the file (see keys.UploadCertificate).
 	expires, err := keys.UploadExpiry(req.XMLSignature)
+	if errors.Is(err, keys.ErrNoExpiry) {
+		// Signed before certificates expired: an instance sent before the
+		// upgrade, which must still upload (keys.LegacyUploadCertificate).
+		if err := h.certs.Verify([]byte(keys.LegacyUploadCertificate(req.Name, float64(req.MaxNbytes))), req.XMLSignature); err != nil {
+			return msgNotAllowed, "invalid signature"
+		}
+		return "", ""
+	}
 	if err != nil {
 		return msgNotAllowed, err.Error()
 	}

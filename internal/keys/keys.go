@@ -196,6 +196,15 @@ func UploadCertificate(name string, maxNbytes float64, expires int64) string {
 		"</max_nbytes><expires>" + strconv.FormatInt(expires, 10) + "</expires>"
 }
 
+// LegacyUploadCertificate is the text an upload certificate signed before
+// certificates carried an expiry. The data server still accepts it, so the
+// tasks on volunteers' machines when a project upgrades still upload: such
+// a signature exists only for instances sent before the upgrade, and their
+// outputs are closed like any other when reported (package outputfile).
+func LegacyUploadCertificate(name string, maxNbytes float64) string {
+	return "<name>" + name + "</name><max_nbytes>" + strconv.FormatFloat(maxNbytes, 'f', 0, 64) + "</max_nbytes>"
+}
+
 // expiryLine starts the line of an <xml_signature> text that carries the
 // certificate's expiry.
 const expiryLine = "expires "
