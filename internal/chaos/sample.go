@@ -32,11 +32,13 @@ const (
 
 // memSample is one reading of one daemon: seconds since the load began,
 // its resident set, its Go heap in use and its goroutines (NaN when its
-// /metrics did not answer).
+// /metrics did not answer), and its open sockets (NaN when /proc did not
+// say).
 type memSample struct {
 	at         float64
 	rss, heap  float64
 	goroutines float64
+	sockets    float64
 }
 
 // counter accumulates a Prometheus counter over restarts of its program:
@@ -108,7 +110,10 @@ func (s *sampler) sampleAll(ctx context.Context) {
 		if err != nil {
 			continue // it exited meanwhile
 		}
-		m := memSample{at: at, rss: float64(u.RSSBytes), heap: math.NaN(), goroutines: math.NaN()}
+		m := memSample{at: at, rss: float64(u.RSSBytes), heap: math.NaN(), goroutines: math.NaN(), sockets: math.NaN()}
+		if n, err := procstat.Sockets(pid); err == nil {
+			m.sockets = float64(n)
+		}
 		fams, err := scrape(ctx, s.client, addr)
 		if err == nil {
 			m.goroutines = metricValue(fams, metricGoroutines, "", "")
@@ -202,10 +207,10 @@ func (s *sampler) writeCSV(path string) error {
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	b.WriteString("daemon,at_s,rss_bytes,heap_inuse_bytes,goroutines\n")
+	b.WriteString("daemon,at_s,rss_bytes,heap_inuse_bytes,goroutines,sockets\n")
 	for _, n := range names {
 		for _, x := range s.series[n] {
-			fmt.Fprintf(&b, "%s,%.1f,%.0f,%.0f,%.0f\n", n, x.at, x.rss, x.heap, x.goroutines)
+			fmt.Fprintf(&b, "%s,%.1f,%.0f,%.0f,%.0f,%.0f\n", n, x.at, x.rss, x.heap, x.goroutines, x.sockets)
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
