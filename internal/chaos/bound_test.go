@@ -138,6 +138,25 @@ func TestBoundAcceptsLoadAndRefusesLeaks(t *testing.T) {
 	}
 }
 
+func TestBoundGoroutinesToleratesSkewBetweenReads(t *testing.T) {
+	// The scheduler's samples of a 3-minute run: about 12 goroutines net
+	// of sockets in the troughs, hundreds in the bursts, and two samples
+	// (-13 in the middle third, 5 in the last) taken while connections
+	// came and went between the two reads. Bounded.
+	w := newBoundWindow(180, 97, 12)
+	nets := []float64{12, 48, 35, 104, 45, 177, 304, 304, 77, 144, 373, 36, 16, 11, 175, 93, 44, 67, 17, 13, 45, 13,
+		156, 157, 49, 13, 18, 140, 236, 120, 12, 74, 41, 62, 39, 22, 23, 69, 135, 73, 252, 163, 227, 13, 23, -13, 13,
+		12, 13, 12, 11, 63, 35, 184, 65, 15, 58, 156, 105, 222, 147, 206, 273, 202, 16, 202, 90, 110, 115, 84, 186,
+		226, 231, 168, 155, 79, 98, 111, 85, 64, 5, 161, 175, 204, 143, 269, 11, 15, 177, 13, 87, 93}
+	var xs []memSample
+	for i, n := range nets {
+		xs = append(xs, memSample{at: float64(2 * i), rss: 1, heap: 1, goroutines: n + 150, sockets: 150})
+	}
+	if d := summarize(xs, w); !d.Bounded {
+		t.Errorf("summarize() of a measured run = not bounded (%q), want bounded", d.Notes)
+	}
+}
+
 func TestBoundCheckWantsEnoughSamples(t *testing.T) {
 	w := newBoundWindow(30, 15, 5) // the cut and its settling cover most of the run
 	g := w.check(series(30, func(float64) float64 { return 1 }), "rss", func(m memSample) float64 { return m.rss }, 0, peakOf)

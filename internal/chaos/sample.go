@@ -111,13 +111,14 @@ func (s *sampler) sampleAll(ctx context.Context) {
 			continue // it exited meanwhile
 		}
 		m := memSample{at: at, rss: float64(u.RSSBytes), heap: math.NaN(), goroutines: math.NaN(), sockets: math.NaN()}
-		if n, err := procstat.Sockets(pid); err == nil {
-			m.sockets = float64(n)
-		}
 		fams, err := scrape(ctx, s.client, addr)
 		if err == nil {
 			m.goroutines = metricValue(fams, metricGoroutines, "", "")
 			m.heap = metricValue(fams, metricHeapInuse, "", "")
+		}
+		// Right after the goroutines, to which they are compared.
+		if n, serr := procstat.Sockets(pid); serr == nil {
+			m.sockets = float64(n)
 		}
 		s.mu.Lock()
 		s.series[d.name] = append(s.series[d.name], m)
