@@ -24,10 +24,10 @@ const resultListHostGrants = `SELECT hostid, granted_credit, rsc_fpops_est FROM 
 		ROW_NUMBER() OVER (PARTITION BY r.hostid ORDER BY r.id DESC) AS n
 	FROM result r JOIN workunit w ON w.id = r.workunitid
 	WHERE r.hostid IN (?) AND r.server_state = ? AND r.validate_state = ? AND r.granted_credit > 0
-) g WHERE n <= ? ORDER BY hostid`
+) g WHERE n <= ? ORDER BY hostid, n`
 
 // ResultListHostGrants returns, for each of hostIDs, the grants of its
-// newest perHost valid instances with credit, ordered by host.
+// newest perHost valid instances with credit, by host and newest first.
 func (s *Store) ResultListHostGrants(ctx context.Context, hostIDs []int64, perHost int) ([]HostGrant, error) {
 	if len(hostIDs) == 0 {
 		return nil, nil
