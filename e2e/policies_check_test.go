@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/taskserver/taskserver/internal/demoapp"
-	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -303,7 +302,10 @@ func (r *polRun) checkKnownAnswers(d *polData, s *polSummary) {
 		}
 		s.KnownAnswer++
 		c, ok := d.ByID[j.CanonicalID]
-		if pj.Batch != 0 || !strings.HasPrefix(j.Name, jobs.KnownAnswerPrefix) || !ok || j.ErrorMask != 0 ||
+		if strings.HasPrefix(j.Name, "ka_") {
+			s.violate("known answers", "known-answer job %s is named so a host can tell it apart: %s", j.Name, d.history(j))
+		}
+		if pj.Batch != 0 || !ok || j.ErrorMask != 0 ||
 			c.ValidateState != state.ValidateValid || d.Hosts[c.HostID].Kind != "normal" {
 			s.violate("known answers", "known-answer job (batch %d) not validated from an honest host: %s", pj.Batch, d.history(j))
 		}

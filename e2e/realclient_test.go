@@ -200,12 +200,15 @@ func (rp *realProject) taskctl(args ...string) string {
 // accounts and the jobs.
 func (rp *realProject) setup() {
 	t := rp.t
-	rp.taskctl("keys", "generate")
+	// The code-signing private key is kept out of the project, as an
+	// operator keeps it off the server.
+	offline := t.TempDir()
+	rp.taskctl("keys", "generate", "--code-sign-out", offline)
 	rp.taskctl("platform", "add", "--name", realClientPlatform)
 	rp.taskctl("app", "add", "--name", demoapp.AppName)
 	rp.taskctl("app-version", "add", "--app", demoapp.AppName, "--platform", realClientPlatform,
 		"--version-num", strconv.Itoa(realClientVersion), "--file", filepath.Join(rp.bin, "demo_app"),
-		"--code-sign-key", "keys/code_sign_private")
+		"--code-sign-key", filepath.Join(offline, "code_sign_private"))
 
 	for i := 0; i < 2; i++ {
 		email := fmt.Sprintf("realclient%d@example.org", i)

@@ -49,7 +49,7 @@ func TestBoundCheck(t *testing.T) {
 	w := newBoundWindow(duration, cutAt, down)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			g := w.check(series(duration, tc.f), "rss", func(m memSample) float64 { return m.rss }, boundSlackBytes)
+			g := w.check(series(duration, tc.f), "rss", func(m memSample) float64 { return m.rss }, boundSlackBytes, peakOf)
 			if g.ok != tc.ok || !strings.Contains(g.note, tc.reason) {
 				t.Errorf("check() = ok %v, note %q (middle %.0f, last %.0f); want ok %v, note with %q",
 					g.ok, g.note, g.middle, g.last, tc.ok, tc.reason)
@@ -68,20 +68,98 @@ func TestBoundCheckGoroutinesSlack(t *testing.T) {
 			xs[i].goroutines = 30 // a few connections more: within 20% + 20
 		}
 	}
-	if g := w.check(xs, "goroutines", get, boundSlackGo); !g.ok {
+	if g := w.check(xs, "goroutines", get, boundSlackGo, floorOf); !g.ok {
 		t.Errorf("14 → 30 goroutines: %s, want bounded", g.note)
 	}
 	for i := range xs {
 		xs[i].goroutines = 14 + 2*xs[i].at // two more every second: a leak
 	}
-	if g := w.check(xs, "goroutines", get, boundSlackGo); g.ok {
+	if g := w.check(xs, "goroutines", get, boundSlackGo, floorOf); g.ok {
 		t.Errorf("two goroutines a second: bounded (middle %.0f, last %.0f), want grew", g.middle, g.last)
+	}
+}
+
+// serverSeries models a scheduler's samples over a 10-minute load: base
+// goroutines of its own, idle keep-alive connections (one goroutine and one
+// socket each), requests in flight at each sample (a connection's socket
+// and goroutine plus net/http's background read: two goroutines), and ten
+// database connections (a socket and the driver's goroutine each).
+func serverSeries(base func(at float64) float64, inFlight func(at float64) float64) []memSample {
+	const mb = 1 << 20
+	var xs []memSample
+	idle := 0.0
+	for at := 0.0; at <= 600; at += 2 {
+		f := inFlight(at)
+		// Connections opened for a burst stay open (idle) a while.
+		idle = max(idle*0.95, f, 100)
+		xs = append(xs, memSample{at: at, rss: 40 * mb, heap: 20 * mb,
+			goroutines: base(at) + idle + 2*f + 10, sockets: idle + f + 10})
+	}
+	return xs
+}
+
+// bursts is a load whose requests in flight mostly stay low, with a burst
+// every 50 s whose height grows over the run, half as high again at the
+// end as in the middle (the run peaked at 145 goroutines in the
+// middle third and 213 in the last): the database slows as its tables
+// grow, and the hosts keep asking at the same rate.
+func bursts(at float64) float64 {
+	if int(at)%50 < 6 {
+		return max(10, at/2-60)
+	}
+	return float64(int(at) % 7)
+}
+
+func TestBoundAcceptsLoadAndRefusesLeaks(t *testing.T) {
+	w := newBoundWindow(600, 300, 10)
+	flat := func(float64) float64 { return 15 }
+	tests := []struct {
+		name string
+		xs   []memSample
+		ok   bool
+	}{
+		{"steady load", serverSeries(flat, func(at float64) float64 { return float64(int(at) % 7) }), true},
+		{"load whose bursts grow (the issue's failed run)", serverSeries(flat, bursts), true},
+		{"a goroutine leaked every 2 s, no load", serverSeries(func(at float64) float64 { return 15 + at/2 },
+			func(float64) float64 { return 0 }), false},
+		{"a goroutine leaked every 2 s under growing bursts", serverSeries(func(at float64) float64 { return 15 + at/2 },
+			bursts), false},
+		{"requests never finishing (in flight only grows)", serverSeries(flat, func(at float64) float64 { return at / 2 }), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := summarize(tc.xs, w)
+			if d.Bounded != tc.ok {
+				t.Errorf("summarize() bounded %v (goroutines %d/%d/%d, sockets %d/%d/%d, notes %q); want %v", d.Bounded,
+					d.GoroutinesFirst, d.GoroutinesPeak, d.GoroutinesLast, d.SocketsFirst, d.SocketsPeak, d.SocketsLast,
+					d.Notes, tc.ok)
+			}
+		})
+	}
+}
+
+func TestBoundGoroutinesToleratesSkewBetweenReads(t *testing.T) {
+	// The scheduler's samples of a 3-minute run: about 12 goroutines net
+	// of sockets in the troughs, hundreds in the bursts, and two samples
+	// (-13 in the middle third, 5 in the last) taken while connections
+	// came and went between the two reads. Bounded.
+	w := newBoundWindow(180, 97, 12)
+	nets := []float64{12, 48, 35, 104, 45, 177, 304, 304, 77, 144, 373, 36, 16, 11, 175, 93, 44, 67, 17, 13, 45, 13,
+		156, 157, 49, 13, 18, 140, 236, 120, 12, 74, 41, 62, 39, 22, 23, 69, 135, 73, 252, 163, 227, 13, 23, -13, 13,
+		12, 13, 12, 11, 63, 35, 184, 65, 15, 58, 156, 105, 222, 147, 206, 273, 202, 16, 202, 90, 110, 115, 84, 186,
+		226, 231, 168, 155, 79, 98, 111, 85, 64, 5, 161, 175, 204, 143, 269, 11, 15, 177, 13, 87, 93}
+	var xs []memSample
+	for i, n := range nets {
+		xs = append(xs, memSample{at: float64(2 * i), rss: 1, heap: 1, goroutines: n + 150, sockets: 150})
+	}
+	if d := summarize(xs, w); !d.Bounded {
+		t.Errorf("summarize() of a measured run = not bounded (%q), want bounded", d.Notes)
 	}
 }
 
 func TestBoundCheckWantsEnoughSamples(t *testing.T) {
 	w := newBoundWindow(30, 15, 5) // the cut and its settling cover most of the run
-	g := w.check(series(30, func(float64) float64 { return 1 }), "rss", func(m memSample) float64 { return m.rss }, 0)
+	g := w.check(series(30, func(float64) float64 { return 1 }), "rss", func(m memSample) float64 { return m.rss }, 0, peakOf)
 	if g.ok || !strings.Contains(g.note, "run longer") {
 		t.Errorf("check() of a 30 s run = ok %v, note %q; want not ok, run longer", g.ok, g.note)
 	}

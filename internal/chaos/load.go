@@ -182,7 +182,8 @@ func (r *LoadReport) WriteTable(w io.Writer) error {
 	fmt.Fprintf(&b, "database cut at %.0fs for %.0fs (%d connections dropped, %d refused); work sent again after %s\n",
 		r.DBCut.AtSeconds, r.DBCut.DownSeconds, r.DBCut.ConnectionsDropped, r.DBCut.ConnectionsRefused, rec)
 	fmt.Fprintf(&b, "%-26s %8.0f\n\n", "drain seconds", r.DrainSeconds)
-	fmt.Fprintf(&b, "%-15s %21s %21s %15s %6s  %s\n", "daemon", "RSS MB first/peak/last", "heap MB first/pk/last", "goroutines", "CPU s", "bounded")
+	fmt.Fprintf(&b, "%-15s %21s %21s %15s %15s %6s  %s\n", "daemon", "RSS MB first/peak/last", "heap MB first/pk/last", "goroutines",
+		"sockets", "CPU s", "bounded")
 	names := make([]string, 0, len(r.Memory))
 	for n := range r.Memory {
 		names = append(names, n)
@@ -191,9 +192,10 @@ func (r *LoadReport) WriteTable(w io.Writer) error {
 	mb := func(v int64) float64 { return float64(v) / (1 << 20) }
 	for _, n := range names {
 		m := r.Memory[n]
-		fmt.Fprintf(&b, "%-15s %7.1f/%6.1f/%6.1f %7.1f/%6.1f/%6.1f %5d/%4d/%4d %6.1f  %v\n", n,
+		fmt.Fprintf(&b, "%-15s %7.1f/%6.1f/%6.1f %7.1f/%6.1f/%6.1f %5d/%4d/%4d %5d/%4d/%4d %6.1f  %v\n", n,
 			mb(m.RSSFirst), mb(m.RSSPeak), mb(m.RSSLast), mb(m.HeapFirst), mb(m.HeapPeak), mb(m.HeapLast),
-			m.GoroutinesFirst, m.GoroutinesPeak, m.GoroutinesLast, m.CPUSeconds, m.Bounded)
+			m.GoroutinesFirst, m.GoroutinesPeak, m.GoroutinesLast, m.SocketsFirst, m.SocketsPeak, m.SocketsLast,
+			m.CPUSeconds, m.Bounded)
 		for _, note := range m.Notes {
 			fmt.Fprintf(&b, "  %s\n", note)
 		}

@@ -32,11 +32,13 @@ const (
 
 // memSample is one reading of one daemon: seconds since the load began,
 // its resident set, its Go heap in use and its goroutines (NaN when its
-// /metrics did not answer).
+// /metrics did not answer), and its open sockets (NaN when /proc did not
+// say).
 type memSample struct {
 	at         float64
 	rss, heap  float64
 	goroutines float64
+	sockets    float64
 }
 
 // counter accumulates a Prometheus counter over restarts of its program:
@@ -108,11 +110,15 @@ func (s *sampler) sampleAll(ctx context.Context) {
 		if err != nil {
 			continue // it exited meanwhile
 		}
-		m := memSample{at: at, rss: float64(u.RSSBytes), heap: math.NaN(), goroutines: math.NaN()}
+		m := memSample{at: at, rss: float64(u.RSSBytes), heap: math.NaN(), goroutines: math.NaN(), sockets: math.NaN()}
 		fams, err := scrape(ctx, s.client, addr)
 		if err == nil {
 			m.goroutines = metricValue(fams, metricGoroutines, "", "")
 			m.heap = metricValue(fams, metricHeapInuse, "", "")
+		}
+		// Right after the goroutines, to which they are compared.
+		if n, serr := procstat.Sockets(pid); serr == nil {
+			m.sockets = float64(n)
 		}
 		s.mu.Lock()
 		s.series[d.name] = append(s.series[d.name], m)
@@ -202,10 +208,10 @@ func (s *sampler) writeCSV(path string) error {
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	b.WriteString("daemon,at_s,rss_bytes,heap_inuse_bytes,goroutines\n")
+	b.WriteString("daemon,at_s,rss_bytes,heap_inuse_bytes,goroutines,sockets\n")
 	for _, n := range names {
 		for _, x := range s.series[n] {
-			fmt.Fprintf(&b, "%s,%.1f,%.0f,%.0f,%.0f\n", n, x.at, x.rss, x.heap, x.goroutines)
+			fmt.Fprintf(&b, "%s,%.1f,%.0f,%.0f,%.0f,%.0f\n", n, x.at, x.rss, x.heap, x.goroutines, x.sockets)
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -8,10 +8,11 @@
 // for a quorum q >= 2 is stored with min_quorum 1, target_nresults 1 and
 // replication_quorum q; and for every job created, with probability
 // app.known_answer_fraction, one known-answer job is added: a copy of a random
-// known_answer row of the app (name "ka_<known answer id>_<random>", one
-// instance, no batch), whose results the validator checks against the known
-// output. Jobs of a batch are inserted in the transaction that inserts the
-// batch row.
+// known_answer row of the app (one instance, no batch), whose results the
+// validator checks against the known output. It is named like a job created
+// with it (see knownAnswerName) and its input file like theirs: only
+// workunit.known_answer_id, which no host is sent, marks it. Jobs of a batch
+// are inserted in the transaction that inserts the batch row.
 //
 // Order and crash safety: every input file is written to a temporary name
 // and renamed into place, and then all of a batch's files and directories are

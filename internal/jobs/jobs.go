@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/fanout"
@@ -45,9 +46,6 @@ type Job struct {
 
 // MaxNameLen is the longest job name the workunit table stores.
 const MaxNameLen = 254
-
-// KnownAnswerPrefix starts the name of every known-answer job.
-const KnownAnswerPrefix = "ka_"
 
 // Creator stages input files and inserts jobs.
 type Creator struct {
@@ -182,10 +180,7 @@ func (c *Creator) prepare(ctx context.Context, app store.App, batch []Job, p Par
 	seen := make(map[string]bool, len(batch))
 	todo := make([]staged, 0, len(batch))
 	for _, j := range batch {
-		file := InputName(j.Name)
-		if salt != "" {
-			file = InputName(j.Name + "_" + salt)
-		}
+		file := inputFile(j.Name, salt)
 		if err := checkName(j.Name, file); err != nil {
 			return nil, nil, err
 		}
@@ -200,8 +195,11 @@ func (c *Creator) prepare(ctx context.Context, app store.App, batch []Job, p Par
 		return nil, nil, err
 	}
 	for _, ka := range kas {
-		name := KnownAnswerPrefix + strconv.FormatInt(ka.ID, 10) + "_" + randomHex(8)
-		todo = append(todo, staged{job: Job{Name: name, Input: ka.Input}, file: InputName(name), knownAnswerID: ka.ID})
+		name := knownAnswerName(batch[mrand.IntN(len(batch))].Name)
+		if checkName(name, inputFile(name, salt)) != nil {
+			name = randomHex(8) // the twin's name was near the length limit
+		}
+		todo = append(todo, staged{job: Job{Name: name, Input: ka.Input}, file: inputFile(name, salt), knownAnswerID: ka.ID})
 	}
 
 	now := c.now().Unix()
@@ -230,6 +228,31 @@ func (c *Creator) prepare(ctx context.Context, app store.App, batch []Job, p Par
 		return nil, nil, err
 	}
 	return wus, extra, nil
+}
+
+// inputFile is the name of job's input file, with salt (see CreateBatch)
+// if not empty.
+func inputFile(job, salt string) string {
+	if salt == "" {
+		return InputName(job)
+	}
+	return InputName(job + "_" + salt)
+}
+
+// knownAnswerName names a known-answer job after twin, a job created with
+// it: twin's name up to its last "_", then 16 random hex digits. A host
+// must not tell a known-answer job from the others (a cheater would compute
+// those honestly and fake the rest), so nothing it is sent may mark one:
+// the known answer is recorded only in workunit.known_answer_id. For the
+// work generator's names (NewName: "<prefix>_<unix time>_<16 hex>") the
+// result has exactly their shape, the same prefix and time; names a
+// submitter chose are imitated only as far as their last "_".
+func knownAnswerName(twin string) string {
+	prefix := ""
+	if i := strings.LastIndexByte(twin, '_'); i >= 0 {
+		prefix = twin[:i+1]
+	}
+	return prefix + randomHex(8)
 }
 
 // checkName refuses a job name the database or the download directory

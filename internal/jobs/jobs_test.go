@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
+	"github.com/taskserver/taskserver/internal/transition"
 )
 
 func TestParamsValidate(t *testing.T) {
@@ -217,13 +219,12 @@ func TestCreateMixesKnownAnswerJobs(t *testing.T) {
 	}
 	count := map[int64]int{}
 	for _, wu := range f.all(t) {
-		if !strings.HasPrefix(wu.Name, jobs.KnownAnswerPrefix) {
+		if wu.KnownAnswerID == 0 {
 			count[wu.AppID]++
 			continue
 		}
 		if wu.AppID != always.ID || wu.KnownAnswerID != kaID || wu.MinQuorum != 1 || wu.TargetNResults != 1 ||
-			wu.ReplicationQuorum != 0 || wu.Batch != 0 || wu.Priority != 7 ||
-			!strings.HasPrefix(wu.Name, fmt.Sprintf("ka_%d_", kaID)) {
+			wu.ReplicationQuorum != 0 || wu.Batch != 0 || wu.Priority != 7 {
 			t.Errorf("known-answer job = %+v; want app always, known answer %d, one instance, the batch's priority", wu, kaID)
 		}
 		if got := f.input(t, wu); string(got) != "known input" {
@@ -233,6 +234,71 @@ func TestCreateMixesKnownAnswerJobs(t *testing.T) {
 	}
 	if count[-1] != 2 || count[always.ID] != 2 || count[never.ID] != 2 || count[empty.ID] != 2 {
 		t.Fatalf("jobs per app = %v; want 2 each and 2 known-answer jobs (fraction 1, 2 jobs)", count)
+	}
+}
+
+// hostView is what a host is sent of a job and its first instance: the
+// job's name, its input files' names, the instance's name and its output
+// file's name; each with every run of hex digits and every digit replaced
+// by a placeholder, so that two jobs made the same way have the same view.
+func hostView(t *testing.T, wu store.Workunit) string {
+	t.Helper()
+	doc, err := jobxml.ParseWorkunit(wu.XMLDoc)
+	if err != nil {
+		t.Fatalf("ParseWorkunit(%s): %v", wu.Name, err)
+	}
+	result := transition.ResultName(wu.Name, 0)
+	parts := []string{wu.Name, result, jobxml.OutputName(result, 0)}
+	for _, in := range doc.Inputs {
+		parts = append(parts, in.Name, in.OpenName, strconv.Itoa(len(in.MD5)))
+	}
+	return shapeRE.ReplaceAllString(strings.Join(parts, " "), "#")
+}
+
+var shapeRE = regexp.MustCompile(`[0-9a-f]{16}|[0-9a-f]{8}|[0-9]+`)
+
+func TestKnownAnswerJobsLookLikeOtherJobs(t *testing.T) {
+	t.Parallel()
+	f := newCreatorFixture(t)
+	ctx := context.Background()
+	app := f.app(t, store.App{Name: "demo", KnownAnswerFraction: 1})
+	kaID, err := f.st.KnownAnswerInsert(ctx, store.KnownAnswer{CreateTime: 1, AppID: app.ID, Name: "known",
+		Input: []byte("known input"), Output: []byte("known output")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The work generator's names, and a batch's (whose input files carry
+	// a random part).
+	gen := []jobs.Job{{Name: jobs.NewName("demo", f.now), Input: []byte("a")}, {Name: jobs.NewName("demo", f.now), Input: []byte("b")}}
+	if err := f.c.CreateForApp(ctx, app, gen, jobs.DefaultParams()); err != nil {
+		t.Fatalf("CreateForApp: %v", err)
+	}
+	batch := []jobs.Job{{Name: "run1_" + strings.Repeat("c", 16), Input: []byte("c")}}
+	if _, _, err := f.c.CreateBatch(ctx, app, store.Batch{UserID: 2, Name: "run1"}, batch, jobs.DefaultParams()); err != nil {
+		t.Fatalf("CreateBatch: %v", err)
+	}
+	views := map[string]map[bool]int{} // view -> known answer? -> jobs
+	for _, wu := range f.all(t) {
+		v := hostView(t, wu)
+		if views[v] == nil {
+			views[v] = map[bool]int{}
+		}
+		views[v][wu.KnownAnswerID != 0]++
+		ka := wu.KnownAnswerID != 0
+		if ka && wu.KnownAnswerID != kaID {
+			t.Errorf("job %s: known_answer_id %d, want %d (the marker is in the database)", wu.Name, wu.KnownAnswerID, kaID)
+		}
+		if ka && (strings.HasPrefix(wu.Name, "ka_") || strings.Contains(wu.XMLDoc, "ka_") || strings.Contains(wu.XMLDoc, "known")) {
+			t.Errorf("known-answer job %s (xml_doc %s) carries a marker a host can see", wu.Name, wu.XMLDoc)
+		}
+	}
+	if len(views) != 2 {
+		t.Errorf("host views of jobs = %v; want 2 (the generator's and the batch's), each shared by normal and known-answer jobs", views)
+	}
+	for v, n := range views {
+		if n[true] == 0 || n[false] == 0 {
+			t.Errorf("host view %q: %d normal and %d known-answer jobs; a host must not tell them apart", v, n[false], n[true])
+		}
 	}
 }
 

@@ -156,3 +156,22 @@ func isDBServer(pid int) bool {
 	c := strings.TrimSpace(string(b))
 	return c == "mariadbd" || c == "mysqld"
 }
+
+// Sockets returns how many sockets process pid has open (the entries of
+// /proc/<pid>/fd that link to "socket:[inode]"): its network connections
+// and listeners.
+func Sockets(pid int) (int, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("list open files of process %d: %w", pid, err)
+	}
+	n := 0
+	for _, e := range entries {
+		// A descriptor closed since the listing has no link: not counted.
+		if link, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasPrefix(link, "socket:") {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -1,6 +1,7 @@
 package procstat
 
 import (
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -48,5 +49,38 @@ func TestReadSelfCountsCPU(t *testing.T) {
 func TestReadMissingProcess(t *testing.T) {
 	if _, err := Read(1 << 30); err == nil {
 		t.Fatal("a process that cannot exist was read")
+	}
+}
+
+func TestSocketsCountsOpenConnections(t *testing.T) {
+	before, err := Sockets(os.Getpid())
+	if err != nil {
+		t.Fatalf("Sockets(self): %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "not-a-socket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Sockets(os.Getpid()); err != nil || n != before+3 {
+		t.Errorf("Sockets(self) with a listener and both ends of a connection open = %d, %v; want %d", n, err, before+3)
+	}
+	c.Close()
+	s.Close()
+	f.Close()
+	if _, err := Sockets(1 << 30); err == nil {
+		t.Error("Sockets(no such process) succeeded, want an error")
 	}
 }

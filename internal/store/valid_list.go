@@ -27,8 +27,9 @@ type WorkunitListValidateParams struct {
 }
 
 // validateJobColumns are the job columns validation uses: what chooses the
-// candidates and the reference, the quorum and the credit.
-const validateJobColumns = `w.id, w.appid, w.name, w.batch, w.rsc_fpops_est, w.need_validate, w.canonical_resultid,
+// candidates and the reference, the quorum and the credit (the FLOP bound
+// bounds a claim).
+const validateJobColumns = `w.id, w.appid, w.name, w.batch, w.rsc_fpops_est, w.rsc_fpops_bound, w.need_validate, w.canonical_resultid,
 w.canonical_credit, w.error_mask, w.file_delete_state, w.assimilate_state, w.min_quorum, w.target_nresults,
 w.max_total_results, w.fixed_credit, w.known_answer_id`
 
@@ -131,7 +132,7 @@ func (s *Store) scanValidate(ctx context.Context, all bool, query string, args .
 	for rows.Next() {
 		var w Workunit
 		var r Result
-		dest := []any{&w.ID, &w.AppID, &w.Name, &w.Batch, &w.RscFpopsEst, &w.NeedValidate, &w.CanonicalResultID,
+		dest := []any{&w.ID, &w.AppID, &w.Name, &w.Batch, &w.RscFpopsEst, &w.RscFpopsBound, &w.NeedValidate, &w.CanonicalResultID,
 			&w.CanonicalCredit, &w.ErrorMask, &w.FileDeleteState, &w.AssimilateState, &w.MinQuorum, &w.TargetNResults,
 			&w.MaxTotalResults, &w.FixedCredit, &w.KnownAnswerID,
 			&r.ID, &r.WorkunitID, &r.ServerState, &r.Outcome, &r.ValidateState, &r.HostID, &r.UserID, &r.Name,

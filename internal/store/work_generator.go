@@ -104,10 +104,11 @@ func (s *Store) WorkunitGetByName(ctx context.Context, name string) (Workunit, e
 	return wu, nil
 }
 
-const workunitCountByNamePrefix = `SELECT COUNT(*) FROM workunit WHERE appid = ? AND name LIKE ?`
+const workunitCountByNamePrefix = `SELECT COUNT(*) FROM workunit WHERE appid = ? AND name LIKE ? AND known_answer_id = 0`
 
 // WorkunitCountByNamePrefix counts app appID's jobs whose name starts with
-// prefix (taken literally). It uses the unique index on name.
+// prefix (taken literally), known-answer jobs left out: they are named like
+// the jobs they were created with. It uses the unique index on name.
 func (s *Store) WorkunitCountByNamePrefix(ctx context.Context, appID int64, prefix string) (int64, error) {
 	var n int64
 	err := s.db.GetContext(ctx, &n, workunitCountByNamePrefix, appID, likePrefix(prefix))

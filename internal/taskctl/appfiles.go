@@ -183,7 +183,7 @@ func (t *tool) signCommand() *cli.Command {
 		Usage:     "sign app files with a code-signing private key; prints each file's name, md5 and signature for app-version add --signatures",
 		ArgsUsage: "FILE...",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "key", Required: true, Usage: "code-signing private key file (BOINC format, e.g. keys/code_sign_private; relative to the working directory)"},
+			&cli.StringFlag{Name: "key", Required: true, Usage: "code-signing private key file (BOINC format, as keys generate --code-sign-out writes it; relative to the working directory)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {

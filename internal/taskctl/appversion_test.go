@@ -78,7 +78,10 @@ func checkVersion(t *testing.T, b *bundle, num int, want map[string][]byte) {
 
 func TestAppVersionFiles(t *testing.T) {
 	b := setup(t, storetest.NewDatabase(t))
-	b.mustRun(t, "keys", "generate")
+	// The code-signing private key is kept off the server.
+	offline := t.TempDir()
+	codeSignKey := filepath.Join(offline, "code_sign_private")
+	b.mustRun(t, "keys", "generate", "--code-sign-out", offline)
 	b.mustRun(t, "platform", "add", "--name", "x86_64-pc-linux-gnu")
 	b.mustRun(t, "app", "add", "--name", "demo")
 
@@ -98,8 +101,8 @@ func TestAppVersionFiles(t *testing.T) {
 		return b.run(t, args...)
 	}
 
-	// Signed on the server.
-	if _, errOut, err := add("100", "--code-sign-key", "keys/code_sign_private"); err != nil {
+	// Signed by the operator's tool given the key's path.
+	if _, errOut, err := add("100", "--code-sign-key", codeSignKey); err != nil {
 		t.Fatalf("app-version add --code-sign-key: %v (stderr %q)", err, errOut)
 	}
 	checkVersion(t, b, 100, map[string][]byte{
@@ -108,7 +111,7 @@ func TestAppVersionFiles(t *testing.T) {
 	})
 
 	// Signed offline.
-	sigs := b.mustRun(t, "sign", "--key", filepath.Join(b.projectDir, "keys", "code_sign_private"), mainPath, dataPath)
+	sigs := b.mustRun(t, "sign", "--key", codeSignKey, mainPath, dataPath)
 	sigPath := filepath.Join(src, "sigs.txt")
 	if err := os.WriteFile(sigPath, []byte(sigs), 0o644); err != nil {
 		t.Fatal(err)
@@ -139,7 +142,7 @@ func TestAppVersionFiles(t *testing.T) {
 	if _, _, err := add("102"); err == nil || !strings.Contains(err.Error(), "--code-sign-key or --signatures") {
 		t.Errorf("app-version add --file without signing = %v, want an error naming the two ways", err)
 	}
-	if _, _, err := add("102", "--signatures", sigPath, "--code-sign-key", "keys/code_sign_private"); err == nil {
+	if _, _, err := add("102", "--signatures", sigPath, "--code-sign-key", codeSignKey); err == nil {
 		t.Error("app-version add with --signatures and --code-sign-key succeeded, want an error")
 	}
 	if err := os.WriteFile(dataPath, []byte("changed\n"), 0o644); err != nil {
@@ -160,13 +163,15 @@ func TestAppVersionFiles(t *testing.T) {
 
 func TestKeysRotate(t *testing.T) {
 	b := setup(t, "")
-	b.mustRun(t, "keys", "generate")
-	dir := filepath.Join(b.projectDir, "keys")
+	// Rotation runs where the private key is, off the server; the
+	// operator then copies code_sign_public and the signature to it.
+	dir := t.TempDir()
+	b.mustRun(t, "keys", "generate", "--pair", "code_sign", "--code-sign-out", dir)
 	oldPub, err := keys.ReadPublicFile(filepath.Join(dir, "code_sign_public"))
 	if err != nil {
 		t.Fatalf("after keys generate: %v", err)
 	}
-	if _, errOut, err := b.run(t, "keys", "rotate"); err != nil {
+	if _, errOut, err := b.run(t, "keys", "rotate", "--dir", dir); err != nil {
 		t.Fatalf("keys rotate: %v (stderr %q)", err, errOut)
 	}
 	newPub, err := keys.ReadPublicFile(filepath.Join(dir, "code_sign_public"))
@@ -188,7 +193,7 @@ func TestKeysRotate(t *testing.T) {
 	if kept, err := keys.ReadPublicFile(filepath.Join(dir, "code_sign_public"+suffix)); err != nil || !kept.Equal(oldPub) {
 		t.Errorf("old public key kept as code_sign_public%s: %v", suffix, err)
 	}
-	if _, _, err := b.run(t, "keys", "rotate"); err == nil {
+	if _, _, err := b.run(t, "keys", "rotate", "--dir", dir); err == nil {
 		t.Error("a second rotate in the same second succeeded, want a refusal to overwrite the kept files")
 	}
 }

@@ -181,7 +181,7 @@ func (t *tool) appVersionCommand() *cli.Command {
 				&cli.StringFlag{Name: "plan-class", Usage: "plan class (empty: plain CPU version)"},
 				&cli.StringSliceFlag{Name: "file", Usage: "a file of the version (repeatable; the first is the main program). " +
 					"Without --file the version has no files: only the simulated client can run it"},
-				&cli.StringFlag{Name: "code-sign-key", Usage: "sign the files here with this code-signing private key (e.g. keys/code_sign_private)"},
+				&cli.StringFlag{Name: "code-sign-key", Usage: "sign the files here with this code-signing private key (the code_sign_private that keys generate --code-sign-out wrote, e.g. on removable media)"},
 				&cli.StringFlag{Name: "signatures", Usage: "file of signatures made offline with: taskctl sign --key KEY FILE..."},
 				&cli.StringFlag{Name: "code-sign-public", Value: "keys/code_sign_public",
 					Usage: "code-signing public key the signatures are checked against (skipped with a note if the file does not exist)"},

@@ -24,7 +24,9 @@ func (t *tool) rotateCommand() *cli.Command {
 		Name: "rotate",
 		Usage: "replace the code_sign key pair, signing the new public key with the old private key (" +
 			keys.RotationSignatureFile + "); the old files are kept with a .<unix time>.old suffix. " +
-			"Then restart the scheduler and add new app versions signed with the new key. " +
+			"Run it where the private key is kept (--dir, off the server: see keys generate --code-sign-out), copy the new " +
+			"code_sign_public and " + keys.RotationSignatureFile + " into the server's keys directory, " +
+			"then restart the scheduler and add new app versions signed with the new key. " +
 			"With --pair " + ed25519Pair + ": replace the upload certificate key (the old files are kept the same way)",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Value: "keys", Usage: "directory of the key files (relative to the project directory)"},

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -291,10 +292,8 @@ func TestKeysGenerate(t *testing.T) {
 	b := setup(t, "") // needs no database
 	out := b.mustRun(t, "keys", "generate")
 	dir := filepath.Join(b.projectDir, "keys")
-	for _, pair := range []string{"upload", "code_sign"} {
-		if !strings.Contains(out, filepath.Join(dir, pair+"_private")) {
-			t.Errorf("keys generate output %q does not name %s_private", out, pair)
-		}
+	checkPair := func(dir, pair string) {
+		t.Helper()
 		priv, err := keys.ReadPrivateFile(filepath.Join(dir, pair+"_private"))
 		if err != nil {
 			t.Fatalf("ReadPrivateFile(%s_private): %v", pair, err)
@@ -307,15 +306,45 @@ func TestKeysGenerate(t *testing.T) {
 			t.Fatalf("%s_private mode = %v, %v; want 0600", pair, fi.Mode(), err)
 		}
 	}
-	old, _ := os.ReadFile(filepath.Join(dir, "code_sign_public"))
+	if !strings.Contains(out, filepath.Join(dir, "upload_private")) {
+		t.Errorf("keys generate output %q does not name upload_private", out)
+	}
+	checkPair(dir, "upload")
+	// The code-signing private key is what lets a thief of the server ship
+	// programs every volunteer runs: by default it is not made here.
+	if _, err := os.Stat(filepath.Join(dir, "code_sign_private")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("keys generate left code_sign_private in the project (%v); want it made offline", err)
+	}
+	if !strings.Contains(out, "--code-sign-out") {
+		t.Errorf("keys generate output %q does not say how to make the code-signing key", out)
+	}
+
+	// --code-sign-out: the private key goes to the named place, only the
+	// public half into the project.
+	offline := filepath.Join(t.TempDir(), "offline")
+	out = b.mustRun(t, "keys", "generate", "--pair", "code_sign", "--code-sign-out", offline)
+	checkPair(offline, "code_sign")
+	if _, err := os.Stat(filepath.Join(dir, "code_sign_private")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("keys generate --code-sign-out left code_sign_private in the project (%v)", err)
+	}
+	pub, _ := os.ReadFile(filepath.Join(dir, "code_sign_public"))
+	if offPub, _ := os.ReadFile(filepath.Join(offline, "code_sign_public")); len(pub) == 0 || !bytes.Equal(pub, offPub) {
+		t.Fatalf("project code_sign_public %q, offline %q; want the same public key in both", pub, offPub)
+	}
+	if !strings.Contains(out, filepath.Join(offline, "code_sign_private")) {
+		t.Errorf("keys generate --code-sign-out output %q does not name the private key's path", out)
+	}
+
 	if _, _, err := b.run(t, "keys", "generate"); err == nil || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("second keys generate = %v, want a refusal naming --force", err)
 	}
-	b.mustRun(t, "keys", "generate", "--force")
-	if now, _ := os.ReadFile(filepath.Join(dir, "code_sign_public")); bytes.Equal(now, old) {
+	// The old way, asked for by name.
+	b.mustRun(t, "keys", "generate", "--force", "--code-sign-on-server")
+	checkPair(dir, "code_sign")
+	if now, _ := os.ReadFile(filepath.Join(dir, "code_sign_public")); bytes.Equal(now, pub) {
 		t.Fatal("keys generate --force kept the old code_sign key")
 	}
-	if _, err := keys.ReadPrivateFile(filepath.Join(dir, "code_sign_private")); err != nil {
-		t.Fatalf("code_sign_private after --force: %v", err)
+	if _, _, err := b.run(t, "keys", "generate", "--force", "--code-sign-on-server", "--code-sign-out", offline); err == nil {
+		t.Error("keys generate with --code-sign-on-server and --code-sign-out succeeded, want an error")
 	}
 }

@@ -1,6 +1,7 @@
 package validator
 
 import (
+	"math"
 	"slices"
 
 	"github.com/taskserver/taskserver/internal/store"
@@ -24,15 +25,73 @@ func KnownCreditPolicy(policy string) bool {
 	return false
 }
 
+// HistoryFactor bounds a claim by the host's record: a host may claim at
+// most this many times what its own validated work has been worth per
+// estimated FLOP (see ClaimBound). Four leaves room for the spread between
+// honest hosts (a claim is CPU time times the host's benchmark, and apps
+// reach different shares of the benchmark on different hosts) while a claim
+// a million times the job's worth is cut.
+const HistoryFactor = 4
+
+// Claim is the claimed credit of one valid instance with its host's record.
+type Claim struct {
+	// Credit is what the host claimed (result.claimed_credit).
+	Credit float64
+	// HostRate is what the host's recent validated work was worth per
+	// estimated FLOP (see HostRate); 0 when it has no record.
+	HostRate float64
+}
+
+// ClaimBound is the most a claim for job wu counts for, from a host whose
+// record is hostRate (see HostRate):
+//   - what the job can cost: Credit(rsc_fpops_bound), since the client
+//     aborts a task that exceeds its FLOP bound (or the estimate, if the
+//     bound is below it);
+//   - the host's history: HistoryFactor times the larger of the host's rate
+//     and 1, times Credit(rsc_fpops_est). A host without a record (a fresh
+//     host id costs a cheater nothing) is held to HistoryFactor times the
+//     estimate; a host whose work has been worth more than its estimates,
+//     confirmed by other hosts' claims, may claim more.
+//
+// With neither an estimate nor a bound there is no bound (+Inf).
+func ClaimBound(wu store.Workunit, hostRate float64) float64 {
+	bound := math.Inf(1)
+	if fb := max(wu.RscFpopsBound, wu.RscFpopsEst); fb > 0 {
+		bound = Credit(fb)
+	}
+	if wu.RscFpopsEst > 0 {
+		bound = min(bound, HistoryFactor*max(hostRate, 1)*Credit(wu.RscFpopsEst))
+	}
+	return bound
+}
+
+// HostRate is a host's record for ClaimBound: the median, over its recent
+// valid instances, of granted credit divided by Credit(rsc_fpops_est) of
+// their job. Granted, not claimed, credit: a grant under the median policy
+// was checked against other hosts' claims (and bounded), so a cheater
+// cannot build a record by claiming. Jobs without an estimate say
+// nothing; no record is 0.
+func HostRate(grants []store.HostGrant) float64 {
+	var rates []float64
+	for _, g := range grants {
+		if g.RscFpopsEst > 0 {
+			rates = append(rates, g.GrantedCredit/Credit(g.RscFpopsEst))
+		}
+	}
+	return Median(rates)
+}
+
 // GrantedCredit is the credit each valid instance of job wu gets when its
 // canonical instance is found, under the app's credit policy:
 //   - fpops (also "" and any unknown policy): Credit(rsc_fpops_est);
 //   - fixed: the job's fixed_credit, or fpops when that is 0;
-//   - median: the median of claims, the claimed credit of the valid
-//     instances, leaving out zero claims (an instance that claimed nothing
-//     has no say), or fpops when none is left. With a quorum of one the
-//     single claim stands: median suits apps whose jobs are replicated.
-func GrantedCredit(policy string, wu store.Workunit, claims []float64) float64 {
+//   - median: from the claims of the valid instances, each first cut to
+//     its ClaimBound, leaving out zero claims (an instance that claimed
+//     nothing has no say): one claim stands; of two, the lower, as BOINC's
+//     median_mean_credit granted (with two, the median is their mean and
+//     either host alone would set it); of three or more, the median. With
+//     no claim left, fpops.
+func GrantedCredit(policy string, wu store.Workunit, claims []Claim) float64 {
 	switch policy {
 	case store.CreditFixed:
 		if wu.FixedCredit > 0 {
@@ -41,11 +100,15 @@ func GrantedCredit(policy string, wu store.Workunit, claims []float64) float64 {
 	case store.CreditMedian:
 		var pos []float64
 		for _, c := range claims {
-			if c > 0 {
-				pos = append(pos, c)
+			if c.Credit > 0 {
+				pos = append(pos, min(c.Credit, ClaimBound(wu, c.HostRate)))
 			}
 		}
-		if len(pos) > 0 {
+		switch len(pos) {
+		case 0:
+		case 2:
+			return min(pos[0], pos[1])
+		default:
 			return Median(pos)
 		}
 	}

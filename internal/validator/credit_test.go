@@ -1,6 +1,7 @@
 package validator
 
 import (
+	"math"
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/store"
@@ -17,8 +18,9 @@ func TestCredit(t *testing.T) {
 
 func TestGrantedCredit(t *testing.T) {
 	t.Parallel()
-	// A job of one day of a 1 GFLOPS computer: 200 credits by its estimate.
-	day := store.Workunit{RscFpopsEst: 86400e9}
+	// A job of one day of a 1 GFLOPS computer: 200 credits by its estimate,
+	// 2,000 by its FLOP bound.
+	day := store.Workunit{RscFpopsEst: 86400e9, RscFpopsBound: 864000e9}
 	fixed := store.Workunit{RscFpopsEst: 86400e9, FixedCredit: 7}
 	tests := []struct {
 		name   string
@@ -33,19 +35,102 @@ func TestGrantedCredit(t *testing.T) {
 		{"fixed: the job's fixed credit", store.CreditFixed, fixed, []float64{1, 2}, 7},
 		{"fixed without fixed_credit falls back to fpops", store.CreditFixed, day, nil, 200},
 		{"median of an odd count", store.CreditMedian, day, []float64{30, 10, 20}, 20},
-		{"median of an even count: mean of the middle two", store.CreditMedian, day, []float64{40, 10, 30, 20}, 25},
+		{"median of four: mean of the middle two", store.CreditMedian, day, []float64{40, 10, 30, 20}, 25},
 		{"median of one claim", store.CreditMedian, day, []float64{12}, 12},
-		{"median leaves out zero claims", store.CreditMedian, day, []float64{0, 10, 0, 30}, 20},
+		{"two claims: the lower, as BOINC's median_mean_credit", store.CreditMedian, day, []float64{30, 10}, 10},
+		{"two claims, one huge: the lower", store.CreditMedian, day, []float64{2.3e13, 2.3}, 2.3},
+		{"median leaves out zero claims", store.CreditMedian, day, []float64{0, 10, 0, 30}, 10},
 		{"median with all claims zero falls back to fpops", store.CreditMedian, day, []float64{0, 0}, 200},
 		{"median without claims falls back to fpops", store.CreditMedian, day, nil, 200},
 		{"median is not pulled by one huge claim", store.CreditMedian, day, []float64{10, 11, 1e9}, 11},
+		{"one huge claim is cut to the job's FLOP bound", store.CreditMedian, store.Workunit{RscFpopsEst: 86400e9,
+			RscFpopsBound: 172800e9}, []float64{2.3e13}, 400},
+		{"two huge claims are cut to the job's FLOP bound", store.CreditMedian, store.Workunit{RscFpopsEst: 86400e9,
+			RscFpopsBound: 172800e9}, []float64{2.3e13, 1e9}, 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := GrantedCredit(tt.policy, tt.wu, tt.claims); got != tt.want {
+			claims := make([]Claim, len(tt.claims))
+			for i, c := range tt.claims {
+				claims[i] = Claim{Credit: c}
+			}
+			if got := GrantedCredit(tt.policy, tt.wu, claims); got != tt.want {
 				t.Errorf("GrantedCredit(%q, fixed %g, claims %v) = %g, want %g", tt.policy, tt.wu.FixedCredit,
 					tt.claims, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestClaimBound(t *testing.T) {
+	t.Parallel()
+	// Estimate 200 credits, FLOP bound 2,000 (the default ten times).
+	day := store.Workunit{RscFpopsEst: 86400e9, RscFpopsBound: 864000e9}
+	tests := []struct {
+		name     string
+		wu       store.Workunit
+		hostRate float64
+		want     float64
+	}{
+		{"no record: HistoryFactor times the estimate", day, 0, HistoryFactor * 200},
+		{"a record below the estimate still allows HistoryFactor times the estimate", day, 0.5, HistoryFactor * 200},
+		{"a record above the estimate raises the bound", day, 2, HistoryFactor * 2 * 200},
+		{"never above the job's FLOP bound", day, 100, 2000},
+		{"a FLOP bound below the estimate: the estimate", store.Workunit{RscFpopsEst: 86400e9, RscFpopsBound: 1}, 0, 200},
+		{"no estimate: only the FLOP bound", store.Workunit{RscFpopsBound: 86400e9}, 0, 200},
+		{"neither: no bound", store.Workunit{}, 0, math.Inf(1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := ClaimBound(tt.wu, tt.hostRate); got != tt.want {
+				t.Errorf("ClaimBound(est %g, bound %g, host rate %g) = %g, want %g", tt.wu.RscFpopsEst,
+					tt.wu.RscFpopsBound, tt.hostRate, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestGrantedCreditCutsClaimAboveHostHistory(t *testing.T) {
+	t.Parallel()
+	day := store.Workunit{RscFpopsEst: 86400e9, RscFpopsBound: 864000e9}
+	// A host whose validated work was worth its estimate claims 1,900
+	// credits for a 200-credit job: cut to HistoryFactor times 200. The
+	// same claim from a host whose work has been worth twice the estimate
+	// is cut less.
+	if got, want := GrantedCredit(store.CreditMedian, day, []Claim{{Credit: 1900, HostRate: 1}}), HistoryFactor*200.0; got != want {
+		t.Errorf("claim 1900 from a host at rate 1 granted %g, want %g", got, want)
+	}
+	if got, want := GrantedCredit(store.CreditMedian, day, []Claim{{Credit: 1900, HostRate: 2}}), HistoryFactor*400.0; got != want {
+		t.Errorf("claim 1900 from a host at rate 2 granted %g, want %g", got, want)
+	}
+	// Three claims: the cut cheater's claim is still the largest, so the
+	// median is an honest one.
+	claims := []Claim{{Credit: 190, HostRate: 1}, {Credit: 210, HostRate: 1}, {Credit: 1e12, HostRate: 1}}
+	if got := GrantedCredit(store.CreditMedian, day, claims); got != 210 {
+		t.Errorf("claims 190, 210, 1e12 granted %g, want 210", got)
+	}
+}
+
+func TestHostRate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		grants []store.HostGrant
+		want   float64
+	}{
+		{"no record", nil, 0},
+		{"median of granted over the estimate's credit", []store.HostGrant{
+			{GrantedCredit: 200, RscFpopsEst: 86400e9}, {GrantedCredit: 100, RscFpopsEst: 86400e9},
+			{GrantedCredit: 800, RscFpopsEst: 86400e9}}, 1},
+		{"jobs without an estimate say nothing", []store.HostGrant{{GrantedCredit: 5, RscFpopsEst: 0}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := HostRate(tt.grants); got != tt.want {
+				t.Errorf("HostRate(%v) = %g, want %g", tt.grants, got, tt.want)
 			}
 		})
 	}

@@ -22,8 +22,11 @@
 // id % mod = mod_index, by id) ⋈ result (reported successes and the
 // canonical instance), one stream of at most --batch rows per pass, the
 // columns validation uses (every instance column for a project's own
-// Checker); known_answer (output, cached); the instances' output files in
-// the upload directory, read by Options.Workers goroutines.
+// Checker); known_answer (output, cached); under the median credit policy,
+// for each job given a canonical instance, the valid hosts' newest 20
+// credited instances (result ⋈ workunit: granted_credit, rsc_fpops_est),
+// their record that bounds their claims (see ClaimBound); the instances'
+// output files in the upload directory, read by Options.Workers goroutines.
 //
 // Writes, in one transaction per pass, each job only if it still needs
 // validation and each of its instances still awaits a verdict (checked

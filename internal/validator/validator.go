@@ -17,6 +17,7 @@ import (
 type Store interface {
 	AppGetByName(ctx context.Context, name string) (store.App, error)
 	KnownAnswerGet(ctx context.Context, id int64) (store.KnownAnswer, error)
+	ResultListHostGrants(ctx context.Context, hostIDs []int64, perHost int) ([]store.HostGrant, error)
 	WorkunitListValidate(ctx context.Context, p store.WorkunitListValidateParams) ([]store.WorkunitResults, error)
 	WorkunitValidate(ctx context.Context, p store.WorkunitValidateParams) error
 	WorkunitValidateBatch(ctx context.Context, p store.WorkunitValidateBatchParams) ([]int64, error)
@@ -246,6 +247,39 @@ func (s *Service) judgeAll(ctx context.Context, app store.App, jobs []store.Work
 	return out
 }
 
+// hostRecord is how many of a host's newest grants make its record (see
+// HostRate): enough that a few odd jobs do not move the median.
+const hostRecord = 20
+
+// claims returns the claims of the valid instances among results, with
+// their hosts' records when the app's policy grants by claims (the only
+// one that reads them).
+func (s *Service) claims(ctx context.Context, app store.App, results []store.Result, states map[int64]state.ValidateState) ([]Claim, error) {
+	var claims []Claim
+	var hosts []int64
+	for _, r := range results {
+		if states[r.ID] == state.ValidateValid {
+			claims = append(claims, Claim{Credit: r.ClaimedCredit})
+			hosts = append(hosts, r.HostID)
+		}
+	}
+	if app.CreditPolicy != store.CreditMedian || len(claims) == 0 {
+		return claims, nil
+	}
+	grants, err := s.st.ResultListHostGrants(ctx, hosts, hostRecord)
+	if err != nil {
+		return nil, err
+	}
+	byHost := map[int64][]store.HostGrant{}
+	for _, g := range grants {
+		byHost[g.HostID] = append(byHost[g.HostID], g)
+	}
+	for i := range claims {
+		claims[i].HostRate = HostRate(byHost[hosts[i]])
+	}
+	return claims, nil
+}
+
 // judgeJob judges one job into jd: its write and its verdicts' counts, or
 // a transient error.
 func (s *Service) judgeJob(ctx context.Context, app store.App, j store.WorkunitResults, expected []byte, now int64, jd *judgement) {
@@ -258,11 +292,10 @@ func (s *Service) judgeJob(ctx context.Context, app store.App, j store.WorkunitR
 	p := store.WorkunitValidateParams{ID: wu.ID, Now: now, TargetNResults: v.TargetNResults}
 	credit := wu.CanonicalCredit
 	if v.Canonical != 0 {
-		var claims []float64
-		for _, r := range j.Results {
-			if v.States[r.ID] == state.ValidateValid {
-				claims = append(claims, r.ClaimedCredit)
-			}
+		claims, err := s.claims(ctx, app, j.Results, v.States)
+		if err != nil {
+			jd.err = fmt.Errorf("validate workunit %d: %w", wu.ID, err)
+			return
 		}
 		credit = GrantedCredit(app.CreditPolicy, wu, claims)
 		p.CanonicalResultID, p.CanonicalCredit = v.Canonical, credit

@@ -445,7 +445,7 @@ func TestCreditPolicies(t *testing.T) {
 	}{
 		{"fpops: from the job's estimate", store.CreditFpops, 0, [3]float64{10, 30, 1000}, 200},
 		{"fixed: the job's fixed credit", store.CreditFixed, 7, [3]float64{10, 30, 1000}, 7},
-		{"median of the valid instances' claims, the cheater's left out", store.CreditMedian, 0, [3]float64{10, 30, 1000}, 20},
+		{"median of two valid claims is the lower, the cheater's left out", store.CreditMedian, 0, [3]float64{10, 30, 1000}, 10},
 		{"median with no claims: fpops", store.CreditMedian, 0, [3]float64{0, 0, 1000}, 200},
 	}
 	for _, tt := range tests {
@@ -473,6 +473,64 @@ func TestCreditPolicies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestMedianQuorumOfTwoOneHugeClaim(t *testing.T) {
+	t.Parallel()
+	// The issue's case: two agreeing hosts claim 2.3 and 2.3e13. BOINC
+	// granted the lower of two claims; the huge one must not set the
+	// credit of either.
+	b := setupApp(t, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: store.CreditMedian}, nil)
+	wuID := b.addJob(t, "job", func(wu *store.Workunit) { wu.RscFpopsBound = 10 * fpopsDay })
+	var ids [2]int64
+	for i, claim := range []float64{2.3, 2.3e13} {
+		u, h := b.volunteer(t, fmt.Sprintf("v%d@example.com", i))
+		ids[i] = b.addSuccess(t, wuID, fmt.Sprintf("job_%d", i), u, h, []byte("same"), state.ValidateInit)
+		b.exec(t, `UPDATE result SET claimed_credit = ? WHERE id = ?`, claim, ids[i])
+	}
+	runOnce(t, b.svc)
+	for i, id := range ids {
+		if r := b.result(t, id); r.ValidateState != state.ValidateValid || r.GrantedCredit != 2.3 {
+			t.Errorf("result %d: %v granted %g, want valid, 2.3 (the lower claim)", i, r.ValidateState, r.GrantedCredit)
+		}
+	}
+}
+
+func TestMedianClaimCutByBoundAndHostHistory(t *testing.T) {
+	t.Parallel()
+	b := setupApp(t, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: store.CreditMedian}, nil)
+	single := func(wu *store.Workunit) { wu.MinQuorum, wu.TargetNResults, wu.RscFpopsBound = 1, 1, 10*fpopsDay }
+	// A new host alone on a job (a trusted host under adaptive
+	// replication) claims far beyond the job's FLOP bound.
+	u, h := b.volunteer(t, "new@example.com")
+	huge := b.addSuccess(t, b.addJob(t, "huge", single), "huge_0", u, h, []byte("x"), state.ValidateInit)
+	b.exec(t, `UPDATE result SET claimed_credit = 2.3e13 WHERE id = ?`, huge)
+	runOnce(t, b.svc)
+	if r := b.result(t, huge); r.GrantedCredit != HistoryFactor*200 {
+		t.Errorf("claim 2.3e13 from a host without a record granted %g, want %g (HistoryFactor times the estimate)",
+			r.GrantedCredit, HistoryFactor*200.0)
+	}
+
+	// A host whose validated work was worth twice the estimate may claim
+	// up to HistoryFactor times that, and no more.
+	u2, h2 := b.volunteer(t, "known@example.com")
+	for i := range 5 {
+		id := b.addSuccess(t, b.addJob(t, fmt.Sprintf("past%d", i), single), fmt.Sprintf("past%d_0", i), u2, h2, []byte("x"), state.ValidateValid)
+		b.exec(t, `UPDATE result SET granted_credit = 400 WHERE id = ?`, id)
+	}
+	b.exec(t, `UPDATE workunit SET need_validate = 0 WHERE name LIKE 'past%'`)
+	over := b.addSuccess(t, b.addJob(t, "over", single), "over_0", u2, h2, []byte("x"), state.ValidateInit)
+	b.exec(t, `UPDATE result SET claimed_credit = 1900 WHERE id = ?`, over)
+	within := b.addSuccess(t, b.addJob(t, "within", single), "within_0", u2, h2, []byte("x"), state.ValidateInit)
+	b.exec(t, `UPDATE result SET claimed_credit = 700 WHERE id = ?`, within)
+	runOnce(t, b.svc)
+	if r := b.result(t, over); r.GrantedCredit != HistoryFactor*400 {
+		t.Errorf("claim 1900 from a host whose work was worth 400 per 200-credit job granted %g, want %g",
+			r.GrantedCredit, HistoryFactor*400.0)
+	}
+	if r := b.result(t, within); r.GrantedCredit != 700 {
+		t.Errorf("claim 700 within the host's record granted %g, want 700", r.GrantedCredit)
 	}
 }
 

@@ -325,6 +325,29 @@ func TestLostCounterFileFallsBackToDatabase(t *testing.T) {
 	}
 }
 
+func TestLostCounterFileDoesNotCountKnownAnswerJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	// Every job brings a known-answer job named like it (same prefix):
+	// they are not the generator's jobs and must not count toward
+	// --total-jobs.
+	storetest.Exec(t, b.st, `UPDATE app SET known_answer_fraction = 1 WHERE id = ?`, b.appID)
+	if _, err := b.st.KnownAnswerInsert(ctx, store.KnownAnswer{CreateTime: 1, AppID: b.appID, Name: "k",
+		Input: []byte("in"), Output: []byte("out")}); err != nil {
+		t.Fatal(err)
+	}
+	limit := func(c *workgenerator.Config) { c.UnsentTarget = 1000; c.TotalJobs = 5 }
+	passes(t, b.service(t, limit))
+	if err := os.Remove(workgenerator.CounterPath(b.projectDir, "demo")); err != nil {
+		t.Fatal(err)
+	}
+	svc := b.service(t, limit)
+	if n := runOnce(t, svc); n != 0 || svc.Created() != 5 {
+		t.Fatalf("after losing the counter file: RunOnce = %d, Created = %d; want 0, 5 (known-answer jobs not counted)", n, svc.Created())
+	}
+}
+
 func TestMissingAppIsAnError(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -1,0 +1,55 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+func TestResultListHostGrants(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := context.Background()
+	appID, err := st.AppInsert(ctx, store.App{CreateTime: vt0, Name: "demo", UserFriendlyName: "Demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Host 1: four credited valid instances, one valid without credit, one
+	// invalid; host 2: one; host 3: none.
+	add := func(host int64, i int, vs state.ValidateState, granted float64) {
+		t.Helper()
+		name := fmt.Sprintf("h%d_%d", host, i)
+		wuID, err := st.WorkunitInsert(ctx, store.Workunit{CreateTime: vt0, AppID: appID, Name: name,
+			RscFpopsEst: float64(i+1) * 1e12, TransitionTime: state.NoTransition})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.ResultInsert(ctx, store.Result{CreateTime: vt0, WorkunitID: wuID, Name: name + "_0",
+			ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: vs, HostID: host,
+			AppID: appID, GrantedCredit: granted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		add(1, i, state.ValidateValid, float64(10*(i+1)))
+	}
+	add(1, 4, state.ValidateValid, 0)
+	add(1, 5, state.ValidateInvalid, 99)
+	add(2, 0, state.ValidateValid, 7)
+
+	got, err := st.ResultListHostGrants(ctx, []int64{1, 2, 3}, 3)
+	if err != nil {
+		t.Fatalf("ResultListHostGrants: %v", err)
+	}
+	want := []store.HostGrant{{1, 40, 4e12}, {1, 30, 3e12}, {1, 20, 2e12}, {2, 7, 1e12}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("ResultListHostGrants(hosts 1 2 3, 3 each) = %v; want host 1's newest three credited valid grants and host 2's one: %v", got, want)
+	}
+	if got, err := st.ResultListHostGrants(ctx, nil, 3); err != nil || len(got) != 0 {
+		t.Errorf("ResultListHostGrants(no hosts) = %v, %v; want nothing", got, err)
+	}
+}
