@@ -102,3 +102,17 @@ func writeDocument(w io.Writer, root string, v reflect.Value, raw []string) erro
 	}
 	return nil
 }
+
+// HeadHostID returns the host id named in the first bytes of a scheduler
+// request, or 0: enough to log which host sent a request that could not be
+// read whole.
+func HeadHostID(head []byte) int64 {
+	doc, err := scan(string(head), Limits{MaxBytes: int64(len(head)), MaxDepth: 32, MaxElements: 1000})
+	if err != nil {
+		return 0
+	}
+	if n := doc.find("hostid", nil); n != nil {
+		return parseInt(n.text(), 64)
+	}
+	return 0
+}
