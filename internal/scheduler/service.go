@@ -28,7 +28,7 @@ import (
 type Store interface {
 	HostGetByCPID(ctx context.Context, userID int64, cpid string) (store.Host, error)
 	HostInsert(ctx context.Context, h store.Host) (int64, error)
-	ResultGetByName(ctx context.Context, name string) (store.Result, error)
+	ResultListReported(ctx context.Context, names []string) ([]store.ReportedResult, error)
 	ResultListByIDs(ctx context.Context, ids []int64) ([]store.Result, error)
 	ResultListByNames(ctx context.Context, names []string) ([]store.ResultByName, error)
 	ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]store.HostResult, error)

@@ -1,18 +1,21 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
 )
 
 const sample09 = "../protocol/testdata/samples/09_scheduler_request_reporting_result.body.xml"
@@ -146,5 +149,188 @@ func TestMalformedRequestGetsSchedulerReply(t *testing.T) {
 	}
 	if n := f.count(`SELECT COUNT(*) FROM host`); n != 0 {
 		t.Fatalf("hosts after refused requests = %d", n)
+	}
+}
+
+// withOtherResults puts names in a request's <other_results>.
+func withOtherResults(body string, names ...string) string {
+	var b strings.Builder
+	b.WriteString("<other_results>\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "    <other_result>\n        <name>%s</name>\n        <app_version>0</app_version>\n    </other_result>\n", n)
+	}
+	return strings.Replace(body, "<other_results>\n", b.String(), 1)
+}
+
+// TestRestoredClientReportsAreAccepted: a client restored from a backup
+// sends an older rpc_seqno and gets a new host id; its tasks are still on
+// the old host, of the same user. As BOINC does ("Allowing result because
+// same USER"), its reports are recorded, under the host that reported them,
+// and the tasks it still has are not aborted.
+func TestRestoredClientReportsAreAccepted(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_, a := f.addJob("wua", job{})
+	_, b := f.addJob("wub", job{})
+	_, c := f.addJob("wuc", job{})
+	old := f.sendTo(3)
+	f.rpc(request{hostID: old, seqno: 5})
+
+	// Restored from a backup taken at rpc_seqno 2: a new host.
+	f.now.Add(600)
+	body := withOtherResults(f.sampleRequest(sample09, old, 2, sampleReportNamed(t, "wua_0", 0)), "wub_0", "wuc_0")
+	rep := f.postReply(body)
+	restored := rep.HostID
+	if restored == 0 || restored == old {
+		t.Fatalf("restored client's reply hostid = %d, want a new host", restored)
+	}
+	if !acked(rep, "wua_0") || len(rep.ResultAborts)+len(rep.ResultAbortsINS) != 0 {
+		t.Fatalf("restored client: acks %v, aborts %v %v; want wua_0 acked and nothing aborted",
+			rep.ResultAcks, rep.ResultAborts, rep.ResultAbortsINS)
+	}
+	if r := f.result(a[0]); r.ServerState != state.ServerOver || r.Outcome != state.OutcomeSuccess || r.HostID != restored {
+		t.Fatalf("wua_0 after the restored client's report: %v/%v on host %d; want SUCCESS on host %d",
+			r.ServerState, r.Outcome, r.HostID, restored)
+	}
+	for _, id := range []int64{b[0], c[0]} {
+		if r := f.result(id); r.ServerState != state.ServerInProgress || r.HostID != old {
+			t.Fatalf("task the restored client still has: %v/%v on host %d; want in progress on %d",
+				r.ServerState, r.Outcome, r.HostID, old)
+		}
+	}
+	// Next time, under its new id, it reports another, and an error.
+	rep = f.postReply(withOtherResults(f.sampleRequest(sample09, restored, 1, sampleReportNamed(t, "wub_0", 0),
+		errorReport("wuc_0"))))
+	if !acked(rep, "wub_0") || !acked(rep, "wuc_0") {
+		t.Fatalf("second request: acks %v", rep.ResultAcks)
+	}
+	if r := f.result(b[0]); r.Outcome != state.OutcomeSuccess || r.HostID != restored {
+		t.Fatalf("wub_0: %v on host %d", r.Outcome, r.HostID)
+	}
+	if r := f.result(c[0]); r.Outcome != state.OutcomeClientError || r.HostID != restored {
+		t.Fatalf("wuc_0: %v on host %d", r.Outcome, r.HostID)
+	}
+	if h := f.hostRow(restored); h.ErrorStreak != 1 {
+		t.Fatalf("restored host's error_streak = %d, want 1 (the error it reported)", h.ErrorStreak)
+	}
+	if h := f.hostRow(old); h.ErrorStreak != 0 {
+		t.Fatalf("old host's error_streak = %d, want 0", h.ErrorStreak)
+	}
+}
+
+// statementCounter counts the store calls a request makes; each is one
+// statement or one transaction of a few.
+type statementCounter struct {
+	*store.Store
+	calls atomic.Int64
+}
+
+func (s *statementCounter) HostGetByCPID(ctx context.Context, userID int64, cpid string) (store.Host, error) {
+	s.calls.Add(1)
+	return s.Store.HostGetByCPID(ctx, userID, cpid)
+}
+
+func (s *statementCounter) HostInsert(ctx context.Context, h store.Host) (int64, error) {
+	s.calls.Add(1)
+	return s.Store.HostInsert(ctx, h)
+}
+
+func (s *statementCounter) ResultListReported(ctx context.Context, names []string) ([]store.ReportedResult, error) {
+	s.calls.Add(1)
+	return s.Store.ResultListReported(ctx, names)
+}
+
+func (s *statementCounter) ResultListByIDs(ctx context.Context, ids []int64) ([]store.Result, error) {
+	s.calls.Add(1)
+	return s.Store.ResultListByIDs(ctx, ids)
+}
+
+func (s *statementCounter) ResultListByNames(ctx context.Context, names []string) ([]store.ResultByName, error) {
+	s.calls.Add(1)
+	return s.Store.ResultListByNames(ctx, names)
+}
+
+func (s *statementCounter) ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]store.HostResult, error) {
+	s.calls.Add(1)
+	return s.Store.ResultListHostInProgress(ctx, hostID, limit)
+}
+
+func (s *statementCounter) ResultDetachHost(ctx context.Context, hostID, now int64) (int, error) {
+	s.calls.Add(1)
+	return s.Store.ResultDetachHost(ctx, hostID, now)
+}
+
+func (s *statementCounter) SchedulerCommit(ctx context.Context, b store.SchedBatch) (store.SchedOutcome, error) {
+	s.calls.Add(1)
+	return s.Store.SchedulerCommit(ctx, b)
+}
+
+func (s *statementCounter) UserHostGet(ctx context.Context, auth string, hostID int64) (store.User, store.Host, bool, error) {
+	s.calls.Add(1)
+	return s.Store.UserHostGet(ctx, auth, hostID)
+}
+
+func (s *statementCounter) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.User, store.Host, bool, []store.HostResult, error) {
+	s.calls.Add(1)
+	return s.Store.UserHostHeldGet(ctx, auth, hostID, limit)
+}
+
+func (s *statementCounter) UserHostHeldList(ctx context.Context, keys []store.AuthHost, limit int) ([]store.UserHostHeld, error) {
+	s.calls.Add(1)
+	return s.Store.UserHostHeldList(ctx, keys, limit)
+}
+
+func (s *statementCounter) WorkunitListByIDs(ctx context.Context, ids []int64) ([]store.Workunit, error) {
+	s.calls.Add(1)
+	return s.Store.WorkunitListByIDs(ctx, ids)
+}
+
+// TestManyReportsCostAFewStatements: a request with 27,000 reports (issue
+// 16: 27,043 SELECTs, 5.2 s, and held whole) is answered with a few
+// statements: the first protocol.DefaultMaxReports reports are looked up
+// together and acked; the others are not acked (the client reports them
+// again), and a task among them is not taken for lost and resent.
+func TestManyReportsCostAFewStatements(t *testing.T) {
+	t.Parallel()
+	sc := &statementCounter{}
+	f := setup(t, func(o *Options) { sc.Store = o.Store.(*store.Store); o.Store = sc })
+	_, a := f.addJob("wua", job{})
+	_, b := f.addJob("wub", job{})
+	host := f.sendTo(2)
+
+	const n = 27_000
+	const late = protocol.DefaultMaxReports + 500 // where wub_0 is reported
+	reports := make([]string, n)
+	unknown := sampleReportNamed(t, "nosuch_NNNNN", 0)
+	for i := range reports {
+		reports[i] = strings.Replace(unknown, "NNNNN", fmt.Sprintf("%05d", i), 1)
+	}
+	reports[0] = sampleReportNamed(t, "wua_0", 0)
+	reports[late] = sampleReportNamed(t, "wub_0", 0)
+	body := f.sampleRequest(sample09, host, 1, reports...)
+
+	f.now.Add(600)
+	sc.calls.Store(0)
+	rep := f.postReply(body)
+	if calls := sc.calls.Load(); calls > 5 {
+		t.Errorf("request with %d reports made %d store calls, want at most 5", n, calls)
+	}
+	if len(rep.ResultAcks) != protocol.DefaultMaxReports || !acked(rep, "wua_0") || acked(rep, "wub_0") {
+		t.Errorf("acked %d reports (wua_0 %v, wub_0 %v); want the first %d, wua_0 among them, not wub_0",
+			len(rep.ResultAcks), acked(rep, "wua_0"), acked(rep, "wub_0"), protocol.DefaultMaxReports)
+	}
+	if len(rep.Results) != 0 {
+		t.Errorf("resent %v: a task reported past the limit is not lost", resultNames(rep))
+	}
+	if r := f.result(a[0]); r.Outcome != state.OutcomeSuccess {
+		t.Errorf("wua_0 = %v, want SUCCESS", r.Outcome)
+	}
+	if r := f.result(b[0]); r.ServerState != state.ServerInProgress {
+		t.Errorf("wub_0 = %v, want still in progress (reported again next time)", r.ServerState)
+	}
+	// Next time it is recorded.
+	rep = f.postReply(f.sampleRequest(sample09, host, 2, reports[late]))
+	if !acked(rep, "wub_0") || f.result(b[0]).Outcome != state.OutcomeSuccess {
+		t.Errorf("wub_0 reported again: acked %v, outcome %v", acked(rep, "wub_0"), f.result(b[0]).Outcome)
 	}
 }
