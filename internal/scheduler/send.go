@@ -107,7 +107,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 			if cat == nil {
 				continue
 			}
-			v, ok := cat.forResend(hr.AppID, hr.AppVersionID, hr.AppVersionNum, chosen)
+			v, ok := cat.forResend(req, hr.AppID, hr.AppVersionID, hr.AppVersionNum, chosen)
 			if !ok {
 				continue
 			}

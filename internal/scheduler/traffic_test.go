@@ -34,6 +34,9 @@ func (f *fixture) sampleRequest(path string, hostID int64, seqno int, reports ..
 	s = regexp.MustCompile(`<hostid>.*</hostid>`).ReplaceAllString(s, fmt.Sprintf("<hostid>%d</hostid>", hostID))
 	s = regexp.MustCompile(`<rpc_seqno>.*</rpc_seqno>`).ReplaceAllString(s, fmt.Sprintf("<rpc_seqno>%d</rpc_seqno>", seqno))
 	loc := regexp.MustCompile(`(?s)<result>.*</result>\n`).FindStringIndex(s)
+	if loc == nil && len(reports) == 0 {
+		return s
+	}
 	if loc == nil {
 		f.t.Fatalf("%s has no <result>", path)
 	}
@@ -332,5 +335,56 @@ func TestManyReportsCostAFewStatements(t *testing.T) {
 	rep = f.postReply(f.sampleRequest(sample09, host, 2, reports[late]))
 	if !acked(rep, "wub_0") || f.result(b[0]).Outcome != state.OutcomeSuccess {
 		t.Errorf("wub_0 reported again: acked %v, outcome %v", acked(rep, "wub_0"), f.result(b[0]).Outcome)
+	}
+}
+
+const sample17 = "../protocol/testdata/samples/17_scheduler_request_anonymous_platform.body.xml"
+
+// TestLostTaskResentToAnonymousPlatform: a host was sent a task with the
+// project's app version, lost it, and now runs the anonymous platform
+// (its own builds, app_info.xml). The task is resent for the client's own
+// build, without the project's <app_version> and files; a client whose
+// anonymous platform does not list the task's app is not sent it at all.
+func TestLostTaskResentToAnonymousPlatform(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		lists  string // the app the anonymous platform lists
+		resent bool
+	}{
+		{"lists the app", "demo", true},
+		{"lists another app", "upper", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			f.addJob("wua", job{})
+			host := f.sendTo(1)
+			body := strings.Replace(f.sampleRequest(sample17, host, 1), "<app_name>upper</app_name>",
+				"<app_name>"+tt.lists+"</app_name>", 1)
+			rep := f.postReply(body)
+			if !tt.resent {
+				if len(rep.Results) != 0 || len(rep.AppVersions) != 0 {
+					t.Fatalf("anonymous platform without the app: resent %v with app versions %+v; want nothing",
+						resultNames(rep), rep.AppVersions)
+				}
+				return
+			}
+			if names := resultNames(rep); len(names) != 1 || names[0] != "wua_0" {
+				t.Fatalf("anonymous platform listing the app: resent %v, want [wua_0]", names)
+			}
+			if len(rep.AppVersions) != 0 || len(rep.Raw) != 0 {
+				t.Fatalf("resend to an anonymous platform carries app versions %+v", rep.AppVersions)
+			}
+			for _, fi := range rep.FileInfos {
+				if fi.FileSignature != "" || fi.Executable != nil {
+					t.Fatalf("resend to an anonymous platform carries the project's app file %+v", fi)
+				}
+			}
+			if r := rep.Results[0]; r.VersionNum != 100 || r.Platform != platformName {
+				t.Fatalf("resent result names version %d on %q, want the client's own build (100, %s)",
+					r.VersionNum, r.Platform, platformName)
+			}
+		})
 	}
 }
