@@ -41,7 +41,7 @@ const (
 // fixture is a project with one app on one platform, a feeder-side cache
 // file and a scheduler serving over HTTP, with a fake clock.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	st     *store.Store
 	svc    *Service
@@ -55,7 +55,7 @@ type fixture struct {
 	user   store.User
 }
 
-func setup(t *testing.T, mods ...func(*Options)) *fixture {
+func setup(t testing.TB, mods ...func(*Options)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, ctx: context.Background(), st: storetest.New(t), reg: prometheus.NewRegistry()}
 	f.now.Store(t0)

@@ -45,7 +45,7 @@ func (f *fixture) sampleRequest(path string, hostID int64, seqno int, reports ..
 
 // sampleReportNamed is sample 09's report as of result name, with stderr
 // lines of stderrBytes in all before its own.
-func sampleReportNamed(t *testing.T, name string, stderrBytes int) string {
+func sampleReportNamed(t testing.TB, name string, stderrBytes int) string {
 	r := strings.ReplaceAll(sampleReport(t, sample09), "wu_upper_1_0", name)
 	line := strings.Repeat("x", 99) + "\n"
 	return strings.Replace(r, "app started", strings.Repeat(line, stderrBytes/len(line))+"app started", 1)
@@ -288,6 +288,19 @@ func (s *statementCounter) WorkunitListByIDs(ctx context.Context, ids []int64) (
 	return s.Store.WorkunitListByIDs(ctx, ids)
 }
 
+// manyReportsRequest is sample 09 from host with n reports: wua_0 first,
+// wub_0 at late, the others of unknown results.
+func (f *fixture) manyReportsRequest(host int64, n, late int) string {
+	reports := make([]string, n)
+	unknown := sampleReportNamed(f.t, "nosuch_NNNNN", 0)
+	for i := range reports {
+		reports[i] = strings.Replace(unknown, "NNNNN", fmt.Sprintf("%05d", i), 1)
+	}
+	reports[0] = sampleReportNamed(f.t, "wua_0", 0)
+	reports[late] = sampleReportNamed(f.t, "wub_0", 0)
+	return f.sampleRequest(sample09, host, 1, reports...)
+}
+
 // TestManyReportsCostAFewStatements: a request with 27,000 reports (issue
 // 16: 27,043 SELECTs, 5.2 s, and held whole) is answered with a few
 // statements: the first protocol.DefaultMaxReports reports are looked up
@@ -303,14 +316,7 @@ func TestManyReportsCostAFewStatements(t *testing.T) {
 
 	const n = 27_000
 	const late = protocol.DefaultMaxReports + 500 // where wub_0 is reported
-	reports := make([]string, n)
-	unknown := sampleReportNamed(t, "nosuch_NNNNN", 0)
-	for i := range reports {
-		reports[i] = strings.Replace(unknown, "NNNNN", fmt.Sprintf("%05d", i), 1)
-	}
-	reports[0] = sampleReportNamed(t, "wua_0", 0)
-	reports[late] = sampleReportNamed(t, "wub_0", 0)
-	body := f.sampleRequest(sample09, host, 1, reports...)
+	body := f.manyReportsRequest(host, n, late)
 
 	f.now.Add(600)
 	sc.calls.Store(0)
@@ -332,10 +338,31 @@ func TestManyReportsCostAFewStatements(t *testing.T) {
 		t.Errorf("wub_0 = %v, want still in progress (reported again next time)", r.ServerState)
 	}
 	// Next time it is recorded.
-	rep = f.postReply(f.sampleRequest(sample09, host, 2, reports[late]))
+	rep = f.postReply(f.sampleRequest(sample09, host, 2, sampleReportNamed(t, "wub_0", 0)))
 	if !acked(rep, "wub_0") || f.result(b[0]).Outcome != state.OutcomeSuccess {
 		t.Errorf("wub_0 reported again: acked %v, outcome %v", acked(rep, "wub_0"), f.result(b[0]).Outcome)
 	}
+}
+
+// BenchmarkManyReports answers the request of
+// TestManyReportsCostAFewStatements (27,000 reports, 21 MB) again and
+// again, and reports the store calls (statements or short transactions)
+// and the allocations per request.
+func BenchmarkManyReports(b *testing.B) {
+	sc := &statementCounter{}
+	f := setup(b, func(o *Options) { sc.Store = o.Store.(*store.Store); o.Store = sc })
+	f.addJob("wua", job{})
+	f.addJob("wub", job{})
+	host := f.sendTo(2)
+	body := f.manyReportsRequest(host, 27_000, protocol.DefaultMaxReports+500)
+	sc.calls.Store(0)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	for range b.N {
+		f.postReply(body)
+	}
+	b.ReportMetric(float64(sc.calls.Load())/float64(b.N), "store-calls/op")
 }
 
 const sample17 = "../protocol/testdata/samples/17_scheduler_request_anonymous_platform.body.xml"
