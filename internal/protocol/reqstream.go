@@ -134,32 +134,49 @@ func parseRequestStream(r io.Reader, lim Limits) (*SchedulerRequest, error) {
 	return req, nil
 }
 
-// run reads the whole body.
+// run reads the whole body. Text, and a '<' that cannot start markup ("a <
+// b"), is passed on in bulk from the reader's buffer.
 func (p *reqReader) run() error {
 	for {
-		data, err := p.br.ReadSlice('<')
-		switch {
-		case err == nil:
-			if e := p.text(data[:len(data)-1]); e != nil {
-				return e
+		if _, err := p.br.Peek(1); err != nil {
+			if errors.Is(err, io.EOF) {
+				return p.end()
 			}
-		case errors.Is(err, bufio.ErrBufferFull):
-			if e := p.text(data); e != nil {
-				return e
-			}
-			continue
-		case errors.Is(err, io.EOF):
-			if e := p.text(data); e != nil {
-				return e
-			}
-			return p.end()
-		default:
 			return err
 		}
+		buf, _ := p.br.Peek(p.br.Buffered())
+		i := 0
+		for {
+			j := bytes.IndexByte(buf[i:], '<')
+			if j < 0 {
+				i = len(buf)
+				break
+			}
+			i += j
+			if i+1 < len(buf) && !mayStartMarkup(buf[i+1]) {
+				i++
+				continue
+			}
+			break
+		}
+		if i > 0 {
+			err := p.text(buf[:i])
+			p.discard(i)
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		p.discard(1) // the '<'
 		if err := p.markup(); err != nil {
 			return err
 		}
 	}
+}
+
+// mayStartMarkup reports whether c after '<' may make it markup.
+func mayStartMarkup(c byte) bool {
+	return c == '!' || c == '?' || c == '/' || isNameStart(c)
 }
 
 // end finishes a report cut off by the end of the input; the document then
@@ -173,38 +190,45 @@ func (p *reqReader) end() error {
 
 // markup reads what follows a '<' just consumed.
 func (p *reqReader) markup() error {
-	head, _ := p.br.Peek(9)
-	switch {
-	case bytes.HasPrefix(head, []byte("!--")):
+	head, _ := p.br.Peek(64) // most tags are shorter: peekTag's first look
+	if len(head) == 0 {
+		return p.raw(lessThan)
+	}
+	switch c := head[0]; {
+	case c == '!' && string(head[:min(3, len(head))]) == "!--":
 		return p.through("<!--", "-->", p.raw)
-	case bytes.HasPrefix(head, []byte("![CDATA[")):
+	case c == '!' && string(head[:min(8, len(head))]) == "![CDATA[":
 		if p.mode == modeStderr {
 			p.discard(8)
 			p.stderr.flush(true)
 			return p.through("", "]]>", p.stderr.cdata)
 		}
 		return p.through("<![CDATA[", "]]>", p.raw)
-	case bytes.HasPrefix(head, []byte("?")):
+	case c == '?':
 		return p.through("<?", "?>", p.raw)
-	case bytes.HasPrefix(head, []byte("!")):
+	case c == '!':
 		return p.through("<!", ">", p.raw)
-	case bytes.HasPrefix(head, []byte("/")):
+	case c == '/':
 		tag, name, ok := p.peekTag(closeTagEnd, 1)
 		if !ok {
-			return p.raw([]byte("<"))
+			return p.raw(lessThan)
 		}
 		err := p.closeTag(tag, name)
 		p.discard(len(tag) - 1)
 		return err
+	case !isNameStart(c):
+		return p.raw(lessThan) // "a < b": text
 	}
 	tag, name, ok := p.peekTag(openTagEnd, 0)
 	if !ok {
-		return p.raw([]byte("<"))
+		return p.raw(lessThan)
 	}
 	err := p.openTag(tag, name, bytes.HasSuffix(tag, []byte("/>")))
 	p.discard(len(tag) - 1)
 	return err
 }
+
+var lessThan = []byte("<")
 
 // tagEnd reads a tag in src, which starts after its '<': the end of its
 // name and of the tag, or short when src ends before the tag could, or not
