@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 )
 
-// Errors of the parsers. Callers map ErrTooLarge to HTTP 413 and the others
-// to 400.
+// Errors of the parsers. The scheduler answers each with a scheduler reply
+// (message, request_delay) and logs it; the data server maps ErrTooLarge to 413.
 var (
 	// ErrTooLarge: the input is longer, or holds more elements, than the
 	// limit.
