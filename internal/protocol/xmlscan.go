@@ -9,7 +9,7 @@ import (
 )
 
 // Errors of the parsers. The scheduler answers each with a scheduler reply
-// (message, request_delay) and logs it; the data server maps ErrTooLarge to 413.
+// (message, request_delay) and logs it; the data server refuses the upload.
 var (
 	// ErrTooLarge: the input is longer, or holds more elements, than the
 	// limit.
