@@ -19,6 +19,7 @@ import (
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/dataserver"
 	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/scheduler"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
@@ -88,8 +89,8 @@ func flags() []cli.Flag {
 			Usage: "most new results sent in one reply"},
 		&cli.IntFlag{Name: flagMaxInProgressPerCPU, Value: 4, EnvVars: env(flagMaxInProgressPerCPU),
 			Usage: "most results a host may hold in progress, per CPU"},
-		&cli.Int64Flag{Name: flagMaxBodyBytes, Value: 1 << 20, EnvVars: env(flagMaxBodyBytes),
-			Usage: "largest scheduler request body accepted, in bytes (larger: HTTP 413)"},
+		&cli.Int64Flag{Name: flagMaxBodyBytes, Value: protocol.DefaultMaxBodyBytes, EnvVars: env(flagMaxBodyBytes),
+			Usage: "largest scheduler request body read, in bytes (the default fits the largest stderr a client sends for each of 2000 reported tasks; memory does not grow with it); a larger one is answered with a message and a 6-hour request_delay"},
 		&cli.IntFlag{Name: flagCommitLanes, Value: 1, EnvVars: env(flagCommitLanes),
 			Usage: "most group commits of concurrent requests' writes running at once (the shared reads overlap them already; more lanes make smaller batches)"},
 		&cli.IntFlag{Name: flagMaxConns, Value: 16, EnvVars: env(flagMaxConns),

@@ -20,14 +20,18 @@ func ParseSchedulerRequest(r io.Reader) (*SchedulerRequest, error) {
 // its closing tag was cut off, and is refused with ErrMalformed rather than
 // read as a host that has fewer tasks than it has. Errors wrap ErrTooLarge,
 // ErrTooDeep or ErrMalformed, or are read errors from r.
+//
+// The request is read as it streams, and what it may make the parser hold
+// is bounded by lim, not by its length: each report (<result>) is decoded
+// on its own, with only the last lim.MaxStderrBytes of its stderr_out; past
+// lim.MaxReports reports or lim.MaxReportBytes kept, the remaining reports
+// are read, counted in ReportsLeft, and dropped, so that the client reports
+// them again next time.
 func ParseSchedulerRequestLimits(r io.Reader, lim Limits) (*SchedulerRequest, error) {
-	root, err := readDocument(r, lim, "scheduler_request")
+	req, err := parseRequestStream(r, lim)
 	if err != nil {
 		return nil, fmt.Errorf("parse scheduler request: %w", err)
 	}
-	req := &SchedulerRequest{}
-	decodeInto(root, reflect.ValueOf(req).Elem())
-	req.HasOtherResults = root.child("other_results") != nil
 	return req, nil
 }
 
@@ -97,4 +101,18 @@ func writeDocument(w io.Writer, root string, v reflect.Value, raw []string) erro
 		return fmt.Errorf("write %s: %w", root, err)
 	}
 	return nil
+}
+
+// HeadHostID returns the host id named in the first bytes of a scheduler
+// request, or 0: enough to log which host sent a request that could not be
+// read whole.
+func HeadHostID(head []byte) int64 {
+	doc, err := scan(string(head), Limits{MaxBytes: int64(len(head)), MaxDepth: 32, MaxElements: 1000})
+	if err != nil {
+		return 0
+	}
+	if n := doc.find("hostid", nil); n != nil {
+		return parseInt(n.text(), 64)
+	}
+	return 0
 }

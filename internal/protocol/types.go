@@ -55,7 +55,10 @@ type SchedulerRequest struct {
 	// no tasks in progress", which the scheduler needs before it resends
 	// tasks it thinks were lost. WriteSchedulerRequest writes the element
 	// when this is set or OtherResults is not empty.
-	HasOtherResults   bool       `xml:"-"`
+	HasOtherResults bool `xml:"-"`
+	// ReportsLeft counts the reports past the parser's limits: not in
+	// Results, so not acked, and reported again by the client.
+	ReportsLeft       int        `xml:"-"`
 	InProgressResults []IPResult `xml:"in_progress_results>ip_result,omitempty"`
 }
 

@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 )
 
-// Errors of the parsers. Callers map ErrTooLarge to HTTP 413 and the others
-// to 400.
+// Errors of the parsers. The scheduler answers each with a scheduler reply
+// (message, request_delay) and logs it; the data server refuses the upload.
 var (
 	// ErrTooLarge: the input is longer, or holds more elements, than the
 	// limit.
@@ -27,14 +27,26 @@ type Limits struct {
 	// MaxDepth is the deepest element nesting accepted.
 	MaxDepth int
 	// MaxElements is the most elements accepted; it bounds memory, since an
-	// element costs more to hold than the bytes that spell it.
+	// element costs more to hold than the bytes that spell it. A scheduler
+	// request's reports are counted one by one.
 	MaxElements int
+	// MaxReports is the most reports (<result>) kept from a scheduler
+	// request; 0 is DefaultMaxReports.
+	MaxReports int
+	// MaxReportBytes bounds the bytes kept of a scheduler request's reports,
+	// stderr included; 0 is DefaultMaxReportBytes. The report that reaches
+	// it is the last kept.
+	MaxReportBytes int64
+	// MaxStderrBytes is the most kept of a report's stderr_out, its end; 0
+	// is ClientStderrMax.
+	MaxStderrBytes int
 }
 
 // DefaultLimits suit scheduler requests: a real request is under 10 KB plus
-// up to 64 KB of stderr per reported result, and nests 5 deep.
+// up to ClientStderrMax per reported result, and nests 5 deep.
 func DefaultLimits() Limits {
-	return Limits{MaxBytes: 16 << 20, MaxDepth: 32, MaxElements: 100_000}
+	return Limits{MaxBytes: DefaultMaxBodyBytes, MaxDepth: 32, MaxElements: 100_000, MaxReports: DefaultMaxReports,
+		MaxReportBytes: DefaultMaxReportBytes, MaxStderrBytes: ClientStderrMax}
 }
 
 // node is one element of a document read by scan. Only elements are kept:

@@ -19,9 +19,11 @@ const (
 // abortUnneeded tells the host to drop tasks it lists in <other_results>
 // that no longer earn anything, so its CPU goes to work the project needs:
 //   - result_abort for a task the server does not know, that is not this
-//     host's, or that is over without the host having finished it (timed
+//     user's, or that is over without the host having finished it (timed
 //     out as NO_REPLY, cancelled as DIDNT_NEED): its result would be
-//     refused anyway;
+//     refused anyway. A task of another host of the same user is the
+//     host's own: a client restored from a backup has a new host id, and
+//     its reports are accepted (prepareReport);
 //   - result_abort_if_not_started for a task still in progress here whose
 //     job is already done (a canonical result or an error mask): if it is
 //     running the host may as well finish it, since a late result can
@@ -76,7 +78,7 @@ func (s *Service) abortUnneeded(ctx context.Context, x *rpc) {
 		r, ok := byName[name]
 		kind := ""
 		switch {
-		case !ok || r.HostID != x.host.ID:
+		case !ok || r.HostID != x.host.ID && (r.HostID == 0 || r.UserID != x.user.ID):
 			kind = abortNow
 		case r.ServerState == state.ServerInProgress:
 			if r.CanonicalResultID != 0 || r.ErrorMask != 0 {

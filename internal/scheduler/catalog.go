@@ -143,16 +143,30 @@ func (c *catalog) choose(req *protocol.SchedulerRequest) map[int64]version {
 
 // forResend returns the version a result in progress was sent with, so that
 // a resend names the same build; if that version is gone or unreadable, the
-// current choice for the app.
-func (c *catalog) forResend(appID, avID int64, avNum int, chosen map[int64]version) (version, bool) {
+// current choice for the app. A client on the anonymous platform runs only
+// its own builds: the result is resent for the build of the app it lists
+// with the version number the result was sent with, else for its current
+// choice, and not at all when it lists none (never with the project's
+// version and files, which it would not run).
+func (c *catalog) forResend(req *protocol.SchedulerRequest, appID, avID int64, avNum int, chosen map[int64]version) (version, bool) {
+	if req.PlatformName == anonymousPlatform {
+		v, ok := chosen[appID]
+		if !ok {
+			return version{}, false
+		}
+		for _, cv := range req.AppVersions {
+			if cv.AppName == v.app.Name && cv.VersionNum == avNum && cv.PlanClass == "" {
+				v.versionNum, v.platform = avNum, cv.Platform
+				break
+			}
+		}
+		return v, true
+	}
 	if v, ok := c.versionByID[avID]; ok && avID != 0 && c.unreadable[avID] == nil {
 		return version{app: c.appByID[v.AppID], av: v, files: c.files[avID],
 			platform: c.platformByID[v.PlatformID].Name, versionNum: v.VersionNum}, true
 	}
 	v, ok := chosen[appID]
-	if ok && v.anonymous {
-		v.versionNum = avNum
-	}
 	return v, ok
 }
 

@@ -105,6 +105,9 @@ func (s *Service) recordHost(ctx context.Context, x *rpc, ip string, h store.Hos
 		}
 		h.ID = id
 		x.host = h
+		// Written again with the request's reports: a new host's reports
+		// (tasks its user's other host was sent) move its counters.
+		x.hostWrite = &store.SchedHost{Host: h}
 		x.reply.HostID = id
 		s.log.Debug("new host", "host_id", id, "user_id", x.user.ID, "reason", why, "sent_host_id", req.HostID,
 			"rpc_seqno", req.RPCSeqno)

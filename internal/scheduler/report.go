@@ -63,21 +63,45 @@ type pendingReport struct {
 }
 
 // prepareReports decides what each reported result amounts to and queues
-// it for the request's commit. Later decisions in this request (quarantine,
-// trust) see the host as the reports will leave it.
+// it for the request's commit. The results the host does not hold in
+// progress (late, or on another host of the user) are read in one
+// statement. Later decisions in this request (quarantine, trust) see the
+// host as the reports will leave it.
 func (s *Service) prepareReports(ctx context.Context, x *rpc) {
+	var names []string
 	for i := range x.req.Results {
-		rr := &x.req.Results[i]
-		name := strings.TrimSpace(rr.Name)
-		if name == "" {
-			continue
-		}
-		if x.reported[name] {
+		name := strings.TrimSpace(x.req.Results[i].Name)
+		if name == "" || x.reported[name] {
 			// Reported twice in one request: the first is the one.
 			continue
 		}
 		x.reported[name] = true
-		pr := s.prepareReport(ctx, x, name, rr)
+		if _, ok := x.held[name]; !ok && len(name) <= 254 && utf8.ValidString(name) && len(names) < store.MaxReportedNames {
+			names = append(names, name)
+		}
+	}
+	var byName map[string]store.ReportedResult
+	var lookupErr error
+	if len(names) > 0 {
+		rows, err := s.st.ResultListReported(ctx, names)
+		if err != nil {
+			s.log.Error("look up reported results", "host_id", x.host.ID, "results", len(names), "error", err)
+			lookupErr = err
+		}
+		byName = make(map[string]store.ReportedResult, len(rows))
+		for _, r := range rows {
+			byName[r.Name] = r
+		}
+	}
+	done := map[string]bool{}
+	for i := range x.req.Results {
+		rr := &x.req.Results[i]
+		name := strings.TrimSpace(rr.Name)
+		if name == "" || done[name] {
+			continue
+		}
+		done[name] = true
+		pr := s.prepareReport(x, name, rr, byName, lookupErr)
 		if pr.outcome == reportError {
 			x.dbErr = true
 		}
@@ -85,39 +109,46 @@ func (s *Service) prepareReports(ctx context.Context, x *rpc) {
 	}
 }
 
-// prepareReport reads and checks one reported result. An instance of this
-// host is recorded while IN_PROGRESS, and also after it timed out or was
-// marked detached: a late result is still a result, and the transitioner
-// and validator take it as it comes.
-func (s *Service) prepareReport(ctx context.Context, x *rpc, name string, rr *protocol.ReportResult) pendingReport {
+// prepareReport checks one reported result. An instance is recorded while
+// IN_PROGRESS, and also after it timed out or was marked detached: a late
+// result is still a result, and the transitioner and validator take it as
+// it comes. It must be this host's, or, as BOINC allows it, another host's
+// of the same user: a client restored from a backup reports under a new
+// host id the tasks its old id was sent, and they are recorded as this
+// host's.
+func (s *Service) prepareReport(x *rpc, name string, rr *protocol.ReportResult, byName map[string]store.ReportedResult,
+	lookupErr error) pendingReport {
 	pr := pendingReport{name: name}
 	if len(name) > 254 || !utf8.ValidString(name) {
 		pr.outcome = reportIgnored // no result has such a name
 		return pr
 	}
-	var r store.Result
+	var r store.ReportedResult
 	if hr, ok := x.held[name]; ok {
-		r = store.Result{ID: hr.ID, WorkunitID: hr.WorkunitID, HostID: x.host.ID, ServerState: state.ServerInProgress,
-			Outcome: state.OutcomeInit, SentTime: hr.SentTime, XMLDocIn: hr.XMLDocIn, FileDeleteState: hr.FileDeleteState}
+		r = store.ReportedResult{ID: hr.ID, WorkunitID: hr.WorkunitID, HostID: x.host.ID, UserID: x.user.ID,
+			ServerState: state.ServerInProgress, Outcome: state.OutcomeInit, SentTime: hr.SentTime, XMLDocIn: hr.XMLDocIn,
+			FileDeleteState: hr.FileDeleteState}
 	} else {
-		var err error
-		r, err = s.st.ResultGetByName(ctx, name)
-		if errors.Is(err, store.ErrNotFound) {
+		if lookupErr != nil {
+			pr.outcome = reportError
+			return pr
+		}
+		var ok bool
+		if r, ok = byName[name]; !ok {
 			s.log.Debug("report of unknown result", "result", name, "host_id", x.host.ID)
 			pr.outcome = reportIgnored
 			return pr
 		}
-		if err != nil {
-			s.log.Error("look up reported result", "result", name, "host_id", x.host.ID, "error", err)
-			pr.outcome = reportError
-			return pr
-		}
 	}
-	if !reportable(r, x.host.ID) {
-		s.log.Debug("report of a result not in progress on this host", "result_id", r.ID, "host_id", x.host.ID,
+	if !reportable(r, x.host.ID, x.user.ID) {
+		s.log.Debug("report of a result not in progress on this user's hosts", "result_id", r.ID, "host_id", x.host.ID,
 			"result_host_id", r.HostID, "server_state", r.ServerState.String(), "outcome", r.Outcome.String())
 		pr.outcome = reportIgnored
 		return pr
+	}
+	if r.HostID != x.host.ID {
+		s.log.Info("result reported by another host of the same user: recorded as the reporting host's", "result_id", r.ID,
+			"host_id", x.host.ID, "result_host_id", r.HostID, "user_id", x.user.ID)
 	}
 	outputs, _ := jobxml.ParseResult(r.XMLDocIn)
 	outcome, clientErr := reportOutcome(rr)
@@ -161,6 +192,7 @@ func (s *Service) prepareReport(ctx context.Context, x *rpc, name string, rr *pr
 		ResultID:         r.ID,
 		WorkunitID:       r.WorkunitID,
 		HostID:           x.host.ID,
+		FromHostID:       r.HostID,
 		Outcome:          outcome,
 		SuccessIfDeleted: successIfDeleted,
 		ClientState:      state.ClientState(clampInt32(int64(rr.State))),
@@ -263,10 +295,11 @@ func (s *Service) ackReports(x *rpc) {
 	}
 }
 
-// reportable reports whether host hostID may report instance r: it is the
-// host's, and in progress or over without a result (timed out or detached).
-func reportable(r store.Result, hostID int64) bool {
-	if r.HostID != hostID {
+// reportable reports whether host hostID of user userID may report
+// instance r: it is one of the user's hosts' (BOINC's "same user" rule), and
+// in progress or over without a result (timed out or detached).
+func reportable(r store.ReportedResult, hostID, userID int64) bool {
+	if r.HostID != hostID && (r.HostID == 0 || r.UserID != userID) {
 		return false
 	}
 	return r.ServerState == state.ServerInProgress || (r.ServerState == state.ServerOver && store.LateOutcome(r.Outcome))

@@ -18,7 +18,7 @@ import (
 const sample24 = "../protocol/testdata/samples/24_scheduler_request_report_after_permanent_upload_error.body.xml"
 
 // sampleReport returns the <result> element of a captured request.
-func sampleReport(t *testing.T, path string) string {
+func sampleReport(t testing.TB, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -81,6 +81,9 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	for _, o := range req.OtherResults {
 		listed[o.Name] = true
 	}
+	// Reports past the parser's limits were not read: their names are
+	// unknown, so no task can be taken for lost.
+	complete := req.HasOtherResults && req.ReportsLeft == 0
 	held := make([]store.HostResult, 0, len(x.held))
 	for _, hr := range x.held {
 		held = append(held, hr)
@@ -94,7 +97,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 		if x.reported[hr.Name] {
 			continue // finished; its report failed and will come again
 		}
-		if req.HasOtherResults && !listed[hr.Name] {
+		if complete && !listed[hr.Name] {
 			if hr.ReportDeadline <= x.now {
 				continue // lost and late: the transitioner times it out
 			}
@@ -104,7 +107,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 			if cat == nil {
 				continue
 			}
-			v, ok := cat.forResend(hr.AppID, hr.AppVersionID, hr.AppVersionNum, chosen)
+			v, ok := cat.forResend(req, hr.AppID, hr.AppVersionID, hr.AppVersionNum, chosen)
 			if !ok {
 				continue
 			}

@@ -28,7 +28,7 @@ import (
 type Store interface {
 	HostGetByCPID(ctx context.Context, userID int64, cpid string) (store.Host, error)
 	HostInsert(ctx context.Context, h store.Host) (int64, error)
-	ResultGetByName(ctx context.Context, name string) (store.Result, error)
+	ResultListReported(ctx context.Context, names []string) ([]store.ReportedResult, error)
 	ResultListByIDs(ctx context.Context, ids []int64) ([]store.Result, error)
 	ResultListByNames(ctx context.Context, names []string) ([]store.ResultByName, error)
 	ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]store.HostResult, error)
@@ -114,7 +114,10 @@ type Options struct {
 	// Rand draws adaptive replication's spot checks, uniform in [0, 1);
 	// default math/rand/v2's Float64.
 	Rand func() float64
-	// MaxBodyBytes bounds a request body; default 1 MiB.
+	// MaxBodyBytes bounds a request body; default
+	// protocol.DefaultMaxBodyBytes, sized from what a real client sends
+	// (ClientStderrMax for each of DefaultMaxReports tasks). Memory does not
+	// grow with it: the parser holds at most its limits' worth of reports.
 	MaxBodyBytes int64
 	// Timeout bounds the handling of one request; default 30s.
 	Timeout time.Duration
@@ -199,7 +202,7 @@ func New(opts Options) (*Service, error) {
 		opts.Rand = rand.Float64
 	}
 	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 1 << 20
+		opts.MaxBodyBytes = protocol.DefaultMaxBodyBytes
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
@@ -263,20 +266,18 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The client labels its body form-encoded; it is raw XML and is read as
 	// such, never form-decoded.
-	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	head := &headRecorder{r: r.Body}
 	lim := protocol.DefaultLimits()
 	lim.MaxBytes = s.opts.MaxBodyBytes
-	req, err := protocol.ParseSchedulerRequestLimits(body, lim)
+	lim.MaxStderrBytes = maxBlob
+	req, err := protocol.ParseSchedulerRequestLimits(head, lim)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) || errors.Is(err, protocol.ErrTooLarge) {
-			outcome = outcomeTooLarge
-			http.Error(w, fmt.Sprintf("scheduler request larger than %d bytes", s.opts.MaxBodyBytes), http.StatusRequestEntityTooLarge)
-			return
-		}
-		outcome = outcomeBadRequest
-		http.Error(w, "malformed scheduler request: "+err.Error(), http.StatusBadRequest)
+		outcome = s.refuse(w, r, head, err)
 		return
+	}
+	if req.ReportsLeft > 0 {
+		s.log.Info("request reports more than is read at once; the rest are not acked and come again",
+			"host_id", req.HostID, "remote_addr", remoteIP(r), "reports_read", len(req.Results), "reports_left", req.ReportsLeft)
 	}
 	if wait := s.limit.allowHost(remoteIP(r), req.HostID, req.Authenticator, s.now()); wait > 0 {
 		outcome = outcomeRateLimited

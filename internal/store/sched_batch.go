@@ -16,7 +16,12 @@ import (
 type SchedReport struct {
 	ResultID   int64
 	WorkunitID int64
-	HostID     int64
+	// HostID is the host that reported the instance, whose it becomes.
+	HostID int64
+	// FromHostID is the host the instance was on as read, when another
+	// host of the same user reports it (a client restored from a backup
+	// has a new host id); 0 means HostID.
+	FromHostID int64
 	// Outcome is what the host's report amounts to.
 	Outcome state.Outcome
 	// SuccessIfDeleted marks an Outcome of CLIENT_ERROR that is only there
@@ -119,8 +124,9 @@ type wuUser struct {
 //     whole batch (nothing is written);
 //   - a deadlock retries the whole batch.
 //
-// A report accepts an instance the host holds IN_PROGRESS, or OVER with an
-// outcome LateOutcome accepts (recorded late); its job is triggered; a
+// A report accepts an instance on FromHostID (the reporting host, or
+// another of its user's), IN_PROGRESS, or OVER with an outcome LateOutcome
+// accepts (recorded late), and moves it to the reporting host; its job is triggered; a
 // success for a job already done gets validate_state TOO_LATE. The host's
 // error_streak, consecutive_valid and avg_turnaround move as ResultReport
 // moves them. An error means nothing was written.
@@ -202,8 +208,11 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 		sent        []int // indexes of the sends that go through
 	)
 	for i, r := range b.Reports {
+		if r.FromHostID == 0 {
+			r.FromHostID = r.HostID
+		}
 		row, ok := res[r.ResultID]
-		if !ok || row.HostID != r.HostID ||
+		if !ok || row.HostID != r.FromHostID ||
 			!(row.ServerState == state.ServerInProgress || (row.ServerState == state.ServerOver && LateOutcome(row.Outcome))) {
 			out.Reports[i] = SchedReportOutcome{Err: ErrConflict}
 			continue
@@ -227,7 +236,7 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 		if row.SentTime > 0 && r.Now > row.SentTime {
 			turnaround = float64(r.Now - row.SentTime)
 		}
-		reportRows = append(reportRows, []any{row.ID, r.HostID, row.ServerState, row.Outcome, outcome, r.ClientState,
+		reportRows = append(reportRows, []any{row.ID, r.HostID, r.FromHostID, row.ServerState, row.Outcome, outcome, r.ClientState,
 			r.ExitStatus, r.CPUTime, r.ElapsedTime, r.Now, []byte(r.StderrOut), []byte(r.XMLDocOut), vs, r.ClaimedCredit, fds})
 		out.Reports[i] = SchedReportOutcome{Outcome: outcome, Late: row.ServerState == state.ServerOver, Turnaround: turnaround}
 		d := deltas[r.HostID]
@@ -242,7 +251,7 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 			d.samples = append(d.samples, turnaround)
 		}
 		// A second report of the instance in this batch finds it over.
-		row.ServerState, row.Outcome = state.ServerOver, outcome
+		row.ServerState, row.Outcome, row.HostID = state.ServerOver, outcome, r.HostID
 	}
 
 	for i, p := range b.Sends {
@@ -315,7 +324,7 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 	if err := insertRows(ctx, tx, `INSERT INTO workunit_user (workunitid, userid, resultid) VALUES `, 3, userRows); err != nil {
 		return out, err
 	}
-	if err := execRows(ctx, tx, schedUpdateReports, []string{"id", "hostid", "fs", "fo", "outcome", "cs", "es", "cpu",
+	if err := execRows(ctx, tx, schedUpdateReports, []string{"id", "hostid", "fh", "fs", "fo", "outcome", "cs", "es", "cpu",
 		"el", "now", "se", "xo", "vs", "cc", "fds"}, reportRows, len(reportRows)); err != nil {
 		return out, err
 	}
@@ -349,10 +358,10 @@ SET w.transition_time = d.tt, w.hr_class = d.hr, w.min_quorum = d.mq, w.target_n
 WHERE w.id IN (%s)`
 
 const schedUpdateReports = `UPDATE result r STRAIGHT_JOIN (%s) d ON d.id = r.id
-SET r.server_state = ` + stateOver + `, r.outcome = d.outcome, r.client_state = d.cs, r.exit_status = d.es,
+SET r.hostid = d.hostid, r.server_state = ` + stateOver + `, r.outcome = d.outcome, r.client_state = d.cs, r.exit_status = d.es,
 r.cpu_time = d.cpu, r.elapsed_time = d.el, r.received_time = d.now, r.stderr_out = d.se, r.xml_doc_out = d.xo,
 r.validate_state = d.vs, r.claimed_credit = d.cc, r.mod_time = d.now, r.file_delete_state = d.fds
-WHERE r.id IN (%s) AND r.hostid = d.hostid AND r.server_state = d.fs AND r.outcome = d.fo`
+WHERE r.id IN (%s) AND r.hostid = d.fh AND r.server_state = d.fs AND r.outcome = d.fo`
 
 const schedUpdateSends = `UPDATE result r STRAIGHT_JOIN (%s) d ON d.id = r.id
 SET r.server_state = ` + stateInProgress + `, r.hostid = d.hostid, r.userid = d.userid, r.sent_time = d.now,

@@ -17,6 +17,7 @@ const MaxResultNames = 1000
 type ResultByName struct {
 	Name              string            `db:"name"`
 	HostID            int64             `db:"hostid"`
+	UserID            int64             `db:"userid"`
 	ServerState       state.ServerState `db:"server_state"`
 	Outcome           state.Outcome     `db:"outcome"`
 	ReportDeadline    int64             `db:"report_deadline"`
@@ -24,7 +25,7 @@ type ResultByName struct {
 	ErrorMask         state.ErrorMask   `db:"error_mask"`
 }
 
-const resultListByNames = `SELECT r.name, r.hostid, r.server_state, r.outcome, r.report_deadline,
+const resultListByNames = `SELECT r.name, r.hostid, r.userid, r.server_state, r.outcome, r.report_deadline,
 w.canonical_resultid, w.error_mask
 FROM result r JOIN workunit w ON w.id = r.workunitid
 WHERE r.name IN (?)`

@@ -29,7 +29,7 @@ func TestResultListByNames(t *testing.T) {
 	}
 	sort.Slice(got, func(i, j int) bool { return got[i].Name < got[j].Name })
 	want := []store.ResultByName{
-		{Name: "wu_0", HostID: f.host1, ServerState: state.ServerInProgress, ReportDeadline: 500,
+		{Name: "wu_0", HostID: f.host1, UserID: f.user, ServerState: state.ServerInProgress, ReportDeadline: 500,
 			CanonicalResultID: f.r2, ErrorMask: state.ErrTooManyErrorResults},
 		{Name: "wu_1", ServerState: state.ServerUnsent, CanonicalResultID: f.r2, ErrorMask: state.ErrTooManyErrorResults},
 	}
@@ -42,5 +42,27 @@ func TestResultListByNames(t *testing.T) {
 	}
 	if _, err := f.st.ResultListByNames(ctx, make([]string, store.MaxResultNames+1)); err == nil {
 		t.Fatalf("ResultListByNames(%d names) succeeded; want an error", store.MaxResultNames+1)
+	}
+}
+
+func TestResultListReported(t *testing.T) {
+	t.Parallel()
+	f := newSchedFixture(t)
+	ctx := context.Background()
+	if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
+		UserID: f.user, ReportDeadline: 500, Now: 400}); err != nil {
+		t.Fatalf("ResultSend: %v", err)
+	}
+	got, err := f.st.ResultListReported(ctx, []string{"wu_0", "nosuch"})
+	if err != nil {
+		t.Fatalf("ResultListReported: %v", err)
+	}
+	if len(got) != 1 || got[0].ID != f.r1 || got[0].Name != "wu_0" || got[0].WorkunitID != f.wuID ||
+		got[0].HostID != f.host1 || got[0].UserID != f.user || got[0].ServerState != state.ServerInProgress ||
+		got[0].SentTime != 400 {
+		t.Fatalf("ResultListReported(wu_0, nosuch) = %+v", got)
+	}
+	if _, err := f.st.ResultListReported(ctx, make([]string, store.MaxReportedNames+1)); err == nil {
+		t.Fatalf("ResultListReported(%d names) succeeded; want an error", store.MaxReportedNames+1)
 	}
 }
