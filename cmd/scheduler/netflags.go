@@ -77,11 +77,11 @@ func netSettingsFrom(c *cli.Context, nofile uint64) (netSettings, error) {
 	}
 	proxies, err := clientaddr.ParseProxies(c.StringSlice(flagTrustedProxies))
 	if err != nil {
-		errs = append(errs, fmt.Errorf("--%s: %w", flagTrustedProxies, err))
+		errs = append(errs, fmt.Errorf("--%s %w", flagTrustedProxies, err))
 	}
 	exempt, err := parsePrefixes(c.StringSlice(flagMaxConnsExempt))
 	if err != nil {
-		errs = append(errs, fmt.Errorf("--%s: %w", flagMaxConnsExempt, err))
+		errs = append(errs, fmt.Errorf("--%s %w", flagMaxConnsExempt, err))
 	}
 	maxConns := c.Int(flagMaxConnections)
 	if maxConns == 0 {
