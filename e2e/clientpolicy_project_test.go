@@ -29,6 +29,8 @@ type cpProject struct {
 	schedArgs []string
 	sched     *lcProc
 	hc        *http.Client
+	// schedMetrics is the scheduler's /metrics address (--listen).
+	schedMetrics string
 	// feederMetrics is the feeder's /metrics address.
 	feederMetrics string
 }
@@ -56,7 +58,8 @@ func (p *cpProject) start(ctx context.Context, unsentTarget int, fpopsEst float6
 	p.addr = strings.TrimPrefix(strings.TrimSuffix(p.schedURL, "/scheduler"), "http://")
 	listen := portPicker(t, p.addr)
 	t.Cleanup(func() { p.stopAll() })
-	p.schedArgs = []string{"--config", p.config, "--addr", p.addr, "--url-base", "http://" + p.addr,
+	p.schedMetrics = listen()
+	p.schedArgs = []string{"--config", p.config, "--addr", p.addr, "--listen", p.schedMetrics, "--url-base", "http://" + p.addr,
 		"--upload-key", filepath.Join(p.dir, "keys", "upload_private"), "--request-delay", "1s",
 		"--report-immediately=false", "--max-results-per-rpc", "50", "--max-in-progress-per-cpu", "100"}
 	p.feederMetrics = listen()
@@ -225,7 +228,7 @@ func scrapeMetrics(ctx context.Context, hc *http.Client, url string) (map[string
 // handled (every outcome) and work requests answered with nothing, by
 // reason. The server's own count checks the client's report of its RPCs.
 func (p *cpProject) schedulerMetrics(ctx context.Context) (requests float64, noWork map[string]float64, err error) {
-	m, err := scrapeMetrics(ctx, p.hc, "http://"+p.addr+"/metrics")
+	m, err := scrapeMetrics(ctx, p.hc, "http://"+p.schedMetrics+"/metrics")
 	if err != nil {
 		return 0, nil, err
 	}

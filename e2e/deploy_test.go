@@ -410,10 +410,7 @@ func checkScrape(t *testing.T, bin string, exprs map[string][]string) {
 	targets := map[string][]string{}
 	for _, d := range lp.daemons {
 		prog, _, _ := strings.Cut(d.name, ".")
-		flag := "--listen"
-		if prog == "scheduler" {
-			flag = "--addr" // /metrics on its public address here
-		}
+		const flag = "--listen"
 		args := d.cmd.Args
 		i := slices.Index(args, flag)
 		if i < 0 || i+1 >= len(args) {

@@ -172,7 +172,7 @@ func (lp *lcProject) start(ctx context.Context, p lcParams) {
 		args          []string
 	}{
 		{"feeder", "feeder", []string{"--listen", listen(), "--sleep", "200ms"}},
-		{"scheduler", "scheduler", []string{"--addr", fmt.Sprintf("127.0.0.1:%d", port), "--url-base", urlBase,
+		{"scheduler", "scheduler", []string{"--addr", fmt.Sprintf("127.0.0.1:%d", port), "--listen", listen(), "--url-base", urlBase,
 			"--upload-key", filepath.Join(lp.dir, "keys", "upload_private"), "--request-delay", "1s"}},
 		{"transitioner.0", "transitioner", []string{"--listen", listen(), "--mod", "2", "--mod-index", "0", "--sleep", "300ms"}},
 		{"transitioner.1", "transitioner", []string{"--listen", listen(), "--mod", "2", "--mod-index", "1", "--sleep", "300ms"}},

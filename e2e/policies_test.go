@@ -227,7 +227,7 @@ func (r *polRun) startDaemons(ctx context.Context) {
 		args          []string
 	}{
 		{"feeder", "feeder", []string{"--listen", listen(), "--sleep", "200ms"}},
-		{"scheduler", "scheduler", []string{"--addr", addr, "--url-base", "http://" + addr,
+		{"scheduler", "scheduler", []string{"--addr", addr, "--listen", listen(), "--url-base", "http://" + addr,
 			"--upload-key", filepath.Join(r.dir, "keys", "upload_private"), "--request-delay", "1s",
 			"--submit-api", "--results-dir", r.outDir,
 			"--ar-trust-valid", strconv.Itoa(polTrustValid), "--quarantine-streak", strconv.Itoa(polQuarantine)}},

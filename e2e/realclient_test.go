@@ -250,7 +250,7 @@ func (rp *realProject) startDaemons() {
 		args []string
 	}{
 		{"feeder", []string{"--listen", listen(), "--sleep", "200ms", "--tables-interval", "1s"}},
-		{"scheduler", []string{"--addr", rp.schedAdr, "--url-base", rp.urlBase, "--project-name", "Real client test",
+		{"scheduler", []string{"--addr", rp.schedAdr, "--listen", listen(), "--url-base", rp.urlBase, "--project-name", "Real client test",
 			"--request-delay", realClientReqDelay.String()}},
 		{"transitioner", []string{"--listen", listen(), "--sleep", "300ms"}},
 		{"validator", []string{"--listen", listen(), "--sleep", "300ms"}},

@@ -28,7 +28,7 @@ var schemaPrograms = []struct {
 	name string
 	args []string
 }{
-	{"scheduler", []string{"--addr", "127.0.0.1:0"}},
+	{"scheduler", []string{"--addr", "127.0.0.1:0", "--listen", "127.0.0.1:0"}},
 	{"feeder", []string{"--listen", "127.0.0.1:0"}},
 	{"transitioner", []string{"--listen", "127.0.0.1:0", "--mod", "2", "--mod-index", "1"}},
 	{"validator", []string{"--listen", "127.0.0.1:0"}},

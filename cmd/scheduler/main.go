@@ -1,6 +1,7 @@
 // Command scheduler is the project's public HTTP server: the master page,
 // the scheduler RPC, and the data server (downloads and uploads), with
-// /metrics and /healthz. It hands out work from the shared-memory cache the
+// /metrics and /healthz on a separate, by default loopback, address. It
+// hands out work from the shared-memory cache the
 // feeder on the same host keeps full.
 package main
 
@@ -8,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -16,8 +18,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/connlimit"
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/dataserver"
+	"github.com/taskserver/taskserver/internal/httpserve"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/scheduler"
@@ -65,10 +69,10 @@ func run(ctx context.Context, args []string) error {
 
 func flags() []cli.Flag {
 	env := func(name string) []string { return []string{config.EnvName(name)} }
-	fs := append(config.CommonFlags(""), config.ShmFlag())
+	fs := append(config.CommonFlags(defaultAdminListenAddr), config.ShmFlag())
 	fs = append(fs,
 		&cli.StringFlag{Name: flagAddr, Value: "127.0.0.1:8080", EnvVars: env(flagAddr),
-			Usage: "address of the public HTTP server (master page, scheduler, downloads, uploads; and /metrics, /healthz unless --listen is set)"},
+			Usage: "address of the public HTTP server (master page, scheduler, downloads, uploads; /metrics and /healthz are on --listen)"},
 		&cli.StringFlag{Name: flagURLBase, Value: "http://127.0.0.1:8080", EnvVars: env(flagURLBase),
 			Usage: "public URL of this server as volunteers reach it (the attach URL is this plus \"/\"; the host must contain a dot)"},
 		&cli.StringFlag{Name: flagProjectName, Value: "Task server project", EnvVars: env(flagProjectName),
@@ -109,6 +113,7 @@ func flags() []cli.Flag {
 			Usage: "errors or invalid results in a row that quarantine a host: one task at a time, never trusted (0: no quarantine)"},
 	)
 	fs = append(fs, rateLimitFlags()...)
+	fs = append(fs, netFlags()...)
 	return append(fs, submitAPIFlags()...)
 }
 
@@ -148,11 +153,20 @@ func serve(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	nofile, fileLimitErr := connlimit.RaiseFileLimit()
+	netCfg, err := netSettingsFrom(c, nofile)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	log := daemon.NewLogger(program, cfg.LogLevel)
 	reg := daemon.NewRegistry(program)
+	if fileLimitErr != nil {
+		log.Warn("open-file limit not raised", "error", fileLimitErr)
+	}
+	netCfg.server.Metrics = httpserve.NewMetrics(reg, program)
 
 	uploadKeys, err := readUploadKeys(c, cfg)
 	if err != nil {
@@ -251,21 +265,22 @@ func serve(ctx context.Context, c *cli.Context) error {
 	defer ds.Close()
 
 	health := &daemon.Health{}
-	admin := daemon.AdminMux(reg, health)
-	r := routes{scheduler: svc, dataServer: ds, accounts: accounts, master: scheduler.MasterPage(c.String(flagProjectName), urlBase+"/scheduler")}
-	if cfg.Listen == "" {
-		r.admin = admin
-	}
-	mux := newMux(r)
+	mux := newMux(routes{scheduler: svc, dataServer: ds, accounts: accounts, master: scheduler.MasterPage(c.String(flagProjectName), urlBase+"/scheduler")})
 	if err := mountSubmitAPI(c, mux, st, reg, log); err != nil {
 		return err
 	}
-	log.Info("serving", "url_base", urlBase, "shm_path", shmPath, "upload_certificates", uploadKeys.signer())
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return daemon.Serve(gctx, log, c.String(flagAddr), mux) })
-	if cfg.Listen != "" {
-		g.Go(func() error { return daemon.Serve(gctx, log, cfg.Listen, admin) })
+	ln, err := net.Listen("tcp", c.String(flagAddr))
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.String(flagAddr), err)
 	}
+	public := httpserve.New(netCfg.proxies.Handler(mux), netCfg.server)
+	log.Info("serving", "addr", ln.Addr().String(), "url_base", urlBase, "shm_path", shmPath, "upload_certificates", uploadKeys.signer(),
+		"max_connections", netCfg.limits.Max, "open_file_limit", nofile)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return httpserve.Serve(gctx, public, connlimit.Listen(ln, netCfg.limits, connlimit.NewMetrics(reg, program)))
+	})
+	g.Go(func() error { return daemon.Serve(gctx, log, cfg.Listen, daemon.AdminMux(reg, health)) })
 	g.Go(func() error { watchDB(gctx, st, health); return nil })
 	err = g.Wait()
 	if err == nil && ctx.Err() != nil {

@@ -41,7 +41,8 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 // TestRunServesEverythingOnOneAddress starts the command as main would and
-// checks each endpoint is wired; it runs before any feeder exists.
+// checks each endpoint is wired, the public ones on --addr and /metrics and
+// /healthz on --listen; it runs before any feeder exists.
 func TestRunServesEverythingOnOneAddress(t *testing.T) {
 	t.Parallel()
 	dsn := storetest.NewDatabase(t)
@@ -56,12 +57,12 @@ func TestRunServesEverythingOnOneAddress(t *testing.T) {
 	if err := keys.WritePrivateFile(filepath.Join(dir, "keys", "upload_private"), k); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr, admin := freeAddr(t), freeAddr(t)
 	base := "http://" + addr
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"scheduler", "--db-dsn", dsn, "--project-dir", dir, "--addr", addr, "--url-base", base,
+		done <- run(ctx, []string{"scheduler", "--db-dsn", dsn, "--project-dir", dir, "--addr", addr, "--listen", admin, "--url-base", base,
 			"--shm-path", filepath.Join(dir, "no-feeder-yet"), "--project-name", "Smoke", "--log-level", "error"})
 	}()
 	defer func() {
@@ -91,7 +92,7 @@ func TestRunServesEverythingOnOneAddress(t *testing.T) {
 	if code, body := get(t, base+"/"); code != 200 || !strings.Contains(body, "\n<link rel=\"boinc_scheduler\" href=\""+base+"/scheduler\">\n") {
 		t.Fatalf("GET / = %d:\n%s", code, body)
 	}
-	if code, body := get(t, base+"/healthz"); code != 200 {
+	if code, body := get(t, "http://"+admin+"/healthz"); code != 200 {
 		t.Fatalf("GET /healthz = %d %q", code, body)
 	}
 	resp, err := http.Post(base+"/scheduler", "application/x-www-form-urlencoded",
@@ -104,10 +105,10 @@ func TestRunServesEverythingOnOneAddress(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "Invalid or missing account key") || !strings.Contains(string(b), "<project_name>Smoke</project_name>") {
 		t.Fatalf("POST /scheduler with an unknown key = %d:\n%s", resp.StatusCode, b)
 	}
-	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, `taskserver_scheduler_requests_total{outcome="bad_authenticator"} 1`) {
+	if code, body := get(t, "http://"+admin+"/metrics"); code != 200 || !strings.Contains(body, `taskserver_scheduler_requests_total{outcome="bad_authenticator"} 1`) {
 		t.Fatalf("GET /metrics = %d, lacks the request count:\n%s", code, body)
 	}
-	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, `taskserver_scheduler_ar_sends_total{replicated="true"} 0`) {
+	if code, body := get(t, "http://"+admin+"/metrics"); code != 200 || !strings.Contains(body, `taskserver_scheduler_ar_sends_total{replicated="true"} 0`) {
 		t.Fatalf("GET /metrics = %d, lacks the adaptive replication sends:\n%s", code, body)
 	}
 	if code, body := get(t, base+"/get_project_config.php"); code != 200 || !strings.Contains(body, "<name>Smoke</name>") ||

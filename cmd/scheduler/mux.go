@@ -10,12 +10,12 @@ type routes struct {
 	dataServer http.Handler // GET /download/..., POST /file_upload_handler
 	master     http.Handler // GET /: the master page
 	accounts   http.Handler // GET /get_project_config.php, /lookup_account.php, /create_account.php
-	admin      http.Handler // /metrics and /healthz; nil when served on --listen
 }
 
 // newMux puts the project's public endpoints on one address: a volunteer
 // attaches to the master page, which names the scheduler, whose replies name
-// the download and upload URLs under the same base.
+// the download and upload URLs under the same base. /metrics and /healthz
+// are never among them: they are on the admin address (--listen).
 func newMux(r routes) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/scheduler", r.scheduler)
@@ -27,10 +27,6 @@ func newMux(r routes) *http.ServeMux {
 		for _, p := range []string{"/get_project_config.php", "/lookup_account.php", "/create_account.php"} {
 			mux.Handle(p, r.accounts)
 		}
-	}
-	if r.admin != nil {
-		mux.Handle("/metrics", r.admin)
-		mux.Handle("/healthz", r.admin)
 	}
 	mux.Handle("/", r.master)
 	return mux

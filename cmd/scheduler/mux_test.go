@@ -13,8 +13,7 @@ func named(name string) http.Handler {
 
 func TestMuxRoutes(t *testing.T) {
 	t.Parallel()
-	r := routes{scheduler: named("scheduler"), dataServer: named("data"), master: named("master"), admin: named("admin"),
-		accounts: named("accounts")}
+	r := routes{scheduler: named("scheduler"), dataServer: named("data"), master: named("master"), accounts: named("accounts")}
 	for _, tt := range []struct {
 		mux         *http.ServeMux
 		method, url string
@@ -24,13 +23,12 @@ func TestMuxRoutes(t *testing.T) {
 		{newMux(r), http.MethodPost, "/cgi", "scheduler"},
 		{newMux(r), http.MethodGet, "/download/1a/wu_in", "data"},
 		{newMux(r), http.MethodPost, "/file_upload_handler", "data"},
-		{newMux(r), http.MethodGet, "/metrics", "admin"},
-		{newMux(r), http.MethodGet, "/healthz", "admin"},
+		{newMux(r), http.MethodGet, "/metrics", "master"},
+		{newMux(r), http.MethodGet, "/healthz", "master"},
 		{newMux(r), http.MethodGet, "/", "master"},
 		{newMux(r), http.MethodGet, "/get_project_config.php", "accounts"},
 		{newMux(r), http.MethodGet, "/lookup_account.php?email_addr=a%40b%2Ec&passwd_hash=x", "accounts"},
 		{newMux(r), http.MethodGet, "/create_account.php?email_addr=a%40b%2Ec", "accounts"},
-		{newMux(routes{scheduler: r.scheduler, dataServer: r.dataServer, master: r.master}), http.MethodGet, "/metrics", "master"},
 	} {
 		rec := httptest.NewRecorder()
 		tt.mux.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.url, nil))

@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net/netip"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -55,18 +53,10 @@ func rateLimitFrom(c *cli.Context) (scheduler.RateLimit, error) {
 			errs = append(errs, fmt.Errorf("--%s %s: want a positive duration", f, d))
 		}
 	}
-	for _, s := range c.StringSlice(flagRateLimitExempt) {
-		for _, s := range strings.Split(s, ",") {
-			if s = strings.TrimSpace(s); s == "" {
-				continue
-			}
-			p, err := netip.ParsePrefix(s)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("--%s %q: want an address prefix such as 10.0.0.0/8: %w", flagRateLimitExempt, s, err))
-				continue
-			}
-			rl.Exempt = append(rl.Exempt, p.Masked())
-		}
+	exempt, err := parsePrefixes(c.StringSlice(flagRateLimitExempt))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--%s %w", flagRateLimitExempt, err))
 	}
+	rl.Exempt = exempt
 	return rl, errors.Join(errs...)
 }

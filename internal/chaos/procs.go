@@ -30,7 +30,7 @@ type proc struct {
 	crashes  int  // exits we did not cause
 	stopping bool
 	// metrics is host:port of the current run's /metrics: its --listen
-	// address, or the scheduler's --addr where it serves them.
+	// address.
 	metrics string
 }
 
@@ -75,18 +75,14 @@ func (p *proc) start() error {
 }
 
 // metricsAddr is the address a program started with args serves /metrics
-// on: --listen when given, else the scheduler's --addr; "" for neither.
+// on: --listen; "" without it.
 func metricsAddr(args []string) string {
-	addr := ""
 	for i := 0; i+1 < len(args); i++ {
-		switch args[i] {
-		case "--listen":
+		if args[i] == "--listen" {
 			return args[i+1]
-		case "--addr":
-			addr = args[i+1]
 		}
 	}
-	return addr
+	return ""
 }
 
 // current returns the pid and metrics address of the current run; pid 0

@@ -240,7 +240,7 @@ func (p *project) programs() []*proc {
 	return []*proc{
 		newProc("feeder", bin("feeder"), logs, with("--sleep", "200ms")),
 		newProc("scheduler", bin("scheduler"), logs, func() []string {
-			return append([]string{"--config", p.configPath, "--addr", p.schedAddr, "--url-base", p.urlBase,
+			return append([]string{"--config", p.configPath, "--addr", p.schedAddr, "--listen", listenAddr(), "--url-base", p.urlBase,
 				"--upload-key", filepath.Join(p.dir, "keys", "upload_private"),
 				"--upload-cert-key", filepath.Join(p.dir, "keys", keys.Ed25519PrivateFile), "--request-delay", "1s"}, p.schedArgs...)
 		}),

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/taskserver/taskserver/internal/httpserve"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -263,22 +264,8 @@ func Serve(ctx context.Context, log *slog.Logger, addr string, handler http.Hand
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("listening", "addr", ln.Addr().String())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve %s: %w", addr, err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shut down %s: %w", addr, err)
-	}
-	<-errc
-	return nil
+	return httpserve.Serve(ctx, httpserve.New(handler, httpserve.Options{}), ln)
 }
 
 // RunLoop runs svc's loop and the admin listener side by side until ctx

@@ -155,7 +155,7 @@ url-base: %q
 		args          []string
 	}{
 		{"feeder", "feeder", []string{"--listen", port(), "--sleep", "200ms"}},
-		{"scheduler", "scheduler", []string{"--addr", fmt.Sprintf("127.0.0.1:%d", schedPort), "--url-base", urlBase,
+		{"scheduler", "scheduler", []string{"--addr", fmt.Sprintf("127.0.0.1:%d", schedPort), "--listen", port(), "--url-base", urlBase,
 			"--upload-key", filepath.Join(o.ProjectDir, "keys", "upload_private"),
 			"--upload-cert-key", filepath.Join(o.ProjectDir, "keys", keys.Ed25519PrivateFile), "--request-delay", "1s"}},
 		{"transitioner.0", "transitioner", []string{"--listen", port(), "--mod", "2", "--mod-index", "0", "--sleep", "500ms"}},

@@ -472,19 +472,13 @@ func (b *bench) runPhase(ctx context.Context, spec phaseSpec) (Phase, error) {
 // launch starts one program of a phase and waits until it is ready to be
 // measured against: the feeder has made its cache, the scheduler listens.
 func (b *bench) launch(ctx context.Context, ps progSpec) (*program, error) {
-	args := []string{"--config", b.proj.configPath}
-	metrics := ""
-	if ps.scheduler {
-		metrics = "http://" + b.addr + "/metrics"
-	} else {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		addr := "127.0.0.1:" + strconv.Itoa(port)
-		args = append(args, "--listen", addr)
-		metrics = "http://" + addr + "/metrics"
+	port, err := freePort()
+	if err != nil {
+		return nil, err
 	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	args := []string{"--config", b.proj.configPath, "--listen", addr}
+	metrics := "http://" + addr + "/metrics"
 	args = append(args, ps.args...)
 	p, err := startProgram(b.opts.BinDir, ps.name, ps.name, filepath.Join(b.proj.dir, "logs"), args...)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/taskserver/taskserver/internal/clientaddr"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -312,13 +312,10 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-func remoteIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+// remoteIP is the client's address: the TCP peer's, or the one a trusted
+// reverse proxy forwarded (clientaddr.Proxies.Handler, in front of the
+// public server).
+func remoteIP(r *http.Request) string { return clientaddr.From(r) }
 
 // rpc is the state of one request being handled.
 type rpc struct {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/daemon"
+	"github.com/taskserver/taskserver/internal/httpserve"
 )
 
 // Options configures a Supervisor. Durations left zero get the defaults
@@ -158,7 +159,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		if s.opts.Handler != nil {
 			mux.Handle("/", s.opts.Handler)
 		}
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		srv = httpserve.New(mux, httpserve.Options{})
 		go func() { srvDone <- srv.Serve(ln) }()
 		s.log.Info("listening", "addr", ln.Addr().String())
 	}

@@ -3,7 +3,6 @@ package taskctl
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/httpserve"
 	"github.com/taskserver/taskserver/internal/statuspage"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -100,25 +100,9 @@ func (t *tool) serve(ctx context.Context, addr string, h http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	// Printed so a caller that asked for port 0 learns the port.
 	t.printf("serving the status page on http://%s/\n", ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve %s: %w", addr, err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shut down %s: %w", addr, err)
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve %s: %w", addr, err)
-	}
-	return nil
+	return httpserve.Serve(ctx, httpserve.New(h, httpserve.Options{}), ln)
 }
 
 // statusTargets lists the daemons of the configuration file (--config),

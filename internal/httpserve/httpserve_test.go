@@ -1,0 +1,112 @@
+package httpserve
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// serve runs h under rate until the test ends and returns its address.
+func serve(t *testing.T, h http.Handler, rate MinRate) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, New(h, Options{MinRate: rate}), ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// upload sends a body of chunks pieces of size bytes, one every gap, and
+// returns the server's answer or the error that ended the exchange.
+func upload(addr string, chunks, size int, gap time.Duration) (string, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if _, err := fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", chunks*size); err != nil {
+		return "", err
+	}
+	piece := []byte(strings.Repeat("u", size))
+	for range chunks {
+		time.Sleep(gap)
+		if _, err := c.Write(piece); err != nil {
+			return "", err
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	b, err := io.ReadAll(c)
+	return string(b), err
+}
+
+// counted answers the number of body bytes read, and nothing when the body
+// could not be read.
+var counted = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	n, err := io.Copy(io.Discard, r.Body)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(w, "got %d", n)
+})
+
+// TestUploadAboveMinimumRateCompletes: an upload at four times the
+// minimum rate, lasting longer than a window, is never cut.
+func TestUploadAboveMinimumRateCompletes(t *testing.T) {
+	t.Parallel()
+	addr := serve(t, counted, MinRate{BytesPerSecond: 1000, Window: 2 * time.Second})
+	got, err := upload(addr, 40, 400, 100*time.Millisecond) // 4,000 bytes/s for 4 s
+	if err != nil || !strings.HasSuffix(got, "got 16000") {
+		t.Fatalf("upload at 4x the minimum rate = %q, %v; want it complete", got, err)
+	}
+}
+
+// TestUploadBelowMinimumRateIsCut: the same upload at a hundredth of the
+// rate is cut within a window or two.
+func TestUploadBelowMinimumRateIsCut(t *testing.T) {
+	t.Parallel()
+	addr := serve(t, counted, MinRate{BytesPerSecond: 1000, Window: 2 * time.Second})
+	got, _ := upload(addr, 40, 4, 100*time.Millisecond)
+	if strings.Contains(got, "got ") {
+		t.Fatalf("upload at 40 bytes/s = %q, want it cut", got)
+	}
+}
+
+// TestSlowHandlerIsNotCut: a handler that works longer than a window after
+// reading the body still gets its answer out; the deadlines bound the
+// client's transfers, not the server's work.
+func TestSlowHandlerIsNotCut(t *testing.T) {
+	t.Parallel()
+	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			return
+		}
+		select {
+		case <-time.After(3 * time.Second):
+		case <-r.Context().Done():
+			return // the request's context must not end for a deadline
+		}
+		fmt.Fprint(w, "done")
+	}), MinRate{BytesPerSecond: 1000, Window: time.Second})
+	got, err := upload(addr, 1, 10, 0)
+	if err != nil || !strings.HasSuffix(got, "done") {
+		t.Fatalf("answer of a handler that works 3 s with a 1 s window = %q, %v", got, err)
+	}
+}
