@@ -3,9 +3,7 @@ package scheduler
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/xml"
 	"errors"
@@ -22,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/daemon"
+	"github.com/taskserver/taskserver/internal/passwd"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -47,20 +46,12 @@ const (
 	rpcCreateAccount = "create_account"
 )
 
-// PasswdHash is what the client sends for a password and what the user
-// table's passwd_hash column holds: the md5 hex of the password followed by
-// the lowercased email address (PROTOCOL.md §10). The operator tool uses it
-// to give an account a password.
-func PasswdHash(password, email string) string {
-	sum := md5.Sum([]byte(password + strings.ToLower(email)))
-	return hex.EncodeToString(sum[:])
-}
-
 // AccountStore is what the account RPCs need from the database;
 // *store.Store is one.
 type AccountStore interface {
 	UserGetByEmail(ctx context.Context, email string) (store.User, error)
 	UserCreate(ctx context.Context, u store.User) (int64, error)
+	UserSetPasswdHash(ctx context.Context, id int64, old, hash string) error
 }
 
 // AccountOptions configures the account RPCs. Store and URLBase are
@@ -80,6 +71,9 @@ type AccountOptions struct {
 	// MinPasswdLength is the shortest password the client lets a volunteer
 	// choose; the server only ever sees its hash. Default 6.
 	MinPasswdLength int
+	// PasswdCost is the bcrypt work factor of the password hashes stored;
+	// default passwd.DefaultCost (PHP's, as BOINC's web code stores them).
+	PasswdCost int
 	// Timeout bounds one request's database work; default 10s.
 	Timeout    time.Duration
 	Logger     *slog.Logger
@@ -110,6 +104,12 @@ func NewAccounts(opts AccountOptions) (*Accounts, error) {
 	}
 	if opts.MinPasswdLength <= 0 {
 		opts.MinPasswdLength = defaultMinPasswdLength
+	}
+	if opts.PasswdCost == 0 {
+		opts.PasswdCost = passwd.DefaultCost
+	}
+	if err := passwd.CheckCost(opts.PasswdCost); err != nil {
+		return nil, fmt.Errorf("account options: %w", err)
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = defaultAccountRPCTimeout
@@ -299,48 +299,56 @@ type accountOut struct {
 // rawReply is a reply written as it is.
 type rawReply string
 
-// accountExists answers a lookup without a password hash, in the form
-// BOINC writes it.
-const accountExists = rawReply("<account_out>\n    <success/>\n</account_out>")
+// errLogin answers every lookup that does not log in: a wrong password, no
+// password (BOINC answers that with whether the address has an account),
+// an account without a password, and an address with no account. One
+// answer for all, so nobody learns which addresses have accounts.
+var errLogin = &rpcError{errBadPasswd, "Wrong e-mail address or password."}
 
-// lookupAccount answers lookup_account.php?email_addr=E[&passwd_hash=H]:
-// the account key of the account with address E if H is its password hash;
-// without H, whether the account exists.
+// lookupAccount answers lookup_account.php?email_addr=E&passwd_hash=H with
+// the account key of the account with address E if H is its password hash.
 func (a *Accounts) lookupAccount(ctx context.Context, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	if q.Get("ldap_auth") != "" || q.Get("server_assigned_cookie") != "" {
 		return nil, &rpcError{errNotImplemented, "This project supports only lookups by email address and password."}
 	}
 	email := normalizeEmail(q.Get("email_addr"))
-	if email == "" || len(email) > 254 || !utf8.ValidString(email) {
-		return nil, &rpcError{errDBNotFound, "No account with that email address."}
+	given := q.Get("passwd_hash")
+	var u store.User
+	found := false
+	if email != "" && len(email) <= 254 && utf8.ValidString(email) {
+		var err error
+		u, err = a.opts.Store.UserGetByEmail(ctx, email)
+		switch {
+		case err == nil:
+			found = true
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
 	}
-	u, err := a.opts.Store.UserGetByEmail(ctx, email)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, &rpcError{errDBNotFound, "No account with that email address."}
+	// Checked even when there is no account (against nothing), so the time
+	// taken does not tell.
+	ok, rehash := passwd.Check(u.PasswdHash, given, a.opts.PasswdCost)
+	if !found || !ok {
+		return nil, errLogin
 	}
-	if err != nil {
-		return nil, err
-	}
-	hash, given := q["passwd_hash"]
-	if !given {
-		return accountExists, nil
-	}
-	if !passwdHashMatches(u.PasswdHash, hash[0]) {
-		return nil, &rpcError{errBadPasswd, "Wrong password."}
+	if rehash {
+		a.upgradePasswdHash(ctx, u, given)
 	}
 	return accountOut{Authenticator: u.Authenticator}, nil
 }
 
-// passwdHashMatches compares in constant time. An account without a stored
-// hash (made by the operator with only an account key) matches nothing.
-func passwdHashMatches(stored, given string) bool {
-	stored = strings.ToLower(strings.TrimSpace(stored))
-	given = strings.ToLower(strings.TrimSpace(given))
-	if stored == "" {
-		return false
+// upgradePasswdHash replaces a legacy (md5) or weaker stored hash after a
+// login that proved the password, as BOINC does. A failure is only logged:
+// the login stands and the next one tries again.
+func (a *Accounts) upgradePasswdHash(ctx context.Context, u store.User, given string) {
+	h, err := passwd.Hash(given, a.opts.PasswdCost)
+	if err == nil {
+		err = a.opts.Store.UserSetPasswdHash(ctx, u.ID, u.PasswdHash, h)
 	}
-	return subtle.ConstantTimeCompare([]byte(stored), []byte(given)) == 1
+	if err != nil {
+		a.opts.Logger.Warn("upgrade stored password hash", "user_id", u.ID, "error", err)
+	}
 }
 
 // createAccount answers
@@ -359,7 +367,7 @@ func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, err
 		return nil, &rpcError{errBadEmailAddr, "Invalid email address."}
 	}
 	hash := strings.ToLower(strings.TrimSpace(q.Get("passwd_hash")))
-	if !isHex(hash, 32) {
+	if !passwd.IsClientHash(hash) {
 		return nil, &rpcError{errBadPasswd, "Invalid password hash."}
 	}
 	name := strings.TrimSpace(q.Get("user_name"))
@@ -369,7 +377,7 @@ func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, err
 	existing, err := a.opts.Store.UserGetByEmail(ctx, email)
 	switch {
 	case err == nil:
-		return a.existingAccount(existing, hash)
+		return a.existingAccount(ctx, existing, hash)
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, err
 	}
@@ -381,8 +389,12 @@ func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, err
 	if err != nil {
 		return nil, err
 	}
+	stored, err := passwd.Hash(hash, a.opts.PasswdCost)
+	if err != nil {
+		return nil, err
+	}
 	u := store.User{CreateTime: a.opts.Now().Unix(), EmailAddr: email, Name: name, Authenticator: auth,
-		PasswdHash: hash, CrossProjectID: cpid}
+		PasswdHash: stored, CrossProjectID: cpid}
 	id, err := a.opts.Store.UserCreate(ctx, u)
 	if errors.Is(err, store.ErrDuplicate) {
 		// Created by a concurrent request a moment ago.
@@ -390,7 +402,7 @@ func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, err
 		if err != nil {
 			return nil, err
 		}
-		return a.existingAccount(existing, hash)
+		return a.existingAccount(ctx, existing, hash)
 	}
 	if err != nil {
 		return nil, err
@@ -399,9 +411,13 @@ func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, err
 	return accountOut{Authenticator: auth}, nil
 }
 
-func (a *Accounts) existingAccount(u store.User, hash string) (any, error) {
-	if !passwdHashMatches(u.PasswdHash, hash) {
+func (a *Accounts) existingAccount(ctx context.Context, u store.User, hash string) (any, error) {
+	ok, rehash := passwd.Check(u.PasswdHash, hash, a.opts.PasswdCost)
+	if !ok {
 		return nil, &rpcError{errDBNotUnique, "An account with that email address already exists."}
+	}
+	if rehash {
+		a.upgradePasswdHash(ctx, u, hash)
 	}
 	return accountOut{Authenticator: u.Authenticator}, nil
 }
@@ -420,14 +436,6 @@ func validEmail(s string) bool {
 	}
 	local, domain, ok := strings.Cut(s, "@")
 	return ok && local != "" && !strings.Contains(domain, "@") && strings.Contains(strings.Trim(domain, "."), ".")
-}
-
-func isHex(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
 }
 
 func randomHex(n int) (string, error) {

@@ -69,3 +69,16 @@ func (s *Store) UserSetSubmitAllowed(ctx context.Context, id int64, allowed bool
 	}
 	return nil
 }
+
+const userSetPasswdHash = `UPDATE user SET passwd_hash = ? WHERE id = ? AND passwd_hash = ?`
+
+// UserSetPasswdHash replaces user id's stored password hash old by hash.
+// It writes only while the row still holds old, so an upgrade on login
+// never undoes a password the operator set meanwhile; then, or for a
+// missing user, nothing is written and the result is nil.
+func (s *Store) UserSetPasswdHash(ctx context.Context, id int64, old, hash string) error {
+	if _, err := s.exec(ctx, userSetPasswdHash, hash, id, old); err != nil {
+		return fmt.Errorf("set password hash of user %d: %w", id, err)
+	}
+	return nil
+}
