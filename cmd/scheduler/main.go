@@ -105,6 +105,7 @@ func flags() []cli.Flag {
 			Usage: "errors or invalid results in a row that quarantine a host: one task at a time, never trusted (0: no quarantine)"},
 	)
 	fs = append(fs, rateLimitFlags()...)
+	fs = append(fs, accountLimitFlags()...)
 	return append(fs, submitAPIFlags()...)
 }
 
@@ -141,6 +142,10 @@ func serve(ctx context.Context, c *cli.Context) error {
 		errs = append(errs, fmt.Errorf("--%s is empty", flagAddr))
 	}
 	rateLimit, err := rateLimitFrom(c)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	accountLimit, err := accountLimitFrom(c, rateLimit)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -225,6 +230,8 @@ func serve(ctx context.Context, c *cli.Context) error {
 		URLBase:         urlBase,
 		ProjectName:     c.String(flagProjectName),
 		AccountCreation: c.Bool(flagAccountCreation),
+		PasswdCost:      c.Int(flagPasswdCost),
+		Limit:           accountLimit,
 		Logger:          log,
 		Registerer:      reg,
 	})

@@ -74,6 +74,13 @@ type AccountOptions struct {
 	// PasswdCost is the bcrypt work factor of the password hashes stored;
 	// default passwd.DefaultCost (PHP's, as BOINC's web code stores them).
 	PasswdCost int
+	// Limit bounds password guessing; the zero value limits nothing (the
+	// command's flags default to DefaultAccountLimit).
+	Limit AccountLimit
+	// ClientAddr is the client's address of a request; default the
+	// connection's peer (the scheduler command passes the function that
+	// also honours its trusted proxies).
+	ClientAddr func(*http.Request) string
 	// Timeout bounds one request's database work; default 10s.
 	Timeout    time.Duration
 	Logger     *slog.Logger
@@ -91,6 +98,7 @@ type Accounts struct {
 	opts      AccountOptions
 	masterURL string
 	rpcs      *prometheus.CounterVec
+	limit     *accountLimiter
 }
 
 // NewAccounts checks opts and returns the account RPC handler.
@@ -123,7 +131,14 @@ func NewAccounts(opts AccountOptions) (*Accounts, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	a := &Accounts{opts: opts, masterURL: base + "/",
+	if opts.ClientAddr == nil {
+		opts.ClientAddr = remoteIP
+	}
+	limit, err := newAccountLimiter(opts.Limit, opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	a := &Accounts{limit: limit, opts: opts, masterURL: base + "/",
 		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: "scheduler",
 			Name: "account_rpcs_total",
 			Help: "Account web RPCs (get_project_config, lookup_account, create_account) by outcome (ok, or the BOINC error number answered)."},
@@ -161,22 +176,35 @@ func (a *Accounts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var reply any
 	var err error
+	outcome := "ok"
 	switch rpc {
 	case rpcProjectConfig:
 		reply = a.projectConfig()
-	case rpcLookupAccount:
-		reply, err = a.lookupAccount(ctx, r)
-	case rpcCreateAccount:
-		reply, err = a.createAccount(ctx, r)
+	case rpcLookupAccount, rpcCreateAccount:
+		at, wait, scope := a.limit.begin(a.opts.ClientAddr(r), normalizeEmail(r.URL.Query().Get("email_addr")), a.opts.Now())
+		if wait > 0 {
+			outcome = outcomeLimited
+			err = limitedError(scope, wait)
+			break
+		}
+		if rpc == rpcLookupAccount {
+			reply, err = a.lookupAccount(ctx, r)
+		} else {
+			reply, err = a.createAccount(ctx, r)
+		}
+		if err == nil {
+			a.limit.succeeded(at)
+		}
 	}
-	outcome := "ok"
 	if err != nil {
 		var re *rpcError
 		if !errors.As(err, &re) {
 			a.opts.Logger.Error("account rpc failed", "rpc", rpc, "error", err)
 			re = &rpcError{errProjectDown, "The project's database is unavailable; try again later."}
 		}
-		outcome = fmt.Sprint(re.num)
+		if outcome != outcomeLimited {
+			outcome = fmt.Sprint(re.num)
+		}
 		reply = errorReply{Num: re.num, Msg: re.msg}
 	}
 	a.rpcs.WithLabelValues(rpc, outcome).Inc()
@@ -195,6 +223,37 @@ func (a *Accounts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(buf.Bytes())
+}
+
+// outcomeLimited is the account_rpcs_total outcome of a request refused
+// by the account limit.
+const outcomeLimited = "limited"
+
+// limitedError is the answer to a request refused by the account limit:
+// ERR_PROJECT_DOWN, after which the Manager shows the message and does
+// not retry on its own (ERR_RETRY would make it ask again every half
+// second). The message is the same whether or not the address has an
+// account.
+func limitedError(scope string, wait time.Duration) error {
+	who := "your network address"
+	if scope == limitScopeEmail {
+		who = "this e-mail address"
+	}
+	return &rpcError{errProjectDown, fmt.Sprintf("Too many failed attempts to log in from %s; try again in %s.",
+		who, roundUp(wait))}
+}
+
+// roundUp is a wait as a person reads it: whole minutes, or seconds under
+// a minute.
+func roundUp(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%d seconds", int((d+time.Second-1)/time.Second))
+	}
+	m := int((d + time.Minute - 1) / time.Minute)
+	if m == 1 {
+		return "1 minute"
+	}
+	return fmt.Sprintf("%d minutes", m)
 }
 
 type errorReply struct {
