@@ -76,7 +76,7 @@ func setupAccounts(t *testing.T, creation bool) *accountsFixture {
 		ProjectName: "Test & Project", AccountCreation: creation, Registerer: f.reg,
 		// bcrypt is slow under the race detector; the cost changes nothing else.
 		PasswdCost: bcrypt.MinCost,
-		Now: func() time.Time { return time.Unix(t0, 0) }})
+		Now:        func() time.Time { return time.Unix(t0, 0) }})
 	if err != nil {
 		t.Fatal(err)
 	}
