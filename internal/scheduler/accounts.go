@@ -51,7 +51,7 @@ const (
 type AccountStore interface {
 	UserGetByEmail(ctx context.Context, email string) (store.User, error)
 	UserCreate(ctx context.Context, u store.User) (int64, error)
-	UserSetPasswdHash(ctx context.Context, id int64, old, hash string) error
+	UserSetPasswdHash(ctx context.Context, id int64, old, hash string) (bool, error)
 }
 
 // AccountOptions configures the account RPCs. Store and URLBase are
@@ -403,7 +403,8 @@ func (a *Accounts) lookupAccount(ctx context.Context, r *http.Request) (any, err
 func (a *Accounts) upgradePasswdHash(ctx context.Context, u store.User, given string) {
 	h, err := passwd.Hash(given, a.opts.PasswdCost)
 	if err == nil {
-		err = a.opts.Store.UserSetPasswdHash(ctx, u.ID, u.PasswdHash, h)
+		// Not written if the row changed meanwhile (a new password).
+		_, err = a.opts.Store.UserSetPasswdHash(ctx, u.ID, u.PasswdHash, h)
 	}
 	if err != nil {
 		a.opts.Logger.Warn("upgrade stored password hash", "user_id", u.ID, "error", err)

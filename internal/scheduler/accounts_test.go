@@ -312,8 +312,8 @@ func (brokenAccounts) UserCreate(context.Context, store.User) (int64, error) {
 	return 0, io.ErrUnexpectedEOF
 }
 
-func (brokenAccounts) UserSetPasswdHash(context.Context, int64, string, string) error {
-	return io.ErrUnexpectedEOF
+func (brokenAccounts) UserSetPasswdHash(context.Context, int64, string, string) (bool, error) {
+	return false, io.ErrUnexpectedEOF
 }
 
 func TestAccountRPCsWithoutDatabaseOrByWrongMethod(t *testing.T) {
