@@ -27,7 +27,6 @@ import (
 // BOINC error numbers the account RPCs answer with (lib/error_numbers.h);
 // the client and the Manager turn them into their own messages.
 const (
-	errDBNotFound            = -136 // no account with that email address
 	errDBNotUnique           = -137 // the email address is taken
 	errNotImplemented        = -150
 	errProjectDown           = -183
