@@ -163,6 +163,19 @@ func (t *tool) userCommand() *cli.Command {
 				})
 			},
 		}, {
+			Name: "rehash-passwords",
+			Usage: "replace every stored password that is still the client's md5 (accounts made before schema version 3, or imported " +
+				"from BOINC) by its bcrypt hash, as a login would; prints how many",
+			Action: func(c *cli.Context) error {
+				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
+					n, err := rehashPasswords(ctx, st)
+					if n > 0 || err == nil {
+						t.printf("%d legacy password hashes replaced by bcrypt\n", n)
+					}
+					return err
+				})
+			},
+		}, {
 			Name:  "list",
 			Usage: "list accounts in id order: id, e-mail address, created (UTC), submit_allowed, total credit, name",
 			Flags: []cli.Flag{
@@ -268,6 +281,39 @@ func (t *tool) passwordHash(c *cli.Context, email string) (string, error) {
 		return "", fmt.Errorf("password: want at least %d characters, as the client does", minPasswdLength)
 	}
 	return passwd.Hash(passwd.ClientHash(pw, strings.TrimSpace(email)), passwd.DefaultCost)
+}
+
+// rehashPasswords replaces each legacy (md5) passwd_hash by its bcrypt
+// hash, page by page; a row changed meanwhile is left as it now is.
+func rehashPasswords(ctx context.Context, st *store.Store) (int, error) {
+	n := 0
+	var after int64
+	for {
+		users, err := st.UserList(ctx, after, 500)
+		if err != nil {
+			return n, err
+		}
+		if len(users) == 0 {
+			return n, nil
+		}
+		for _, u := range users {
+			after = u.ID
+			if !passwd.IsClientHash(u.PasswdHash) {
+				continue
+			}
+			h, err := passwd.Hash(u.PasswdHash, passwd.DefaultCost)
+			if err != nil {
+				return n, err
+			}
+			set, err := st.UserSetPasswdHash(ctx, u.ID, u.PasswdHash, h)
+			if err != nil {
+				return n, err
+			}
+			if set {
+				n++
+			}
+		}
+	}
 }
 
 // NewAuthenticator returns a fresh account key: 32 hex characters from

@@ -144,3 +144,36 @@ func TestUserSetPasswordFromStdin(t *testing.T) {
 		t.Fatal("user set with --password and --password-stdin succeeded")
 	}
 }
+
+// Rows that still hold the client's md5 (an imported BOINC database, or
+// accounts made before version 3) can be upgraded all at once: bcrypt of
+// the stored md5 is what a login would store, so no password is needed.
+func TestUserRehashPasswords(t *testing.T) {
+	b := setup(t, storetest.NewDatabase(t))
+	ctx := context.Background()
+	b.mustRun(t, "user", "create", "--email", "old@example.org", "--name", "Old")
+	b.mustRun(t, "user", "create", "--email", "new@example.org", "--name", "New", "--password", "already bcrypt")
+	b.mustRun(t, "user", "create", "--email", "none@example.org", "--name", "None")
+	legacy := passwd.ClientHash("legacy pw", "old@example.org")
+	if _, err := b.st.DB().ExecContext(ctx, `UPDATE user SET passwd_hash = ? WHERE email_addr = 'old@example.org'`, legacy); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := b.st.UserGetByEmail(ctx, "new@example.org")
+	out := b.mustRun(t, "user", "rehash-passwords")
+	if !strings.Contains(out, "1 ") {
+		t.Errorf("user rehash-passwords printed %q, want the count of rows upgraded (1)", out)
+	}
+	old, _ := b.st.UserGetByEmail(ctx, "old@example.org")
+	if ok, _ := passwd.Check(old.PasswdHash, legacy, passwd.DefaultCost); !ok || strings.Contains(old.PasswdHash, legacy) {
+		t.Fatalf("legacy row after rehash-passwords = %q, want bcrypt of its md5", old.PasswdHash)
+	}
+	if after, _ := b.st.UserGetByEmail(ctx, "new@example.org"); after.PasswdHash != before.PasswdHash {
+		t.Error("rehash-passwords changed a bcrypt row")
+	}
+	if none, _ := b.st.UserGetByEmail(ctx, "none@example.org"); none.PasswdHash != "" {
+		t.Error("rehash-passwords gave a password to an account without one")
+	}
+	if num, _ := lookupAccount(t, b, "old@example.org", "legacy pw"); num != 0 {
+		t.Fatalf("lookup_account after rehash-passwords = error %d, want logged in", num)
+	}
+}
