@@ -92,7 +92,9 @@ type AccountOptions struct {
 // get_project_config.php, lookup_account.php and create_account.php, at the
 // master URL. Replies are XML, errors BOINC's <error> form with HTTP 200
 // (the client reads the error number from the body). It is an
-// http.Handler; the path's last element picks the RPC.
+// http.Handler; the path's last element picks the RPC. Passwords are
+// stored and checked by package passwd; guessing is bounded by the
+// AccountLimit.
 type Accounts struct {
 	opts      AccountOptions
 	masterURL string
@@ -211,9 +213,7 @@ func (a *Accounts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	enc := xml.NewEncoder(&buf)
 	enc.Indent("", "    ")
-	if raw, ok := reply.(rawReply); ok {
-		buf.WriteString(string(raw))
-	} else if err := enc.Encode(reply); err != nil {
+	if err := enc.Encode(reply); err != nil {
 		a.opts.Logger.Error("write account rpc reply", "rpc", rpc, "error", err)
 		http.Error(w, "internal error writing the reply", http.StatusInternalServerError)
 		return
@@ -353,9 +353,6 @@ type accountOut struct {
 	XMLName       xml.Name `xml:"account_out"`
 	Authenticator string   `xml:"authenticator"`
 }
-
-// rawReply is a reply written as it is.
-type rawReply string
 
 // errLogin answers every lookup that does not log in: a wrong password, no
 // password (BOINC answers that with whether the address has an account),
