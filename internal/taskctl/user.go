@@ -57,6 +57,9 @@ func (t *tool) userCommand() *cli.Command {
 						return err
 					}
 					t.notef("created user %d <%s>; its authenticator follows on standard output\n", id, email)
+					if c.Bool("submit-allowed") {
+						t.notef("for the submission API it needs a key of its own: taskctl user apikey --email %s\n", email)
+					}
 					t.printf("%s\n", auth)
 					return nil
 				})
