@@ -130,7 +130,7 @@ type polRun struct {
 	*lcProject
 	hc     *http.Client
 	apiURL string // .../api/v1/
-	apiKey string // the scientist's account key
+	apiKey string // the scientist's submission API key
 
 	mainID, cancelID, holdID int64
 	// cancelled is the API's answer to the batch cancel.
@@ -209,9 +209,10 @@ func (r *polRun) configure(ctx context.Context) {
 		r.mustTaskctl(ctx, "known-answer", "add", "--app", demoapp.AppName, "--name", fmt.Sprintf("ka%d", i),
 			"--input", inFile, "--output", outFile)
 	}
-	r.apiKey = strings.TrimSpace(r.mustTaskctl(ctx, "user", "create", "--email", "scientist@example.org", "--name", "scientist", "--submit-allowed"))
+	r.mustTaskctl(ctx, "user", "create", "--email", "scientist@example.org", "--name", "scientist", "--submit-allowed")
+	r.apiKey = strings.TrimSpace(r.mustTaskctl(ctx, "user", "apikey", "--email", "scientist@example.org"))
 	if len(r.apiKey) < 16 || strings.ContainsAny(r.apiKey, " \n") {
-		t.Fatalf("taskctl user create printed %q, want one account key", r.apiKey)
+		t.Fatalf("taskctl user apikey printed %q, want one API key", r.apiKey)
 	}
 }
 

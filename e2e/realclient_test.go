@@ -110,6 +110,7 @@ func TestRealBOINCClient(t *testing.T) {
 		rp.dumpLogs()
 		t.Errorf("wrong results: %s", strings.Join(last.problems, "; "))
 	}
+	rp.checkLookupAccount(ctx)
 	fmt.Printf("real BOINC client: %d jobs completed\n", last.bothDone)
 	t.Logf("real BOINC client: %d jobs completed (by both clients) in %s", last.bothDone, time.Since(start).Round(time.Second))
 }
@@ -133,7 +134,12 @@ type realUser struct {
 	email, auth string
 	id          int64
 	dataDir     string
+	guiPort     int
 }
+
+// realClientPassword is the password the operator gives the first
+// account, with which its volunteer attaches by e-mail and password.
+const realClientPassword = "operator-set pw"
 
 func newRealProject(t *testing.T, bin string) *realProject {
 	dir := t.TempDir()
@@ -218,6 +224,7 @@ func (rp *realProject) setup() {
 		}
 		rp.users = append(rp.users, realUser{email: email, auth: auth})
 	}
+	rp.taskctl("user", "set", "--email", rp.users[0].email, "--password", realClientPassword)
 
 	jobArgs := []string{"--app", demoapp.AppName, "--delay-bound", realClientDelay.String(),
 		"--min-quorum", "2", "--target-nresults", "2", "--max-error-results", "3", "--max-total-results", "6",
@@ -378,9 +385,47 @@ func (rp *realProject) startClient(boinc string, i int) {
 		}
 	}
 	port := realFreePort(t)
+	u.guiPort = port
 	p := rp.start(fmt.Sprintf("client%d", i), boinc, u.dataDir,
 		"--dir", u.dataDir, "--gui_rpc_port", strconv.Itoa(port), "--no_gpus", "--skip_cpu_benchmarks")
 	rp.clients = append(rp.clients, p)
+}
+
+// checkLookupAccount asks the first client, as BOINC Manager's "attach
+// with e-mail and password" does, to look up its account with the password
+// the operator set (taskctl user set --password): it must get the account
+// key; with another password it must not.
+func (rp *realProject) checkLookupAccount(ctx context.Context) {
+	t := rp.t
+	u := rp.users[0]
+	cmdPath, err := exec.LookPath("boinccmd")
+	if err != nil {
+		t.Logf("boinccmd not on PATH: lookup_account through the real client not checked")
+		return
+	}
+	auth, err := os.ReadFile(filepath.Join(u.dataDir, "gui_rpc_auth.cfg"))
+	if err != nil {
+		t.Fatalf("read client0's GUI RPC password: %v", err)
+	}
+	lookup := func(password string) string {
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(cctx, cmdPath, "--host", fmt.Sprintf("127.0.0.1:%d", u.guiPort),
+			"--passwd", strings.TrimSpace(string(auth)), "--lookup_account", rp.urlBase+"/", u.email, password).CombinedOutput()
+		if err != nil {
+			t.Fatalf("boinccmd --lookup_account: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	out := lookup(realClientPassword)
+	if !strings.Contains(out, "account key: "+u.auth) {
+		rp.dumpLogs()
+		t.Fatalf("boinccmd --lookup_account with the password taskctl set = %q, want account key %s", out, u.auth)
+	}
+	t.Logf("boinccmd --lookup_account with the password taskctl set: %s", strings.TrimSpace(out))
+	if out := lookup("wrong password"); strings.Contains(out, "account key:") {
+		t.Fatalf("boinccmd --lookup_account with a wrong password = %q, want no account key", out)
+	}
 }
 
 // realProc is a daemon or client run by the test.

@@ -114,6 +114,7 @@ func flags() []cli.Flag {
 	)
 	fs = append(fs, rateLimitFlags()...)
 	fs = append(fs, netFlags()...)
+	fs = append(fs, accountLimitFlags()...)
 	return append(fs, submitAPIFlags()...)
 }
 
@@ -155,6 +156,10 @@ func serve(ctx context.Context, c *cli.Context) error {
 	}
 	nofile, fileLimitErr := connlimit.RaiseFileLimit()
 	netCfg, err := netSettingsFrom(c, nofile)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	accountLimit, err := accountLimitFrom(c, rateLimit)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -244,6 +249,8 @@ func serve(ctx context.Context, c *cli.Context) error {
 		URLBase:         urlBase,
 		ProjectName:     c.String(flagProjectName),
 		AccountCreation: c.Bool(flagAccountCreation),
+		PasswdCost:      c.Int(flagPasswdCost),
+		Limit:           accountLimit,
 		Logger:          log,
 		Registerer:      reg,
 	})

@@ -25,7 +25,7 @@ func submitAPIFlags() []cli.Flag {
 	env := func(name string) []string { return []string{config.EnvName(name)} }
 	return []cli.Flag{
 		&cli.BoolFlag{Name: flagSubmitAPI, Value: false, EnvVars: env(flagSubmitAPI),
-			Usage: "serve the batch submission API under /api/v1/ (for users with submit permission: taskctl user create --submit-allowed)"},
+			Usage: "serve the batch submission API under /api/v1/ (for users with submit permission, taskctl user create --submit-allowed, and an API key of their own, taskctl user apikey)"},
 		&cli.StringFlag{Name: flagResultsDir, Value: "results", EnvVars: env(flagResultsDir),
 			Usage: "results directory the assimilator writes, from which the submission API serves batch outputs"},
 		&cli.Int64Flag{Name: flagSubmitAPIMaxBodyBytes, Value: submitapi.DefaultMaxBodyBytes, EnvVars: env(flagSubmitAPIMaxBodyBytes),

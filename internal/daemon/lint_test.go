@@ -74,6 +74,10 @@ func programRegistries(t *testing.T) map[string]*prometheus.Registry {
 		UploadCertKey: key, URLBase: "http://127.0.0.1/", Registerer: regs["scheduler"]}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := scheduler.NewAccounts(scheduler.AccountOptions{Store: st, URLBase: "http://127.0.0.1/",
+		Limit: scheduler.DefaultAccountLimit, Registerer: regs["scheduler"]}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := dataserver.New(dataserver.Options{DownloadDir: t.TempDir(), UploadDir: t.TempDir(),
 		Registerer: regs["scheduler"]}); err != nil {
 		t.Fatal(err)

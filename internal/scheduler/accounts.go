@@ -3,9 +3,7 @@ package scheduler
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/xml"
 	"errors"
@@ -22,13 +20,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/daemon"
+	"github.com/taskserver/taskserver/internal/passwd"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
 // BOINC error numbers the account RPCs answer with (lib/error_numbers.h);
 // the client and the Manager turn them into their own messages.
 const (
-	errDBNotFound            = -136 // no account with that email address
 	errDBNotUnique           = -137 // the email address is taken
 	errNotImplemented        = -150
 	errProjectDown           = -183
@@ -47,20 +45,12 @@ const (
 	rpcCreateAccount = "create_account"
 )
 
-// PasswdHash is what the client sends for a password and what the user
-// table's passwd_hash column holds: the md5 hex of the password followed by
-// the lowercased email address (PROTOCOL.md §10). The operator tool uses it
-// to give an account a password.
-func PasswdHash(password, email string) string {
-	sum := md5.Sum([]byte(password + strings.ToLower(email)))
-	return hex.EncodeToString(sum[:])
-}
-
 // AccountStore is what the account RPCs need from the database;
 // *store.Store is one.
 type AccountStore interface {
 	UserGetByEmail(ctx context.Context, email string) (store.User, error)
 	UserCreate(ctx context.Context, u store.User) (int64, error)
+	UserSetPasswdHash(ctx context.Context, id int64, old, hash string) (bool, error)
 }
 
 // AccountOptions configures the account RPCs. Store and URLBase are
@@ -80,6 +70,12 @@ type AccountOptions struct {
 	// MinPasswdLength is the shortest password the client lets a volunteer
 	// choose; the server only ever sees its hash. Default 6.
 	MinPasswdLength int
+	// PasswdCost is the bcrypt work factor of the password hashes stored;
+	// default passwd.DefaultCost (PHP's, as BOINC's web code stores them).
+	PasswdCost int
+	// Limit bounds password guessing; the zero value limits nothing (the
+	// command's flags default to DefaultAccountLimit).
+	Limit AccountLimit
 	// Timeout bounds one request's database work; default 10s.
 	Timeout    time.Duration
 	Logger     *slog.Logger
@@ -92,11 +88,14 @@ type AccountOptions struct {
 // get_project_config.php, lookup_account.php and create_account.php, at the
 // master URL. Replies are XML, errors BOINC's <error> form with HTTP 200
 // (the client reads the error number from the body). It is an
-// http.Handler; the path's last element picks the RPC.
+// http.Handler; the path's last element picks the RPC. Passwords are
+// stored and checked by package passwd; guessing is bounded by the
+// AccountLimit.
 type Accounts struct {
 	opts      AccountOptions
 	masterURL string
 	rpcs      *prometheus.CounterVec
+	limit     *accountLimiter
 }
 
 // NewAccounts checks opts and returns the account RPC handler.
@@ -111,6 +110,12 @@ func NewAccounts(opts AccountOptions) (*Accounts, error) {
 	if opts.MinPasswdLength <= 0 {
 		opts.MinPasswdLength = defaultMinPasswdLength
 	}
+	if opts.PasswdCost == 0 {
+		opts.PasswdCost = passwd.DefaultCost
+	}
+	if err := passwd.CheckCost(opts.PasswdCost); err != nil {
+		return nil, fmt.Errorf("account options: %w", err)
+	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = defaultAccountRPCTimeout
 	}
@@ -123,7 +128,11 @@ func NewAccounts(opts AccountOptions) (*Accounts, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	a := &Accounts{opts: opts, masterURL: base + "/",
+	limit, err := newAccountLimiter(opts.Limit, opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	a := &Accounts{limit: limit, opts: opts, masterURL: base + "/",
 		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: "scheduler",
 			Name: "account_rpcs_total",
 			Help: "Account web RPCs (get_project_config, lookup_account, create_account) by outcome (ok, or the BOINC error number answered)."},
@@ -161,22 +170,35 @@ func (a *Accounts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var reply any
 	var err error
+	outcome := "ok"
 	switch rpc {
 	case rpcProjectConfig:
 		reply = a.projectConfig()
-	case rpcLookupAccount:
-		reply, err = a.lookupAccount(ctx, r)
-	case rpcCreateAccount:
-		reply, err = a.createAccount(ctx, r)
+	case rpcLookupAccount, rpcCreateAccount:
+		at, wait, scope := a.limit.begin(remoteIP(r), normalizeEmail(r.URL.Query().Get("email_addr")), a.opts.Now())
+		if wait > 0 {
+			outcome = outcomeLimited
+			err = limitedError(scope, wait)
+			break
+		}
+		if rpc == rpcLookupAccount {
+			reply, err = a.lookupAccount(ctx, r)
+		} else {
+			reply, err = a.createAccount(ctx, r)
+		}
+		if err == nil {
+			a.limit.succeeded(at)
+		}
 	}
-	outcome := "ok"
 	if err != nil {
 		var re *rpcError
 		if !errors.As(err, &re) {
 			a.opts.Logger.Error("account rpc failed", "rpc", rpc, "error", err)
 			re = &rpcError{errProjectDown, "The project's database is unavailable; try again later."}
 		}
-		outcome = fmt.Sprint(re.num)
+		if outcome != outcomeLimited {
+			outcome = fmt.Sprint(re.num)
+		}
 		reply = errorReply{Num: re.num, Msg: re.msg}
 	}
 	a.rpcs.WithLabelValues(rpc, outcome).Inc()
@@ -184,9 +206,7 @@ func (a *Accounts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	enc := xml.NewEncoder(&buf)
 	enc.Indent("", "    ")
-	if raw, ok := reply.(rawReply); ok {
-		buf.WriteString(string(raw))
-	} else if err := enc.Encode(reply); err != nil {
+	if err := enc.Encode(reply); err != nil {
 		a.opts.Logger.Error("write account rpc reply", "rpc", rpc, "error", err)
 		http.Error(w, "internal error writing the reply", http.StatusInternalServerError)
 		return
@@ -195,6 +215,37 @@ func (a *Accounts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(buf.Bytes())
+}
+
+// outcomeLimited is the account_rpcs_total outcome of a request refused
+// by the account limit.
+const outcomeLimited = "limited"
+
+// limitedError is the answer to a request refused by the account limit:
+// ERR_PROJECT_DOWN, after which the Manager shows the message and does
+// not retry on its own (ERR_RETRY would make it ask again every half
+// second). The message is the same whether or not the address has an
+// account.
+func limitedError(scope string, wait time.Duration) error {
+	who := "your network address"
+	if scope == limitScopeEmail {
+		who = "this e-mail address"
+	}
+	return &rpcError{errProjectDown, fmt.Sprintf("Too many failed attempts to log in from %s; try again in %s.",
+		who, roundUp(wait))}
+}
+
+// roundUp is a wait as a person reads it: whole minutes, or seconds under
+// a minute.
+func roundUp(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%d seconds", int((d+time.Second-1)/time.Second))
+	}
+	m := int((d + time.Minute - 1) / time.Minute)
+	if m == 1 {
+		return "1 minute"
+	}
+	return fmt.Sprintf("%d minutes", m)
 }
 
 type errorReply struct {
@@ -296,51 +347,57 @@ type accountOut struct {
 	Authenticator string   `xml:"authenticator"`
 }
 
-// rawReply is a reply written as it is.
-type rawReply string
+// errLogin answers every lookup that does not log in: a wrong password, no
+// password (BOINC answers that with whether the address has an account),
+// an account without a password, and an address with no account. One
+// answer for all, so nobody learns which addresses have accounts.
+var errLogin = &rpcError{errBadPasswd, "Wrong e-mail address or password."}
 
-// accountExists answers a lookup without a password hash, in the form
-// BOINC writes it.
-const accountExists = rawReply("<account_out>\n    <success/>\n</account_out>")
-
-// lookupAccount answers lookup_account.php?email_addr=E[&passwd_hash=H]:
-// the account key of the account with address E if H is its password hash;
-// without H, whether the account exists.
+// lookupAccount answers lookup_account.php?email_addr=E&passwd_hash=H with
+// the account key of the account with address E if H is its password hash.
 func (a *Accounts) lookupAccount(ctx context.Context, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	if q.Get("ldap_auth") != "" || q.Get("server_assigned_cookie") != "" {
 		return nil, &rpcError{errNotImplemented, "This project supports only lookups by email address and password."}
 	}
 	email := normalizeEmail(q.Get("email_addr"))
-	if email == "" || len(email) > 254 || !utf8.ValidString(email) {
-		return nil, &rpcError{errDBNotFound, "No account with that email address."}
+	given := q.Get("passwd_hash")
+	var u store.User
+	found := false
+	if email != "" && len(email) <= 254 && utf8.ValidString(email) {
+		var err error
+		u, err = a.opts.Store.UserGetByEmail(ctx, email)
+		switch {
+		case err == nil:
+			found = true
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
 	}
-	u, err := a.opts.Store.UserGetByEmail(ctx, email)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, &rpcError{errDBNotFound, "No account with that email address."}
+	// Checked even when there is no account (against nothing), so the time
+	// taken does not tell.
+	ok, rehash := passwd.Check(u.PasswdHash, given, a.opts.PasswdCost)
+	if !found || !ok {
+		return nil, errLogin
 	}
-	if err != nil {
-		return nil, err
-	}
-	hash, given := q["passwd_hash"]
-	if !given {
-		return accountExists, nil
-	}
-	if !passwdHashMatches(u.PasswdHash, hash[0]) {
-		return nil, &rpcError{errBadPasswd, "Wrong password."}
+	if rehash {
+		a.upgradePasswdHash(ctx, u, given)
 	}
 	return accountOut{Authenticator: u.Authenticator}, nil
 }
 
-// passwdHashMatches compares in constant time. An account without a stored
-// hash (made by the operator with only an account key) matches nothing.
-func passwdHashMatches(stored, given string) bool {
-	stored = strings.ToLower(strings.TrimSpace(stored))
-	given = strings.ToLower(strings.TrimSpace(given))
-	if stored == "" {
-		return false
+// upgradePasswdHash replaces a legacy (md5) or weaker stored hash after a
+// login that proved the password, as BOINC does. A failure is only logged:
+// the login stands and the next one tries again.
+func (a *Accounts) upgradePasswdHash(ctx context.Context, u store.User, given string) {
+	h, err := passwd.Hash(given, a.opts.PasswdCost)
+	if err == nil {
+		// Not written if the row changed meanwhile (a new password).
+		_, err = a.opts.Store.UserSetPasswdHash(ctx, u.ID, u.PasswdHash, h)
 	}
-	return subtle.ConstantTimeCompare([]byte(stored), []byte(given)) == 1
+	if err != nil {
+		a.opts.Logger.Warn("upgrade stored password hash", "user_id", u.ID, "error", err)
+	}
 }
 
 // createAccount answers
@@ -359,7 +416,7 @@ func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, err
 		return nil, &rpcError{errBadEmailAddr, "Invalid email address."}
 	}
 	hash := strings.ToLower(strings.TrimSpace(q.Get("passwd_hash")))
-	if !isHex(hash, 32) {
+	if !passwd.IsClientHash(hash) {
 		return nil, &rpcError{errBadPasswd, "Invalid password hash."}
 	}
 	name := strings.TrimSpace(q.Get("user_name"))
@@ -369,7 +426,7 @@ func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, err
 	existing, err := a.opts.Store.UserGetByEmail(ctx, email)
 	switch {
 	case err == nil:
-		return a.existingAccount(existing, hash)
+		return a.existingAccount(ctx, existing, hash)
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, err
 	}
@@ -381,8 +438,12 @@ func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, err
 	if err != nil {
 		return nil, err
 	}
+	stored, err := passwd.Hash(hash, a.opts.PasswdCost)
+	if err != nil {
+		return nil, err
+	}
 	u := store.User{CreateTime: a.opts.Now().Unix(), EmailAddr: email, Name: name, Authenticator: auth,
-		PasswdHash: hash, CrossProjectID: cpid}
+		PasswdHash: stored, CrossProjectID: cpid}
 	id, err := a.opts.Store.UserCreate(ctx, u)
 	if errors.Is(err, store.ErrDuplicate) {
 		// Created by a concurrent request a moment ago.
@@ -390,7 +451,7 @@ func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, err
 		if err != nil {
 			return nil, err
 		}
-		return a.existingAccount(existing, hash)
+		return a.existingAccount(ctx, existing, hash)
 	}
 	if err != nil {
 		return nil, err
@@ -399,9 +460,13 @@ func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, err
 	return accountOut{Authenticator: auth}, nil
 }
 
-func (a *Accounts) existingAccount(u store.User, hash string) (any, error) {
-	if !passwdHashMatches(u.PasswdHash, hash) {
+func (a *Accounts) existingAccount(ctx context.Context, u store.User, hash string) (any, error) {
+	ok, rehash := passwd.Check(u.PasswdHash, hash, a.opts.PasswdCost)
+	if !ok {
 		return nil, &rpcError{errDBNotUnique, "An account with that email address already exists."}
+	}
+	if rehash {
+		a.upgradePasswdHash(ctx, u, hash)
 	}
 	return accountOut{Authenticator: u.Authenticator}, nil
 }
@@ -420,14 +485,6 @@ func validEmail(s string) bool {
 	}
 	local, domain, ok := strings.Cut(s, "@")
 	return ok && local != "" && !strings.Contains(domain, "@") && strings.Contains(strings.Trim(domain, "."), ".")
-}
-
-func isHex(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
 }
 
 func randomHex(n int) (string, error) {

@@ -106,15 +106,20 @@ func newRateLimiter(rl RateLimit, reg prometheus.Registerer) (*rateLimiter, erro
 	return l, nil
 }
 
-// addrKey is what an address is limited as, and whether it is exempt.
-func (l *rateLimiter) addrKey(ip string) (netip.Prefix, bool) {
+// addrKey is what an address is limited as, and whether it is limited.
+func (l *rateLimiter) addrKey(ip string) (netip.Prefix, bool) { return addressKey(ip, l.exempt) }
+
+// addressKey is what a client address is limited as, an IPv4 address or an
+// IPv6 /64 (one subscriber's network), and whether it is limited at all:
+// not if it is in an exempt prefix.
+func addressKey(ip string, exempt []netip.Prefix) (netip.Prefix, bool) {
 	a, err := netip.ParseAddr(ip)
 	if err != nil {
 		// Not an IP (a test transport, a Unix socket): one shared key.
 		return netip.Prefix{}, true
 	}
 	a = a.Unmap()
-	for _, p := range l.exempt {
+	for _, p := range exempt {
 		if p.Contains(a) {
 			return netip.Prefix{}, false
 		}

@@ -375,7 +375,7 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 	x.reply.UserTotalCredit = user.TotalCredit
 	x.reply.UserExpavgCredit = user.ExpavgCredit
 	x.reply.UserCreateTime = user.CreateTime
-	x.reply.CrossProjectID = user.CrossProjectID
+	x.reply.EmailHash, x.reply.CrossProjectID, x.reply.ExternalCPID = crossProjectIDs(user)
 	x.reply.HostTotalCredit = x.host.TotalCredit
 	x.reply.HostExpavgCredit = x.host.ExpavgCredit
 	x.reply.HostCreateTime = x.host.CreateTime

@@ -69,3 +69,46 @@ func (s *Store) UserSetSubmitAllowed(ctx context.Context, id int64, allowed bool
 	}
 	return nil
 }
+
+const userSetPasswdHash = `UPDATE user SET passwd_hash = ? WHERE id = ? AND passwd_hash = ?`
+
+// UserSetPasswdHash replaces user id's stored password hash old by hash,
+// and tells whether it did. It writes only while the row still holds old,
+// so an upgrade on login never undoes a password the operator set
+// meanwhile; then, or for a missing user, nothing is written.
+func (s *Store) UserSetPasswdHash(ctx context.Context, id int64, old, hash string) (bool, error) {
+	n, err := s.exec(ctx, userSetPasswdHash, hash, id, old)
+	if err != nil {
+		return false, fmt.Errorf("set password hash of user %d: %w", id, err)
+	}
+	return n == 1, nil
+}
+
+const userGetByAPIKeyHash = `SELECT ` + userColumns + ` FROM user WHERE api_key_hash = ? AND api_key_hash <> ''`
+
+// UserGetByAPIKeyHash returns the user whose submission API key has the
+// SHA-256 hex hash, or ErrNotFound.
+func (s *Store) UserGetByAPIKeyHash(ctx context.Context, hash string) (User, error) {
+	var u User
+	err := s.db.GetContext(ctx, &u, userGetByAPIKeyHash, hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return u, ErrNotFound
+	}
+	if err != nil {
+		return u, fmt.Errorf("get user by API key: %w", err)
+	}
+	return u, nil
+}
+
+const userSetAPIKeyHash = `UPDATE user SET api_key_hash = ? WHERE id = ?`
+
+// UserSetAPIKeyHash gives user id the submission API key with the SHA-256
+// hex hash, replacing (revoking) any it had; "" leaves it none. A missing
+// user is ErrNotFound.
+func (s *Store) UserSetAPIKeyHash(ctx context.Context, id int64, hash string) error {
+	if _, err := s.exec(ctx, userSetAPIKeyHash, hash, id); err != nil {
+		return fmt.Errorf("set API key of user %d: %w", id, err)
+	}
+	_, err := s.UserGet(ctx, id)
+	return err
+}

@@ -2,7 +2,9 @@ package submitapi
 
 import (
 	"context"
-	"crypto/subtle"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,13 +27,32 @@ const Prefix = "/api/v1/"
 // DefaultMaxBodyBytes bounds a request body when Options.MaxBodyBytes is 0.
 const DefaultMaxBodyBytes = 64 << 20
 
-// maxKeyLen bounds a bearer token before any lookup: account keys are 32
-// hex characters.
+// maxKeyLen bounds a bearer token before any lookup: API keys are 64 hex
+// characters.
 const maxKeyLen = 256
 
 // Users is what the API needs to authenticate callers.
 type Users interface {
-	UserGetByAuthenticator(ctx context.Context, auth string) (store.User, error)
+	UserGetByAPIKeyHash(ctx context.Context, hash string) (store.User, error)
+}
+
+// NewKey returns a new submission API key, shown to its owner once, and
+// its hash, which is all the database keeps (user.api_key_hash).
+func NewKey() (key, hash string, err error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", "", fmt.Errorf("make API key: %w", err)
+	}
+	key = hex.EncodeToString(b[:])
+	return key, KeyHash(key), nil
+}
+
+// KeyHash is the hash of an API key as the database keeps it: SHA-256 hex.
+// The key has 256 random bits, so a fast hash is enough: nobody can guess
+// keys from their hashes, and whoever reads the table cannot use them.
+func KeyHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
 }
 
 // Options configure the API.
@@ -125,29 +146,31 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, methods map[string]h
 	return h(w, r, u)
 }
 
+// unknownKey refuses a key that is no user's API key. An account key is
+// not one: it is in every volunteer's client and lookup_account hands it
+// out for a password.
+const unknownKey = "unknown API key (a submitter's key is made by taskctl user apikey; the account key is not one)"
+
 // authenticate returns the caller, or the status and message to refuse it
 // with.
 func (a *API) authenticate(r *http.Request) (store.User, int, string) {
 	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	key = strings.TrimSpace(key)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return store.User{}, http.StatusUnauthorized, "missing \"Authorization: Bearer <account key>\""
+		return store.User{}, http.StatusUnauthorized, "missing \"Authorization: Bearer <API key>\""
 	}
 	if len(key) > maxKeyLen {
-		return store.User{}, http.StatusUnauthorized, "unknown account key"
+		return store.User{}, http.StatusUnauthorized, unknownKey
 	}
-	u, err := a.o.Users.UserGetByAuthenticator(r.Context(), key)
+	// Looked up by its hash: the table holds no key, and the lookup's
+	// timing says nothing about one.
+	u, err := a.o.Users.UserGetByAPIKeyHash(r.Context(), KeyHash(key))
 	if errors.Is(err, store.ErrNotFound) {
-		return store.User{}, http.StatusUnauthorized, "unknown account key"
+		return store.User{}, http.StatusUnauthorized, unknownKey
 	}
 	if err != nil {
-		a.log.Error("submission API: look up account key", "error", err)
+		a.log.Error("submission API: look up API key", "error", err)
 		return store.User{}, http.StatusInternalServerError, "internal error"
-	}
-	// The index lookup may match case-insensitively; the key must match
-	// exactly, and in constant time.
-	if subtle.ConstantTimeCompare([]byte(u.Authenticator), []byte(key)) != 1 {
-		return store.User{}, http.StatusUnauthorized, "unknown account key"
 	}
 	if !u.SubmitAllowed {
 		return store.User{}, http.StatusForbidden, "this account may not submit jobs (ask the project for submit permission)"

@@ -31,9 +31,11 @@ type bundle struct {
 	srv        *httptest.Server
 	reg        *prometheus.Registry
 	resultsDir string
-	// Account keys: alice and bob may submit, carol may not.
+	// API keys: alice and bob may submit, carol may not.
 	alice, bob, carol string
 	aliceID           int64
+	// aliceAccount is alice's account key.
+	aliceAccount string
 }
 
 func setup(t *testing.T, maxBody int64) *bundle {
@@ -50,13 +52,18 @@ func setup(t *testing.T, maxBody int64) *bundle {
 		key     string
 		allowed bool
 	}{{b.alice, true}, {b.bob, true}, {b.carol, false}} {
+		account := "acct" + u.key[:28]
 		id, err := st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: u.key + "@example.org", Name: u.key,
-			Authenticator: u.key, SubmitAllowed: u.allowed})
+			Authenticator: account, SubmitAllowed: u.allowed})
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.UserSetAPIKeyHash(ctx, id, submitapi.KeyHash(u.key)); err != nil {
 			t.Fatal(err)
 		}
 		if u.key == b.alice {
 			b.aliceID = id
+			b.aliceAccount = account
 		}
 	}
 	svc := batch.New(batch.Options{Store: st, DownloadDir: filepath.Join(dir, "download"), Fanout: 8,

@@ -2,10 +2,13 @@
 // follow batches of jobs. The scheduler mounts it under /api/v1/ when started
 // with --submit-api.
 //
-// Authentication: every request carries "Authorization: Bearer <account
-// key>" of a user with submit_allowed = 1. The key is looked up through its
-// index and then compared in constant time. A user sees and cancels only the
-// batches (and their jobs) it submitted; others' look missing (404).
+// Authentication: every request carries "Authorization: Bearer <API key>"
+// of a user with submit_allowed = 1. The API key is the submitter's own
+// (taskctl user apikey prints a new one, once), not the account key, which
+// every attached client holds and lookup_account hands out for a password.
+// The database keeps only its SHA-256 (user.api_key_hash), through which it
+// is looked up. A user sees and cancels only the batches (and their jobs)
+// it submitted; others' look missing (404).
 //
 // Endpoints (request and response bodies are JSON; job inputs are base64, as
 // encoding/json writes []byte):
@@ -24,5 +27,5 @@
 // cancellable), 413 (body or inputs too large), 422 (idempotency key used for
 // another batch) or 500.
 //
-// Reads: user (by authenticator). Everything else goes through package batch.
+// Reads: user (by api_key_hash). Everything else goes through package batch.
 package submitapi

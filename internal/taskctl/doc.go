@@ -12,6 +12,9 @@
 // Reads: counts over workunit and result (status, batch status), the results
 // directory (batch outputs).
 //
-// Secrets: a new user's authenticator is printed once on standard output and
-// nowhere else; private keys go only to their 0600 files.
+// Secrets: a new user's authenticator, and a submitter's API key (user
+// apikey, stored only as its SHA-256), are printed once on standard output
+// and nowhere else; a password given with --password or --password-stdin is
+// stored only as bcrypt of the client's md5 (package passwd); private keys
+// go only to their 0600 files.
 package taskctl

@@ -19,6 +19,8 @@ type Options struct {
 	// Stdout gets results (tables, ids, the new authenticator); Stderr gets
 	// notes for the human. nil means os.Stdout and os.Stderr.
 	Stdout, Stderr io.Writer
+	// Stdin is where --password-stdin reads; nil means os.Stdin.
+	Stdin io.Reader
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -30,18 +32,22 @@ const openTimeout = 30 * time.Second
 // tool holds what every command needs.
 type tool struct {
 	stdout, stderr io.Writer
+	stdin          io.Reader
 	now            func() time.Time
 }
 
 // NewApp returns the command-line application. Run it with RunContext and
 // the full argument list (program name first).
 func NewApp(opts Options) *cli.App {
-	t := &tool{stdout: opts.Stdout, stderr: opts.Stderr, now: opts.Now}
+	t := &tool{stdout: opts.Stdout, stderr: opts.Stderr, stdin: opts.Stdin, now: opts.Now}
 	if t.stdout == nil {
 		t.stdout = os.Stdout
 	}
 	if t.stderr == nil {
 		t.stderr = os.Stderr
+	}
+	if t.stdin == nil {
+		t.stdin = os.Stdin
 	}
 	if t.now == nil {
 		t.now = time.Now

@@ -38,6 +38,8 @@ type bundle struct {
 	projectDir string
 	now        time.Time
 	st         *store.Store
+	// stdin is the commands' standard input; nil reads nothing.
+	stdin string
 }
 
 // setup opens dsn, if not empty, for the test to inspect.
@@ -63,7 +65,8 @@ func setup(t *testing.T, dsn string) *bundle {
 func (b *bundle) run(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	app := taskctl.NewApp(taskctl.Options{Stdout: &stdout, Stderr: &stderr, Now: func() time.Time { return b.now }})
+	app := taskctl.NewApp(taskctl.Options{Stdout: &stdout, Stderr: &stderr, Stdin: strings.NewReader(b.stdin),
+		Now: func() time.Time { return b.now }})
 	full := []string{"taskctl", "--project-dir", b.projectDir, "--fanout", "16"}
 	if b.dsn != "" {
 		full = append(full, "--db-dsn", b.dsn)

@@ -1,6 +1,7 @@
 package taskctl
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,11 +9,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/passwd"
 	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/submitapi"
 )
 
 func (t *tool) userCommand() *cli.Command {
@@ -22,11 +26,11 @@ func (t *tool) userCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "create",
 			Usage: "create an account; prints its authenticator (the account key) on standard output, once",
-			Flags: []cli.Flag{
+			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "email", Required: true, Usage: "e-mail address (unique)"},
 				&cli.StringFlag{Name: "name", Required: true, Usage: "name shown to others"},
-				&cli.BoolFlag{Name: "submit-allowed", Usage: "let the account submit batches through the submission API (its authenticator is the API key)"},
-			},
+				&cli.BoolFlag{Name: "submit-allowed", Usage: "let the account submit batches through the submission API (with its own key: taskctl user apikey)"},
+			}, passwordFlags()...),
 			Action: func(c *cli.Context) error {
 				email := strings.TrimSpace(c.String("email"))
 				if !strings.Contains(email, "@") {
@@ -36,27 +40,40 @@ func (t *tool) userCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
+				// BOINC gives every account a cross-project id: 32 random hex.
+				cpid, err := NewAuthenticator()
+				if err != nil {
+					return err
+				}
+				hash, err := t.passwordHash(c, email)
+				if err != nil {
+					return err
+				}
 				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
 					id, err := st.UserInsert(ctx, store.User{CreateTime: t.now().Unix(), EmailAddr: email,
-						Name: c.String("name"), Authenticator: auth, SubmitAllowed: c.Bool("submit-allowed")})
+						Name: c.String("name"), Authenticator: auth, PasswdHash: hash, CrossProjectID: cpid,
+						SubmitAllowed: c.Bool("submit-allowed")})
 					if err != nil {
 						return err
 					}
 					t.notef("created user %d <%s>; its authenticator follows on standard output\n", id, email)
+					if c.Bool("submit-allowed") {
+						t.notef("for the submission API it needs a key of its own: taskctl user apikey --email %s\n", email)
+					}
 					t.printf("%s\n", auth)
 					return nil
 				})
 			},
 		}, {
 			Name:  "set",
-			Usage: "change an account's e-mail address, name or permissions; only the flags given change",
-			Flags: []cli.Flag{
+			Usage: "change an account's e-mail address, name, password or permissions; only the flags given change",
+			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "email", Required: true, Usage: "e-mail address of the account"},
-				&cli.StringFlag{Name: "new-email", Usage: "new e-mail address (unique)"},
+				&cli.StringFlag{Name: "new-email", Usage: "new e-mail address (unique; the password is hashed with the address, so give it again with --password)"},
 				&cli.StringFlag{Name: "name", Usage: "new name shown to others"},
 				&cli.BoolFlag{Name: "submit-allowed",
 					Usage: "let the account submit batches through the submission API (--submit-allowed=false to stop it)"},
-			},
+			}, passwordFlags()...),
 			Action: func(c *cli.Context) error {
 				email := strings.TrimSpace(c.String("email"))
 				newEmail := strings.TrimSpace(c.String("new-email"))
@@ -66,13 +83,27 @@ func (t *tool) userCommand() *cli.Command {
 				if c.IsSet("name") && strings.TrimSpace(c.String("name")) == "" {
 					return errors.New("--name is empty")
 				}
-				if !c.IsSet("new-email") && !c.IsSet("name") && !c.IsSet("submit-allowed") {
-					return errors.New("nothing to change: give --new-email, --name or --submit-allowed")
+				setPassword := c.IsSet("password") || c.Bool("password-stdin")
+				if !c.IsSet("new-email") && !c.IsSet("name") && !c.IsSet("submit-allowed") && !setPassword {
+					return errors.New("nothing to change: give --new-email, --name, --password or --submit-allowed")
+				}
+				// The client hashes the password with the address it will
+				// have, so the hash is made for the new one.
+				hashEmail := email
+				if c.IsSet("new-email") {
+					hashEmail = newEmail
+				}
+				hash, err := t.passwordHash(c, hashEmail)
+				if err != nil {
+					return err
 				}
 				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
 					u, err := st.UserGetByEmail(ctx, email)
 					if err != nil {
 						return fmt.Errorf("user <%s>: %w", email, err)
+					}
+					if c.IsSet("new-email") && !setPassword && u.PasswdHash != "" {
+						t.notef("the account's password was hashed with its old address and no longer works; set it again with --password\n")
 					}
 					if c.IsSet("new-email") || c.IsSet("name") {
 						if c.IsSet("new-email") {
@@ -91,8 +122,60 @@ func (t *tool) userCommand() *cli.Command {
 							return err
 						}
 					}
+					if setPassword {
+						set, err := st.UserSetPasswdHash(ctx, u.ID, u.PasswdHash, hash)
+						if err != nil {
+							return err
+						}
+						if !set {
+							return fmt.Errorf("user %d <%s>: its password changed meanwhile; nothing set, run the command again", u.ID, u.EmailAddr)
+						}
+						t.notef("password set: the volunteer can attach with <%s> and this password\n", u.EmailAddr)
+					}
 					t.printf("user %d <%s> name=%q submit_allowed=%t\n", u.ID, u.EmailAddr, u.Name, u.SubmitAllowed)
 					return nil
+				})
+			},
+		}, {
+			Name: "apikey",
+			Usage: "make the account a new submission API key and print it on standard output, once; the database keeps only its SHA-256, " +
+				"and the previous key stops working (the API also needs --submit-allowed)",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "email", Required: true, Usage: "e-mail address of the account"},
+			},
+			Action: func(c *cli.Context) error {
+				email := strings.TrimSpace(c.String("email"))
+				key, hash, err := submitapi.NewKey()
+				if err != nil {
+					return err
+				}
+				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
+					u, err := st.UserGetByEmail(ctx, email)
+					if err != nil {
+						return fmt.Errorf("user <%s>: %w", email, err)
+					}
+					if err := st.UserSetAPIKeyHash(ctx, u.ID, hash); err != nil {
+						return err
+					}
+					t.notef("new submission API key of user %d <%s> follows on standard output; it is not stored and cannot be shown again\n", u.ID, u.EmailAddr)
+					if !u.SubmitAllowed {
+						t.notef("the account may not submit yet: taskctl user set --email %s --submit-allowed\n", u.EmailAddr)
+					}
+					t.printf("%s\n", key)
+					return nil
+				})
+			},
+		}, {
+			Name: "rehash-passwords",
+			Usage: "replace every stored password that is still the client's md5 (accounts made before schema version 3, or imported " +
+				"from BOINC) by its bcrypt hash, as a login would; prints how many",
+			Action: func(c *cli.Context) error {
+				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
+					n, err := rehashPasswords(ctx, st)
+					if n > 0 || err == nil {
+						t.printf("%d legacy password hashes replaced by bcrypt\n", n)
+					}
+					return err
 				})
 			},
 		}, {
@@ -161,6 +244,78 @@ func (t *tool) userCommand() *cli.Command {
 				})
 			},
 		}},
+	}
+}
+
+// minPasswdLength is the shortest password the client accepts (the
+// scheduler's get_project_config says 6).
+const minPasswdLength = 6
+
+// passwordFlags give an account a password, with which the volunteer can
+// attach by e-mail address and password (lookup_account).
+func passwordFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "password", Usage: "password the volunteer attaches with (visible to other local users while the command runs; see --password-stdin)"},
+		&cli.BoolFlag{Name: "password-stdin", Usage: "read the password from the first line of standard input"},
+	}
+}
+
+// passwordHash returns what passwd_hash stores for the password the
+// command was given, hashed as the client hashes it with email; "" if
+// none was given.
+func (t *tool) passwordHash(c *cli.Context, email string) (string, error) {
+	if c.IsSet("password") && c.Bool("password-stdin") {
+		return "", errors.New("give --password or --password-stdin, not both")
+	}
+	var pw string
+	switch {
+	case c.IsSet("password"):
+		pw = c.String("password")
+	case c.Bool("password-stdin"):
+		line, err := bufio.NewReader(t.stdin).ReadString('\n')
+		if err != nil && line == "" {
+			return "", fmt.Errorf("--password-stdin: read the password: %w", err)
+		}
+		pw = strings.TrimRight(line, "\r\n")
+	default:
+		return "", nil
+	}
+	if utf8.RuneCountInString(pw) < minPasswdLength {
+		return "", fmt.Errorf("password: want at least %d characters, as the client does", minPasswdLength)
+	}
+	return passwd.Hash(passwd.ClientHash(pw, strings.TrimSpace(email)), passwd.DefaultCost)
+}
+
+// rehashPasswords replaces each legacy (md5) passwd_hash by its bcrypt
+// hash, page by page; a row changed meanwhile is left as it now is.
+func rehashPasswords(ctx context.Context, st *store.Store) (int, error) {
+	n := 0
+	var after int64
+	for {
+		users, err := st.UserList(ctx, after, 500)
+		if err != nil {
+			return n, err
+		}
+		if len(users) == 0 {
+			return n, nil
+		}
+		for _, u := range users {
+			after = u.ID
+			if !passwd.IsClientHash(u.PasswdHash) {
+				continue
+			}
+			h, err := passwd.Hash(u.PasswdHash, passwd.DefaultCost)
+			if err != nil {
+				return n, err
+			}
+			set, err := st.UserSetPasswdHash(ctx, u.ID, u.PasswdHash, h)
+			if err != nil {
+				return n, err
+			}
+			if set {
+				n++
+			}
+		}
 	}
 }
 

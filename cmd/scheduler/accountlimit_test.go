@@ -1,0 +1,43 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/taskserver/taskserver/internal/scheduler"
+)
+
+// TestAccountLimitFlags is not parallel: it runs cli apps (the urfave/cli
+// help flag race).
+func TestAccountLimitFlags(t *testing.T) {
+	parse := func(args ...string) (scheduler.AccountLimit, error) {
+		var lim scheduler.AccountLimit
+		var lerr error
+		app := &cli.App{Name: "t", Flags: append(rateLimitFlags(), accountLimitFlags()...), Action: func(c *cli.Context) error {
+			rl, err := rateLimitFrom(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim, lerr = accountLimitFrom(c, rl)
+			return nil
+		}}
+		if err := app.Run(append([]string{"t"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return lim, lerr
+	}
+	lim, err := parse()
+	want := scheduler.DefaultAccountLimit
+	if err != nil || lim.EmailFailures != want.EmailFailures || lim.AddrFailures != want.AddrFailures || lim.Lockout != want.Lockout ||
+		lim.MaxLockout != want.MaxLockout || lim.AddrBurst != want.AddrBurst || lim.AddrEvery != want.AddrEvery || len(lim.Exempt) != 2 {
+		t.Fatalf("defaults = %+v, %v; want %+v with the loopback exemption", lim, err, want)
+	}
+	_, err = parse("--account-limit-email-failures", "-1", "--account-limit-lockout", "2h", "--passwd-cost", "40")
+	for _, f := range []string{"--account-limit-email-failures -1", "--account-limit-max-lockout 1h0m0s", "--passwd-cost"} {
+		if err == nil || !strings.Contains(err.Error(), f) {
+			t.Errorf("bad account limit flags = %v, want it to name %s", err, f)
+		}
+	}
+}
