@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/privatedb"
@@ -90,7 +91,7 @@ func setup(ctx context.Context, o Options) (*project, error) {
 	if err != nil {
 		return p, err
 	}
-	_, err = admin.DB().ExecContext(ctx, "CREATE DATABASE "+database)
+	_, err = admin.DB().ExecContext(ctx, schema.CreateDatabase(database))
 	admin.Close()
 	if err != nil {
 		return p, fmt.Errorf("create database: %w", err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/store"
@@ -125,7 +126,7 @@ func setup(ctx context.Context, o Options) (*project, error) {
 		}
 		_ = os.Remove(o.ShmPath)
 	}
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+o.Database+"`"); err != nil {
+	if _, err := admin.ExecContext(ctx, schema.CreateDatabase(o.Database)); err != nil {
 		return nil, fmt.Errorf("create database %s: %w", o.Database, err)
 	}
 	cfg.DBName = o.Database
