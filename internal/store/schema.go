@@ -139,7 +139,7 @@ func (s *Store) schemaProgress(ctx context.Context) (*SchemaProgress, error) {
 // SchemaCheck returns an error unless the database is at exactly the schema
 // version these binaries were built with; it wraps ErrSchemaOlder or
 // ErrSchemaNewer so the operator knows which side to upgrade, or an error
-// of ServerCheck when the database is at that version. Every daemon, the
+// of serverCheck when the database is at that version. Every daemon, the
 // scheduler and taskctl call it at start.
 func (s *Store) SchemaCheck(ctx context.Context) error {
 	return s.schemaCheck(ctx, schema.Latest())
@@ -162,7 +162,7 @@ func (s *Store) schemaCheck(ctx context.Context, want int) error {
 	case v < want:
 		return fmt.Errorf("schema check: database is at version %d, this binary needs %d: %w", v, want, ErrSchemaOlder)
 	}
-	return s.ServerCheck(ctx)
+	return s.serverCheck(ctx)
 }
 
 func (p *SchemaProgress) version() int {

@@ -15,13 +15,13 @@ import (
 // they are tested with; the error names each setting and what it must be.
 var ErrServerSettings = errors.New("database settings these programs cannot work with")
 
-// ServerCheck returns an error wrapping ErrServerSettings unless the
+// serverCheck returns an error wrapping ErrServerSettings unless the
 // connection runs with utf8mb4 and SQLMode, and the database and every
 // table and text column of it are utf8mb4 with schema.Collation, every
 // table InnoDB. Text would otherwise be refused, or compared differently,
 // depending on the server's configuration files. SchemaCheck calls it, so
 // every program checks at start.
-func (s *Store) ServerCheck(ctx context.Context) error {
+func (s *Store) serverCheck(ctx context.Context) error {
 	var problems []string
 	var sess struct {
 		SQLMode    string `db:"sql_mode"`
