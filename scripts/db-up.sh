@@ -16,9 +16,18 @@ port=${TASKSERVER_PRIVATE_DB_PORT:-3307}
 root=$PWD/.local/mariadb
 log() { echo "db-up: $*" >&2; }
 
+# The probe is built once, and its build errors shown: with them hidden, a
+# machine that cannot download the Go modules saw only "the private
+# MariaDB did not answer" beside a log saying it was ready.
+probe=$PWD/.local/bin/localproject
+go build -o "$probe" ./cmd/localproject || {
+	log "cannot build cmd/localproject, which probes the server (error above)"
+	exit 1
+}
+
 # answers DSN: true if a server answers at DSN (user@tcp(host:port)/).
 answers() {
-	go run ./cmd/localproject --server-dsn "$1" dbping >/dev/null 2>&1
+	"$probe" --server-dsn "$1" dbping >/dev/null 2>&1
 }
 
 if [ "${TASKSERVER_DB_PRIVATE:-}" != 1 ] && answers "$server"; then
