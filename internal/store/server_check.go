@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/taskserver/taskserver/db/schema"
 )
 
@@ -16,7 +18,8 @@ import (
 var ErrServerSettings = errors.New("database settings these programs cannot work with")
 
 // serverCheck returns an error wrapping ErrServerSettings unless the
-// connection runs with utf8mb4 and SQLMode, and the database and every
+// connection runs with utf8mb4, SQLMode, autocommit and an isolation level
+// that reads only committed rows, and the database and every
 // table and text column of it are utf8mb4 with schema.Collation, every
 // table InnoDB. Text would otherwise be refused, or compared differently,
 // depending on the server's configuration files. SchemaCheck calls it, so
@@ -49,6 +52,23 @@ func (s *Store) serverCheck(ctx context.Context) error {
 	}
 	if sess.Autocommit != 1 {
 		problems = append(problems, "the connection's autocommit is off, want on")
+	}
+	// Transactions set READ COMMITTED themselves (inTx); a single statement
+	// runs at the session's level, and must not read rows another
+	// program's transaction may still roll back.
+	var iso string
+	// Unobserved: the expected "unknown variable" on MariaDB is no query error.
+	err := s.db.DB.GetContext(ctx, &iso, `SELECT @@SESSION.transaction_isolation`)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1193 { // unknown variable: MariaDB before 11.1
+		err = s.db.GetContext(ctx, &iso, `SELECT @@SESSION.tx_isolation`)
+	}
+	if err != nil {
+		return fmt.Errorf("database server check: read the isolation level: %w", err)
+	}
+	if iso == "READ-UNCOMMITTED" {
+		problems = append(problems, "the connection's isolation level is READ-UNCOMMITTED (transaction-isolation "+
+			"in the server's configuration), want READ-COMMITTED, REPEATABLE-READ or SERIALIZABLE")
 	}
 
 	var db struct {

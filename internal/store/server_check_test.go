@@ -185,3 +185,35 @@ func TestSchemaCheckRefusesTextSettingsItCannotWorkWith(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaCheckRefusesReadUncommitted: single statements run at the
+// session's isolation level; under READ UNCOMMITTED (a server's
+// transaction-isolation setting) they would read rows another program's
+// transaction may still roll back.
+func TestSchemaCheckRefusesReadUncommitted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := storetest.NewDatabase(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MySQL 8 names the variable transaction_isolation, MariaDB 10.11
+	// tx_isolation.
+	var st *store.Store
+	for _, v := range []string{"transaction_isolation", "tx_isolation"} {
+		c := cfg.Clone()
+		c.Params = map[string]string{v: "'READ-UNCOMMITTED'"}
+		if st, err = store.Open(ctx, c.FormatDSN(), store.Options{MaxOpenConns: 1}); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("open with READ-UNCOMMITTED: %v", err)
+	}
+	defer st.Close()
+	err = st.SchemaCheck(ctx)
+	if !errors.Is(err, store.ErrServerSettings) || !strings.Contains(err.Error(), "isolation level is READ-UNCOMMITTED") {
+		t.Fatalf("SchemaCheck under READ-UNCOMMITTED = %v; want ErrServerSettings naming the isolation level", err)
+	}
+}
