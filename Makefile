@@ -62,8 +62,8 @@ load: build ## load the scheduler with a steady stream of hosts, cut the databas
 	$(BIN)/chaos load --duration $(LOAD_DURATION) --out $(LOAD_OUT)
 
 .PHONY: test
-test: deps ## run the whole test suite (race detector on) against a real database, the real BOINC client, Prometheus and Chromium
-	@scripts/boinc-client-up.sh && scripts/prometheus-up.sh && scripts/chromium-up.sh && dsn=$$(scripts/db-up.sh) && \
+test: deps ## run the whole test suite (race detector on) against a real database, the real BOINC client, Prometheus and Chromium (installs what is missing: gcc, mariadb-server, boinc-client, prometheus, chromium)
+	@scripts/cgo-up.sh && scripts/boinc-client-up.sh && scripts/prometheus-up.sh && scripts/chromium-up.sh && dsn=$$(scripts/db-up.sh) && \
 	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 $(GO) test -race -count=1 -timeout 30m ./...
 
 .PHONY: test-client
@@ -92,4 +92,7 @@ clean: ## remove built programs and the local project
 
 .PHONY: db-down
 db-down: ## stop the private MariaDB that db-up started (if any)
-	@if [ -f .local/mariadb/mysqld.pid ]; then kill $$(cat .local/mariadb/mysqld.pid) && echo "stopped the private MariaDB"; else echo "no private MariaDB running"; fi
+	@pidf=.local/mariadb/mysqld.pid; \
+	if [ -f $$pidf ] && kill $$(cat $$pidf) 2>/dev/null; then \
+	  for _ in $$(seq 60); do [ -f $$pidf ] || break; sleep 1; done; echo "stopped the private MariaDB"; \
+	else echo "no private MariaDB running"; fi

@@ -12,22 +12,8 @@ log() { echo "boinc-client-up: $*" >&2; }
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
 
 if ! command -v boinc >/dev/null 2>&1; then
-	log "boinc is not installed: installing boinc-client (apt-get)"
-	export DEBIAN_FRONTEND=noninteractive
-	$SUDO apt-get update -qq >&2
-	# policy-rc.d exit 101 keeps the package's maintainer scripts from
-	# starting the service on hosts without systemd; the file is removed
-	# again only if this script created it.
-	created_policy=
-	if [ ! -e /usr/sbin/policy-rc.d ]; then
-		printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-		$SUDO chmod 755 /usr/sbin/policy-rc.d
-		created_policy=1
-	fi
-	status=0
-	$SUDO apt-get install -y -qq boinc-client >&2 || status=$?
-	if [ -n "$created_policy" ]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
-	[ "$status" -eq 0 ] || exit "$status"
+	# apt-install.sh keeps the package from starting its service.
+	"$(dirname "$0")"/apt-install.sh "boinc-client (the real BOINC client tests)" boinc-client
 fi
 
 # Stop the packaged service, whatever started it.

@@ -7,12 +7,8 @@
 set -euo pipefail
 
 log() { echo "chromium-up: $*" >&2; }
-if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
 
 if ! command -v chromium >/dev/null 2>&1; then
-	log "chromium is not installed: installing it (apt-get)"
-	export DEBIAN_FRONTEND=noninteractive
-	$SUDO apt-get update -qq >&2
-	$SUDO apt-get install -y -qq --no-install-recommends chromium >&2
+	"$(dirname "$0")"/apt-install.sh --no-install-recommends "chromium (the status page's browser test)" chromium
 fi
 log "using $(command -v chromium) ($(chromium --version 2>/dev/null | head -1))"

@@ -3,7 +3,10 @@
 # database name) on stdout. Uses the server named by TASKSERVER_DB_SERVER
 # (default root@tcp(127.0.0.1:3306)/) if it answers; otherwise installs
 # MariaDB from Debian's packages if needed and starts a private instance under
-# .local/mariadb on 127.0.0.1:${TASKSERVER_PRIVATE_DB_PORT:-3307}.
+# .local/mariadb on 127.0.0.1:${TASKSERVER_PRIVATE_DB_PORT:-3307}, with no
+# configuration file (--no-defaults), as on a fresh machine.
+# TASKSERVER_DB_PRIVATE=1 skips TASKSERVER_DB_SERVER and always uses the
+# private instance (CI takes the fresh machine's path with it).
 # Progress goes to stderr, so `dsn=$(scripts/db-up.sh)` works.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,12 +16,21 @@ port=${TASKSERVER_PRIVATE_DB_PORT:-3307}
 root=$PWD/.local/mariadb
 log() { echo "db-up: $*" >&2; }
 
-# answers DSN: true if a server answers at DSN (user@tcp(host:port)/).
-answers() {
-	go run ./cmd/localproject --server-dsn "$1" dbping >/dev/null 2>&1
+# The probe is built once, and its build errors shown: with them hidden, a
+# machine that cannot download the Go modules saw only "the private
+# MariaDB did not answer" beside a log saying it was ready.
+probe=$PWD/.local/bin/localproject
+go build -o "$probe" ./cmd/localproject || {
+	log "cannot build cmd/localproject, which probes the server (error above)"
+	exit 1
 }
 
-if answers "$server"; then
+# answers DSN: true if a server answers at DSN (user@tcp(host:port)/).
+answers() {
+	"$probe" --server-dsn "$1" dbping >/dev/null 2>&1
+}
+
+if [ "${TASKSERVER_DB_PRIVATE:-}" != 1 ] && answers "$server"; then
 	log "using the server at ${server#*@}"
 	echo "$server"
 	exit 0
@@ -32,11 +44,7 @@ if answers "$private"; then
 fi
 
 if ! command -v mariadbd >/dev/null 2>&1 && ! command -v mysqld >/dev/null 2>&1; then
-	log "no database server answers and MariaDB is not installed: installing it (apt-get)"
-	if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
-	export DEBIAN_FRONTEND=noninteractive
-	$SUDO apt-get update -qq >&2
-	$SUDO apt-get install -y -qq mariadb-server >&2
+	scripts/apt-install.sh "MariaDB (no database server answers)" mariadb-server
 fi
 daemon_bin=$(command -v mariadbd || command -v mysqld || echo /usr/sbin/mariadbd)
 [ -x "$daemon_bin" ] || daemon_bin=/usr/sbin/mysqld

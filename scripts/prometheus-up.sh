@@ -12,23 +12,9 @@ log() { echo "prometheus-up: $*" >&2; }
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
 
 if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
-	log "prometheus/promtool not installed: installing prometheus (apt-get)"
-	export DEBIAN_FRONTEND=noninteractive
-	$SUDO apt-get update -qq >&2
-	# policy-rc.d exit 101 keeps the package's maintainer scripts from
-	# starting the service; the file is removed again only if this script
-	# created it.
-	created_policy=
-	if [ ! -e /usr/sbin/policy-rc.d ]; then
-		printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-		$SUDO chmod 755 /usr/sbin/policy-rc.d
-		created_policy=1
-	fi
-	status=0
 	# No recommends: the node exporter and its timers are not needed.
-	$SUDO apt-get install -y -qq --no-install-recommends prometheus >&2 || status=$?
-	if [ -n "$created_policy" ]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
-	[ "$status" -eq 0 ] || exit "$status"
+	# apt-install.sh keeps the package from starting its service.
+	"$(dirname "$0")"/apt-install.sh --no-install-recommends "prometheus (the deploy/ tests)" prometheus
 fi
 
 # Stop the packaged service, whatever started it, and keep it from starting

@@ -39,7 +39,11 @@ func run(ctx context.Context, args []string) error {
 		MaxDBConns: 2,
 		Check:      check,
 		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
-			cache, err := shmcache.Create(c.String(config.FlagShmPath), c.Int(flagSlots))
+			path, err := env.Common.ShmPath(c.String(config.FlagShmPath))
+			if err != nil {
+				return nil, nil, err
+			}
+			cache, err := shmcache.Create(path, c.Int(flagSlots))
 			if err != nil {
 				return nil, nil, err
 			}

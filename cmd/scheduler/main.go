@@ -204,7 +204,10 @@ func serve(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 
-	shmPath := c.String(config.FlagShmPath)
+	shmPath, err := cfg.ShmPath(c.String(config.FlagShmPath))
+	if err != nil {
+		return err
+	}
 	cache := scheduler.NewCacheFile(shmPath)
 	defer cache.Close()
 	if _, err := cache.Current(); errors.Is(err, shmcache.ErrLayout) {

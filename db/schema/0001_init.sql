@@ -9,7 +9,7 @@ CREATE TABLE platform (
     user_friendly_name VARCHAR(254) NOT NULL,
     deprecated         TINYINT NOT NULL DEFAULT 0,
     UNIQUE KEY platform_name (name)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci;
 
 CREATE TABLE app (
     id                     INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -21,7 +21,7 @@ CREATE TABLE app (
     homogeneous_redundancy SMALLINT NOT NULL DEFAULT 0,
     weight                 DOUBLE NOT NULL DEFAULT 1,
     UNIQUE KEY app_name (name)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci;
 
 CREATE TABLE app_version (
     id          INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -33,7 +33,7 @@ CREATE TABLE app_version (
     xml_doc     MEDIUMBLOB,
     deprecated  TINYINT NOT NULL DEFAULT 0,
     UNIQUE KEY app_version_key (appid, platformid, version_num, plan_class)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci;
 
 CREATE TABLE user (
     id               INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -49,7 +49,7 @@ CREATE TABLE user (
     cross_project_id VARCHAR(254) NOT NULL DEFAULT '',
     UNIQUE KEY user_email_addr (email_addr),
     UNIQUE KEY user_authenticator (authenticator)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci;
 
 CREATE TABLE host (
     id             INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -80,7 +80,7 @@ CREATE TABLE host (
     nresults_today INT NOT NULL DEFAULT 0,
     avg_turnaround DOUBLE NOT NULL DEFAULT 0,
     KEY host_userid (userid)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci;
 
 CREATE TABLE workunit (
     id                  INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -116,7 +116,7 @@ CREATE TABLE workunit (
     KEY wu_assimilate (appid, assimilate_state),
     KEY wu_file_delete (file_delete_state),
     KEY wu_purge (file_delete_state, mod_time)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci;
 
 CREATE TABLE result (
     id                INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -158,7 +158,7 @@ CREATE TABLE result (
     KEY res_host_state (hostid, server_state),
     KEY res_file_delete (file_delete_state),
     KEY res_userid (userid)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci;
 
 -- One row per (job, user) that has ever been sent an instance of the job. Its
 -- primary key is what makes "never two instances of one job to the same user"
@@ -169,4 +169,4 @@ CREATE TABLE workunit_user (
     userid     INT NOT NULL,
     resultid   INT NOT NULL,
     PRIMARY KEY (workunitid, userid)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci;

@@ -62,7 +62,7 @@ CREATE TABLE batch (
     UNIQUE KEY batch_name (name),
     UNIQUE KEY batch_idempotency (userid, idempotency_key),
     KEY batch_state (state)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci;
 
 -- Known-answer jobs: inputs whose correct output the project knows. A
 -- fraction of an app's stream (app.known_answer_fraction) is made of copies
@@ -75,4 +75,4 @@ CREATE TABLE known_answer (
     input       MEDIUMBLOB NOT NULL,
     output      MEDIUMBLOB NOT NULL,
     UNIQUE KEY known_answer_name (appid, name)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci;

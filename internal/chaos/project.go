@@ -15,6 +15,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/taskserver/taskserver/db/schema"
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/privatedb"
@@ -65,9 +67,12 @@ func setup(ctx context.Context, o Options) (*project, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &project{opts: o, dir: filepath.Join(out, "project"),
-		shmPath:   fmt.Sprintf("/dev/shm/taskserver-chaos-%d", os.Getpid()),
-		totalJobs: o.Jobs, unsentTarget: 200}
+	dir := filepath.Join(out, "project")
+	shmPath, err := config.DefaultShmPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	p := &project{opts: o, dir: dir, shmPath: shmPath, totalJobs: o.Jobs, unsentTarget: 200}
 	if err := os.RemoveAll(p.dir); err != nil {
 		return nil, fmt.Errorf("clear project directory: %w", err)
 	}
@@ -90,7 +95,7 @@ func setup(ctx context.Context, o Options) (*project, error) {
 	if err != nil {
 		return p, err
 	}
-	_, err = admin.DB().ExecContext(ctx, "CREATE DATABASE "+database)
+	_, err = admin.DB().ExecContext(ctx, schema.CreateDatabase(database))
 	admin.Close()
 	if err != nil {
 		return p, fmt.Errorf("create database: %w", err)

@@ -6,11 +6,14 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -79,9 +82,49 @@ func LoopFlags() []cli.Flag {
 	}
 }
 
-// ShmFlag is the path of the feeder's shared-memory cache.
+// ShmFlag is the path of the feeder's shared-memory cache; Common.ShmPath
+// resolves it.
 func ShmFlag() cli.Flag {
-	return &cli.StringFlag{Name: FlagShmPath, Value: "/dev/shm/taskserver-cache", Usage: "shared-memory cache file shared by the feeder and schedulers", EnvVars: []string{EnvName(FlagShmPath)}}
+	return &cli.StringFlag{Name: FlagShmPath, Usage: "shared-memory cache file shared by the feeder and schedulers " +
+		"(default: one per project directory, /dev/shm/taskserver-<directory name>-<hash of its absolute path>)",
+		EnvVars: []string{EnvName(FlagShmPath)}}
+}
+
+// ShmPath is the shared-memory cache file: p (--shm-path) resolved against
+// the project directory, or, when p is empty, DefaultShmPath of the
+// project directory. The feeder, the schedulers and taskctl compute it
+// the same way, so a project's programs agree without naming it.
+func (c Common) ShmPath(p string) (string, error) {
+	if p != "" {
+		return c.Path(p), nil
+	}
+	return DefaultShmPath(c.ProjectDir)
+}
+
+// DefaultShmPath is the cache file of the project in dir: in /dev/shm,
+// named after the directory and a hash of its absolute path with symbolic
+// links resolved. One fixed name for every project made two projects, or
+// two checkouts, on one machine share a cache, each feeder filling it with
+// the other's results.
+func DefaultShmPath(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("shared-memory cache path: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	sum := sha256.Sum256([]byte(abs))
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, filepath.Base(abs))
+	if len(name) > 32 {
+		name = name[:32]
+	}
+	return "/dev/shm/taskserver-" + name + "-" + hex.EncodeToString(sum[:6]), nil
 }
 
 // LoadFile applies the configuration file named by --config to every flag

@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/store"
@@ -34,7 +35,7 @@ type Options struct {
 	Database   string        // database name; created (dropped first if Fresh)
 	Fresh      bool          // start from an empty database and project directory
 	ProjectDir string        // project directory (download, upload, results, archives, logs)
-	ShmPath    string        // shared-memory cache file; default /dev/shm/taskserver-<Database>
+	ShmPath    string        // shared-memory cache file; default config.DefaultShmPath(ProjectDir)
 	Duration   time.Duration // stop after this long; 0 = until ctx ends (or until done with Jobs)
 	Jobs       int           // total jobs to create; 0 = keep a backlog forever
 	UntilDone  bool          // with Jobs: stop as soon as every job is assimilated and purged
@@ -60,9 +61,6 @@ func (o *Options) defaults() {
 	}
 	if o.Database == "" {
 		o.Database = "taskserver_local"
-	}
-	if o.ShmPath == "" {
-		o.ShmPath = "/dev/shm/taskserver-" + o.Database
 	}
 	if o.Hosts <= 0 {
 		o.Hosts = 40
@@ -125,7 +123,7 @@ func setup(ctx context.Context, o Options) (*project, error) {
 		}
 		_ = os.Remove(o.ShmPath)
 	}
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+o.Database+"`"); err != nil {
+	if _, err := admin.ExecContext(ctx, schema.CreateDatabase(o.Database)); err != nil {
 		return nil, fmt.Errorf("create database %s: %w", o.Database, err)
 	}
 	cfg.DBName = o.Database

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/keys"
 )
 
@@ -87,6 +88,13 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		return Summary{}, err
 	}
 	o.ProjectDir = absDir
+	if o.ShmPath == "" {
+		// The daemons' own default for this project directory, which the
+		// configuration file then names for every program.
+		if o.ShmPath, err = config.DefaultShmPath(o.ProjectDir); err != nil {
+			return Summary{}, err
+		}
+	}
 	p, err := setup(ctx, o)
 	if err != nil {
 		return Summary{}, fmt.Errorf("set up project: %w", err)

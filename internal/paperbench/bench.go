@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/procstat"
 )
@@ -145,7 +146,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+benchDatabase); err != nil {
 		return nil, fmt.Errorf("drop database %s: %w", benchDatabase, err)
 	}
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+benchDatabase); err != nil {
+	if _, err := admin.ExecContext(ctx, schema.CreateDatabase(benchDatabase)); err != nil {
 		return nil, fmt.Errorf("create database %s: %w", benchDatabase, err)
 	}
 	defer func() { _, _ = admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+benchDatabase) }()

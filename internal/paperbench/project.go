@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/store"
@@ -53,8 +54,11 @@ func setupProject(ctx context.Context, dir, dsn string, users int, urlBase strin
 			return nil, fmt.Errorf("make project directory: %w", err)
 		}
 	}
-	p := &project{dir: dir, dsn: dsn, configPath: filepath.Join(dir, "project.yaml"),
-		shmPath: filepath.Join("/dev/shm", "taskserver-bench-"+filepath.Base(dir))}
+	shmPath, err := config.DefaultShmPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	p := &project{dir: dir, dsn: dsn, configPath: filepath.Join(dir, "project.yaml"), shmPath: shmPath}
 	t := now.Unix()
 	pid, err := st.PlatformInsert(ctx, store.Platform{CreateTime: t, Name: platformName, UserFriendlyName: "Linux on x86-64"})
 	if err != nil {

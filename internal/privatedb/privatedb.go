@@ -122,9 +122,10 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 	s.args = []string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(dir, "sock"),
 		"--pid-file=" + filepath.Join(dir, "pid"), "--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
 		"--skip-name-resolve", "--user=" + u.Username, "--innodb-buffer-pool-size=" + o.BufferPool,
-		"--max-connections=" + strconv.Itoa(o.MaxConnections),
-		// As a packaged server: clients' text (host names, stderr) is UTF-8.
-		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci"}
+		// No character set: the server keeps the latin1 of a server without
+		// a configuration file, as on a fresh machine; the schema and the
+		// connection name utf8mb4 themselves.
+		"--max-connections=" + strconv.Itoa(o.MaxConnections)}
 	if o.LogFileSize != "" {
 		s.args = append(s.args, "--innodb-log-file-size="+o.LogFileSize)
 	}

@@ -51,7 +51,7 @@ const schemaVersionDDL = `CREATE TABLE IF NOT EXISTS schema_version (
     version    INT NOT NULL PRIMARY KEY,
     name       VARCHAR(254) NOT NULL,
     applied_at INT NOT NULL
-) ENGINE=InnoDB`
+) ` + schema.TableOptions
 
 // schemaProgressDDL is the upgrade's bookkeeping: at most one row, for the
 // version being applied, removed when that version is recorded.
@@ -60,7 +60,7 @@ const schemaProgressDDL = `CREATE TABLE IF NOT EXISTS schema_migration_progress 
     statements INT NOT NULL,
     checksum   CHAR(64) NOT NULL,
     updated_at INT NOT NULL
-) ENGINE=InnoDB`
+) ` + schema.TableOptions
 
 // schemaProgressTable is left out of the drift check: it is created on
 // demand by an upgrade, so databases made before it existed lack it.
@@ -138,8 +138,9 @@ func (s *Store) schemaProgress(ctx context.Context) (*SchemaProgress, error) {
 
 // SchemaCheck returns an error unless the database is at exactly the schema
 // version these binaries were built with; it wraps ErrSchemaOlder or
-// ErrSchemaNewer so the operator knows which side to upgrade. Every daemon
-// and the scheduler call it at start.
+// ErrSchemaNewer so the operator knows which side to upgrade, or an error
+// of serverCheck when the database is at that version. Every daemon, the
+// scheduler and taskctl call it at start.
 func (s *Store) SchemaCheck(ctx context.Context) error {
 	return s.schemaCheck(ctx, schema.Latest())
 }
@@ -161,7 +162,7 @@ func (s *Store) schemaCheck(ctx context.Context, want int) error {
 	case v < want:
 		return fmt.Errorf("schema check: database is at version %d, this binary needs %d: %w", v, want, ErrSchemaOlder)
 	}
-	return nil
+	return s.serverCheck(ctx)
 }
 
 func (p *SchemaProgress) version() int {

@@ -243,7 +243,7 @@ func scratchShape(ctx context.Context, cfg *mysql.Config, migs []schema.Migratio
 		return nil, err
 	}
 	defer st.Close()
-	if _, err := st.db.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+	if _, err := st.db.ExecContext(ctx, schema.CreateDatabase(name)); err != nil {
 		return nil, fmt.Errorf("schema drift: create scratch database %s: %w", name, err)
 	}
 	defer func() {

@@ -23,6 +23,13 @@ import (
 // upgrade tests bring their own migrations), dropped at the end of t.
 func emptyStore(t *testing.T) *store.Store {
 	t.Helper()
+	return emptyStoreIn(t, "")
+}
+
+// emptyStoreIn is emptyStore with options for CREATE DATABASE, such as a
+// character set.
+func emptyStoreIn(t *testing.T, options string) *store.Store {
+	t.Helper()
 	cfg, err := mysql.ParseDSN(storetest.ServerDSN())
 	if err != nil {
 		t.Fatalf("parse TEST_MYSQL_DSN: %v", err)
@@ -37,7 +44,7 @@ func emptyStore(t *testing.T) *store.Store {
 	_, _ = rand.Read(b[:])
 	name := "tsschema_" + hex.EncodeToString(b[:])
 	ctx := context.Background()
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name+" "+options); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
 	t.Cleanup(func() {

@@ -19,6 +19,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
+
+	"github.com/taskserver/taskserver/db/schema"
 )
 
 // ErrConflict means a conditional update found its row no longer in the
@@ -54,8 +56,20 @@ type Options struct {
 	Observer Observer
 }
 
+// SQLMode is the sql_mode of every connection, whatever the server's
+// default: strict, so a value that does not fit its column is an error, not
+// silently truncated or replaced (the programs bound and clean what they
+// store and rely on a failure being loud); division by zero an error; and no
+// silent change of a table's engine from InnoDB. Every mode named exists on
+// MariaDB and MySQL 8; a server's ANSI_QUOTES, ONLY_FULL_GROUP_BY or
+// NO_BACKSLASH_ESCAPES would change what the queries mean, so they are off.
+const SQLMode = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+
 // Open connects to the database named by dsn (go-sql-driver/mysql form, e.g.
 // "root@tcp(127.0.0.1:3306)/boinc"), retrying with back-off until ctx ends.
+// Every connection speaks utf8mb4 and runs with SQLMode and autocommit on,
+// overriding the DSN and the server's configuration: the programs' queries
+// assume them.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -63,6 +77,14 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	cfg.ParseTime = false
 	cfg.InterpolateParams = true
+	if err := cfg.Apply(mysql.Charset(schema.Charset, schema.Collation)); err != nil {
+		return nil, fmt.Errorf("database DSN: %w", err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["sql_mode"] = "'" + SQLMode + "'"
+	cfg.Params["autocommit"] = "1"
 	db, err := sqlx.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)

@@ -85,7 +85,10 @@ func (t *tool) hostExplain(c *cli.Context) error {
 		if p.WorkSeconds < 0 || p.Instances < 0 || p.Candidates < 1 {
 			return errors.New("host explain: --seconds and --instances must not be negative, --candidates must be at least 1")
 		}
-		cachePath := cfg.Path(c.String(config.FlagShmPath))
+		cachePath, err := cfg.ShmPath(c.String(config.FlagShmPath))
+		if err != nil {
+			return err
+		}
 		cache, why := openCacheReadOnly(cachePath)
 		if cache != nil {
 			defer cache.Close()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -44,7 +45,7 @@ func NewDatabase(t testing.TB) string {
 	name := "tstest_" + hex.EncodeToString(b[:])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := admin.ExecContext(ctx, schema.CreateDatabase(name)); err != nil {
 		t.Fatalf("create test database on %s: %v (is MariaDB running? set TEST_MYSQL_DSN)", cfg.Addr, err)
 	}
 	t.Cleanup(func() {
