@@ -1,3 +1,0 @@
--- Version 3 is another change's migration; this placeholder keeps the
--- versions contiguous on the branch that added version 4 and is replaced
--- by the real file when the branches are merged.
