@@ -121,7 +121,9 @@ func TestOnePassWithTheDemoChecker(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, []byte(outs[name]), 0o644); err != nil {
+		// Finished (read-only), as the data server leaves a complete
+		// upload: the validator takes no other file as an output.
+		if err := os.WriteFile(path, []byte(outs[name]), 0o444); err != nil {
 			t.Fatal(err)
 		}
 	}
