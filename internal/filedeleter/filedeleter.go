@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -52,6 +53,11 @@ type Config struct {
 	// OrphanEvery is the least time between the starts of two orphan
 	// sweeps; 0 means an hour.
 	OrphanEvery time.Duration
+	// UploadGrace is the scheduler's --upload-grace: an instance's upload
+	// certificates authorise uploads until its report deadline plus this
+	// (keys.UploadCertificate). It must match the scheduler's, or outputs
+	// are deleted while a certificate can still create them again.
+	UploadGrace time.Duration
 }
 
 // Service is the file deleter.
@@ -96,6 +102,9 @@ type item struct {
 	id       int64
 	names    []string
 	parseErr error
+	// certExpiry is when a result's upload certificates stop authorising
+	// uploads; zero for a workunit.
+	certExpiry time.Time
 	// Set by the deleting worker.
 	deleted, missing, errors int
 }
@@ -138,9 +147,10 @@ func (s *Service) handleReady(ctx context.Context) (int, error) {
 	}
 	for _, r := range results {
 		names, err := outputNames(r.XMLDoc)
-		items = append(items, item{table: tableResult, id: r.ID, names: names, parseErr: err})
+		items = append(items, item{table: tableResult, id: r.ID, names: names, parseErr: err,
+			certExpiry: time.Unix(r.ReportDeadline, 0).Add(max(s.cfg.UploadGrace, 0))})
 	}
-	s.deleteFiles(items)
+	s.deleteFiles(items, s.now())
 
 	var deleted, missing, errs int
 	ids := map[string]map[state.FileDeleteState][]int64{tableWorkunit: {}, tableResult: {}}
@@ -228,7 +238,7 @@ func outcome(to state.FileDeleteState) string {
 
 // deleteFiles deletes the files of items with cfg.Workers goroutines, each
 // taking whole items, and records in each item what became of its files.
-func (s *Service) deleteFiles(items []item) {
+func (s *Service) deleteFiles(items []item, now time.Time) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(s.cfg.Workers, len(items)) {
@@ -240,7 +250,7 @@ func (s *Service) deleteFiles(items []item) {
 				if i >= len(items) {
 					return
 				}
-				s.deleteItem(&items[i])
+				s.deleteItem(&items[i], now)
 			}
 		}()
 	}
@@ -248,8 +258,11 @@ func (s *Service) deleteFiles(items []item) {
 }
 
 // deleteItem deletes the files of it. A file already absent (deleted by a
-// pass that crashed before marking its row) is not an error.
-func (s *Service) deleteItem(it *item) {
+// pass that crashed before marking its row) is not an error. An output
+// whose upload certificate is still good at now is replaced by a
+// tombstone (outputfile.Tombstone), also where there was none: otherwise
+// the certificate could create it again, and nothing would count it.
+func (s *Service) deleteItem(it *item, now time.Time) {
 	kind, root, idKey := kindInput, s.cfg.DownloadDir, "workunit_id"
 	if it.table == tableResult {
 		kind, root, idKey = kindOutput, s.cfg.UploadDir, "result_id"
@@ -260,8 +273,14 @@ func (s *Service) deleteItem(it *item) {
 		s.log.Warn("unreadable file list", idKey, it.id, "error", it.parseErr)
 		return
 	}
+	tombstone := it.certExpiry.After(now)
 	for _, name := range it.names {
-		err := deleteFile(root, name, s.cfg.Fanout)
+		var err error
+		if tombstone {
+			err = s.tombstone(root, name, it.certExpiry)
+		} else {
+			err = deleteFile(root, name, s.cfg.Fanout)
+		}
 		switch {
 		case err == nil:
 			s.m.filesDeleted.WithLabelValues(kind).Inc()
@@ -275,6 +294,24 @@ func (s *Service) deleteItem(it *item) {
 			s.log.Warn("cannot delete file", idKey, it.id, "file", name, "error", err)
 		}
 	}
+}
+
+// tombstone leaves a tombstone of the output name until expires, and
+// returns fs.ErrNotExist if there was no file before.
+func (s *Service) tombstone(root, name string, expires time.Time) error {
+	path, err := fanout.Path(root, name, s.cfg.Fanout)
+	if err != nil {
+		return err
+	}
+	existed, err := outputfile.Tombstone(path, expires)
+	if err != nil {
+		return err
+	}
+	s.m.tombstones.Inc()
+	if !existed {
+		return fs.ErrNotExist
+	}
+	return nil
 }
 
 func deleteFile(root, name string, fan int) error {

@@ -32,6 +32,7 @@ type bundle struct {
 	creator            *jobs.Creator
 	svc                *filedeleter.Service
 	mod, modIndex, max int
+	grace              time.Duration // the file deleter's UploadGrace
 }
 
 func setup(t *testing.T) *bundle {
@@ -53,7 +54,7 @@ func setup(t *testing.T) *bundle {
 func (b *bundle) build() {
 	b.reg = prometheus.NewRegistry()
 	b.svc = filedeleter.New(b.st, filedeleter.Config{DownloadDir: b.download, UploadDir: b.upload, Fanout: fan,
-		Mod: b.mod, ModIndex: b.modIndex, Batch: b.max},
+		Mod: b.mod, ModIndex: b.modIndex, Batch: b.max, UploadGrace: b.grace},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), filedeleter.NewMetrics(b.reg), func() time.Time { return b.now })
 }
 

@@ -20,6 +20,7 @@ type Metrics struct {
 	rows           *prometheus.CounterVec
 	orphanFiles    *prometheus.CounterVec
 	orphansDeleted prometheus.Counter
+	tombstones     prometheus.Counter
 }
 
 // NewMetrics registers the file deleter's metrics on reg.
@@ -38,6 +39,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "orphan_sweep_files_total", Help: "Entries of the upload directory the orphan sweep looked at, by outcome (young, referenced, orphan, unrecognised)."}, []string{"outcome"}),
 		orphansDeleted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "orphans_deleted_total", Help: "Uploaded files the orphan sweep deleted because no result row names them."}),
+		tombstones: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "tombstones_total", Help: "Outputs replaced by an empty closed tombstone, because their upload certificate was still good, until it expires."}),
 	}
 	for _, kind := range []string{kindInput, kindOutput} {
 		m.filesDeleted.WithLabelValues(kind)
@@ -52,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.rows.WithLabelValues(table, "done")
 		m.rows.WithLabelValues(table, "error")
 	}
-	reg.MustRegister(m.filesDeleted, m.filesMissing, m.errors, m.rows, m.orphanFiles, m.orphansDeleted)
+	reg.MustRegister(m.filesDeleted, m.filesMissing, m.errors, m.rows, m.orphanFiles, m.orphansDeleted, m.tombstones)
 	return m
 }
 

@@ -32,7 +32,7 @@ func (b *bundle) sweeper(t *testing.T, age time.Duration) (*filedeleter.Service,
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	svc := filedeleter.New(b.st, filedeleter.Config{DownloadDir: b.download, UploadDir: b.upload, Fanout: fan,
-		Mod: b.mod, ModIndex: b.modIndex, Batch: b.max, OrphanAge: age, OrphanEvery: orphanEvery},
+		Mod: b.mod, ModIndex: b.modIndex, Batch: b.max, OrphanAge: age, OrphanEvery: orphanEvery, UploadGrace: b.grace},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), filedeleter.NewMetrics(reg), func() time.Time { return b.now })
 	t.Cleanup(func() { svc.Close() })
 	return svc, reg

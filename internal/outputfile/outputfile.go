@@ -15,6 +15,8 @@
 //     the data server marked it. It counts, and nothing writes to it again.
 //   - Closed (0400): closed before it was finished, because its result is
 //     over. It never counts, and nothing writes to it again.
+//     An empty one whose mtime lies ahead is a Tombstone, left where an
+//     output was deleted while its upload certificate is still good.
 //
 // An upload may write only to a file whose owner write bit is set
 // (Writable), so a file an administrator made read-only is left alone too;
@@ -27,6 +29,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // Modes of the three states.
@@ -56,8 +59,9 @@ func Finished(m fs.FileMode) bool {
 // finished, and its size. An unfinished file is closed (ClosedMode), and a
 // missing one is created closed and empty, so that the result's upload
 // certificate can no longer write to that name while the file exists;
-// once the file deleter removed it, the certificate's expiry
-// (keys.UploadCertificate) is what refuses it. A file an upload is writing
+// when the file deleter removes it while the certificate is still good it
+// leaves a Tombstone, and after that the certificate's expiry
+// (keys.UploadCertificate) refuses it. A file an upload is writing
 // at this moment cannot be closed: it is reported unfinished and left to
 // its writer, and it does not count for this report.
 func Close(path string) (finished bool, size int64, err error) {
@@ -90,4 +94,59 @@ func Close(path string) (finished bool, size int64, err error) {
 		}
 	}
 	return false, st.Size(), nil
+}
+
+// tombstoneTries bounds how often Tombstone removes a file an upload
+// created again between its removal and the tombstone's creation.
+const tombstoneTries = 3
+
+// Tombstone replaces the output at path, if any, with a tombstone: an
+// empty closed file whose mtime is expires, the expiry of its result's
+// upload certificates. The file deleter leaves one when it deletes the
+// outputs of a result whose certificates are still good, so that they
+// cannot create the file again (the data server writes nothing to a
+// closed file); the orphan sweep judges age by mtime, so it keeps the
+// tombstone until then. existed reports whether a file was there.
+//
+// The tombstone is created exclusively after the removal: an upload that
+// holds the old file open writes only to the removed inode, and one that
+// created the file again in between loses it to the next try.
+func Tombstone(path string, expires time.Time) (existed bool, err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return false, fmt.Errorf("tombstone output: %w", err)
+	}
+	for try := 1; ; try++ {
+		switch err := os.Remove(path); {
+		case err == nil:
+			existed = true
+		case !errors.Is(err, fs.ErrNotExist):
+			return existed, fmt.Errorf("tombstone output: %w", err)
+		}
+		f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, ClosedMode)
+		if errors.Is(err, fs.ErrExist) && try < tombstoneTries {
+			continue
+		}
+		if err != nil {
+			return existed, fmt.Errorf("tombstone output: %w", err)
+		}
+		// The umask may have narrowed the mode.
+		err = f.Chmod(ClosedMode)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Chtimes(path, expires, expires)
+		}
+		if err != nil {
+			return existed, fmt.Errorf("tombstone output %s: %w", path, err)
+		}
+		return existed, nil
+	}
+}
+
+// Tombstoned reports whether info is a tombstone (Tombstone) that still
+// stands at now: empty, closed, and its certificates' expiry ahead. Such a
+// file is no output and no leak: it is there to refuse uploads.
+func Tombstoned(info fs.FileInfo, now time.Time) bool {
+	return info.Mode().IsRegular() && info.Mode().Perm() == ClosedMode && info.Size() == 0 && info.ModTime().After(now)
 }

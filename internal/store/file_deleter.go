@@ -28,16 +28,21 @@ type FileDeleteRow struct {
 	// XMLDoc lists the files: workunit.xml_doc (inputs) or
 	// result.xml_doc_in (outputs).
 	XMLDoc string `db:"xml_doc"`
+	// ReportDeadline is a result's report deadline (Unix seconds; 0 if
+	// never sent, and for workunits): its upload certificates are good
+	// until then plus the scheduler's upload grace.
+	ReportDeadline int64 `db:"report_deadline"`
 }
 
 // Either plan reads rows in id order from the cursor and stops at the
 // limit: wu_file_delete / res_file_delete (file_delete_state, and the
 // primary key InnoDB appends) when few rows are READY, the primary key when
-// most are. Only the XML column is fetched from the row.
+// most are. Only the XML column (and a result's deadline) is fetched from
+// the row.
 const (
 	workunitListFileDeleteReady = `SELECT id, COALESCE(xml_doc, '') AS xml_doc FROM workunit
 WHERE file_delete_state = ? AND id > ? AND id % ? = ? ORDER BY id LIMIT ?`
-	resultListFileDeleteReady = `SELECT id, COALESCE(xml_doc_in, '') AS xml_doc FROM result
+	resultListFileDeleteReady = `SELECT id, COALESCE(xml_doc_in, '') AS xml_doc, report_deadline FROM result
 WHERE file_delete_state = ? AND id > ? AND id % ? = ? ORDER BY id LIMIT ?`
 )
 
