@@ -14,6 +14,7 @@ import (
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/filedeleter"
+	"github.com/taskserver/taskserver/internal/scheduler"
 )
 
 func main() { daemon.Main(run) }
@@ -21,6 +22,7 @@ func main() { daemon.Main(run) }
 const (
 	flagOrphanAge   = "orphan-age"
 	flagOrphanEvery = "orphan-every"
+	flagUploadGrace = "upload-grace"
 )
 
 func run(ctx context.Context, args []string) error {
@@ -37,6 +39,9 @@ func run(ctx context.Context, args []string) error {
 			&cli.DurationFlag{Name: flagOrphanEvery, Value: time.Hour,
 				Usage:   "least time between the starts of two sweeps of the upload directory for orphans (only replica 0 of --mod sweeps)",
 				EnvVars: []string{config.EnvName(flagOrphanEvery)}},
+			&cli.DurationFlag{Name: flagUploadGrace, Value: scheduler.DefaultUploadGrace,
+				Usage:   "the scheduler's --" + flagUploadGrace + ", which must match it (set upload-grace in the project file both read): an output deleted while its upload certificate is still good (until the task's report deadline plus this) is replaced by an empty closed tombstone until then, so the certificate cannot create it again; 0 is the default, negative is none",
+				EnvVars: []string{config.EnvName(flagUploadGrace)}},
 		},
 		Check: func(c *cli.Context, _ config.Common, _ config.Loop) error {
 			var errs []error
@@ -59,8 +64,21 @@ func run(ctx context.Context, args []string) error {
 				Batch:       env.Loop.Batch,
 				OrphanAge:   c.Duration(flagOrphanAge),
 				OrphanEvery: c.Duration(flagOrphanEvery),
+				UploadGrace: uploadGrace(c.Duration(flagUploadGrace)),
 			}, env.Log, filedeleter.NewMetrics(env.Registry), time.Now)
 			return svc, svc.Close, nil
 		},
 	})
+}
+
+// uploadGrace reads --upload-grace as the scheduler reads its own
+// (scheduler.Options.UploadGrace): 0 is the default, negative is none.
+func uploadGrace(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return scheduler.DefaultUploadGrace
+	case d < 0:
+		return 0
+	}
+	return d
 }
