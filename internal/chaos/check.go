@@ -6,16 +6,20 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/taskserver/taskserver/internal/dbpurge"
 	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/outputfile"
 )
 
 // progress is a snapshot of the run.
@@ -364,14 +368,26 @@ func (p *project) checkAcks(path string, results map[string]record, r *Report, n
 	return sc.Err()
 }
 
-// countFiles counts regular files below dir, the disk-full ballast aside.
+// countFiles counts regular files below dir, the disk-full ballast aside,
+// and tombstones still standing (outputfile.Tombstoned): they are there to
+// refuse uploads until their certificates expire, and are no leak until then.
 func countFiles(dir string) (int, error) {
-	n := 0
+	n, now := 0, time.Now()
 	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.Type().IsRegular() && d.Name() != ballastName {
+		if !(d.Type().IsRegular() && d.Name() != ballastName) {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !outputfile.Tombstoned(info, now) {
 			n++
 		}
 		return nil

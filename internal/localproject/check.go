@@ -3,15 +3,19 @@ package localproject
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/taskserver/taskserver/internal/dbpurge"
 	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/outputfile"
 )
 
 // Progress is a snapshot of the project while it runs.
@@ -310,14 +314,26 @@ func (p *project) summarize(ctx context.Context) (Summary, error) {
 	return s, nil
 }
 
-// countFiles counts regular files below dir.
+// countFiles counts regular files below dir, less tombstones still
+// standing (outputfile.Tombstoned): they are there to refuse uploads until
+// their certificates expire, and are not left over until then.
 func countFiles(dir string) (int, error) {
-	n := 0
+	n, now := 0, time.Now()
 	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.Type().IsRegular() {
+		if !(d.Type().IsRegular()) {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !outputfile.Tombstoned(info, now) {
 			n++
 		}
 		return nil
