@@ -4,7 +4,7 @@
 //
 // Reads: workunit (file_delete_state = READY; xml_doc for the input file
 // names), result (file_delete_state = READY; xml_doc_in for the output file
-// names). Files are found with package fanout under the download directory
+// names, report_deadline for when its upload certificates expire). Files are found with package fanout under the download directory
 // (inputs) and the upload directory (outputs).
 // Writes: workunit.file_delete_state and result.file_delete_state, READY →
 // DONE, or READY → ERROR when a file could not be deleted for a reason other
@@ -19,6 +19,16 @@
 // the two leaves the rows READY with their files gone; the next pass finds
 // them missing, which is not an error, and marks them DONE. A row in ERROR
 // stays until an operator fixes the cause and sets it back to READY.
+//
+// A result's upload certificates authorise uploads until its report
+// deadline plus the scheduler's upload grace (UploadGrace), and the data
+// server cannot ask whether the result is over. So an output whose
+// certificate is still good is not just deleted, which would let the
+// certificate create it again unseen: it is replaced by a tombstone, an
+// empty closed file (which the data server writes nothing to) whose mtime
+// is the expiry (outputfile.Tombstone), also where no file was. The orphan
+// sweep judges age by mtime, so it keeps a tombstone until OrphanAge past
+// the expiry, and then deletes it once no row names its result.
 //
 // With OrphanAge set, a pass also runs a step of the orphan sweep
 // (orphans.go): at most once per OrphanEvery, a round walks the upload

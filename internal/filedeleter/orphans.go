@@ -31,7 +31,8 @@ import (
 // deleted when all of these hold:
 //   - its last change (mtime) is at least OrphanAge old: a file being
 //     uploaded changes at every write, and a file only just uploaded may
-//     belong to a result whose report is still on its way;
+//     belong to a result whose report is still on its way; a tombstone's
+//     mtime is its certificates' expiry, ahead of now while they are good;
 //   - it is in the bucket its name hashes to, and its name is
 //     <result name>_<digits> (jobxml.OutputName);
 //   - no result row, in any state, has that result name: a row that exists
