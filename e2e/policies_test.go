@@ -24,6 +24,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/batch"
 	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/submitapi"
 )
@@ -351,7 +352,7 @@ func (r *polRun) submitFirst(ctx context.Context) {
 	var resp submitapi.SubmitResponse
 	r.apiJSON(ctx, http.MethodPost, "batches", hold, nil, http.StatusCreated, &resp)
 	r.holdID = resp.Batch.ID
-	r.breakInputs(polHoldBatch + "_")
+	r.breakInputs(ctx, r.holdID)
 
 	cancel := submitapi.SubmitRequest{App: demoapp.AppName, Name: polCancelBatch, Jobs: jobsOf(polCancelBatch, polCancelJobs),
 		Params: polParams(20*time.Second, 2, 3, 10, 6, 0)}
@@ -386,18 +387,38 @@ func jobsOf(batchName string, n int) []submitapi.JobRequest {
 	return out
 }
 
-// breakInputs deletes the staged input files whose names start with prefix.
-func (r *polRun) breakInputs(prefix string) {
+// breakInputs deletes the staged input files of batch batchID's own jobs.
+// A known-answer job mixed into the batch is named like them, input file
+// included, so the files are found by the jobs' rows, not by their names.
+func (r *polRun) breakInputs(ctx context.Context, batchID int64) {
+	inputs := map[string]bool{}
+	err := query(ctx, r.db, fmt.Sprintf(`SELECT xml_doc FROM workunit WHERE batch = %d AND known_answer_id = 0`, batchID), func(rows *sql.Rows) error {
+		var doc string
+		if err := rows.Scan(&doc); err != nil {
+			return err
+		}
+		wu, err := jobxml.ParseWorkunit(doc)
+		if err != nil {
+			return err
+		}
+		for _, in := range wu.Inputs {
+			inputs[in.Name] = true
+		}
+		return nil
+	})
+	if err != nil {
+		r.t.Fatalf("reading the hold jobs' inputs: %v", err)
+	}
 	n := 0
-	err := filepath.WalkDir(filepath.Join(r.dir, "download"), func(path string, e fs.DirEntry, err error) error {
-		if err == nil && e.Type().IsRegular() && strings.HasPrefix(e.Name(), prefix) {
+	err = filepath.WalkDir(filepath.Join(r.dir, "download"), func(path string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() && inputs[e.Name()] {
 			n++
 			return os.Remove(path)
 		}
 		return err
 	})
-	if err != nil || n != polHoldJobs {
-		r.t.Fatalf("deleting the hold jobs' inputs: removed %d files, want %d: %v", n, polHoldJobs, err)
+	if err != nil || n != polHoldJobs || len(inputs) != polHoldJobs {
+		r.t.Fatalf("deleting the hold jobs' inputs: removed %d files of %d, want %d: %v", n, len(inputs), polHoldJobs, err)
 	}
 }
 

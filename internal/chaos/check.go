@@ -6,9 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -310,7 +308,7 @@ func (p *project) check(ctx context.Context) (*Report, error) {
 	// deletion that never came.
 	liveJobs := len(liveWU)
 	for _, d := range []string{"download", "upload"} {
-		n, err := countFiles(filepath.Join(p.dir, d))
+		n, err := outputfile.CountLeft(filepath.Join(p.dir, d), time.Now(), ballastName)
 		if err != nil {
 			return nil, err
 		}
@@ -366,31 +364,4 @@ func (p *project) checkAcks(path string, results map[string]record, r *Report, n
 		}
 	}
 	return sc.Err()
-}
-
-// countFiles counts regular files below dir, the disk-full ballast aside,
-// and tombstones still standing (outputfile.Tombstoned): they are there to
-// refuse uploads until their certificates expire, and are no leak until then.
-func countFiles(dir string) (int, error) {
-	n, now := 0, time.Now()
-	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !(d.Type().IsRegular() && d.Name() != ballastName) {
-			return nil
-		}
-		info, err := d.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if !outputfile.Tombstoned(info, now) {
-			n++
-		}
-		return nil
-	})
-	return n, err
 }

@@ -3,9 +3,7 @@ package localproject
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -305,38 +303,11 @@ func (p *project) summarize(ctx context.Context) (Summary, error) {
 		}
 	}
 	for _, d := range []string{"download", "upload"} {
-		n, err := countFiles(filepath.Join(p.opts.ProjectDir, d))
+		n, err := outputfile.CountLeft(filepath.Join(p.opts.ProjectDir, d), time.Now())
 		if err != nil {
 			return s, err
 		}
 		s.FilesLeft += n
 	}
 	return s, nil
-}
-
-// countFiles counts regular files below dir, less tombstones still
-// standing (outputfile.Tombstoned): they are there to refuse uploads until
-// their certificates expire, and are not left over until then.
-func countFiles(dir string) (int, error) {
-	n, now := 0, time.Now()
-	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !(d.Type().IsRegular()) {
-			return nil
-		}
-		info, err := d.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if !outputfile.Tombstoned(info, now) {
-			n++
-		}
-		return nil
-	})
-	return n, err
 }

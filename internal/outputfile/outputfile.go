@@ -29,6 +29,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -149,4 +150,33 @@ func Tombstone(path string, expires time.Time) (existed bool, err error) {
 // file is no output and no leak: it is there to refuse uploads.
 func Tombstoned(info fs.FileInfo, now time.Time) bool {
 	return info.Mode().IsRegular() && info.Mode().Perm() == ClosedMode && info.Size() == 0 && info.ModTime().After(now)
+}
+
+// CountLeft counts the regular files below dir, less the tombstones still
+// standing at now (Tombstoned) and files named in ignore: a standing
+// tombstone refuses uploads until its certificate expires, so it is not a
+// file left over until then. The checks of the local project, chaos and
+// the paper's benchmark count what a finished project left behind with it.
+func CountLeft(dir string, now time.Time, ignore ...string) (int, error) {
+	n := 0
+	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() || slices.Contains(ignore, d.Name()) {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !Tombstoned(info, now) {
+			n++
+		}
+		return nil
+	})
+	return n, err
 }

@@ -1,4 +1,4 @@
-package localproject
+package outputfile_test
 
 import (
 	"os"
@@ -9,10 +9,10 @@ import (
 	"github.com/taskserver/taskserver/internal/outputfile"
 )
 
-// TestCountFilesSkipsStandingTombstones: a tombstone the file deleter left
-// for a certificate still good is not a file left over until it expires;
-// an expired one that is still there is.
-func TestCountFilesSkipsStandingTombstones(t *testing.T) {
+// TestCountLeftSkipsStandingTombstones: a tombstone the file deleter left
+// for a certificate still good is no leak until it expires; an expired
+// one that is still there is.
+func TestCountLeftSkipsStandingTombstones(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	now := time.Now()
@@ -28,7 +28,7 @@ func TestCountFilesSkipsStandingTombstones(t *testing.T) {
 	if _, err := outputfile.Tombstone(filepath.Join(dir, "3", "wu_3_r0_0"), now.Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := countFiles(dir); err != nil || n != 2 {
-		t.Errorf("countFiles = %d, %v; want 2 (an output and an expired tombstone, not the standing one)", n, err)
+	if n, err := outputfile.CountLeft(dir, now); err != nil || n != 2 {
+		t.Errorf("CountLeft = %d, %v; want 2 (an output and an expired tombstone, not the standing one)", n, err)
 	}
 }
