@@ -153,3 +153,18 @@ func TestOptionsKeepAnExplicitZeroFailFrac(t *testing.T) {
 		})
 	}
 }
+
+func TestJobsByNameAllowsARowArchivedAgain(t *testing.T) {
+	a := record{"id": "1", "name": "a", "assimilate_state": "2"}
+	b := record{"id": "2", "name": "b", "assimilate_state": "2"}
+	bAgain := record{"id": "2", "name": "b", "assimilate_state": "2"}
+	bOtherID := record{"id": "3", "name": "b", "assimilate_state": "2"}
+	jobs, twice := jobsByName([]record{a, b, bAgain}, []record{a})
+	if len(jobs) != 2 || len(twice) != 0 {
+		t.Errorf("row archived twice and still live: %d jobs, duplicates %v; want 2 jobs, none", len(jobs), twice)
+	}
+	_, twice = jobsByName([]record{a, b}, []record{bOtherID})
+	if len(twice) != 1 || twice[0] != "b" {
+		t.Errorf("one name under two ids: duplicates %v, want [b]", twice)
+	}
+}

@@ -199,13 +199,10 @@ func (p *project) check(ctx context.Context) (*Report, error) {
 	}
 
 	// Jobs: each handed to the project with one outcome, matching its row.
-	jobs := map[string]record{}
-	for _, w := range append(arcWU, liveWU...) {
-		if _, dup := jobs[w["name"]]; dup {
-			note("job %s archived twice or archived and still live", w["name"])
-			r.DuplicateAssimilations++
-		}
-		jobs[w["name"]] = w
+	jobs, twice := jobsByName(arcWU, liveWU)
+	for _, name := range twice {
+		note("job %s is in the archives or the database under two ids", name)
+		r.DuplicateAssimilations++
 	}
 	r.Jobs = len(jobs)
 	for name, w := range jobs {
@@ -321,6 +318,22 @@ func (p *project) check(ctx context.Context) (*Report, error) {
 		r.FilesLeft += n
 	}
 	return r, nil
+}
+
+// jobsByName merges the archived and the live workunit rows, later rows
+// winning, and returns the names that appear under more than one id. The
+// same row (same id) in both, or archived twice, is no duplicate: db_purge
+// archives before it deletes, and a purge cut off by a crash or a lost
+// database archives the same rows again in a later pass.
+func jobsByName(archived, live []record) (jobs map[string]record, twice []string) {
+	jobs = map[string]record{}
+	for _, w := range append(append([]record(nil), archived...), live...) {
+		if old, ok := jobs[w["name"]]; ok && old["id"] != w["id"] {
+			twice = append(twice, w["name"])
+		}
+		jobs[w["name"]] = w
+	}
+	return jobs, twice
 }
 
 // checkAcks reads one host process's acknowledgement log ("<result>
