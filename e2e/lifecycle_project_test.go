@@ -19,6 +19,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
@@ -94,15 +95,15 @@ func (lp *lcProject) seed(ctx context.Context, p lcParams) {
 	}
 	defer st.Close()
 	now := time.Now().Unix()
-	pid, err := st.PlatformInsert(ctx, store.Platform{CreateTime: now, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on x86-64"})
+	pid, err := st.PlatformInsert(ctx, row.Platform{CreateTime: now, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on x86-64"})
 	if err != nil {
 		t.Fatalf("insert platform: %v", err)
 	}
-	aid, err := st.AppInsert(ctx, store.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo", Weight: 1})
+	aid, err := st.AppInsert(ctx, row.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		t.Fatalf("insert app: %v", err)
 	}
-	if _, err := st.AppVersionInsert(ctx, store.AppVersion{CreateTime: now, AppID: aid, VersionNum: 100, PlatformID: pid}); err != nil {
+	if _, err := st.AppVersionInsert(ctx, row.AppVersion{CreateTime: now, AppID: aid, VersionNum: 100, PlatformID: pid}); err != nil {
 		t.Fatalf("insert app version: %v", err)
 	}
 	var auths []string
@@ -110,7 +111,7 @@ func (lp *lcProject) seed(ctx context.Context, p lcParams) {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		auth := hex.EncodeToString(b[:])
-		if _, err := st.UserInsert(ctx, store.User{CreateTime: now, EmailAddr: fmt.Sprintf("volunteer%d@example.org", i),
+		if _, err := st.UserInsert(ctx, row.User{CreateTime: now, EmailAddr: fmt.Sprintf("volunteer%d@example.org", i),
 			Name: fmt.Sprintf("volunteer%d", i), Authenticator: auth}); err != nil {
 			t.Fatalf("insert user: %v", err)
 		}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/statuspage"
 	"github.com/taskserver/taskserver/internal/store"
@@ -305,7 +306,7 @@ func seedStatusProject(t *testing.T, ctx context.Context, st *store.Store, now i
 	t.Helper()
 	var apps []int64
 	for _, name := range []string{"einstein", "rosetta"} {
-		id, err := st.AppInsert(ctx, store.App{CreateTime: now, Name: name, UserFriendlyName: name, CreditPolicy: "fpops"})
+		id, err := st.AppInsert(ctx, row.App{CreateTime: now, Name: name, UserFriendlyName: name, CreditPolicy: "fpops"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +314,7 @@ func seedStatusProject(t *testing.T, ctx context.Context, st *store.Store, now i
 	}
 	never := now + 10_000_000
 	var wus []int64
-	for i, wu := range []store.Workunit{
+	for i, wu := range []row.Workunit{
 		{AppID: apps[0], TransitionTime: now - 300, NeedValidate: true},
 		{AppID: apps[0], TransitionTime: now - 30, AssimilateState: state.AssimilateReady},
 		{AppID: apps[0], TransitionTime: never, NeedValidate: true},
@@ -331,19 +332,19 @@ func seedStatusProject(t *testing.T, ctx context.Context, st *store.Store, now i
 	type rs struct {
 		n   int
 		app int
-		r   store.Result
+		r   row.Result
 	}
 	i := 0
 	for _, g := range []rs{
-		{7, 0, store.Result{ServerState: state.ServerUnsent}},
-		{5, 0, store.Result{ServerState: state.ServerInProgress}},
-		{3, 1, store.Result{ServerState: state.ServerInProgress}},
-		{4, 0, store.Result{ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 600,
+		{7, 0, row.Result{ServerState: state.ServerUnsent}},
+		{5, 0, row.Result{ServerState: state.ServerInProgress}},
+		{3, 1, row.Result{ServerState: state.ServerInProgress}},
+		{4, 0, row.Result{ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 600,
 			ValidateState: state.ValidateValid, ModTime: now - 500, FileDeleteState: state.FileDeleteReady}},
-		{2, 1, store.Result{ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 30_000,
+		{2, 1, row.Result{ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 30_000,
 			ValidateState: state.ValidateInvalid, ModTime: now - 30_000}},
-		{1, 1, store.Result{ServerState: state.ServerOver, Outcome: state.OutcomeClientError, ReceivedTime: now - 900, ModTime: now - 900}},
-		{3, 1, store.Result{ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 500_000,
+		{1, 1, row.Result{ServerState: state.ServerOver, Outcome: state.OutcomeClientError, ReceivedTime: now - 900, ModTime: now - 900}},
+		{3, 1, row.Result{ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 500_000,
 			ValidateState: state.ValidateValid, ModTime: now - 500_000}},
 	} {
 		for range g.n {

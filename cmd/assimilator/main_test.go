@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -27,11 +28,11 @@ func TestOnePassWritesUnderProjectDir(t *testing.T) {
 		t.Fatalf("store.Open: %v", err)
 	}
 	defer st.Close()
-	appID, err := st.AppInsert(ctx, store.App{Name: "demo", UserFriendlyName: "Demo"})
+	appID, err := st.AppInsert(ctx, row.App{Name: "demo", UserFriendlyName: "Demo"})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
-	if _, err := st.WorkunitInsert(ctx, store.Workunit{AppID: appID, Name: "job", ErrorMask: state.ErrCancelled,
+	if _, err := st.WorkunitInsert(ctx, row.Workunit{AppID: appID, Name: "job", ErrorMask: state.ErrCancelled,
 		AssimilateState: state.AssimilateReady}); err != nil {
 		t.Fatalf("WorkunitInsert: %v", err)
 	}
@@ -54,11 +55,11 @@ func TestOnePassRunsHandlerCommand(t *testing.T) {
 		t.Fatalf("store.Open: %v", err)
 	}
 	defer st.Close()
-	appID, err := st.AppInsert(ctx, store.App{Name: "demo", UserFriendlyName: "Demo"})
+	appID, err := st.AppInsert(ctx, row.App{Name: "demo", UserFriendlyName: "Demo"})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
-	id, err := st.WorkunitInsert(ctx, store.Workunit{AppID: appID, Name: "job", Batch: 2, ErrorMask: state.ErrCancelled,
+	id, err := st.WorkunitInsert(ctx, row.Workunit{AppID: appID, Name: "job", Batch: 2, ErrorMask: state.ErrCancelled,
 		AssimilateState: state.AssimilateReady})
 	if err != nil {
 		t.Fatalf("WorkunitInsert: %v", err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -23,15 +24,15 @@ func TestOnePass(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wuID, err := st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: appID, Name: "wu", MinQuorum: 1, TargetNResults: 1})
+	wuID, err := st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu", MinQuorum: 1, TargetNResults: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rid, err := st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wuID, ServerState: state.ServerUnsent, Name: "wu_0"})
+	rid, err := st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wuID, ServerState: state.ServerUnsent, Name: "wu_0"})
 	if err != nil {
 		t.Fatal(err)
 	}

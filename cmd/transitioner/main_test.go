@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -24,11 +25,11 @@ func TestOnePassCreatesInstances(t *testing.T) {
 		t.Fatalf("store.Open: %v", err)
 	}
 	defer st.Close()
-	appID, err := st.AppInsert(ctx, store.App{Name: "demo", UserFriendlyName: "Demo"})
+	appID, err := st.AppInsert(ctx, row.App{Name: "demo", UserFriendlyName: "Demo"})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
-	wuID, err := st.WorkunitInsert(ctx, store.Workunit{AppID: appID, Name: "job", MinQuorum: 2, TargetNResults: 2,
+	wuID, err := st.WorkunitInsert(ctx, row.Workunit{AppID: appID, Name: "job", MinQuorum: 2, TargetNResults: 2,
 		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, TransitionTime: time.Now().Unix()})
 	if err != nil {
 		t.Fatalf("WorkunitInsert: %v", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // onePass makes a job of app "science" with two reported instances whose
 // outputs are outs, runs one pass of the validator with extra flags, and
 // returns the job afterwards.
-func onePass(t *testing.T, outs [2]string, extra ...string) (store.Workunit, error) {
+func onePass(t *testing.T, outs [2]string, extra ...string) (row.Workunit, error) {
 	t.Helper()
 	dsn := storetest.NewDatabase(t)
 	ctx := context.Background()
@@ -34,11 +35,11 @@ func onePass(t *testing.T, outs [2]string, extra ...string) (store.Workunit, err
 		t.Fatalf("store.Open: %v", err)
 	}
 	defer st.Close()
-	appID, err := st.AppInsert(ctx, store.App{Name: "science", UserFriendlyName: "Science"})
+	appID, err := st.AppInsert(ctx, row.App{Name: "science", UserFriendlyName: "Science"})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
-	wuID, err := st.WorkunitInsert(ctx, store.Workunit{AppID: appID, Name: "job", MinQuorum: 2, TargetNResults: 2,
+	wuID, err := st.WorkunitInsert(ctx, row.Workunit{AppID: appID, Name: "job", MinQuorum: 2, TargetNResults: 2,
 		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, NeedValidate: true})
 	if err != nil {
 		t.Fatalf("WorkunitInsert: %v", err)
@@ -46,7 +47,7 @@ func onePass(t *testing.T, outs [2]string, extra ...string) (store.Workunit, err
 	project := t.TempDir()
 	for i, name := range []string{"job_0", "job_1"} {
 		doc, _ := jobxml.FormatResult(name, []string{"out"}, 1e6)
-		if _, err := st.ResultInsert(ctx, store.Result{WorkunitID: wuID, Name: name, ServerState: state.ServerOver,
+		if _, err := st.ResultInsert(ctx, row.Result{WorkunitID: wuID, Name: name, ServerState: state.ServerOver,
 			Outcome: state.OutcomeSuccess, XMLDocIn: doc}); err != nil {
 			t.Fatalf("ResultInsert: %v", err)
 		}
@@ -64,7 +65,7 @@ func onePass(t *testing.T, outs [2]string, extra ...string) (store.Workunit, err
 	args := append([]string{"validator", "--db-dsn", dsn, "--one-pass", "--listen", "", "--app", "science",
 		"--project-dir", project, "--upload-dir", "up", "--fanout", "4"}, extra...)
 	if err := run(ctx, args); err != nil {
-		return store.Workunit{}, err
+		return row.Workunit{}, err
 	}
 	wu, err := st.WorkunitGet(ctx, wuID)
 	if err != nil {

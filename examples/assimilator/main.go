@@ -30,7 +30,7 @@ import (
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 func main() { assimilator.Main(program()) }
@@ -76,7 +76,7 @@ func NewCSVHandler(dir, uploadDir string, fan int) *CSVHandler {
 }
 
 // Handle appends the job's row unless its file has it already.
-func (h *CSVHandler) Handle(_ context.Context, wu store.Workunit, canonical *store.Result) error {
+func (h *CSVHandler) Handle(_ context.Context, wu row.Workunit, canonical *row.Result) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	path := filepath.Join(h.dir, fmt.Sprintf("batch_%d.csv", wu.Batch))
@@ -107,7 +107,7 @@ func (h *CSVHandler) Handle(_ context.Context, wu store.Workunit, canonical *sto
 }
 
 // digest hashes the canonical instance's output files, in order.
-func (h *CSVHandler) digest(r store.Result) (string, int64, error) {
+func (h *CSVHandler) digest(r row.Result) (string, int64, error) {
 	files, err := jobxml.ParseResult(r.XMLDocIn)
 	if err != nil {
 		return "", 0, fmt.Errorf("canonical result %d: %w", r.ID, err)

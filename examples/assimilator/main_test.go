@@ -14,6 +14,7 @@ import (
 	"github.com/taskserver/taskserver/internal/assimilator"
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -25,7 +26,7 @@ const fanoutN = 8
 
 // upload stores body as output file 0 of result rname and returns a
 // canonical result naming it.
-func upload(t *testing.T, dir, rname string, body []byte) store.Result {
+func upload(t *testing.T, dir, rname string, body []byte) row.Result {
 	t.Helper()
 	doc, err := jobxml.FormatResult(rname, []string{"out"}, 1e6)
 	if err != nil {
@@ -41,7 +42,7 @@ func upload(t *testing.T, dir, rname string, body []byte) store.Result {
 	if err := os.WriteFile(path, body, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return store.Result{ID: 1, Name: rname, XMLDocIn: doc}
+	return row.Result{ID: 1, Name: rname, XMLDocIn: doc}
 }
 
 func sha(body string) string {
@@ -65,11 +66,11 @@ func TestCSVHandlerAppendsEachJobOnce(t *testing.T) {
 	h := NewCSVHandler(out, up, fanoutN)
 	ctx := context.Background()
 	r := upload(t, up, "a_0", []byte("42\n"))
-	ok := store.Workunit{ID: 10, Name: "a", Batch: 3, CanonicalResultID: r.ID}
-	bad := store.Workunit{ID: 11, Name: "b", Batch: 3, ErrorMask: state.ErrTooManyErrorResults}
+	ok := row.Workunit{ID: 10, Name: "a", Batch: 3, CanonicalResultID: r.ID}
+	bad := row.Workunit{ID: 11, Name: "b", Batch: 3, ErrorMask: state.ErrTooManyErrorResults}
 	for _, call := range []struct {
-		wu store.Workunit
-		r  *store.Result
+		wu row.Workunit
+		r  *row.Result
 	}{{ok, &r}, {bad, nil}, {ok, &r}} {
 		if err := h.Handle(ctx, call.wu, call.r); err != nil {
 			t.Fatalf("Handle(%s): %v", call.wu.Name, err)
@@ -96,7 +97,7 @@ func TestCSVHandlerCutsATornLastLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := NewCSVHandler(dir, dir, fanoutN)
-	for _, wu := range []store.Workunit{{ID: 1, Name: "x", ErrorMask: state.ErrCancelled}, {ID: 2, Name: "y", ErrorMask: state.ErrCancelled}} {
+	for _, wu := range []row.Workunit{{ID: 1, Name: "x", ErrorMask: state.ErrCancelled}, {ID: 2, Name: "y", ErrorMask: state.ErrCancelled}} {
 		if err := h.Handle(context.Background(), wu, nil); err != nil {
 			t.Fatalf("Handle(%s): %v", wu.Name, err)
 		}
@@ -114,9 +115,9 @@ func TestCSVHandlerMissingOutputIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := store.Result{ID: 1, Name: "m_0", XMLDocIn: doc}
+	r := row.Result{ID: 1, Name: "m_0", XMLDocIn: doc}
 	h := NewCSVHandler(filepath.Join(dir, "csv"), filepath.Join(dir, "upload"), fanoutN)
-	if err := h.Handle(context.Background(), store.Workunit{ID: 1, Name: "m", CanonicalResultID: 1}, &r); err == nil {
+	if err := h.Handle(context.Background(), row.Workunit{ID: 1, Name: "m", CanonicalResultID: 1}, &r); err == nil {
 		t.Error("Handle with the output not uploaded = nil, want an error (the job is retried)")
 	}
 	if got := readCSV(t, filepath.Join(dir, "csv", "batch_0.csv")); got != "job,job_id,batch,status,sha256,bytes\n" {
@@ -134,17 +135,17 @@ func TestOnePass(t *testing.T) {
 		t.Fatalf("store.Open: %v", err)
 	}
 	defer st.Close()
-	appID, err := st.AppInsert(ctx, store.App{Name: "demo", UserFriendlyName: "Demo"})
+	appID, err := st.AppInsert(ctx, row.App{Name: "demo", UserFriendlyName: "Demo"})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
 	project := t.TempDir()
-	good, err := st.WorkunitInsert(ctx, store.Workunit{AppID: appID, Name: "good", Batch: 5, AssimilateState: state.AssimilateReady})
+	good, err := st.WorkunitInsert(ctx, row.Workunit{AppID: appID, Name: "good", Batch: 5, AssimilateState: state.AssimilateReady})
 	if err != nil {
 		t.Fatalf("WorkunitInsert: %v", err)
 	}
 	r := upload(t, filepath.Join(project, "upload"), "good_0", []byte("digest 1\n"))
-	rid, err := st.ResultInsert(ctx, store.Result{WorkunitID: good, Name: r.Name, XMLDocIn: r.XMLDocIn,
+	rid, err := st.ResultInsert(ctx, row.Result{WorkunitID: good, Name: r.Name, XMLDocIn: r.XMLDocIn,
 		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: state.ValidateValid})
 	if err != nil {
 		t.Fatalf("ResultInsert: %v", err)

@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/validator"
 )
 
@@ -29,7 +29,7 @@ type field struct{ key, value string }
 
 // Init parses the output's one file; an output that is not "key value"
 // lines with a digest is invalid (the instance failed).
-func (demoChecker) Init(_ context.Context, r store.Result, files []string) (any, error) {
+func (demoChecker) Init(_ context.Context, r row.Result, files []string) (any, error) {
 	if len(files) != 1 {
 		return nil, fmt.Errorf("result %d has %d output files, want 1: %w", r.ID, len(files), validator.ErrInvalidOutput)
 	}

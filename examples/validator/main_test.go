@@ -13,6 +13,7 @@ import (
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -34,7 +35,7 @@ func initOutput(t *testing.T, contents ...string) (any, error) {
 		}
 		paths = append(paths, p)
 	}
-	return checker.Init(context.Background(), store.Result{ID: 1}, paths)
+	return checker.Init(context.Background(), row.Result{ID: 1}, paths)
 }
 
 func TestDemoCheckerCompare(t *testing.T) {
@@ -94,11 +95,11 @@ func TestOnePassWithTheDemoChecker(t *testing.T) {
 		t.Fatalf("store.Open: %v", err)
 	}
 	defer st.Close()
-	appID, err := st.AppInsert(ctx, store.App{Name: demoapp.AppName, UserFriendlyName: "Demo"})
+	appID, err := st.AppInsert(ctx, row.App{Name: demoapp.AppName, UserFriendlyName: "Demo"})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
-	wuID, err := st.WorkunitInsert(ctx, store.Workunit{AppID: appID, Name: "job", MinQuorum: 2, TargetNResults: 2,
+	wuID, err := st.WorkunitInsert(ctx, row.Workunit{AppID: appID, Name: "job", MinQuorum: 2, TargetNResults: 2,
 		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, NeedValidate: true})
 	if err != nil {
 		t.Fatalf("WorkunitInsert: %v", err)
@@ -113,7 +114,7 @@ func TestOnePassWithTheDemoChecker(t *testing.T) {
 	ids := map[string]int64{}
 	for _, name := range []string{"job_0", "job_1", "job_2"} {
 		doc, _ := jobxml.FormatResult(name, []string{"out"}, 1e6)
-		if ids[name], err = st.ResultInsert(ctx, store.Result{WorkunitID: wuID, Name: name, ServerState: state.ServerOver,
+		if ids[name], err = st.ResultInsert(ctx, row.Result{WorkunitID: wuID, Name: name, ServerState: state.ServerOver,
 			Outcome: state.OutcomeSuccess, XMLDocIn: doc}); err != nil {
 			t.Fatalf("ResultInsert: %v", err)
 		}

@@ -8,12 +8,13 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
 // Store is what the assimilator needs from the database.
 type Store interface {
-	AppGetByName(ctx context.Context, name string) (store.App, error)
+	AppGetByName(ctx context.Context, name string) (row.App, error)
 	WorkunitListAssimilateCanonical(ctx context.Context, p store.WorkunitListAssimilateParams) ([]store.WorkunitCanonical, error)
 	WorkunitMarkAssimilatedBatch(ctx context.Context, ids []int64, now int64) ([]int64, error)
 }

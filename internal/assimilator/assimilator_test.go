@@ -18,6 +18,7 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -43,7 +44,7 @@ func setup(t *testing.T) *bundle {
 	dir := t.TempDir()
 	b := &bundle{st: storetest.New(t), upload: filepath.Join(dir, "upload"), results: filepath.Join(dir, "results"),
 		m: NewMetrics(prometheus.NewRegistry())}
-	id, err := b.st.AppInsert(context.Background(), store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	id, err := b.st.AppInsert(context.Background(), row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
@@ -76,7 +77,7 @@ func (b *bundle) advance(d time.Duration) { b.now.Add(int64(d / time.Second)) }
 func (b *bundle) addJob(t *testing.T, name string, mask state.ErrorMask, outputs ...[]byte) int64 {
 	t.Helper()
 	ctx := context.Background()
-	wuID, err := b.st.WorkunitInsert(ctx, store.Workunit{CreateTime: t0, AppID: b.appID, Name: name, MinQuorum: 1,
+	wuID, err := b.st.WorkunitInsert(ctx, row.Workunit{CreateTime: t0, AppID: b.appID, Name: name, MinQuorum: 1,
 		TargetNResults: 1, MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, ErrorMask: mask,
 		AssimilateState: state.AssimilateReady, TransitionTime: state.NoTransition})
 	if err != nil {
@@ -94,7 +95,7 @@ func (b *bundle) addJob(t *testing.T, name string, mask state.ErrorMask, outputs
 	if err != nil {
 		t.Fatal(err)
 	}
-	rid, err := b.st.ResultInsert(ctx, store.Result{CreateTime: t0, WorkunitID: wuID, Name: rname,
+	rid, err := b.st.ResultInsert(ctx, row.Result{CreateTime: t0, WorkunitID: wuID, Name: rname,
 		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: state.ValidateValid, XMLDocIn: doc})
 	if err != nil {
 		t.Fatalf("ResultInsert: %v", err)
@@ -127,7 +128,7 @@ func (b *bundle) upload1(t *testing.T, name string, body []byte) {
 	}
 }
 
-func (b *bundle) job(t *testing.T, id int64) store.Workunit {
+func (b *bundle) job(t *testing.T, id int64) row.Workunit {
 	t.Helper()
 	return storetest.Workunit(t, b.st, id)
 }

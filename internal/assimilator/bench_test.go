@@ -16,6 +16,7 @@ import (
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/procstat"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -58,14 +59,14 @@ func BenchmarkAssimilate(b *testing.B) {
 // noopHandler takes every job and does nothing with it.
 type noopHandler struct{}
 
-func (noopHandler) Handle(context.Context, store.Workunit, *store.Result) error { return nil }
+func (noopHandler) Handle(context.Context, row.Workunit, *row.Result) error { return nil }
 
 // benchAssimilate runs BenchmarkAssimilate with the handler newHandler
 // returns for the upload and results directories.
 func benchAssimilate(b *testing.B, newHandler func(upload, results string) Handler) {
 	st := storetest.New(b)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	appID, err := st.AppInsert(ctx, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		b.Fatalf("AppInsert: %v", err)
 	}

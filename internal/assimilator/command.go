@@ -12,7 +12,7 @@ import (
 	"github.com/taskserver/taskserver/internal/extcmd"
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // Environment variables a CommandHandler's command gets, besides the
@@ -55,7 +55,7 @@ type CommandHandler struct {
 }
 
 // Handle runs the command for one job.
-func (h CommandHandler) Handle(ctx context.Context, wu store.Workunit, canonical *store.Result) error {
+func (h CommandHandler) Handle(ctx context.Context, wu row.Workunit, canonical *row.Result) error {
 	if len(h.Argv) == 0 || h.Argv[0] == "" {
 		return errors.New("handler command: no program")
 	}
@@ -97,7 +97,7 @@ func (h CommandHandler) Handle(ctx context.Context, wu store.Workunit, canonical
 // outputPaths lists where the canonical instance's output files are,
 // failing if one is missing: a handler given a partial set would report a
 // wrong result, so the job waits for a retry instead.
-func outputPaths(uploadDir string, fan int, canonical store.Result) ([]string, error) {
+func outputPaths(uploadDir string, fan int, canonical row.Result) ([]string, error) {
 	files, err := jobxml.ParseResult(canonical.XMLDocIn)
 	if err != nil {
 		return nil, fmt.Errorf("canonical result %d: %w", canonical.ID, err)

@@ -13,8 +13,8 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 // writeScript writes an executable shell script into dir.
@@ -29,7 +29,7 @@ func writeScript(t *testing.T, dir, name, body string) string {
 
 // canonical returns a result named rname with one output file per entry of
 // outputs, stored under upload (nil: not uploaded).
-func canonical(t *testing.T, upload, rname string, outputs ...[]byte) store.Result {
+func canonical(t *testing.T, upload, rname string, outputs ...[]byte) row.Result {
 	t.Helper()
 	opens := make([]string, len(outputs))
 	for i := range opens {
@@ -57,7 +57,7 @@ func canonical(t *testing.T, upload, rname string, outputs ...[]byte) store.Resu
 			t.Fatal(err)
 		}
 	}
-	return store.Result{ID: 7, Name: rname, XMLDocIn: doc}
+	return row.Result{ID: 7, Name: rname, XMLDocIn: doc}
 }
 
 // recordScript appends its environment and each output file to the log
@@ -77,7 +77,7 @@ func TestCommandHandlerSuccessGetsOutputsAndEnv(t *testing.T) {
 	h := CommandHandler{Argv: []string{"/bin/sh", writeScript(t, dir, "h.sh", recordScript), log},
 		UploadDir: upload, Fanout: fanoutN, Timeout: time.Minute}
 	r := canonical(t, upload, "job_0", []byte("zero"), []byte("one"))
-	wu := store.Workunit{ID: 42, Name: "job", Batch: 3, CanonicalResultID: r.ID}
+	wu := row.Workunit{ID: 42, Name: "job", Batch: 3, CanonicalResultID: r.ID}
 	if err := h.Handle(context.Background(), wu, &r); err != nil {
 		t.Fatalf("Handle: %v", err)
 	}
@@ -96,7 +96,7 @@ func TestCommandHandlerFailedJobGetsErrorMask(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
 	h := CommandHandler{Argv: []string{"/bin/sh", writeScript(t, dir, "h.sh", recordScript), log}}
-	wu := store.Workunit{ID: 5, Name: "bad", ErrorMask: state.ErrTooManyErrorResults | state.ErrCancelled}
+	wu := row.Workunit{ID: 5, Name: "bad", ErrorMask: state.ErrTooManyErrorResults | state.ErrCancelled}
 	if err := h.Handle(context.Background(), wu, nil); err != nil {
 		t.Fatalf("Handle: %v", err)
 	}
@@ -114,7 +114,7 @@ func TestCommandHandlerMissingOutputIsNotRun(t *testing.T) {
 	h := CommandHandler{Argv: []string{"/bin/sh", writeScript(t, dir, "h.sh", recordScript), log},
 		UploadDir: upload, Fanout: fanoutN}
 	r := canonical(t, upload, "job_0", []byte("zero"), nil)
-	err := h.Handle(context.Background(), store.Workunit{ID: 1, Name: "job"}, &r)
+	err := h.Handle(context.Background(), row.Workunit{ID: 1, Name: "job"}, &r)
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Handle with an output missing = %v, want an error wrapping ErrNotExist", err)
 	}
@@ -130,7 +130,7 @@ func TestCommandHandlerNonZeroExitIsAnErrorWithBoundedOutput(t *testing.T) {
 exit 3
 `)
 	h := CommandHandler{Argv: []string{"/bin/sh", script}, MaxOutput: 100}
-	err := h.Handle(context.Background(), store.Workunit{ID: 1, Name: "job", ErrorMask: state.ErrCancelled}, nil)
+	err := h.Handle(context.Background(), row.Workunit{ID: 1, Name: "job", ErrorMask: state.ErrCancelled}, nil)
 	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("Handle of a script exiting 3 = %v, want an error naming exit status 3", err)
 	}
@@ -151,7 +151,7 @@ echo $! > "$1"
 wait
 `)
 	h := CommandHandler{Argv: []string{"/bin/sh", script, pidFile}, Timeout: 300 * time.Millisecond}
-	err := h.Handle(context.Background(), store.Workunit{ID: 1, Name: "slow", ErrorMask: state.ErrCancelled}, nil)
+	err := h.Handle(context.Background(), row.Workunit{ID: 1, Name: "slow", ErrorMask: state.ErrCancelled}, nil)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Handle of a script outliving its timeout = %v, want an error wrapping DeadlineExceeded", err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // Handler hands one finished job to the project. canonical is the job's
@@ -26,7 +26,7 @@ import (
 // wrapping context.DeadlineExceeded counts as a timeout. Handle is called
 // from one goroutine at a time, and never for a known-answer job.
 type Handler interface {
-	Handle(ctx context.Context, wu store.Workunit, canonical *store.Result) error
+	Handle(ctx context.Context, wu row.Workunit, canonical *row.Result) error
 }
 
 // Flusher is a Handler that makes its work durable a page of jobs at a
@@ -109,7 +109,7 @@ type pendingFile struct {
 
 // Handle hands over the job's result files: linked, or written for Flush
 // to finish.
-func (h *FileHandler) Handle(_ context.Context, wu store.Workunit, canonical *store.Result) error {
+func (h *FileHandler) Handle(_ context.Context, wu row.Workunit, canonical *row.Result) error {
 	if err := fanout.ValidName(wu.Name); err != nil {
 		return fmt.Errorf("job name: %w", err)
 	}
@@ -128,7 +128,7 @@ func (h *FileHandler) Handle(_ context.Context, wu store.Workunit, canonical *st
 	return err
 }
 
-func (h *FileHandler) handle(wu store.Workunit, canonical *store.Result) error {
+func (h *FileHandler) handle(wu row.Workunit, canonical *row.Result) error {
 	if canonical == nil {
 		return h.write(wu.Name+ErrorSuffix, strings.NewReader(wu.ErrorMask.String()+"\n"))
 	}

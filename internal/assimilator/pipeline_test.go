@@ -15,6 +15,7 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -58,15 +59,15 @@ func newPipeline(t *testing.T) *pipeline {
 	clock := func() time.Time { return time.Unix(p.now, 0) }
 	log := slog.New(slog.DiscardHandler)
 	var err error
-	if p.appID, err = p.st.AppInsert(ctx, store.App{CreateTime: t0, Name: demoapp.AppName, UserFriendlyName: "Demo"}); err != nil {
+	if p.appID, err = p.st.AppInsert(ctx, row.App{CreateTime: t0, Name: demoapp.AppName, UserFriendlyName: "Demo"}); err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
 	for i := range 3 {
 		email := string(rune('a'+i)) + "@example.com"
-		if p.userID[i], err = p.st.UserInsert(ctx, store.User{CreateTime: t0, EmailAddr: email, Name: email, Authenticator: email}); err != nil {
+		if p.userID[i], err = p.st.UserInsert(ctx, row.User{CreateTime: t0, EmailAddr: email, Name: email, Authenticator: email}); err != nil {
 			t.Fatalf("UserInsert: %v", err)
 		}
-		if p.hostID[i], err = p.st.HostInsert(ctx, store.Host{CreateTime: t0, UserID: p.userID[i]}); err != nil {
+		if p.hostID[i], err = p.st.HostInsert(ctx, row.Host{CreateTime: t0, UserID: p.userID[i]}); err != nil {
 			t.Fatalf("HostInsert: %v", err)
 		}
 	}
@@ -76,7 +77,7 @@ func newPipeline(t *testing.T) *pipeline {
 		validator.Options{App: demoapp.AppName, UploadDir: p.upload, Fanout: fanoutN, Now: clock})
 	p.assim = assimilator.New(p.st, &assimilator.FileHandler{Dir: p.results, UploadDir: p.upload, Fanout: fanoutN}, log,
 		assimilator.NewMetrics(prometheus.NewRegistry()), assimilator.Options{App: demoapp.AppName, Now: clock})
-	if p.jobID, err = p.st.WorkunitInsert(ctx, store.Workunit{CreateTime: t0, AppID: p.appID, Name: p.jobName,
+	if p.jobID, err = p.st.WorkunitInsert(ctx, row.Workunit{CreateTime: t0, AppID: p.appID, Name: p.jobName,
 		RscFpopsEst: 86400e9, DelayBound: 1000, MinQuorum: 2, TargetNResults: 2, MaxErrorResults: 3,
 		MaxTotalResults: 6, MaxSuccessResults: 3, TransitionTime: t0}); err != nil {
 		t.Fatalf("WorkunitInsert: %v", err)
@@ -98,7 +99,7 @@ func (p *pipeline) exec(q string, args ...any) {
 	}
 }
 
-func (p *pipeline) instances() []store.Result {
+func (p *pipeline) instances() []row.Result {
 	p.t.Helper()
 	rs, err := p.st.ResultListByWorkunit(context.Background(), p.jobID)
 	if err != nil {
@@ -107,7 +108,7 @@ func (p *pipeline) instances() []store.Result {
 	return rs
 }
 
-func (p *pipeline) job() store.Workunit {
+func (p *pipeline) job() row.Workunit {
 	p.t.Helper()
 	wu, err := p.st.WorkunitGet(context.Background(), p.jobID)
 	if err != nil {
@@ -117,7 +118,7 @@ func (p *pipeline) job() store.Workunit {
 }
 
 // send plays the scheduler sending instance r to volunteer v.
-func (p *pipeline) send(r store.Result, v int) {
+func (p *pipeline) send(r row.Result, v int) {
 	p.t.Helper()
 	deadline := p.now + 1000
 	p.exec(`UPDATE workunit SET transition_time = LEAST(transition_time, ?) WHERE id = ?`, deadline, p.jobID)
@@ -128,7 +129,7 @@ func (p *pipeline) send(r store.Result, v int) {
 
 // report plays the volunteer uploading output and the scheduler recording
 // the success.
-func (p *pipeline) report(r store.Result, output []byte) {
+func (p *pipeline) report(r row.Result, output []byte) {
 	p.t.Helper()
 	path, err := fanout.Path(p.upload, jobxml.OutputName(r.Name, 0), fanoutN)
 	if err != nil {

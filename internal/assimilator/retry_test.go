@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -32,7 +33,7 @@ func newFlaky(err error, fails map[string]int) *flakyHandler {
 	return &flakyHandler{fails: fails, err: err, calls: map[string]int{}}
 }
 
-func (h *flakyHandler) Handle(_ context.Context, wu store.Workunit, _ *store.Result) error {
+func (h *flakyHandler) Handle(_ context.Context, wu row.Workunit, _ *row.Result) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.calls[wu.Name]++
@@ -202,7 +203,7 @@ func TestMissingOutputIsRetriedOnceUploaded(t *testing.T) {
 // panicHandler fails the test if called.
 type panicHandler struct{ t *testing.T }
 
-func (h panicHandler) Handle(_ context.Context, wu store.Workunit, _ *store.Result) error {
+func (h panicHandler) Handle(_ context.Context, wu row.Workunit, _ *row.Result) error {
 	h.t.Errorf("handler called for job %s, want known-answer jobs marked done without it", wu.Name)
 	return nil
 }

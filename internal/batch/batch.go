@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/jobs"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -33,16 +34,16 @@ var (
 // Store is what batches need from the database.
 type Store interface {
 	jobs.Store
-	AppGetByName(ctx context.Context, name string) (store.App, error)
-	AppList(ctx context.Context) ([]store.App, error)
+	AppGetByName(ctx context.Context, name string) (row.App, error)
+	AppList(ctx context.Context) ([]row.App, error)
 	BatchCancel(ctx context.Context, id, now int64) (int64, error)
 	BatchCountJobs(ctx context.Context, ids []int64) (map[int64]store.BatchCounts, error)
-	BatchGet(ctx context.Context, id int64) (store.Batch, error)
-	BatchGetByKey(ctx context.Context, userID int64, key string) (store.Batch, error)
-	BatchGetByName(ctx context.Context, name string) (store.Batch, error)
-	BatchList(ctx context.Context, p store.BatchListParams) ([]store.Batch, error)
+	BatchGet(ctx context.Context, id int64) (row.Batch, error)
+	BatchGetByKey(ctx context.Context, userID int64, key string) (row.Batch, error)
+	BatchGetByName(ctx context.Context, name string) (row.Batch, error)
+	BatchList(ctx context.Context, p store.BatchListParams) ([]row.Batch, error)
 	WorkunitCancel(ctx context.Context, id, now int64) error
-	WorkunitListByBatch(ctx context.Context, batch, afterID int64, limit int) ([]store.Workunit, error)
+	WorkunitListByBatch(ctx context.Context, batch, afterID int64, limit int) ([]row.Workunit, error)
 	WorkunitRequeue(ctx context.Context, id, now int64) error
 	WorkunitRequeueBatch(ctx context.Context, id int64, reason state.ErrorMask, now int64) (int64, error)
 	WorkunitRequeueReason(ctx context.Context, reason state.ErrorMask, now int64) (int64, error)
@@ -202,9 +203,9 @@ func (s *Service) check(spec Spec) error {
 // transaction, and returns it with true. If spec.UserID already submitted a
 // batch with spec.IdempotencyKey, nothing is created and that batch is
 // returned with false (ErrKeyReused if it had another name).
-func (s *Service) Submit(ctx context.Context, spec Spec) (store.Batch, bool, error) {
+func (s *Service) Submit(ctx context.Context, spec Spec) (row.Batch, bool, error) {
 	if err := s.check(spec); err != nil {
-		return store.Batch{}, false, err
+		return row.Batch{}, false, err
 	}
 	if spec.IdempotencyKey != "" {
 		b, err := s.st.BatchGetByKey(ctx, spec.UserID, spec.IdempotencyKey)
@@ -212,37 +213,37 @@ func (s *Service) Submit(ctx context.Context, spec Spec) (store.Batch, bool, err
 			return s.replay(b, spec)
 		}
 		if !errors.Is(err, store.ErrNotFound) {
-			return store.Batch{}, false, err
+			return row.Batch{}, false, err
 		}
 	}
 	app, err := s.st.AppGetByName(ctx, spec.App)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return store.Batch{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
+			return row.Batch{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		return store.Batch{}, false, err
+		return row.Batch{}, false, err
 	}
 	if app.Deprecated {
-		return store.Batch{}, false, fmt.Errorf("%w: app %q is deprecated", ErrInvalid, app.Name)
+		return row.Batch{}, false, fmt.Errorf("%w: app %q is deprecated", ErrInvalid, app.Name)
 	}
 	// Checked first so that a taken name costs no staged files; the unique
 	// index still decides a race.
 	if _, err := s.st.BatchGetByName(ctx, spec.Name); err == nil {
-		return store.Batch{}, false, fmt.Errorf("batch %q: %w", spec.Name, ErrExists)
+		return row.Batch{}, false, fmt.Errorf("batch %q: %w", spec.Name, ErrExists)
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return store.Batch{}, false, err
+		return row.Batch{}, false, err
 	}
 	list := make([]jobs.Job, len(spec.Jobs))
 	for i, j := range spec.Jobs {
 		list[i] = jobs.Job{Name: JobName(spec.Name, j.Name), Input: j.Input}
 	}
-	b, created, err := s.creator.CreateBatch(ctx, app, store.Batch{CreateTime: s.now().Unix(), UserID: spec.UserID,
+	b, created, err := s.creator.CreateBatch(ctx, app, row.Batch{CreateTime: s.now().Unix(), UserID: spec.UserID,
 		Name: spec.Name, Description: spec.Description, IdempotencyKey: spec.IdempotencyKey}, list, spec.Params)
 	if errors.Is(err, store.ErrDuplicate) {
-		return store.Batch{}, false, fmt.Errorf("batch %q or one of its job names: %w", spec.Name, ErrExists)
+		return row.Batch{}, false, fmt.Errorf("batch %q or one of its job names: %w", spec.Name, ErrExists)
 	}
 	if err != nil {
-		return store.Batch{}, false, fmt.Errorf("submit batch %q: %w", spec.Name, err)
+		return row.Batch{}, false, fmt.Errorf("submit batch %q: %w", spec.Name, err)
 	}
 	if !created {
 		return s.replay(b, spec)
@@ -251,15 +252,15 @@ func (s *Service) Submit(ctx context.Context, spec Spec) (store.Batch, bool, err
 }
 
 // replay answers a submission whose key found batch b.
-func (s *Service) replay(b store.Batch, spec Spec) (store.Batch, bool, error) {
+func (s *Service) replay(b row.Batch, spec Spec) (row.Batch, bool, error) {
 	if b.Name != spec.Name {
-		return store.Batch{}, false, fmt.Errorf("%w: key was used for batch %q", ErrKeyReused, b.Name)
+		return row.Batch{}, false, fmt.Errorf("%w: key was used for batch %q", ErrKeyReused, b.Name)
 	}
 	return b, false, nil
 }
 
 // Find returns the batch ref names: an id, or else a name.
-func (s *Service) Find(ctx context.Context, ref string) (store.Batch, error) {
+func (s *Service) Find(ctx context.Context, ref string) (row.Batch, error) {
 	if id, err := strconv.ParseInt(ref, 10, 64); err == nil {
 		b, err := s.st.BatchGet(ctx, id)
 		if !errors.Is(err, store.ErrNotFound) {
@@ -270,14 +271,14 @@ func (s *Service) Find(ctx context.Context, ref string) (store.Batch, error) {
 }
 
 // Get returns batch id.
-func (s *Service) Get(ctx context.Context, id int64) (store.Batch, error) {
+func (s *Service) Get(ctx context.Context, id int64) (row.Batch, error) {
 	return s.st.BatchGet(ctx, id)
 }
 
 // Cancel cancels batch b and returns how many of its jobs were stopped.
 // Cancelling a cancelled batch again finishes an interrupted cancel; a done
 // batch is ErrNotCancellable.
-func (s *Service) Cancel(ctx context.Context, b store.Batch) (int64, error) {
+func (s *Service) Cancel(ctx context.Context, b row.Batch) (int64, error) {
 	n, err := s.st.BatchCancel(ctx, b.ID, s.now().Unix())
 	if errors.Is(err, store.ErrConflict) {
 		return 0, fmt.Errorf("cancel batch %q: %w (it is done)", b.Name, ErrNotCancellable)
@@ -286,13 +287,13 @@ func (s *Service) Cancel(ctx context.Context, b store.Batch) (int64, error) {
 }
 
 // Job returns the job called name.
-func (s *Service) Job(ctx context.Context, name string) (store.Workunit, error) {
+func (s *Service) Job(ctx context.Context, name string) (row.Workunit, error) {
 	return s.st.WorkunitGetByName(ctx, name)
 }
 
 // CancelJob cancels job wu. A job with a result already, or failed, or
 // cancelled, is ErrNotCancellable.
-func (s *Service) CancelJob(ctx context.Context, wu store.Workunit) error {
+func (s *Service) CancelJob(ctx context.Context, wu row.Workunit) error {
 	err := s.st.WorkunitCancel(ctx, wu.ID, s.now().Unix())
 	if errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("cancel job %q: %w (it has a result, failed or was cancelled)", wu.Name, ErrNotCancellable)
@@ -302,7 +303,7 @@ func (s *Service) CancelJob(ctx context.Context, wu store.Workunit) error {
 
 // RequeueJob releases held job wu with its limits raised; a job not held is
 // ErrNotCancellable.
-func (s *Service) RequeueJob(ctx context.Context, wu store.Workunit) error {
+func (s *Service) RequeueJob(ctx context.Context, wu row.Workunit) error {
 	err := s.st.WorkunitRequeue(ctx, wu.ID, s.now().Unix())
 	if errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("requeue job %q: %w (it is not held)", wu.Name, ErrNotCancellable)
@@ -312,7 +313,7 @@ func (s *Service) RequeueJob(ctx context.Context, wu store.Workunit) error {
 
 // RequeueBatch releases the held jobs of batch b whose hold reason includes
 // reason (0: all held jobs), and returns how many.
-func (s *Service) RequeueBatch(ctx context.Context, b store.Batch, reason state.ErrorMask) (int64, error) {
+func (s *Service) RequeueBatch(ctx context.Context, b row.Batch, reason state.ErrorMask) (int64, error) {
 	return s.st.WorkunitRequeueBatch(ctx, b.ID, reason, s.now().Unix())
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/batch"
 	"github.com/taskserver/taskserver/internal/jobs"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -28,7 +29,7 @@ var _ batch.Store = (*store.Store)(nil)
 type bundle struct {
 	st         *store.Store
 	svc        *batch.Service
-	app        store.App
+	app        row.App
 	resultsDir string
 	now        time.Time
 }
@@ -38,7 +39,7 @@ func setup(t *testing.T, limits batch.Limits) *bundle {
 	st := storetest.New(t)
 	dir := t.TempDir()
 	b := &bundle{st: st, resultsDir: filepath.Join(dir, "results"), now: time.Unix(1_700_000_000, 0)}
-	b.app = store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}
+	b.app = row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}
 	var err error
 	if b.app.ID, err = st.AppInsert(context.Background(), b.app); err != nil {
 		t.Fatal(err)
@@ -57,7 +58,7 @@ func spec(name string, n int) batch.Spec {
 	return s
 }
 
-func (b *bundle) submit(t *testing.T, s batch.Spec) store.Batch {
+func (b *bundle) submit(t *testing.T, s batch.Spec) row.Batch {
 	t.Helper()
 	got, created, err := b.svc.Submit(context.Background(), s)
 	if err != nil || !created {
@@ -66,7 +67,7 @@ func (b *bundle) submit(t *testing.T, s batch.Spec) store.Batch {
 	return got
 }
 
-func (b *bundle) jobs(t *testing.T, id int64) []store.Workunit {
+func (b *bundle) jobs(t *testing.T, id int64) []row.Workunit {
 	t.Helper()
 	wus, err := b.st.WorkunitListByBatch(context.Background(), id, 0, 1000)
 	if err != nil {
@@ -84,7 +85,7 @@ func TestSubmit(t *testing.T) {
 	s.Params.Priority = 9
 	got := b.submit(t, s)
 	if got.Name != "b1" || got.UserID != 4 || got.NJobs != 3 || got.AppID != b.app.ID || got.Description != "three jobs" ||
-		got.CreateTime != b.now.Unix() || got.State != store.BatchInProgress {
+		got.CreateTime != b.now.Unix() || got.State != row.BatchInProgress {
 		t.Fatalf("submitted batch = %+v", got)
 	}
 	wus := b.jobs(t, got.ID)
@@ -134,7 +135,7 @@ func TestSubmitRefuses(t *testing.T) {
 	t.Parallel()
 	b := setup(t, batch.Limits{MaxJobs: 3, MaxInputBytes: 10, MaxTotalBytes: 25})
 	ctx := context.Background()
-	dep := store.App{CreateTime: 1, Name: "old", UserFriendlyName: "Old", Weight: 1, Deprecated: true}
+	dep := row.App{CreateTime: 1, Name: "old", UserFriendlyName: "Old", Weight: 1, Deprecated: true}
 	if _, err := b.st.AppInsert(ctx, dep); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestStatusListCancelRequeue(t *testing.T) {
 	if st.State != "cancelled" || st.CancelTime != b.now.Unix() || st.Counts.Cancelled != 3 || st.Counts.Errored != 3 {
 		t.Fatalf("Status after cancel = %+v", st)
 	}
-	if _, err := b.st.DB().Exec(`UPDATE batch SET state = ? WHERE id = ?`, store.BatchDone, b2.ID); err != nil {
+	if _, err := b.st.DB().Exec(`UPDATE batch SET state = ? WHERE id = ?`, row.BatchDone, b2.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.svc.Cancel(ctx, b2); !errors.Is(err, batch.ErrNotCancellable) {

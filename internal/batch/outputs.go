@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 // ErrNoResultsDir means Outputs was asked for without a results directory.
@@ -38,7 +38,7 @@ const errorSuffix = ".error"
 // Outputs lists the files of batch b's assimilated jobs in the results
 // directory, by job id: <job>, <job>.1, <job>.2, ... while they exist, and
 // <job>.error. Jobs not yet assimilated have none.
-func (s *Service) Outputs(ctx context.Context, b store.Batch) ([]OutputFile, error) {
+func (s *Service) Outputs(ctx context.Context, b row.Batch) ([]OutputFile, error) {
 	if s.resultsDir == "" {
 		return nil, ErrNoResultsDir
 	}
@@ -105,7 +105,7 @@ func (s *Service) jobOutputs(job string) ([]OutputFile, error) {
 // WriteTarGz writes batch b's outputs to w as a gzip-compressed tar, each
 // file as "<batch name>/<file name>", and returns how many files it wrote.
 // On error the archive is left unfinished, so a reader notices.
-func (s *Service) WriteTarGz(ctx context.Context, b store.Batch, w io.Writer) (int, error) {
+func (s *Service) WriteTarGz(ctx context.Context, b row.Batch, w io.Writer) (int, error) {
 	files, err := s.Outputs(ctx, b)
 	if err != nil {
 		return 0, err
@@ -156,7 +156,7 @@ func addTar(tw *tar.Writer, name, path string) error {
 // missing) under their own names, and returns how many files it copied. Each
 // file is written to a temporary name and renamed, so dest never holds part
 // of one.
-func (s *Service) CopyOutputs(ctx context.Context, b store.Batch, dest string) (int, error) {
+func (s *Service) CopyOutputs(ctx context.Context, b row.Batch, dest string) (int, error) {
 	files, err := s.Outputs(ctx, b)
 	if err != nil {
 		return 0, err

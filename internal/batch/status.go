@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -45,8 +46,8 @@ type Counts struct {
 }
 
 // Status returns batch b with its counts.
-func (s *Service) Status(ctx context.Context, b store.Batch) (Status, error) {
-	list, err := s.statuses(ctx, []store.Batch{b})
+func (s *Service) Status(ctx context.Context, b row.Batch) (Status, error) {
+	list, err := s.statuses(ctx, []row.Batch{b})
 	if err != nil {
 		return Status{}, err
 	}
@@ -66,7 +67,7 @@ func (s *Service) List(ctx context.Context, p ListParams) ([]Status, error) {
 	return s.statuses(ctx, bs)
 }
 
-func (s *Service) statuses(ctx context.Context, bs []store.Batch) ([]Status, error) {
+func (s *Service) statuses(ctx context.Context, bs []row.Batch) ([]Status, error) {
 	out := make([]Status, 0, len(bs))
 	if len(bs) == 0 {
 		return out, nil

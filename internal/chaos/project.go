@@ -20,6 +20,7 @@ import (
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/privatedb"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -157,15 +158,15 @@ func (p *project) close() {
 // authenticators in a file for the hosts) and the upload keys.
 func (p *project) seed(ctx context.Context) error {
 	now := time.Now().Unix()
-	pid, err := p.st.PlatformInsert(ctx, store.Platform{CreateTime: now, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on x86-64"})
+	pid, err := p.st.PlatformInsert(ctx, row.Platform{CreateTime: now, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on x86-64"})
 	if err != nil {
 		return err
 	}
-	aid, err := p.st.AppInsert(ctx, store.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
+	aid, err := p.st.AppInsert(ctx, row.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
 	if err != nil {
 		return err
 	}
-	if _, err := p.st.AppVersionInsert(ctx, store.AppVersion{CreateTime: now, AppID: aid, VersionNum: 100, PlatformID: pid}); err != nil {
+	if _, err := p.st.AppVersionInsert(ctx, row.AppVersion{CreateTime: now, AppID: aid, VersionNum: 100, PlatformID: pid}); err != nil {
 		return err
 	}
 	var auths []string
@@ -173,7 +174,7 @@ func (p *project) seed(ctx context.Context) error {
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)
 		auth := hex.EncodeToString(b)
-		if _, err := p.st.UserInsert(ctx, store.User{CreateTime: now, EmailAddr: fmt.Sprintf("volunteer%d@example.org", i),
+		if _, err := p.st.UserInsert(ctx, row.User{CreateTime: now, EmailAddr: fmt.Sprintf("volunteer%d@example.org", i),
 			Name: fmt.Sprintf("volunteer%d", i), Authenticator: auth}); err != nil {
 			return err
 		}

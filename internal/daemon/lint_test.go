@@ -20,10 +20,10 @@ import (
 	"github.com/taskserver/taskserver/internal/dbpurge"
 	"github.com/taskserver/taskserver/internal/feeder"
 	"github.com/taskserver/taskserver/internal/filedeleter"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/scheduler"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 	"github.com/taskserver/taskserver/internal/submitapi"
 	"github.com/taskserver/taskserver/internal/transitioner"
@@ -146,13 +146,13 @@ func TestMetricNamesFollowTheScheme(t *testing.T) {
 func TestBacklogGaugesCountRows(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, store.App{Name: "lint", UserFriendlyName: "Lint", Weight: 1})
+	appID, err := st.AppInsert(ctx, row.App{Name: "lint", UserFriendlyName: "Lint", Weight: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	past := time.Now().Add(-time.Hour).Unix()
 	var wuIDs []int64
-	for i, w := range []store.Workunit{
+	for i, w := range []row.Workunit{
 		{Name: "a", TransitionTime: past, NeedValidate: true},
 		{Name: "b", TransitionTime: past, AssimilateState: state.AssimilateReady},
 		{Name: "c", TransitionTime: past + 7200, FileDeleteState: state.FileDeleteReady, NeedValidate: true},
@@ -164,7 +164,7 @@ func TestBacklogGaugesCountRows(t *testing.T) {
 		}
 		wuIDs = append(wuIDs, id)
 	}
-	for i, r := range []store.Result{
+	for i, r := range []row.Result{
 		{Name: "r1", ServerState: state.ServerUnsent},
 		{Name: "r2", ServerState: state.ServerUnsent},
 		{Name: "r3", ServerState: state.ServerUnsent},

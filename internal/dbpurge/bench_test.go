@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/dbpurge"
 	"github.com/taskserver/taskserver/internal/procstat"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -34,7 +35,7 @@ func BenchmarkPurge(b *testing.B) {
 	storetest.SkipWithoutServer(b)
 	st := storetest.New(b)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1})
+	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

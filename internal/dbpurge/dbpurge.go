@@ -9,13 +9,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
 // Store is what db_purge needs from the database.
 type Store interface {
-	WorkunitListPurgeable(ctx context.Context, p store.PurgeListParams) ([]store.Workunit, error)
-	ResultListByWorkunitIDs(ctx context.Context, wuids []int64) ([]store.Result, error)
+	WorkunitListPurgeable(ctx context.Context, p store.PurgeListParams) ([]row.Workunit, error)
+	ResultListByWorkunitIDs(ctx context.Context, wuids []int64) ([]row.Result, error)
 	WorkunitPurge(ctx context.Context, p store.PurgeParams) (store.PurgeCounts, error)
 }
 
@@ -139,7 +140,7 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 // the cursor to the last one. A list that reaches the end of the table
 // wraps the cursor to 0 and, if it started past 0, goes on from 0 in the
 // same pass for the rest of the batch.
-func (s *Service) list(ctx context.Context) ([]store.Workunit, error) {
+func (s *Service) list(ctx context.Context) ([]row.Workunit, error) {
 	p := store.PurgeListParams{AfterID: s.cursor, ModTimeMax: s.now().Add(-s.cfg.MinAge).Unix(),
 		Mod: s.cfg.Mod, ModIndex: s.cfg.ModIndex, Limit: s.cfg.Batch}
 	wus, err := s.st.WorkunitListPurgeable(ctx, p)

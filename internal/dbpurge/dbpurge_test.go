@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/dbpurge"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -34,7 +35,7 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
@@ -83,7 +84,7 @@ var (
 // instances (one workunit_user row each); it returns the job's id.
 func (b *bundle) job(t *testing.T, name string, fds state.FileDeleteState, modTime int64, results ...res) int64 {
 	t.Helper()
-	id, err := b.st.WorkunitInsert(b.ctx, store.Workunit{CreateTime: 1, AppID: b.appID, Name: name,
+	id, err := b.st.WorkunitInsert(b.ctx, row.Workunit{CreateTime: 1, AppID: b.appID, Name: name,
 		XMLDoc:          `<workunit><file_info><name>` + name + `_in</name></file_info></workunit>`,
 		FileDeleteState: fds, ModTime: modTime, RscFpopsEst: 1.5e12, MinQuorum: 2, TargetNResults: 2,
 		AssimilateState: state.AssimilateDone, CanonicalResultID: 7})
@@ -92,7 +93,7 @@ func (b *bundle) job(t *testing.T, name string, fds state.FileDeleteState, modTi
 	}
 	for i, r := range results {
 		rname := name + "_" + strconv.Itoa(i)
-		rid, err := b.st.ResultInsert(b.ctx, store.Result{CreateTime: 1, WorkunitID: id, Name: rname,
+		rid, err := b.st.ResultInsert(b.ctx, row.Result{CreateTime: 1, WorkunitID: id, Name: rname,
 			ServerState: r.server, Outcome: state.OutcomeSuccess, FileDeleteState: r.fds,
 			StderrOut: "<stderr_txt>a < b & \"c\"\n</stderr_txt>", CPUTime: 12.25, UserID: int64(100 + i)})
 		if err != nil {

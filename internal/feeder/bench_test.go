@@ -15,6 +15,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/procstat"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -49,7 +50,7 @@ func BenchmarkFeederUnderClaims(b *testing.B) {
 	if err != nil {
 		b.Skipf("database server not on this machine: %v", err)
 	}
-	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1})
+	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -233,17 +234,17 @@ type countingStore struct {
 	n atomic.Int64
 }
 
-func (c *countingStore) PlatformList(ctx context.Context) ([]store.Platform, error) {
+func (c *countingStore) PlatformList(ctx context.Context) ([]row.Platform, error) {
 	c.n.Add(1)
 	return c.Store.PlatformList(ctx)
 }
 
-func (c *countingStore) AppList(ctx context.Context) ([]store.App, error) {
+func (c *countingStore) AppList(ctx context.Context) ([]row.App, error) {
 	c.n.Add(1)
 	return c.Store.AppList(ctx)
 }
 
-func (c *countingStore) AppVersionList(ctx context.Context) ([]store.AppVersion, error) {
+func (c *countingStore) AppVersionList(ctx context.Context) ([]row.AppVersion, error) {
 	c.n.Add(1)
 	return c.Store.AppVersionList(ctx)
 }

@@ -10,15 +10,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
 // Store is what the feeder reads from the database.
 type Store interface {
-	PlatformList(ctx context.Context) ([]store.Platform, error)
-	AppList(ctx context.Context) ([]store.App, error)
-	AppVersionList(ctx context.Context) ([]store.AppVersion, error)
+	PlatformList(ctx context.Context) ([]row.Platform, error)
+	AppList(ctx context.Context) ([]row.App, error)
+	AppVersionList(ctx context.Context) ([]row.AppVersion, error)
 	ResultListUnsentForCache(ctx context.Context, p store.FeederListParams) ([]store.UnsentResult, error)
 	ResultListUnsentByPriority(ctx context.Context, p store.FeederListParams) ([]store.UnsentResult, error)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -67,7 +68,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 
 func (b *bundle) addApp(name string, deprecated bool) int64 {
 	b.t.Helper()
-	id, err := b.st.AppInsert(b.ctx, store.App{CreateTime: 1, Name: name, UserFriendlyName: name, Deprecated: deprecated, Weight: 1})
+	id, err := b.st.AppInsert(b.ctx, row.App{CreateTime: 1, Name: name, UserFriendlyName: name, Deprecated: deprecated, Weight: 1})
 	if err != nil {
 		b.t.Fatalf("AppInsert: %v", err)
 	}
@@ -80,13 +81,13 @@ func (b *bundle) addResult(appID int64, ss state.ServerState, priority int) int6
 	b.t.Helper()
 	b.wus++
 	name := fmt.Sprintf("wu%d", b.wus)
-	wuID, err := b.st.WorkunitInsert(b.ctx, store.Workunit{CreateTime: 1, AppID: appID, Name: name,
+	wuID, err := b.st.WorkunitInsert(b.ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: name,
 		RscFpopsEst: 1e12, RscMemoryBound: 1e8, RscDiskBound: 1e9, DelayBound: 3600, HRClass: 2,
 		Priority: priority, MinQuorum: 1, TargetNResults: 1})
 	if err != nil {
 		b.t.Fatalf("WorkunitInsert: %v", err)
 	}
-	id, err := b.st.ResultInsert(b.ctx, store.Result{CreateTime: 1, WorkunitID: wuID, ServerState: ss,
+	id, err := b.st.ResultInsert(b.ctx, row.Result{CreateTime: 1, WorkunitID: wuID, ServerState: ss,
 		Name: name + "_0", AppID: appID, Priority: priority})
 	if err != nil {
 		b.t.Fatalf("ResultInsert: %v", err)
@@ -307,11 +308,11 @@ func TestTablesRepublishedWhenChanged(t *testing.T) {
 	if err != nil || len(tb.Apps) != 1 || tb.Apps[0].Name != "demo" || len(tb.AppVersions) != 0 {
 		t.Fatalf("Tables after the first pass = %+v, %v; want the demo app and no versions", tb, err)
 	}
-	pid, err := b.st.PlatformInsert(b.ctx, store.Platform{CreateTime: 1, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux"})
+	pid, err := b.st.PlatformInsert(b.ctx, row.Platform{CreateTime: 1, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.st.AppVersionInsert(b.ctx, store.AppVersion{CreateTime: 1, AppID: b.appID, VersionNum: 100, PlatformID: pid, XMLDoc: "<app_version/>"}); err != nil {
+	if _, err := b.st.AppVersionInsert(b.ctx, row.AppVersion{CreateTime: 1, AppID: b.appID, VersionNum: 100, PlatformID: pid, XMLDoc: "<app_version/>"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -382,12 +383,12 @@ func TestSendFlagsReachTheCache(t *testing.T) {
 	b := setup(t, setupOpts{slots: 4})
 	plain := b.addResult(b.appID, state.ServerUnsent, 0)
 	tail := b.addResult(b.appID, state.ServerUnsent, 1000)
-	if _, err := b.st.DB().ExecContext(b.ctx, `UPDATE result SET send_flags = ? WHERE id = ?`, store.SendReliableOnly, tail); err != nil {
+	if _, err := b.st.DB().ExecContext(b.ctx, `UPDATE result SET send_flags = ? WHERE id = ?`, row.SendReliableOnly, tail); err != nil {
 		t.Fatal(err)
 	}
 	b.runOnce(2)
-	if _, e := b.cache.Slot(b.slotOf(tail)); e.Flags != store.SendReliableOnly || e.Priority != 1000 {
-		t.Fatalf("slot of a reliable-only instance = %+v, want Flags %d and priority 1000", e, store.SendReliableOnly)
+	if _, e := b.cache.Slot(b.slotOf(tail)); e.Flags != row.SendReliableOnly || e.Priority != 1000 {
+		t.Fatalf("slot of a reliable-only instance = %+v, want Flags %d and priority 1000", e, row.SendReliableOnly)
 	}
 	if _, e := b.cache.Slot(b.slotOf(plain)); e.Flags != 0 {
 		t.Fatalf("slot of a plain instance = %+v, want Flags 0", e)

@@ -15,6 +15,7 @@ import (
 	"github.com/taskserver/taskserver/internal/filedeleter"
 	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -39,7 +40,7 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
@@ -60,7 +61,7 @@ func (b *bundle) build() {
 
 // job creates a job with a staged input file and file_delete_state fds; it
 // returns the job and its input file's path.
-func (b *bundle) job(t *testing.T, name string, fds state.FileDeleteState) (store.Workunit, string) {
+func (b *bundle) job(t *testing.T, name string, fds state.FileDeleteState) (row.Workunit, string) {
 	t.Helper()
 	if err := b.creator.Create(b.ctx, b.appID, []jobs.Job{{Name: name, Input: []byte("input of " + name)}}, jobs.DefaultParams()); err != nil {
 		t.Fatalf("Create %s: %v", name, err)
@@ -81,13 +82,13 @@ func (b *bundle) job(t *testing.T, name string, fds state.FileDeleteState) (stor
 
 // result creates an instance of wu with two output files, writing those
 // listed in write, and returns its id and both output paths.
-func (b *bundle) result(t *testing.T, wu store.Workunit, name string, fds state.FileDeleteState, write ...int) (int64, []string) {
+func (b *bundle) result(t *testing.T, wu row.Workunit, name string, fds state.FileDeleteState, write ...int) (int64, []string) {
 	t.Helper()
 	doc, err := jobxml.FormatResult(name, []string{"out", "log"}, 1e6)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := b.st.ResultInsert(b.ctx, store.Result{CreateTime: 1, WorkunitID: wu.ID, Name: name,
+	id, err := b.st.ResultInsert(b.ctx, row.Result{CreateTime: 1, WorkunitID: wu.ID, Name: name,
 		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, XMLDocIn: doc, FileDeleteState: fds})
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +210,7 @@ func TestUndeletableFileMarksError(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(outs[0], "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bad, err := b.st.ResultInsert(b.ctx, store.Result{CreateTime: 1, WorkunitID: wu.ID, Name: "stuck_bad",
+	bad, err := b.st.ResultInsert(b.ctx, row.Result{CreateTime: 1, WorkunitID: wu.ID, Name: "stuck_bad",
 		ServerState: state.ServerOver, XMLDocIn: "<result><file_info><name>../../etc</name></file_info></result>",
 		FileDeleteState: state.FileDeleteReady})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -30,12 +31,12 @@ var ErrJobExists = errors.New("job already exists")
 
 // Store is what job creation needs from the database.
 type Store interface {
-	AppGet(ctx context.Context, id int64) (store.App, error)
-	BatchInsertWithJobs(ctx context.Context, p store.BatchInsertParams) (store.Batch, bool, error)
-	KnownAnswerList(ctx context.Context, appID int64) ([]store.KnownAnswer, error)
-	KnownAnswerListInputs(ctx context.Context, ids []int64) ([]store.KnownAnswer, error)
-	WorkunitGetByName(ctx context.Context, name string) (store.Workunit, error)
-	WorkunitInsertBatch(ctx context.Context, wus []store.Workunit) error
+	AppGet(ctx context.Context, id int64) (row.App, error)
+	BatchInsertWithJobs(ctx context.Context, p store.BatchInsertParams) (row.Batch, bool, error)
+	KnownAnswerList(ctx context.Context, appID int64) ([]row.KnownAnswer, error)
+	KnownAnswerListInputs(ctx context.Context, ids []int64) ([]row.KnownAnswer, error)
+	WorkunitGetByName(ctx context.Context, name string) (row.Workunit, error)
+	WorkunitInsertBatch(ctx context.Context, wus []row.Workunit) error
 }
 
 // Job is one job to create: its name and the content of its input file.
@@ -115,7 +116,7 @@ func (c *Creator) Create(ctx context.Context, appID int64, batch []Job, p Params
 // (see Params.workunit), and known-answer jobs are mixed in (see mix). On
 // error no job of the batch is in the database (files may be left; see the
 // package comment).
-func (c *Creator) CreateForApp(ctx context.Context, app store.App, batch []Job, p Params) error {
+func (c *Creator) CreateForApp(ctx context.Context, app row.App, batch []Job, p Params) error {
 	if len(batch) == 0 {
 		return p.check()
 	}
@@ -133,13 +134,13 @@ func (c *Creator) CreateForApp(ctx context.Context, app store.App, batch []Job, 
 // batch's jobs carry a random part in their names, so a submission that
 // loses a race for the batch name (and fails on it) cannot overwrite the
 // files of the one that won.
-func (c *Creator) CreateBatch(ctx context.Context, app store.App, b store.Batch, batch []Job, p Params) (store.Batch, bool, error) {
+func (c *Creator) CreateBatch(ctx context.Context, app row.App, b row.Batch, batch []Job, p Params) (row.Batch, bool, error) {
 	if err := p.check(); err != nil {
-		return store.Batch{}, false, err
+		return row.Batch{}, false, err
 	}
 	wus, extra, err := c.prepare(ctx, app, batch, p, randomHex(4))
 	if err != nil {
-		return store.Batch{}, false, err
+		return row.Batch{}, false, err
 	}
 	b.AppID = app.ID
 	if b.CreateTime == 0 {
@@ -151,7 +152,7 @@ func (c *Creator) CreateBatch(ctx context.Context, app store.App, b store.Batch,
 // Submit creates one job named name after checking that no job of that name
 // exists: without the check, staging would replace the input file of the
 // existing job before the insert failed on the unique name.
-func (c *Creator) Submit(ctx context.Context, app store.App, job Job, p Params) error {
+func (c *Creator) Submit(ctx context.Context, app row.App, job Job, p Params) error {
 	_, err := c.st.WorkunitGetByName(ctx, job.Name)
 	switch {
 	case err == nil:
@@ -173,7 +174,7 @@ type staged struct {
 // all input files and syncs their directories, and returns the workunit rows
 // of the jobs and of the known-answer jobs. Nothing is staged unless every
 // job is valid. salt, if not empty, goes into the input file names.
-func (c *Creator) prepare(ctx context.Context, app store.App, batch []Job, p Params, salt string) ([]store.Workunit, []store.Workunit, error) {
+func (c *Creator) prepare(ctx context.Context, app row.App, batch []Job, p Params, salt string) ([]row.Workunit, []row.Workunit, error) {
 	if err := p.check(); err != nil {
 		return nil, nil, err
 	}
@@ -203,8 +204,8 @@ func (c *Creator) prepare(ctx context.Context, app store.App, batch []Job, p Par
 	}
 
 	now := c.now().Unix()
-	wus := make([]store.Workunit, 0, len(batch))
-	var extra []store.Workunit
+	wus := make([]row.Workunit, 0, len(batch))
+	var extra []row.Workunit
 	files := newStager(c.downloadDir, c.fanout)
 	for _, s := range todo {
 		in := jobxml.InputFile{Name: s.file, OpenName: InputOpenName, Nbytes: float64(len(s.job.Input)), MD5: md5Hex(s.job.Input)}
@@ -274,7 +275,7 @@ func checkName(job, file string) error {
 // with probability app.KnownAnswerFraction, a random known answer of the app
 // (so some may repeat). It returns them with their inputs; none when the app
 // has no known answers.
-func (c *Creator) mix(ctx context.Context, app store.App, n int) ([]store.KnownAnswer, error) {
+func (c *Creator) mix(ctx context.Context, app row.App, n int) ([]row.KnownAnswer, error) {
 	if app.KnownAnswerFraction <= 0 || n == 0 {
 		return nil, nil
 	}
@@ -296,11 +297,11 @@ func (c *Creator) mix(ctx context.Context, app store.App, n int) ([]store.KnownA
 	if err != nil {
 		return nil, err
 	}
-	byID := make(map[int64]store.KnownAnswer, len(inputs))
+	byID := make(map[int64]row.KnownAnswer, len(inputs))
 	for _, ka := range inputs {
 		byID[ka.ID] = ka
 	}
-	out := make([]store.KnownAnswer, 0, len(picked))
+	out := make([]row.KnownAnswer, 0, len(picked))
 	for _, id := range picked {
 		// One deleted between the two reads is simply not mixed in.
 		if ka, ok := byID[id]; ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 	"github.com/taskserver/taskserver/internal/transition"
@@ -66,7 +67,7 @@ func TestSubmitRefusesExistingNameWithoutTouchingItsFile(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	app := store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}
+	app := row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}
 	var err error
 	if app.ID, err = st.AppInsert(ctx, app); err != nil {
 		t.Fatal(err)
@@ -105,7 +106,7 @@ func newCreatorFixture(t *testing.T) *creatorFixture {
 }
 
 // app inserts an app with the given policies.
-func (f *creatorFixture) app(t *testing.T, a store.App) store.App {
+func (f *creatorFixture) app(t *testing.T, a row.App) row.App {
 	t.Helper()
 	a.CreateTime, a.UserFriendlyName, a.Weight = 1, a.Name, 1
 	var err error
@@ -115,9 +116,9 @@ func (f *creatorFixture) app(t *testing.T, a store.App) store.App {
 	return a
 }
 
-func (f *creatorFixture) all(t *testing.T) []store.Workunit {
+func (f *creatorFixture) all(t *testing.T) []row.Workunit {
 	t.Helper()
-	var wus []store.Workunit
+	var wus []row.Workunit
 	if err := f.st.DB().Select(&wus, `SELECT `+store.WorkunitColumns+` FROM workunit ORDER BY id`); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func (f *creatorFixture) all(t *testing.T) []store.Workunit {
 }
 
 // input reads the staged input file of wu, named in its xml_doc.
-func (f *creatorFixture) input(t *testing.T, wu store.Workunit) []byte {
+func (f *creatorFixture) input(t *testing.T, wu row.Workunit) []byte {
 	t.Helper()
 	doc, err := jobxml.ParseWorkunit(wu.XMLDoc)
 	if err != nil || len(doc.Inputs) != 1 {
@@ -147,15 +148,15 @@ func TestCreatePolicies(t *testing.T) {
 	single.MinQuorum, single.TargetNResults = 1, 1
 	tests := []struct {
 		name       string
-		app        store.App
+		app        row.App
 		p          jobs.Params
 		wantQuorum int
 		wantTarget int
 		wantRepl   int
 	}{
-		{"plain app keeps the asked redundancy", store.App{Name: "plain"}, p, 3, 4, 0},
-		{"adaptive app starts with one instance", store.App{Name: "ar", AdaptiveReplication: true}, p, 1, 1, 3},
-		{"adaptive app with a quorum of one is plain", store.App{Name: "ar1", AdaptiveReplication: true}, single, 1, 1, 0},
+		{"plain app keeps the asked redundancy", row.App{Name: "plain"}, p, 3, 4, 0},
+		{"adaptive app starts with one instance", row.App{Name: "ar", AdaptiveReplication: true}, p, 1, 1, 3},
+		{"adaptive app with a quorum of one is plain", row.App{Name: "ar1", AdaptiveReplication: true}, single, 1, 1, 0},
 	}
 	f := newCreatorFixture(t)
 	ctx := context.Background()
@@ -197,21 +198,21 @@ func TestCreateMixesKnownAnswerJobs(t *testing.T) {
 	t.Parallel()
 	f := newCreatorFixture(t)
 	ctx := context.Background()
-	always := f.app(t, store.App{Name: "always", KnownAnswerFraction: 1, AdaptiveReplication: true})
-	never := f.app(t, store.App{Name: "never"})
-	empty := f.app(t, store.App{Name: "empty", KnownAnswerFraction: 1})
-	kaID, err := f.st.KnownAnswerInsert(ctx, store.KnownAnswer{CreateTime: 1, AppID: always.ID, Name: "k",
+	always := f.app(t, row.App{Name: "always", KnownAnswerFraction: 1, AdaptiveReplication: true})
+	never := f.app(t, row.App{Name: "never"})
+	empty := f.app(t, row.App{Name: "empty", KnownAnswerFraction: 1})
+	kaID, err := f.st.KnownAnswerInsert(ctx, row.KnownAnswer{CreateTime: 1, AppID: always.ID, Name: "k",
 		Input: []byte("known input"), Output: []byte("known output")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.st.KnownAnswerInsert(ctx, store.KnownAnswer{CreateTime: 1, AppID: never.ID, Name: "k",
+	if _, err := f.st.KnownAnswerInsert(ctx, row.KnownAnswer{CreateTime: 1, AppID: never.ID, Name: "k",
 		Input: []byte("x"), Output: []byte("y")}); err != nil {
 		t.Fatal(err)
 	}
 	p := jobs.DefaultParams()
 	p.Priority = 7
-	for _, app := range []store.App{always, never, empty} {
+	for _, app := range []row.App{always, never, empty} {
 		batch := []jobs.Job{{Name: app.Name + "_1", Input: []byte("a")}, {Name: app.Name + "_2", Input: []byte("b")}}
 		if err := f.c.CreateForApp(ctx, app, batch, p); err != nil {
 			t.Fatalf("CreateForApp(%s): %v", app.Name, err)
@@ -241,7 +242,7 @@ func TestCreateMixesKnownAnswerJobs(t *testing.T) {
 // job's name, its input files' names, the instance's name and its output
 // file's name; each with every run of hex digits and every digit replaced
 // by a placeholder, so that two jobs made the same way have the same view.
-func hostView(t *testing.T, wu store.Workunit) string {
+func hostView(t *testing.T, wu row.Workunit) string {
 	t.Helper()
 	doc, err := jobxml.ParseWorkunit(wu.XMLDoc)
 	if err != nil {
@@ -261,8 +262,8 @@ func TestKnownAnswerJobsLookLikeOtherJobs(t *testing.T) {
 	t.Parallel()
 	f := newCreatorFixture(t)
 	ctx := context.Background()
-	app := f.app(t, store.App{Name: "demo", KnownAnswerFraction: 1})
-	kaID, err := f.st.KnownAnswerInsert(ctx, store.KnownAnswer{CreateTime: 1, AppID: app.ID, Name: "known",
+	app := f.app(t, row.App{Name: "demo", KnownAnswerFraction: 1})
+	kaID, err := f.st.KnownAnswerInsert(ctx, row.KnownAnswer{CreateTime: 1, AppID: app.ID, Name: "known",
 		Input: []byte("known input"), Output: []byte("known output")})
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +275,7 @@ func TestKnownAnswerJobsLookLikeOtherJobs(t *testing.T) {
 		t.Fatalf("CreateForApp: %v", err)
 	}
 	batch := []jobs.Job{{Name: "run1_" + strings.Repeat("c", 16), Input: []byte("c")}}
-	if _, _, err := f.c.CreateBatch(ctx, app, store.Batch{UserID: 2, Name: "run1"}, batch, jobs.DefaultParams()); err != nil {
+	if _, _, err := f.c.CreateBatch(ctx, app, row.Batch{UserID: 2, Name: "run1"}, batch, jobs.DefaultParams()); err != nil {
 		t.Fatalf("CreateBatch: %v", err)
 	}
 	views := map[string]map[bool]int{} // view -> known answer? -> jobs
@@ -306,9 +307,9 @@ func TestCreateBatch(t *testing.T) {
 	t.Parallel()
 	f := newCreatorFixture(t)
 	ctx := context.Background()
-	app := f.app(t, store.App{Name: "demo"})
+	app := f.app(t, row.App{Name: "demo"})
 	batch := []jobs.Job{{Name: "b_x", Input: []byte("x")}, {Name: "b_y", Input: []byte("y")}}
-	b, created, err := f.c.CreateBatch(ctx, app, store.Batch{UserID: 2, Name: "b", IdempotencyKey: "k"}, batch, jobs.DefaultParams())
+	b, created, err := f.c.CreateBatch(ctx, app, row.Batch{UserID: 2, Name: "b", IdempotencyKey: "k"}, batch, jobs.DefaultParams())
 	if err != nil || !created || b.NJobs != 2 || b.AppID != app.ID || b.CreateTime != f.now.Unix() {
 		t.Fatalf("CreateBatch = %+v, %v, %v", b, created, err)
 	}
@@ -322,7 +323,7 @@ func TestCreateBatch(t *testing.T) {
 			t.Errorf("input file of batch job %s has the plain name %s, want a random part", wu.Name, doc.Inputs[0].Name)
 		}
 	}
-	again, created, err := f.c.CreateBatch(ctx, app, store.Batch{UserID: 2, Name: "b2", IdempotencyKey: "k"},
+	again, created, err := f.c.CreateBatch(ctx, app, row.Batch{UserID: 2, Name: "b2", IdempotencyKey: "k"},
 		[]jobs.Job{{Name: "b2_x"}}, jobs.DefaultParams())
 	if err != nil || created || again.ID != b.ID {
 		t.Fatalf("CreateBatch with the same key = %+v, %v, %v; want the first batch back", again, created, err)
@@ -332,7 +333,7 @@ func TestCreateBatch(t *testing.T) {
 		{{Name: "a/b"}},
 		{{Name: strings.Repeat("n", jobs.MaxNameLen+1)}},
 	} {
-		if _, _, err := f.c.CreateBatch(ctx, app, store.Batch{Name: "bad"}, bad, jobs.DefaultParams()); err == nil {
+		if _, _, err := f.c.CreateBatch(ctx, app, row.Batch{Name: "bad"}, bad, jobs.DefaultParams()); err == nil {
 			t.Errorf("CreateBatch(%.20v) succeeded, want an error", bad)
 		}
 	}

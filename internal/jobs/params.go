@@ -8,7 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // Params are a job's resource estimates and redundancy settings, as stored
@@ -109,8 +109,8 @@ func (p Params) check() error {
 // for in replication_quorum, which the scheduler applies when it sends the job
 // to a host it does not trust. A known-answer job (knownAnswerID <> 0) runs
 // once: its check is against the expected output, not another host.
-func (p Params) workunit(app store.App, name, doc string, now, knownAnswerID int64) store.Workunit {
-	wu := store.Workunit{
+func (p Params) workunit(app row.App, name, doc string, now, knownAnswerID int64) row.Workunit {
+	wu := row.Workunit{
 		CreateTime:        now,
 		AppID:             app.ID,
 		Name:              name,

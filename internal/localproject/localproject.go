@@ -25,6 +25,7 @@ import (
 	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -154,15 +155,15 @@ func (p *project) seed(ctx context.Context) error {
 		return err
 	}
 	if len(apps) == 0 {
-		pid, err := p.st.PlatformInsert(ctx, store.Platform{CreateTime: now, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on x86-64"})
+		pid, err := p.st.PlatformInsert(ctx, row.Platform{CreateTime: now, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on x86-64"})
 		if err != nil {
 			return err
 		}
-		aid, err := p.st.AppInsert(ctx, store.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
+		aid, err := p.st.AppInsert(ctx, row.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
 		if err != nil {
 			return err
 		}
-		if _, err := p.st.AppVersionInsert(ctx, store.AppVersion{CreateTime: now, AppID: aid, VersionNum: 100, PlatformID: pid}); err != nil {
+		if _, err := p.st.AppVersionInsert(ctx, row.AppVersion{CreateTime: now, AppID: aid, VersionNum: 100, PlatformID: pid}); err != nil {
 			return err
 		}
 	}
@@ -171,7 +172,7 @@ func (p *project) seed(ctx context.Context) error {
 		var lines []string
 		for i := 0; i < p.opts.Users; i++ {
 			auth := randomHex(16)
-			if _, err := p.st.UserInsert(ctx, store.User{CreateTime: now, EmailAddr: fmt.Sprintf("volunteer%d@example.org", i),
+			if _, err := p.st.UserInsert(ctx, row.User{CreateTime: now, EmailAddr: fmt.Sprintf("volunteer%d@example.org", i),
 				Name: fmt.Sprintf("volunteer%d", i), Authenticator: auth}); err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/taskctl"
 )
@@ -60,15 +61,15 @@ func setupProject(ctx context.Context, dir, dsn string, users int, urlBase strin
 	}
 	p := &project{dir: dir, dsn: dsn, configPath: filepath.Join(dir, "project.yaml"), shmPath: shmPath}
 	t := now.Unix()
-	pid, err := st.PlatformInsert(ctx, store.Platform{CreateTime: t, Name: platformName, UserFriendlyName: "Linux on x86-64"})
+	pid, err := st.PlatformInsert(ctx, row.Platform{CreateTime: t, Name: platformName, UserFriendlyName: "Linux on x86-64"})
 	if err != nil {
 		return nil, err
 	}
-	p.appID, err = st.AppInsert(ctx, store.App{CreateTime: t, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
+	p.appID, err = st.AppInsert(ctx, row.App{CreateTime: t, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := st.AppVersionInsert(ctx, store.AppVersion{CreateTime: t, AppID: p.appID, VersionNum: appVersionNum, PlatformID: pid}); err != nil {
+	if _, err := st.AppVersionInsert(ctx, row.AppVersion{CreateTime: t, AppID: p.appID, VersionNum: appVersionNum, PlatformID: pid}); err != nil {
 		return nil, err
 	}
 	for i := range users {
@@ -76,7 +77,7 @@ func setupProject(ctx context.Context, dir, dsn string, users int, urlBase strin
 		if err != nil {
 			return nil, err
 		}
-		if _, err := st.UserInsert(ctx, store.User{CreateTime: t, EmailAddr: fmt.Sprintf("bench%d@example.org", i),
+		if _, err := st.UserInsert(ctx, row.User{CreateTime: t, EmailAddr: fmt.Sprintf("bench%d@example.org", i),
 			Name: fmt.Sprintf("bench%d", i), Authenticator: auth}); err != nil {
 			return nil, err
 		}

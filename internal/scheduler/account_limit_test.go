@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/taskserver/taskserver/internal/passwd"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
@@ -29,7 +30,7 @@ type lookupCounter struct {
 	n atomic.Int64
 }
 
-func (c *lookupCounter) UserGetByEmail(ctx context.Context, email string) (store.User, error) {
+func (c *lookupCounter) UserGetByEmail(ctx context.Context, email string) (row.User, error) {
 	c.n.Add(1)
 	return c.AccountStore.UserGetByEmail(ctx, email)
 }
@@ -87,13 +88,13 @@ func (f *limitFixture) call(addr, pathQuery string) (int, string) {
 	return r.ErrorNum, r.Authenticator
 }
 
-func (f *limitFixture) addUser(email, password string) store.User {
+func (f *limitFixture) addUser(email, password string) row.User {
 	f.t.Helper()
 	h, err := passwd.Hash(passwd.ClientHash(password, email), bcrypt.MinCost)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	u := store.User{CreateTime: 1, EmailAddr: email, Name: "u", Authenticator: fmt.Sprintf("%032x", len(email)), PasswdHash: h}
+	u := row.User{CreateTime: 1, EmailAddr: email, Name: "u", Authenticator: fmt.Sprintf("%032x", len(email)), PasswdHash: h}
 	if u.ID, err = f.st.UserInsert(context.Background(), u); err != nil {
 		f.t.Fatal(err)
 	}

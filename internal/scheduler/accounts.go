@@ -21,6 +21,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/passwd"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -48,8 +49,8 @@ const (
 // AccountStore is what the account RPCs need from the database;
 // *store.Store is one.
 type AccountStore interface {
-	UserGetByEmail(ctx context.Context, email string) (store.User, error)
-	UserCreate(ctx context.Context, u store.User) (int64, error)
+	UserGetByEmail(ctx context.Context, email string) (row.User, error)
+	UserCreate(ctx context.Context, u row.User) (int64, error)
 	UserSetPasswdHash(ctx context.Context, id int64, old, hash string) (bool, error)
 }
 
@@ -307,7 +308,7 @@ func (a *Accounts) platforms() []projectPlatform {
 	if err != nil {
 		return nil
 	}
-	plats := map[int64]store.Platform{}
+	plats := map[int64]row.Platform{}
 	for _, p := range t.Platforms {
 		if !p.Deprecated {
 			plats[p.ID] = p
@@ -362,7 +363,7 @@ func (a *Accounts) lookupAccount(ctx context.Context, r *http.Request) (any, err
 	}
 	email := normalizeEmail(q.Get("email_addr"))
 	given := q.Get("passwd_hash")
-	var u store.User
+	var u row.User
 	found := false
 	if email != "" && len(email) <= 254 && utf8.ValidString(email) {
 		var err error
@@ -389,7 +390,7 @@ func (a *Accounts) lookupAccount(ctx context.Context, r *http.Request) (any, err
 // upgradePasswdHash replaces a legacy (md5) or weaker stored hash after a
 // login that proved the password, as BOINC does. A failure is only logged:
 // the login stands and the next one tries again.
-func (a *Accounts) upgradePasswdHash(ctx context.Context, u store.User, given string) {
+func (a *Accounts) upgradePasswdHash(ctx context.Context, u row.User, given string) {
 	h, err := passwd.Hash(given, a.opts.PasswdCost)
 	if err == nil {
 		// Not written if the row changed meanwhile (a new password).
@@ -442,7 +443,7 @@ func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, err
 	if err != nil {
 		return nil, err
 	}
-	u := store.User{CreateTime: a.opts.Now().Unix(), EmailAddr: email, Name: name, Authenticator: auth,
+	u := row.User{CreateTime: a.opts.Now().Unix(), EmailAddr: email, Name: name, Authenticator: auth,
 		PasswdHash: stored, CrossProjectID: cpid}
 	id, err := a.opts.Store.UserCreate(ctx, u)
 	if errors.Is(err, store.ErrDuplicate) {
@@ -460,7 +461,7 @@ func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, err
 	return accountOut{Authenticator: auth}, nil
 }
 
-func (a *Accounts) existingAccount(ctx context.Context, u store.User, hash string) (any, error) {
+func (a *Accounts) existingAccount(ctx context.Context, u row.User, hash string) (any, error) {
 	ok, rehash := passwd.Check(u.PasswdHash, hash, a.opts.PasswdCost)
 	if !ok {
 		return nil, &rpcError{errDBNotUnique, "An account with that email address already exists."}

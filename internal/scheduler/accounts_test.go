@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/taskserver/taskserver/internal/passwd"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -55,14 +56,14 @@ func setupAccounts(t *testing.T, creation bool) *accountsFixture {
 	t.Helper()
 	f := &accountsFixture{t: t, ctx: context.Background(), st: storetest.New(t), reg: prometheus.NewRegistry()}
 	cache := tablesCache{t: shmcache.Tables{
-		Platforms: []store.Platform{
+		Platforms: []row.Platform{
 			{ID: 1, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on 64-bit x86"},
 			{ID: 2, Name: "windows_x86_64", UserFriendlyName: "Windows on 64-bit x86"},
 			{ID: 3, Name: "old_platform", UserFriendlyName: "Old", Deprecated: true},
 			{ID: 4, Name: "arm-linux", UserFriendlyName: "Linux on ARM"},
 		},
-		Apps: []store.App{{ID: 1, Name: "demo"}, {ID: 2, Name: "gone", Deprecated: true}},
-		AppVersions: []store.AppVersion{
+		Apps: []row.App{{ID: 1, Name: "demo"}, {ID: 2, Name: "gone", Deprecated: true}},
+		AppVersions: []row.AppVersion{
 			{ID: 1, AppID: 1, PlatformID: 1, VersionNum: 100},
 			{ID: 2, AppID: 1, PlatformID: 1, VersionNum: 101},
 			{ID: 3, AppID: 1, PlatformID: 1, VersionNum: 101, PlanClass: "mt"},
@@ -134,9 +135,9 @@ func (f *accountsFixture) account(pathQuery string) accountReply {
 	return r
 }
 
-func (f *accountsFixture) addUser(email, hash string) store.User {
+func (f *accountsFixture) addUser(email, hash string) row.User {
 	f.t.Helper()
-	u := store.User{CreateTime: 1, EmailAddr: email, Name: "u", Authenticator: fmt.Sprintf("auth%x", len(email)*7919+len(hash)),
+	u := row.User{CreateTime: 1, EmailAddr: email, Name: "u", Authenticator: fmt.Sprintf("auth%x", len(email)*7919+len(hash)),
 		PasswdHash: hash}
 	id, err := f.st.UserInsert(f.ctx, u)
 	if err != nil {
@@ -304,11 +305,11 @@ func (f *accountsFixture) count() int {
 // brokenAccounts is a database that does not answer.
 type brokenAccounts struct{}
 
-func (brokenAccounts) UserGetByEmail(context.Context, string) (store.User, error) {
-	return store.User{}, io.ErrUnexpectedEOF
+func (brokenAccounts) UserGetByEmail(context.Context, string) (row.User, error) {
+	return row.User{}, io.ErrUnexpectedEOF
 }
 
-func (brokenAccounts) UserCreate(context.Context, store.User) (int64, error) {
+func (brokenAccounts) UserCreate(context.Context, row.User) (int64, error) {
 	return 0, io.ErrUnexpectedEOF
 }
 

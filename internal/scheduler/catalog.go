@@ -6,8 +6,8 @@ import (
 
 	"github.com/taskserver/taskserver/internal/appversion"
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 // anonymousPlatform is the platform_name of a client that runs its own app
@@ -18,16 +18,16 @@ const anonymousPlatform = "anonymous"
 // catalog indexes the static tables the feeder publishes.
 type catalog struct {
 	gen            uint64
-	platformByName map[string]store.Platform // not deprecated
-	platformByID   map[int64]store.Platform  // all
-	appByID        map[int64]store.App       // all
-	appByName      map[string]store.App      // not deprecated
-	versionByID    map[int64]store.AppVersion
+	platformByName map[string]row.Platform // not deprecated
+	platformByID   map[int64]row.Platform  // all
+	appByID        map[int64]row.App       // all
+	appByName      map[string]row.App      // not deprecated
+	versionByID    map[int64]row.AppVersion
 	// versionsByApp holds the usable versions: not deprecated, no plan
 	// class (plan classes need host capability checks this scheduler does
 	// not make), of an app that is not deprecated, at least its min_version,
 	// with a readable file list.
-	versionsByApp map[int64][]store.AppVersion
+	versionsByApp map[int64][]row.AppVersion
 	// files are the versions' files from xml_doc; none for a version with
 	// an empty document, which only the simulated client can run.
 	files map[int64][]appversion.File
@@ -39,12 +39,12 @@ type catalog struct {
 func newCatalog(t shmcache.Tables, gen uint64) *catalog {
 	c := &catalog{
 		gen:            gen,
-		platformByName: map[string]store.Platform{},
-		platformByID:   map[int64]store.Platform{},
-		appByID:        map[int64]store.App{},
-		appByName:      map[string]store.App{},
-		versionByID:    map[int64]store.AppVersion{},
-		versionsByApp:  map[int64][]store.AppVersion{},
+		platformByName: map[string]row.Platform{},
+		platformByID:   map[int64]row.Platform{},
+		appByID:        map[int64]row.App{},
+		appByName:      map[string]row.App{},
+		versionByID:    map[int64]row.AppVersion{},
+		versionsByApp:  map[int64][]row.AppVersion{},
 		files:          map[int64][]appversion.File{},
 		unreadable:     map[int64]error{},
 	}
@@ -79,9 +79,9 @@ func newCatalog(t shmcache.Tables, gen uint64) *catalog {
 
 // version is the app version chosen to run a job on a host.
 type version struct {
-	app        store.App
-	av         store.AppVersion // ID 0 for an anonymous-platform client's own build
-	platform   string           // the name sent in <result><platform>
+	app        row.App
+	av         row.AppVersion // ID 0 for an anonymous-platform client's own build
+	platform   string         // the name sent in <result><platform>
 	anonymous  bool
 	versionNum int
 	// files are the version's files to send with it (none for an
@@ -123,7 +123,7 @@ func (c *catalog) choose(req *protocol.SchedulerRequest) map[int64]version {
 		return out
 	}
 	for appID, vs := range c.versionsByApp {
-		best, bestRank, found := store.AppVersion{}, 0, false
+		best, bestRank, found := row.AppVersion{}, 0, false
 		for _, v := range vs {
 			r, ok := rank[v.PlatformID]
 			if !ok {

@@ -4,7 +4,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // crossProjectIDs are the account's identifiers a scheduler reply carries,
@@ -14,7 +14,7 @@ import (
 // cross-project id, which the client echoes in later requests; and
 // externalCPID, the md5 of cpid followed by the address, is the public
 // form of cpid. Without a cross-project id both are empty (and left out).
-func crossProjectIDs(u store.User) (emailHash, cpid, externalCPID string) {
+func crossProjectIDs(u row.User) (emailHash, cpid, externalCPID string) {
 	email := normalizeEmail(u.EmailAddr)
 	emailHash = md5Hex(email)
 	if u.CrossProjectID == "" {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // A reply to a real client's first request (sample 02) carries what BOINC's
@@ -20,7 +20,7 @@ func TestReplyCarriesEmailHashAndExternalCPID(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	const sampleAuth = "0123456789abcdef0123456789abcdef"
-	u := store.User{CreateTime: 5, EmailAddr: "Volunteer@Example.org", Name: "vol", Authenticator: sampleAuth,
+	u := row.User{CreateTime: 5, EmailAddr: "Volunteer@Example.org", Name: "vol", Authenticator: sampleAuth,
 		CrossProjectID: "00112233445566778899aabbccddeeff"}
 	u.ID = f.must(f.st.UserInsert(f.ctx, u))
 	body, err := os.ReadFile(samples + "02_scheduler_request_first_rpc.body.xml")

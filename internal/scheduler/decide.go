@@ -1,8 +1,8 @@
 package scheduler
 
 import (
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 // reasonText explains each reason of send_shortfall_total to an operator
@@ -32,7 +32,7 @@ func ReasonText(reason string) string { return reasonText[reason] }
 // and what the walk has decided so far. The live scan and the dry run
 // (Explain) share it, so an explanation is the decision itself.
 type walk struct {
-	host       store.Host
+	host       row.Host
 	cat        *catalog
 	chosen     map[int64]version
 	q          *hostQueue
@@ -56,7 +56,7 @@ type walk struct {
 
 // newWalk starts the decision for a host holding nheld tasks (already in q
 // and skipJob).
-func (s *Service) newWalk(h store.Host, cat *catalog, chosen map[int64]version, q *hostQueue, nheld int,
+func (s *Service) newWalk(h row.Host, cat *catalog, chosen map[int64]version, q *hostQueue, nheld int,
 	skipJob map[int64]bool) *walk {
 	quar := quarantined(h, s.opts.QuarantineStreak)
 	return &walk{
@@ -93,7 +93,7 @@ func (w *walk) check(e shmcache.Entry) (v version, hr int, reason string) {
 		}
 		return v, 0, reasonPlatform
 	}
-	if e.Flags&store.SendReliableOnly != 0 && (w.quar || !reliableHost(w.host, w.trustValid, e.DelayBound)) {
+	if e.Flags&row.SendReliableOnly != 0 && (w.quar || !reliableHost(w.host, w.trustValid, e.DelayBound)) {
 		return v, 0, reasonReliableOnly
 	}
 	if m := v.app.HomogeneousRedundancy; m == hrFine || m == hrCoarse {

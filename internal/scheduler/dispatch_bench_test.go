@@ -28,6 +28,7 @@ import (
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/procstat"
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -231,15 +232,15 @@ func benchPopulate(b *testing.B, st *store.Store, n int) benchClientConfig {
 		}
 		return id
 	}
-	pid := must(st.PlatformInsert(ctx, store.Platform{CreateTime: 1, Name: platformName, UserFriendlyName: "Linux"}))
-	appID := must(st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo app", Weight: 1}))
-	must(st.AppVersionInsert(ctx, store.AppVersion{CreateTime: 1, AppID: appID, VersionNum: 100, PlatformID: pid}))
+	pid := must(st.PlatformInsert(ctx, row.Platform{CreateTime: 1, Name: platformName, UserFriendlyName: "Linux"}))
+	appID := must(st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo app", Weight: 1}))
+	must(st.AppVersionInsert(ctx, row.AppVersion{CreateTime: 1, AppID: appID, VersionNum: 100, PlatformID: pid}))
 	var cfg benchClientConfig
 	for i := range benchClients {
 		auth := fmt.Sprintf("benchauth%056d", i)
-		uid := must(st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: fmt.Sprintf("u%d@example.org", i),
+		uid := must(st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: fmt.Sprintf("u%d@example.org", i),
 			Name: fmt.Sprintf("u%d", i), Authenticator: auth}))
-		hid := must(st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: uid, PNCPUs: 1, PFpops: 1e9,
+		hid := must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: uid, PNCPUs: 1, PFpops: 1e9,
 			HostCPID: fmt.Sprintf("cpid%d", i), OSName: "Linux Debian", DomainName: "vm", OnFrac: 1, ActiveFrac: 1}))
 		cfg.Auths = append(cfg.Auths, auth)
 		cfg.HostIDs = append(cfg.HostIDs, hid)

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -48,15 +49,15 @@ func cmpOr(v, def int) int {
 // ExplainStore is what Explain reads; *store.Store is one. Explain writes
 // nothing.
 type ExplainStore interface {
-	AppList(ctx context.Context) ([]store.App, error)
-	AppVersionList(ctx context.Context) ([]store.AppVersion, error)
-	HostGet(ctx context.Context, id int64) (store.Host, error)
+	AppList(ctx context.Context) ([]row.App, error)
+	AppVersionList(ctx context.Context) ([]row.AppVersion, error)
+	HostGet(ctx context.Context, id int64) (row.Host, error)
 	HostPlatformIDs(ctx context.Context, hostID int64) ([]int64, error)
-	PlatformList(ctx context.Context) ([]store.Platform, error)
+	PlatformList(ctx context.Context) ([]row.Platform, error)
 	ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]store.HostResult, error)
 	ResultListUnsentByPriority(ctx context.Context, p store.FeederListParams) ([]store.UnsentResult, error)
 	ResultListUnsentForCache(ctx context.Context, p store.FeederListParams) ([]store.UnsentResult, error)
-	WorkunitListByIDs(ctx context.Context, ids []int64) ([]store.Workunit, error)
+	WorkunitListByIDs(ctx context.Context, ids []int64) ([]row.Workunit, error)
 	WorkunitUserListSent(ctx context.Context, userID int64, wuIDs []int64) ([]int64, error)
 }
 
@@ -265,7 +266,7 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 			v.Verdict = VerdictReject
 		}
 	}
-	x := &rpc{req: req, now: p.Now, host: h, user: store.User{ID: h.UserID}, reply: &protocol.SchedulerReply{}}
+	x := &rpc{req: req, now: p.Now, host: h, user: row.User{ID: h.UserID}, reply: &protocol.SchedulerReply{}}
 	sent, short, err := s.scan(ctx, x, entryList(entries), w)
 	if err != nil {
 		return ex, err // a dry run makes no call that fails
@@ -336,7 +337,7 @@ func unsentInFeederOrder(ctx context.Context, st ExplainStore, n int) ([]shmcach
 
 // hostPlatforms names the platforms of the app versions host hostID has
 // been sent.
-func hostPlatforms(ctx context.Context, st ExplainStore, hostID int64, ps []store.Platform) ([]string, error) {
+func hostPlatforms(ctx context.Context, st ExplainStore, hostID int64, ps []row.Platform) ([]string, error) {
 	ids, err := st.HostPlatformIDs(ctx, hostID)
 	if err != nil {
 		return nil, err

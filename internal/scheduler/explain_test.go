@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -106,7 +107,7 @@ func TestShortfallReasons(t *testing.T) {
 				return request{workSecs: 1e4, instances: 2}
 			}},
 		{name: "reliable only", reason: reasonReliableOnly, prepare: func(f *fixture) request {
-			f.addJob("tail", job{sendFlags: store.SendReliableOnly})
+			f.addJob("tail", job{sendFlags: row.SendReliableOnly})
 			return request{workSecs: 100, instances: 1}
 		}},
 		{name: "homogeneous redundancy", reason: reasonHR, prepare: func(f *fixture) request {
@@ -120,9 +121,9 @@ func TestShortfallReasons(t *testing.T) {
 			return request{workSecs: 100, instances: 1, osName: "Microsoft Windows 11", vendor: "AuthenticAMD", model: winAMD}
 		}},
 		{name: "app deprecated", reason: reasonAppDeprecated, prepare: func(f *fixture) request {
-			old := f.must(f.st.AppInsert(f.ctx, store.App{CreateTime: 1, Name: "old", UserFriendlyName: "Old", Weight: 1}))
+			old := f.must(f.st.AppInsert(f.ctx, row.App{CreateTime: 1, Name: "old", UserFriendlyName: "Old", Weight: 1}))
 			pid := int64(f.count(`SELECT id FROM platform WHERE name = ?`, platformName))
-			f.must(f.st.AppVersionInsert(f.ctx, store.AppVersion{CreateTime: 1, AppID: old, VersionNum: 1, PlatformID: pid}))
+			f.must(f.st.AppVersionInsert(f.ctx, row.AppVersion{CreateTime: 1, AppID: old, VersionNum: 1, PlatformID: pid}))
 			demo := f.appID
 			f.appID = old
 			f.addJob("wu", job{})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -46,7 +47,7 @@ const (
 //
 // The host row's update is written with the request's reports and sends
 // (commitRound); only a new host is inserted at once, for its id.
-func (s *Service) recordHost(ctx context.Context, x *rpc, ip string, h store.Host, found bool) error {
+func (s *Service) recordHost(ctx context.Context, x *rpc, ip string, h row.Host, found bool) error {
 	req := x.req
 	why := hostNew
 	if req.HostID > 0 {
@@ -97,7 +98,7 @@ func (s *Service) recordHost(ctx context.Context, x *rpc, ip string, h store.Hos
 				replaced = old.ID
 			}
 		}
-		h := hostFromRequest(store.Host{CreateTime: x.now, UserID: x.user.ID}, req, ip, x.now)
+		h := hostFromRequest(row.Host{CreateTime: x.now, UserID: x.user.ID}, req, ip, x.now)
 		h.RPCSeqno = 0
 		id, err := s.st.HostInsert(ctx, h)
 		if err != nil {
@@ -143,17 +144,17 @@ func (s *Service) detach(ctx context.Context, x *rpc, hostID int64) {
 
 // hostByCPID finds the user's host with the cpid the request's host_info
 // names, if it names one.
-func (s *Service) hostByCPID(ctx context.Context, x *rpc) (store.Host, bool, error) {
+func (s *Service) hostByCPID(ctx context.Context, x *rpc) (row.Host, bool, error) {
 	cpid := text(x.req.HostInfo.HostCPID)
 	if cpid == "" {
-		return store.Host{}, false, nil
+		return row.Host{}, false, nil
 	}
 	h, err := s.st.HostGetByCPID(ctx, x.user.ID, cpid)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Host{}, false, nil
+		return row.Host{}, false, nil
 	}
 	if err != nil {
-		return store.Host{}, false, fmt.Errorf("%w: %w", errUnavailable, err)
+		return row.Host{}, false, fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	return h, true, nil
 }
@@ -161,7 +162,7 @@ func (s *Service) hostByCPID(ctx context.Context, x *rpc) (store.Host, bool, err
 // hostInfoChanged reports whether the request changed any host_info column
 // of the row: most requests change only rpc_seqno and rpc_time, and the
 // update then writes only those.
-func hostInfoChanged(a, b store.Host) bool {
+func hostInfoChanged(a, b row.Host) bool {
 	a.RPCSeqno, a.RPCTime, a.LastIPAddr = b.RPCSeqno, b.RPCTime, b.LastIPAddr
 	return a != b
 }

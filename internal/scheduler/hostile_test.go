@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -25,10 +26,10 @@ import (
 // rowSnapshot is what a hostile request must leave as it was: the result, its
 // job, and the credit of the user and hosts involved.
 type rowSnapshot struct {
-	result store.Result
-	wu     store.Workunit
-	users  []store.User
-	hosts  []store.Host
+	result row.Result
+	wu     row.Workunit
+	users  []row.User
+	hosts  []row.Host
 }
 
 func (f *fixture) rows(resultID int64, userIDs, hostIDs []int64) rowSnapshot {
@@ -143,12 +144,12 @@ type countingStore struct {
 	lookups atomic.Int64
 }
 
-func (s *countingStore) UserHostGet(ctx context.Context, auth string, hostID int64) (store.User, store.Host, bool, error) {
+func (s *countingStore) UserHostGet(ctx context.Context, auth string, hostID int64) (row.User, row.Host, bool, error) {
 	s.lookups.Add(1)
 	return s.Store.UserHostGet(ctx, auth, hostID)
 }
 
-func (s *countingStore) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.User, store.Host, bool, []store.HostResult, error) {
+func (s *countingStore) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (row.User, row.Host, bool, []store.HostResult, error) {
 	s.lookups.Add(1)
 	return s.Store.UserHostHeldGet(ctx, auth, hostID, limit)
 }
@@ -212,7 +213,7 @@ func TestRateLimitPerHost(t *testing.T) {
 	}
 }
 
-func (f *fixture) hostRow(id int64) store.Host {
+func (f *fixture) hostRow(id int64) row.Host {
 	f.t.Helper()
 	h, err := f.st.HostGet(f.ctx, id)
 	if err != nil {

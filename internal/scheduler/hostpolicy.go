@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // Homogeneous redundancy modes (app.homogeneous_redundancy).
@@ -122,13 +122,13 @@ func modelFamily(model string) int {
 // or more errors or invalid results; streak 0 turns quarantine off) that it
 // gets one task at a time, no reliable-only task, and every adaptive
 // replication job it runs is replicated.
-func quarantined(h store.Host, streak int) bool {
+func quarantined(h row.Host, streak int) bool {
 	return streak > 0 && h.ErrorStreak >= streak
 }
 
 // inProgressLimit is how many tasks a host may hold: perCPU per CPU, or one
 // when quarantined.
-func inProgressLimit(h store.Host, perCPU int, quarantine bool) int {
+func inProgressLimit(h row.Host, perCPU int, quarantine bool) int {
 	if quarantine {
 		return 1
 	}
@@ -137,7 +137,7 @@ func inProgressLimit(h store.Host, perCPU int, quarantine bool) int {
 
 // trustedHost reports whether adaptive replication may trust a host with a
 // job alone: trustValid valid results in a row and no error since.
-func trustedHost(h store.Host, trustValid int) bool {
+func trustedHost(h row.Host, trustValid int) bool {
 	return h.ErrorStreak == 0 && h.ConsecutiveValid >= trustValid
 }
 
@@ -146,7 +146,7 @@ func trustedHost(h store.Host, trustValid int) bool {
 // is not trusted or is quarantined; for a trusted one trustValid /
 // consecutive_valid, so spot checks thin out as the host proves itself, but
 // never below spotCheck.
-func replicationProbability(h store.Host, trustValid int, spotCheck float64, quarantine bool) float64 {
+func replicationProbability(h row.Host, trustValid int, spotCheck float64, quarantine bool) float64 {
 	if quarantine || !trustedHost(h, trustValid) {
 		return 1
 	}
@@ -167,10 +167,10 @@ func clamp01(f float64) float64 {
 }
 
 // reliableHost reports whether a host may get a reliable-only instance
-// (store.SendReliableOnly, a tail copy meant to finish a batch quickly) of a
+// (row.SendReliableOnly, a tail copy meant to finish a batch quickly) of a
 // job with the given delay bound: trusted, and known to report within a
 // quarter of the delay bound.
-func reliableHost(h store.Host, trustValid int, delayBound int64) bool {
+func reliableHost(h row.Host, trustValid int, delayBound int64) bool {
 	return trustedHost(h, trustValid) && h.AvgTurnaround > 0 && h.AvgTurnaround <= 0.25*float64(delayBound)
 }
 

@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 func TestHRClass(t *testing.T) {
@@ -70,7 +70,7 @@ func TestReplicationProbability(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			h := store.Host{ConsecutiveValid: tt.valid, ErrorStreak: tt.streak}
+			h := row.Host{ConsecutiveValid: tt.valid, ErrorStreak: tt.streak}
 			if got := replicationProbability(h, tt.trust, tt.spot, tt.quarantine); math.Abs(got-tt.want) > 1e-12 {
 				t.Fatalf("replicationProbability(valid %d, streak %d, trust %d, spot %v, quarantined %v) = %v, want %v",
 					tt.valid, tt.streak, tt.trust, tt.spot, tt.quarantine, got, tt.want)
@@ -98,7 +98,7 @@ func TestQuarantineLimit(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			h := store.Host{ErrorStreak: tt.streak, PNCPUs: tt.ncpus}
+			h := row.Host{ErrorStreak: tt.streak, PNCPUs: tt.ncpus}
 			q := quarantined(h, tt.setting)
 			if q != tt.wantQuar {
 				t.Fatalf("quarantined(streak %d, setting %d) = %v, want %v", tt.streak, tt.setting, q, tt.wantQuar)
@@ -130,7 +130,7 @@ func TestReliableHost(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			h := store.Host{ConsecutiveValid: tt.valid, ErrorStreak: tt.streak, AvgTurnaround: tt.turnaround}
+			h := row.Host{ConsecutiveValid: tt.valid, ErrorStreak: tt.streak, AvgTurnaround: tt.turnaround}
 			if got := reliableHost(h, 10, tt.delay); got != tt.want {
 				t.Fatalf("reliableHost(valid %d, streak %d, turnaround %v, delay %d) = %v, want %v",
 					tt.valid, tt.streak, tt.turnaround, tt.delay, got, tt.want)

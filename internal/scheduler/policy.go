@@ -4,8 +4,8 @@ import (
 	"math"
 
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 // defaultFlops is the speed assumed for a host that reports none.
@@ -25,7 +25,7 @@ type hostQueue struct {
 	delay  float64 // seconds until a CPU is free, as the client estimates it
 }
 
-func newHostQueue(now int64, h store.Host, req *protocol.SchedulerRequest) *hostQueue {
+func newHostQueue(now int64, h row.Host, req *protocol.SchedulerRequest) *hostQueue {
 	q := &hostQueue{now: float64(now), flops: h.PFpops, ncpus: float64(h.PNCPUs), memory: h.MNbytes, disk: h.DFree}
 	if !(q.flops > 0) || math.IsInf(q.flops, 0) {
 		q.flops = defaultFlops

@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 const (
@@ -37,7 +37,7 @@ func (f *fixture) setHost(id int64, consecutiveValid, errorStreak int, avgTurnar
 	}
 }
 
-func (f *fixture) host(id int64) store.Host {
+func (f *fixture) host(id int64) row.Host {
 	f.t.Helper()
 	h, err := f.st.HostGet(f.ctx, id)
 	if err != nil {
@@ -182,7 +182,7 @@ func TestQuarantinedHostGetsOneTask(t *testing.T) {
 func TestReliableOnlyInstances(t *testing.T) {
 	t.Parallel()
 	f := setup(t, func(o *Options) { o.ARTrustValid = 5 })
-	_, ids := f.addJob("tail", job{sendFlags: store.SendReliableOnly, delayBound: 3600})
+	_, ids := f.addJob("tail", job{sendFlags: row.SendReliableOnly, delayBound: 3600})
 	rep := f.rpc(request{workSecs: 100, instances: 1})
 	if len(rep.Results) != 0 || !strings.Contains(messages(rep), "return valid results quickly") {
 		t.Fatalf("new host and a reliable-only instance: got %v, messages %q; want nothing and the reliable-only message",

@@ -9,18 +9,18 @@ import (
 
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 func TestHostQueueCheck(t *testing.T) {
 	t.Parallel()
-	host := store.Host{PNCPUs: 2, PFpops: 1e9, MNbytes: 1e9, DFree: 1e10}
+	host := row.Host{PNCPUs: 2, PFpops: 1e9, MNbytes: 1e9, DFree: 1e10}
 	job := shmcache.Entry{RscFpopsEst: 1e12, RscMemoryBound: 1e8, RscDiskBound: 1e8, DelayBound: 7200} // 1000 s
 	tests := []struct {
 		name   string
-		host   store.Host
+		host   row.Host
 		req    protocol.SchedulerRequest
 		queued []float64 // fpops of jobs already held
 		job    func(e shmcache.Entry) shmcache.Entry
@@ -28,7 +28,7 @@ func TestHostQueueCheck(t *testing.T) {
 	}{
 		{name: "fits", host: host, want: ""},
 		{name: "too much memory", host: host, job: func(e shmcache.Entry) shmcache.Entry { e.RscMemoryBound = 2e9; return e }, want: reasonMemory},
-		{name: "memory unknown on host is no limit", host: store.Host{PNCPUs: 1, PFpops: 1e9},
+		{name: "memory unknown on host is no limit", host: row.Host{PNCPUs: 1, PFpops: 1e9},
 			job: func(e shmcache.Entry) shmcache.Entry { e.RscMemoryBound = 2e9; e.RscDiskBound = 1e15; return e }, want: ""},
 		{name: "too much disk", host: host, job: func(e shmcache.Entry) shmcache.Entry { e.RscDiskBound = 2e10; return e }, want: reasonDisk},
 		{name: "runtime beyond deadline", host: host, job: func(e shmcache.Entry) shmcache.Entry { e.DelayBound = 999; return e }, want: reasonDeadline},
@@ -38,9 +38,9 @@ func TestHostQueueCheck(t *testing.T) {
 		// 14 jobs: queue ends at now+7000, the new job at 8000 > 7200.
 		{name: "queue too long", host: host, queued: repeat(1e12, 14), want: reasonDeadline},
 		{name: "client's estimated delay counts", host: host, req: protocol.SchedulerRequest{EstimatedDelay: 6500}, want: reasonDeadline},
-		{name: "unknown speed falls back to 1e9", host: store.Host{}, want: ""},
-		{name: "slow host", host: store.Host{PFpops: 1e8}, want: reasonDeadline},
-		{name: "host available half the time is half as fast", host: store.Host{PFpops: 1e9, OnFrac: 0.5, ActiveFrac: 1},
+		{name: "unknown speed falls back to 1e9", host: row.Host{}, want: ""},
+		{name: "slow host", host: row.Host{PFpops: 1e8}, want: reasonDeadline},
+		{name: "host available half the time is half as fast", host: row.Host{PFpops: 1e9, OnFrac: 0.5, ActiveFrac: 1},
 			job: func(e shmcache.Entry) shmcache.Entry { e.DelayBound = 1500; return e }, want: reasonDeadline},
 	}
 	for _, tt := range tests {
@@ -63,7 +63,7 @@ func TestHostQueueCheck(t *testing.T) {
 
 func TestHostQueueDiskShrinksWithWorkSent(t *testing.T) {
 	t.Parallel()
-	q := newHostQueue(0, store.Host{DFree: 3e8}, &protocol.SchedulerRequest{})
+	q := newHostQueue(0, row.Host{DFree: 3e8}, &protocol.SchedulerRequest{})
 	e := shmcache.Entry{RscDiskBound: 1e8, DelayBound: 1e6}
 	for i := 0; i < 3; i++ {
 		if got := q.check(e); got != "" {
@@ -87,19 +87,19 @@ func repeat(f float64, n int) []float64 {
 func TestCatalogChoose(t *testing.T) {
 	t.Parallel()
 	tables := shmcache.Tables{
-		Platforms: []store.Platform{
+		Platforms: []row.Platform{
 			{ID: 1, Name: "x86_64-pc-linux-gnu"},
 			{ID: 2, Name: "i686-pc-linux-gnu"},
 			{ID: 3, Name: "windows_x86_64"},
 			{ID: 4, Name: "old", Deprecated: true},
 		},
-		Apps: []store.App{
+		Apps: []row.App{
 			{ID: 10, Name: "a"},
 			{ID: 11, Name: "b", MinVersion: 200},
 			{ID: 12, Name: "gone", Deprecated: true},
 			{ID: 13, Name: "c"},
 		},
-		AppVersions: []store.AppVersion{
+		AppVersions: []row.AppVersion{
 			{ID: 100, AppID: 10, VersionNum: 100, PlatformID: 1},
 			{ID: 101, AppID: 10, VersionNum: 101, PlatformID: 2}, // newest, on the alt platform
 			{ID: 102, AppID: 10, VersionNum: 102, PlatformID: 3},

@@ -9,7 +9,7 @@ import (
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/protocol"
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // addResults puts the results, with everything the client needs to run
@@ -65,7 +65,7 @@ type replyBuilder struct {
 
 // add describes one result. Nothing is added to the reply unless all of it
 // can be.
-func (b *replyBuilder) add(r store.Result, wu store.Workunit, v version) error {
+func (b *replyBuilder) add(r row.Result, wu row.Workunit, v version) error {
 	in, err := jobxml.ParseWorkunit(wu.XMLDoc)
 	if err != nil {
 		return fmt.Errorf("workunit %d: %w", wu.ID, err)

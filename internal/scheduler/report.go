@@ -16,6 +16,7 @@ import (
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -253,7 +254,7 @@ func (s *Service) commitRound(ctx context.Context, x *rpc, sends []store.SchedSe
 			continue
 		}
 		if x.sentRows == nil {
-			x.sentRows, x.sentJobs = map[int64]store.Result{}, map[int64]store.Workunit{}
+			x.sentRows, x.sentJobs = map[int64]row.Result{}, map[int64]row.Workunit{}
 		}
 		x.sentRows[r.ID] = r
 		x.sentJobs[p.WorkunitID] = out.Workunits[p.WorkunitID]

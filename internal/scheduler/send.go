@@ -13,6 +13,7 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -344,7 +345,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 // sendable returns why a job cannot be sent to any host, or nil: its
 // description must parse and name only valid input files, or a client could
 // never run it.
-func (s *Service) sendable(wu store.Workunit) error {
+func (s *Service) sendable(wu row.Workunit) error {
 	in, err := jobxml.ParseWorkunit(wu.XMLDoc)
 	if err != nil {
 		return err
@@ -359,9 +360,9 @@ func (s *Service) sendable(wu store.Workunit) error {
 
 // replyRows returns the instances ids and their jobs for the reply: those
 // sent in this request as the commit left them, the others (resends) read.
-func (s *Service) replyRows(ctx context.Context, x *rpc, ids []int64) (map[int64]store.Result, map[int64]store.Workunit, error) {
-	results := make(map[int64]store.Result, len(ids))
-	jobs := make(map[int64]store.Workunit, len(ids))
+func (s *Service) replyRows(ctx context.Context, x *rpc, ids []int64) (map[int64]row.Result, map[int64]row.Workunit, error) {
+	results := make(map[int64]row.Result, len(ids))
+	jobs := make(map[int64]row.Workunit, len(ids))
 	var readIDs []int64
 	for _, id := range ids {
 		r, ok := x.sentRows[id]

@@ -21,23 +21,24 @@ import (
 
 	"github.com/taskserver/taskserver/internal/clientaddr"
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
 // Store is what the scheduler needs from the database; *store.Store is one.
 type Store interface {
-	HostGetByCPID(ctx context.Context, userID int64, cpid string) (store.Host, error)
-	HostInsert(ctx context.Context, h store.Host) (int64, error)
+	HostGetByCPID(ctx context.Context, userID int64, cpid string) (row.Host, error)
+	HostInsert(ctx context.Context, h row.Host) (int64, error)
 	ResultListReported(ctx context.Context, names []string) ([]store.ReportedResult, error)
-	ResultListByIDs(ctx context.Context, ids []int64) ([]store.Result, error)
+	ResultListByIDs(ctx context.Context, ids []int64) ([]row.Result, error)
 	ResultListByNames(ctx context.Context, names []string) ([]store.ResultByName, error)
 	ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]store.HostResult, error)
 	ResultDetachHost(ctx context.Context, hostID, now int64) (int, error)
 	SchedulerCommit(ctx context.Context, b store.SchedBatch) (store.SchedOutcome, error)
-	UserHostGet(ctx context.Context, auth string, hostID int64) (store.User, store.Host, bool, error)
-	UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.User, store.Host, bool, []store.HostResult, error)
+	UserHostGet(ctx context.Context, auth string, hostID int64) (row.User, row.Host, bool, error)
+	UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (row.User, row.Host, bool, []store.HostResult, error)
 	UserHostHeldList(ctx context.Context, keys []store.AuthHost, limit int) ([]store.UserHostHeld, error)
-	WorkunitListByIDs(ctx context.Context, ids []int64) ([]store.Workunit, error)
+	WorkunitListByIDs(ctx context.Context, ids []int64) ([]row.Workunit, error)
 }
 
 // DefaultUploadGrace is Options.UploadGrace's default.
@@ -322,8 +323,8 @@ type rpc struct {
 	req      *protocol.SchedulerRequest
 	reply    *protocol.SchedulerReply
 	now      int64
-	user     store.User
-	host     store.Host
+	user     row.User
+	host     row.Host
 	reported map[string]bool // names reported in this request
 	dbErr    bool            // a database step failed: send no new work
 	// held is the host's instances in progress by name, read once for
@@ -340,8 +341,8 @@ type rpc struct {
 	// sentRows and sentJobs are the instances sent in this request and
 	// their jobs, as the commit left them: the reply describes them without
 	// reading them again.
-	sentRows map[int64]store.Result
-	sentJobs map[int64]store.Workunit
+	sentRows map[int64]row.Result
+	sentJobs map[int64]row.Workunit
 }
 
 // Handle answers a parsed request. badAuth reports an unknown account key
@@ -410,7 +411,7 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 // instances in progress (listHeld), the same read has them. The lookup goes
 // through the unique index; the final comparison is exact (the column's
 // collation may ignore case) and in constant time.
-func (s *Service) authenticate(ctx context.Context, x *rpc) (u store.User, h store.Host, hostFound, ok bool, err error) {
+func (s *Service) authenticate(ctx context.Context, x *rpc) (u row.User, h row.Host, hostFound, ok bool, err error) {
 	auth := strings.TrimSpace(x.req.Authenticator)
 	if auth == "" || len(auth) > 254 || !utf8.ValidString(auth) {
 		return u, h, false, false, nil
@@ -430,7 +431,7 @@ func (s *Service) authenticate(ctx context.Context, x *rpc) (u store.User, h sto
 	}
 	if subtle.ConstantTimeCompare([]byte(u.Authenticator), []byte(auth)) != 1 {
 		x.preHeld, x.preHeldOf = nil, 0
-		return store.User{}, store.Host{}, false, false, nil
+		return row.User{}, row.Host{}, false, false, nil
 	}
 	return u, h, hostFound, true, nil
 }
@@ -444,7 +445,7 @@ func text(s string) string {
 
 // hostFromRequest copies the request's description of the host into h. A
 // request without host_info keeps what the row has.
-func hostFromRequest(h store.Host, req *protocol.SchedulerRequest, ip string, now int64) store.Host {
+func hostFromRequest(h row.Host, req *protocol.SchedulerRequest, ip string, now int64) row.Host {
 	h.RPCSeqno = int64(clampInt32(req.RPCSeqno))
 	h.RPCTime = now
 	h.LastIPAddr = text(ip)

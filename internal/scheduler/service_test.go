@@ -23,6 +23,7 @@ import (
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -52,7 +53,7 @@ type fixture struct {
 	key    *rsa.PrivateKey
 	appID  int64
 	avID   int64
-	user   store.User
+	user   row.User
 }
 
 func setup(t testing.TB, mods ...func(*Options)) *fixture {
@@ -63,9 +64,9 @@ func setup(t testing.TB, mods ...func(*Options)) *fixture {
 	if f.key, err = uploadKey(); err != nil {
 		t.Fatal(err)
 	}
-	pid := f.must(f.st.PlatformInsert(f.ctx, store.Platform{CreateTime: 1, Name: platformName, UserFriendlyName: "Linux"}))
-	f.appID = f.must(f.st.AppInsert(f.ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo app", Weight: 1}))
-	f.avID = f.must(f.st.AppVersionInsert(f.ctx, store.AppVersion{CreateTime: 1, AppID: f.appID, VersionNum: 100, PlatformID: pid}))
+	pid := f.must(f.st.PlatformInsert(f.ctx, row.Platform{CreateTime: 1, Name: platformName, UserFriendlyName: "Linux"}))
+	f.appID = f.must(f.st.AppInsert(f.ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo app", Weight: 1}))
+	f.avID = f.must(f.st.AppVersionInsert(f.ctx, row.AppVersion{CreateTime: 1, AppID: f.appID, VersionNum: 100, PlatformID: pid}))
 	f.user = f.newUser("alice")
 
 	path := filepath.Join(t.TempDir(), "cache")
@@ -120,11 +121,11 @@ func (f *fixture) publishTables() {
 	}
 }
 
-func (f *fixture) newUser(name string) store.User {
+func (f *fixture) newUser(name string) row.User {
 	f.t.Helper()
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
-	u := store.User{CreateTime: 5, EmailAddr: name + "@example.org", Name: name, Authenticator: hex.EncodeToString(b)}
+	u := row.User{CreateTime: 5, EmailAddr: name + "@example.org", Name: name, Authenticator: hex.EncodeToString(b)}
 	u.ID = f.must(f.st.UserInsert(f.ctx, u))
 	return u
 }
@@ -171,7 +172,7 @@ func (f *fixture) addJob(name string, j job) (int64, []int64) {
 	if j.replicationQuorum > 0 {
 		target = 1
 	}
-	wuID := f.must(f.st.WorkunitInsert(f.ctx, store.Workunit{CreateTime: 1, AppID: f.appID, Name: name, XMLDoc: doc,
+	wuID := f.must(f.st.WorkunitInsert(f.ctx, row.Workunit{CreateTime: 1, AppID: f.appID, Name: name, XMLDoc: doc,
 		RscFpopsEst: j.fpops, RscFpopsBound: 10 * j.fpops, RscMemoryBound: j.memory, RscDiskBound: j.disk,
 		DelayBound: j.delayBound, TransitionTime: state.NoTransition, MinQuorum: 1, TargetNResults: target,
 		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, ReplicationQuorum: j.replicationQuorum,
@@ -183,7 +184,7 @@ func (f *fixture) addJob(name string, j job) (int64, []int64) {
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		id := f.must(f.st.ResultInsert(f.ctx, store.Result{CreateTime: 1, WorkunitID: wuID, ServerState: state.ServerUnsent,
+		id := f.must(f.st.ResultInsert(f.ctx, row.Result{CreateTime: 1, WorkunitID: wuID, ServerState: state.ServerUnsent,
 			Name: rname, XMLDocIn: in, AppID: f.appID, SendFlags: j.sendFlags}))
 		ids = append(ids, id)
 		f.fill(shmcache.Entry{ResultID: id, WorkunitID: wuID, AppID: f.appID, RscFpopsEst: j.fpops,
@@ -379,7 +380,7 @@ func (f *fixture) rpc(r request) *protocol.SchedulerReply {
 	return rep
 }
 
-func (f *fixture) result(id int64) store.Result {
+func (f *fixture) result(id int64) row.Result {
 	f.t.Helper()
 	r, err := f.st.ResultGet(f.ctx, id)
 	if err != nil {
@@ -388,7 +389,7 @@ func (f *fixture) result(id int64) store.Result {
 	return r
 }
 
-func (f *fixture) workunit(id int64) store.Workunit {
+func (f *fixture) workunit(id int64) row.Workunit {
 	f.t.Helper()
 	wu, err := f.st.WorkunitGet(f.ctx, id)
 	if err != nil {
@@ -540,7 +541,7 @@ func TestWorkRequestSendsResults(t *testing.T) {
 		files[fi.Name] = fi
 	}
 	for i, res := range rep.Results {
-		var r store.Result
+		var r row.Result
 		for _, id := range ids {
 			if x := f.result(id); x.Name == res.Name {
 				r = x
@@ -867,16 +868,16 @@ func (s *failingStore) SchedulerCommit(ctx context.Context, b store.SchedBatch) 
 	return s.Store.SchedulerCommit(ctx, b)
 }
 
-func (s *failingStore) UserHostGet(ctx context.Context, auth string, hostID int64) (store.User, store.Host, bool, error) {
+func (s *failingStore) UserHostGet(ctx context.Context, auth string, hostID int64) (row.User, row.Host, bool, error) {
 	if s.failAuth {
-		return store.User{}, store.Host{}, false, fmt.Errorf("lookup: %w", io.ErrUnexpectedEOF)
+		return row.User{}, row.Host{}, false, fmt.Errorf("lookup: %w", io.ErrUnexpectedEOF)
 	}
 	return s.Store.UserHostGet(ctx, auth, hostID)
 }
 
-func (s *failingStore) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.User, store.Host, bool, []store.HostResult, error) {
+func (s *failingStore) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (row.User, row.Host, bool, []store.HostResult, error) {
 	if s.failAuth {
-		return store.User{}, store.Host{}, false, nil, fmt.Errorf("lookup: %w", io.ErrUnexpectedEOF)
+		return row.User{}, row.Host{}, false, nil, fmt.Errorf("lookup: %w", io.ErrUnexpectedEOF)
 	}
 	return s.Store.UserHostHeldGet(ctx, auth, hostID, limit)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -228,12 +229,12 @@ type statementCounter struct {
 	calls atomic.Int64
 }
 
-func (s *statementCounter) HostGetByCPID(ctx context.Context, userID int64, cpid string) (store.Host, error) {
+func (s *statementCounter) HostGetByCPID(ctx context.Context, userID int64, cpid string) (row.Host, error) {
 	s.calls.Add(1)
 	return s.Store.HostGetByCPID(ctx, userID, cpid)
 }
 
-func (s *statementCounter) HostInsert(ctx context.Context, h store.Host) (int64, error) {
+func (s *statementCounter) HostInsert(ctx context.Context, h row.Host) (int64, error) {
 	s.calls.Add(1)
 	return s.Store.HostInsert(ctx, h)
 }
@@ -243,7 +244,7 @@ func (s *statementCounter) ResultListReported(ctx context.Context, names []strin
 	return s.Store.ResultListReported(ctx, names)
 }
 
-func (s *statementCounter) ResultListByIDs(ctx context.Context, ids []int64) ([]store.Result, error) {
+func (s *statementCounter) ResultListByIDs(ctx context.Context, ids []int64) ([]row.Result, error) {
 	s.calls.Add(1)
 	return s.Store.ResultListByIDs(ctx, ids)
 }
@@ -268,12 +269,12 @@ func (s *statementCounter) SchedulerCommit(ctx context.Context, b store.SchedBat
 	return s.Store.SchedulerCommit(ctx, b)
 }
 
-func (s *statementCounter) UserHostGet(ctx context.Context, auth string, hostID int64) (store.User, store.Host, bool, error) {
+func (s *statementCounter) UserHostGet(ctx context.Context, auth string, hostID int64) (row.User, row.Host, bool, error) {
 	s.calls.Add(1)
 	return s.Store.UserHostGet(ctx, auth, hostID)
 }
 
-func (s *statementCounter) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.User, store.Host, bool, []store.HostResult, error) {
+func (s *statementCounter) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (row.User, row.Host, bool, []store.HostResult, error) {
 	s.calls.Add(1)
 	return s.Store.UserHostHeldGet(ctx, auth, hostID, limit)
 }
@@ -283,7 +284,7 @@ func (s *statementCounter) UserHostHeldList(ctx context.Context, keys []store.Au
 	return s.Store.UserHostHeldList(ctx, keys, limit)
 }
 
-func (s *statementCounter) WorkunitListByIDs(ctx context.Context, ids []int64) ([]store.Workunit, error) {
+func (s *statementCounter) WorkunitListByIDs(ctx context.Context, ids []int64) ([]row.Workunit, error) {
 	s.calls.Add(1)
 	return s.Store.WorkunitListByIDs(ctx, ids)
 }

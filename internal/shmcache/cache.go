@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // LayoutVersion is the version of the file layout; a reader that finds
@@ -117,15 +117,15 @@ type Entry struct {
 	DelayBound     int64 // seconds
 	Priority       int32
 	HRClass        int32
-	// Flags is the result's send_flags (store.SendReliableOnly).
+	// Flags is the result's send_flags (row.SendReliableOnly).
 	Flags int32
 }
 
 // Tables are the static tables the scheduler needs, published by the feeder.
 type Tables struct {
-	Platforms   []store.Platform
-	Apps        []store.App
-	AppVersions []store.AppVersion
+	Platforms   []row.Platform
+	Apps        []row.App
+	AppVersions []row.AppVersion
 }
 
 // Claim is a slot taken by a scheduler: BUSY until Release or Unclaim.

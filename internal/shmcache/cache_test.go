@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // newCache creates a cache of n slots in a fresh directory and returns it
@@ -564,11 +564,11 @@ func TestEntryFlagsRoundTrip(t *testing.T) {
 	c, path := newCache(t, 2)
 	r := openCache(t, path)
 	e := entry(9)
-	e.Flags = store.SendReliableOnly
+	e.Flags = row.SendReliableOnly
 	if !c.Fill(0, e) {
 		t.Fatal("Fill = false")
 	}
-	if got, ok := r.Peek(0); !ok || got.Flags != store.SendReliableOnly || got != e {
+	if got, ok := r.Peek(0); !ok || got.Flags != row.SendReliableOnly || got != e {
 		t.Fatalf("Peek after Fill with flags = %+v, %v; want %+v", got, ok, e)
 	}
 }

@@ -6,14 +6,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // TestOpenReadOnly reads slots and tables through a read-only mapping of a
 // file the process may not write, and sees the feeder's later changes.
 func TestOpenReadOnly(t *testing.T) {
 	c, path := newCache(t, 4)
-	if err := c.SetTables(Tables{Apps: []store.App{{ID: 3, Name: "demo"}}}); err != nil {
+	if err := c.SetTables(Tables{Apps: []row.App{{ID: 3, Name: "demo"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if !c.Fill(1, entry(5)) {

@@ -8,16 +8,16 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 func sampleTables(n int) Tables {
 	t := Tables{
-		Platforms: []store.Platform{{ID: 1, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux x86-64"}},
-		Apps:      []store.App{{ID: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}},
+		Platforms: []row.Platform{{ID: 1, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux x86-64"}},
+		Apps:      []row.App{{ID: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}},
 	}
 	for i := 0; i < n; i++ {
-		t.AppVersions = append(t.AppVersions, store.AppVersion{ID: int64(i + 1), AppID: 1, VersionNum: 100 + i,
+		t.AppVersions = append(t.AppVersions, row.AppVersion{ID: int64(i + 1), AppID: 1, VersionNum: 100 + i,
 			PlatformID: 1, XMLDoc: "<app_version><version_num>" + strings.Repeat("x", i) + "</version_num></app_version>"})
 	}
 	return t
@@ -58,7 +58,7 @@ func TestSetTablesRefusesTooLarge(t *testing.T) {
 	if err := c.SetTables(small); err != nil {
 		t.Fatal(err)
 	}
-	big := Tables{AppVersions: []store.AppVersion{{XMLDoc: strings.Repeat("y", TablesCapacity)}}}
+	big := Tables{AppVersions: []row.AppVersion{{XMLDoc: strings.Repeat("y", TablesCapacity)}}}
 	err := c.SetTables(big)
 	if err == nil || !strings.Contains(err.Error(), "exceeds") {
 		t.Fatalf("SetTables(%d-byte doc) error = %v, want one saying it exceeds the region", TablesCapacity, err)

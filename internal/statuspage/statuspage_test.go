@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/statuspage"
 	"github.com/taskserver/taskserver/internal/store"
@@ -29,14 +30,14 @@ func seed(t *testing.T, st *store.Store) statuspage.Status {
 	ctx := context.Background()
 	apps := map[string]int64{}
 	for _, name := range []string{"alpha", "beta"} {
-		id, err := st.AppInsert(ctx, store.App{CreateTime: now, Name: name, UserFriendlyName: name, CreditPolicy: "fpops"})
+		id, err := st.AppInsert(ctx, row.App{CreateTime: now, Name: name, UserFriendlyName: name, CreditPolicy: "fpops"})
 		if err != nil {
 			t.Fatalf("AppInsert(%s): %v", name, err)
 		}
 		apps[name] = id
 	}
 	never := now + 1_000_000
-	jobs := []store.Workunit{
+	jobs := []row.Workunit{
 		{AppID: apps["alpha"], Name: "due_oldest", TransitionTime: now - 100, NeedValidate: true},
 		{AppID: apps["alpha"], Name: "due_assim", TransitionTime: now - 10, AssimilateState: state.AssimilateReady, FileDeleteState: state.FileDeleteReady},
 		{AppID: apps["beta"], Name: "assim_hour", TransitionTime: never, AssimilateState: state.AssimilateDone, ModTime: now - 600},
@@ -54,7 +55,7 @@ func seed(t *testing.T, st *store.Store) statuspage.Status {
 		}
 		wuIDs = append(wuIDs, id)
 	}
-	results := []store.Result{
+	results := []row.Result{
 		{AppID: apps["alpha"], ServerState: state.ServerUnsent},
 		{AppID: apps["alpha"], ServerState: state.ServerInProgress},
 		{AppID: apps["alpha"], ServerState: state.ServerInProgress},
@@ -239,11 +240,11 @@ func TestHandlerCachesForMaxAge(t *testing.T) {
 	if n := unsent(); n != 0 {
 		t.Fatalf("unsent on an empty database = %d", n)
 	}
-	wuID, err := st.WorkunitInsert(context.Background(), store.Workunit{CreateTime: now, Name: "j", TransitionTime: now})
+	wuID, err := st.WorkunitInsert(context.Background(), row.Workunit{CreateTime: now, Name: "j", TransitionTime: now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.ResultInsert(context.Background(), store.Result{CreateTime: now, WorkunitID: wuID, Name: "r", ServerState: state.ServerUnsent}); err != nil {
+	if _, err := st.ResultInsert(context.Background(), row.Result{CreateTime: now, WorkunitID: wuID, Name: "r", ServerState: state.ServerUnsent}); err != nil {
 		t.Fatal(err)
 	}
 	clk.add(5 * time.Second)
@@ -259,7 +260,7 @@ func TestHandlerCachesForMaxAge(t *testing.T) {
 func TestInProgressByAppSkippedWhenLarge(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
-	wuID, err := st.WorkunitInsert(context.Background(), store.Workunit{CreateTime: now, Name: "j", TransitionTime: now + 1000})
+	wuID, err := st.WorkunitInsert(context.Background(), row.Workunit{CreateTime: now, Name: "j", TransitionTime: now + 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

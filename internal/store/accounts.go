@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // ErrDuplicate means an insert collided with a unique key: for a user, an
@@ -19,8 +20,8 @@ const userGetByEmail = `SELECT ` + userColumns + ` FROM user WHERE email_addr = 
 // ErrNotFound. The lookup goes through the unique index user_email_addr;
 // callers pass the address lowercased, as the client sends it and as
 // UserCreate stores it.
-func (s *Store) UserGetByEmail(ctx context.Context, email string) (User, error) {
-	var u User
+func (s *Store) UserGetByEmail(ctx context.Context, email string) (row.User, error) {
+	var u row.User
 	err := s.db.GetContext(ctx, &u, userGetByEmail, email)
 	if errors.Is(err, sql.ErrNoRows) {
 		return u, ErrNotFound
@@ -36,7 +37,7 @@ func (s *Store) UserGetByEmail(ctx context.Context, email string) (User, error) 
 // ErrDuplicate, and nothing is written: the unique indexes, not a prior
 // read, decide, so two concurrent creations of one address cannot both
 // succeed.
-func (s *Store) UserCreate(ctx context.Context, u User) (int64, error) {
+func (s *Store) UserCreate(ctx context.Context, u row.User) (int64, error) {
 	var id int64
 	err := withRetry(ctx, func() error {
 		res, err := s.db.NamedExecContext(ctx, userInsert, u)
@@ -88,8 +89,8 @@ const userGetByAPIKeyHash = `SELECT ` + userColumns + ` FROM user WHERE api_key_
 
 // UserGetByAPIKeyHash returns the user whose submission API key has the
 // SHA-256 hex hash, or ErrNotFound.
-func (s *Store) UserGetByAPIKeyHash(ctx context.Context, hash string) (User, error) {
-	var u User
+func (s *Store) UserGetByAPIKeyHash(ctx context.Context, hash string) (row.User, error) {
+	var u row.User
 	err := s.db.GetContext(ctx, &u, userGetByAPIKeyHash, hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return u, ErrNotFound

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/db/schema"
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
@@ -49,7 +49,7 @@ func TestUserSetPasswdHashIsConditional(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	id, err := st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: "a@example.org", Name: "a", Authenticator: "k", PasswdHash: "old"})
+	id, err := st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "a@example.org", Name: "a", Authenticator: "k", PasswdHash: "old"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,16 +7,17 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
 // WorkunitCanonical is a job with its canonical instance, as the
 // assimilator reads them together.
 type WorkunitCanonical struct {
-	Workunit Workunit
+	Workunit row.Workunit
 	// Canonical is the canonical instance; nil when the job has none
 	// (canonical_resultid 0) or that row is gone.
-	Canonical *Result
+	Canonical *row.Result
 }
 
 // assimWorkunitColumns are the Workunit columns of w: all of them, since a
@@ -59,8 +60,8 @@ LIMIT ?`
 
 // assimRow is one row of the job ⋈ canonical instance stream.
 type assimRow struct {
-	Workunit
-	R Result `db:"r"`
+	row.Workunit
+	R row.Result `db:"r"`
 }
 
 // WorkunitListAssimilateCanonical returns what WorkunitListAssimilate does,

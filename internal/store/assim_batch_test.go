@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -14,12 +15,12 @@ func TestWorkunitListAssimilateCanonicalAndMarkBatch(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
 	job := func(name string, as state.AssimilateState) int64 {
-		id, err := st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: appID, Name: name, AssimilateState: as,
+		id, err := st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: name, AssimilateState: as,
 			TransitionTime: 1000})
 		if err != nil {
 			t.Fatalf("WorkunitInsert: %v", err)
@@ -27,7 +28,7 @@ func TestWorkunitListAssimilateCanonicalAndMarkBatch(t *testing.T) {
 		return id
 	}
 	withCanon := job("canon", state.AssimilateReady)
-	rid, err := st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: withCanon, Name: "canon_0",
+	rid, err := st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: withCanon, Name: "canon_0",
 		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, XMLDocIn: "<doc/>", StderrOut: "stderr"})
 	if err != nil {
 		t.Fatalf("ResultInsert: %v", err)

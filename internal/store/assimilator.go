@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -25,8 +26,8 @@ LIMIT ?`
 
 // WorkunitListAssimilate returns up to p.Limit of app p.AppID's jobs with
 // assimilate_state READY and id above p.AfterID, by id.
-func (s *Store) WorkunitListAssimilate(ctx context.Context, p WorkunitListAssimilateParams) ([]Workunit, error) {
-	var out []Workunit
+func (s *Store) WorkunitListAssimilate(ctx context.Context, p WorkunitListAssimilateParams) ([]row.Workunit, error) {
+	var out []row.Workunit
 	err := withRetry(ctx, func() error {
 		out = nil
 		return s.db.SelectContext(ctx, &out, workunitListAssimilate, p.AppID, state.AssimilateReady,

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -15,14 +16,14 @@ func TestWorkunitListAssimilatePagesByID(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
 	var ready []int64
 	for i, as := range []state.AssimilateState{state.AssimilateReady, state.AssimilateInit, state.AssimilateReady,
 		state.AssimilateDone, state.AssimilateReady, state.AssimilateReady} {
-		id, err := st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: appID, Name: "wu" + string(rune('a'+i)),
+		id, err := st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu" + string(rune('a'+i)),
 			AssimilateState: as, ErrorMask: state.ErrCancelled})
 		if err != nil {
 			t.Fatalf("WorkunitInsert: %v", err)

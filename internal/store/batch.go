@@ -9,6 +9,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -28,27 +29,27 @@ VALUES (:create_time, :appid, :userid, :name, :description, NULLIF(:idempotency_
 const lifecycleChunk = 500
 
 // BatchGet returns batch id, or ErrNotFound.
-func (s *Store) BatchGet(ctx context.Context, id int64) (Batch, error) {
+func (s *Store) BatchGet(ctx context.Context, id int64) (row.Batch, error) {
 	return s.batchGetBy(ctx, fmt.Sprintf("batch %d", id), `SELECT `+batchColumns+` FROM batch WHERE id = ?`, id)
 }
 
 // BatchGetByName returns the batch called name, or ErrNotFound.
-func (s *Store) BatchGetByName(ctx context.Context, name string) (Batch, error) {
+func (s *Store) BatchGetByName(ctx context.Context, name string) (row.Batch, error) {
 	return s.batchGetBy(ctx, fmt.Sprintf("batch %q", name), `SELECT `+batchColumns+` FROM batch WHERE name = ?`, name)
 }
 
 // BatchGetByKey returns user userID's batch submitted with idempotency key
 // key, or ErrNotFound (always for an empty key).
-func (s *Store) BatchGetByKey(ctx context.Context, userID int64, key string) (Batch, error) {
+func (s *Store) BatchGetByKey(ctx context.Context, userID int64, key string) (row.Batch, error) {
 	if key == "" {
-		return Batch{}, fmt.Errorf("batch with an empty idempotency key: %w", ErrNotFound)
+		return row.Batch{}, fmt.Errorf("batch with an empty idempotency key: %w", ErrNotFound)
 	}
 	return s.batchGetBy(ctx, "batch by idempotency key",
 		`SELECT `+batchColumns+` FROM batch WHERE userid = ? AND idempotency_key = ?`, userID, key)
 }
 
-func (s *Store) batchGetBy(ctx context.Context, what, query string, args ...any) (Batch, error) {
-	var b Batch
+func (s *Store) batchGetBy(ctx context.Context, what, query string, args ...any) (row.Batch, error) {
+	var b row.Batch
 	err := s.db.GetContext(ctx, &b, query, args...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, fmt.Errorf("%s: %w", what, ErrNotFound)
@@ -65,7 +66,7 @@ type BatchListParams struct {
 	UserID   int64
 	AllUsers bool
 	// State keeps only batches in this state; 0 keeps all.
-	State BatchState
+	State row.BatchState
 	// AfterID pages: only batches with a larger id.
 	AfterID int64
 	// Limit bounds the rows; 0 means 100.
@@ -78,11 +79,11 @@ ORDER BY id
 LIMIT ?`
 
 // BatchList returns the batches p selects, by id.
-func (s *Store) BatchList(ctx context.Context, p BatchListParams) ([]Batch, error) {
+func (s *Store) BatchList(ctx context.Context, p BatchListParams) ([]row.Batch, error) {
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	var out []Batch
+	var out []row.Batch
 	err := s.db.SelectContext(ctx, &out, batchList, p.AllUsers, p.UserID, int(p.State), int(p.State), p.AfterID, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list batches: %w", err)
@@ -94,12 +95,12 @@ func (s *Store) BatchList(ctx context.Context, p BatchListParams) ([]Batch, erro
 type BatchInsertParams struct {
 	// Batch is the row to insert; its ID is ignored, NJobs is set to
 	// len(Jobs) and State to BatchInProgress.
-	Batch Batch
+	Batch row.Batch
 	// Jobs are the batch's jobs; their Batch is set to the new batch's id.
-	Jobs []Workunit
+	Jobs []row.Workunit
 	// Extra are jobs inserted in the same transaction but outside the batch
 	// (known-answer jobs mixed in); their Batch is left as given.
-	Extra []Workunit
+	Extra []row.Workunit
 }
 
 // BatchInsertWithJobs inserts a batch and its jobs in one transaction, so a
@@ -107,11 +108,11 @@ type BatchInsertParams struct {
 // the submitter already made a batch with the same idempotency key, nothing
 // is written and that batch is returned with false. Another collision (the
 // batch name or a job name taken) is ErrDuplicate, and nothing is written.
-func (s *Store) BatchInsertWithJobs(ctx context.Context, p BatchInsertParams) (Batch, bool, error) {
+func (s *Store) BatchInsertWithJobs(ctx context.Context, p BatchInsertParams) (row.Batch, bool, error) {
 	b := p.Batch
 	b.ID = 0
 	b.NJobs = len(p.Jobs)
-	b.State = BatchInProgress
+	b.State = row.BatchInProgress
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		res, err := tx.NamedExecContext(ctx, batchInsert, b)
 		if err != nil {
@@ -143,13 +144,13 @@ func (s *Store) BatchInsertWithJobs(ctx context.Context, p BatchInsertParams) (B
 				return old, false, nil
 			}
 			if !errors.Is(gerr, ErrNotFound) {
-				return Batch{}, false, gerr
+				return row.Batch{}, false, gerr
 			}
 		}
-		return Batch{}, false, fmt.Errorf("insert batch %q: %w: %v", b.Name, ErrDuplicate, err)
+		return row.Batch{}, false, fmt.Errorf("insert batch %q: %w: %v", b.Name, ErrDuplicate, err)
 	}
 	if err != nil {
-		return Batch{}, false, fmt.Errorf("insert batch %q with %d jobs: %w", b.Name, len(p.Jobs), err)
+		return row.Batch{}, false, fmt.Errorf("insert batch %q with %d jobs: %w", b.Name, len(p.Jobs), err)
 	}
 	return b, true, nil
 }
@@ -283,7 +284,7 @@ const batchMarkCancelled = `UPDATE batch SET cancel_time = ?, state = ? WHERE id
 // batch is allowed and finishes a cancel that was interrupted; a batch that
 // is done is ErrConflict.
 func (s *Store) BatchCancel(ctx context.Context, id, now int64) (int64, error) {
-	n, err := s.exec(ctx, batchMarkCancelled, now, BatchCancelled, id, BatchInProgress)
+	n, err := s.exec(ctx, batchMarkCancelled, now, row.BatchCancelled, id, row.BatchInProgress)
 	if err != nil {
 		return 0, fmt.Errorf("cancel batch %d: %w", id, err)
 	}
@@ -292,7 +293,7 @@ func (s *Store) BatchCancel(ctx context.Context, id, now int64) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if b.State != BatchCancelled {
+		if b.State != row.BatchCancelled {
 			return 0, ErrConflict
 		}
 	}
@@ -409,8 +410,8 @@ ORDER BY id LIMIT ?`
 
 // WorkunitListByBatch returns up to limit jobs of batch with id > afterID,
 // by id.
-func (s *Store) WorkunitListByBatch(ctx context.Context, batch, afterID int64, limit int) ([]Workunit, error) {
-	var out []Workunit
+func (s *Store) WorkunitListByBatch(ctx context.Context, batch, afterID int64, limit int) ([]row.Workunit, error) {
+	var out []row.Workunit
 	if err := s.db.SelectContext(ctx, &out, workunitListByBatch, batch, afterID, limit); err != nil {
 		return nil, fmt.Errorf("list workunits of batch %d: %w", batch, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -20,7 +21,7 @@ type batchFixture struct {
 func newBatchFixture(t *testing.T) *batchFixture {
 	t.Helper()
 	st := storetest.New(t)
-	appID, err := st.AppInsert(context.Background(), store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	appID, err := st.AppInsert(context.Background(), row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,27 +29,27 @@ func newBatchFixture(t *testing.T) *batchFixture {
 }
 
 // job is a workunit row factory with the fields the tests care about.
-func (f *batchFixture) job(name string) store.Workunit {
-	return store.Workunit{CreateTime: 1, AppID: f.appID, Name: name, MinQuorum: 1, TargetNResults: 1,
+func (f *batchFixture) job(name string) row.Workunit {
+	return row.Workunit{CreateTime: 1, AppID: f.appID, Name: name, MinQuorum: 1, TargetNResults: 1,
 		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 2, TransitionTime: 100}
 }
 
 // insert makes batch name with n jobs named <name>_<i>, for user, with key.
-func (f *batchFixture) insert(t *testing.T, name string, user int64, key string, n int) store.Batch {
+func (f *batchFixture) insert(t *testing.T, name string, user int64, key string, n int) row.Batch {
 	t.Helper()
-	var wus []store.Workunit
+	var wus []row.Workunit
 	for i := range n {
 		wus = append(wus, f.job(fmt.Sprintf("%s_%d", name, i)))
 	}
 	b, created, err := f.st.BatchInsertWithJobs(context.Background(), store.BatchInsertParams{
-		Batch: store.Batch{CreateTime: 10, AppID: f.appID, UserID: user, Name: name, IdempotencyKey: key}, Jobs: wus})
+		Batch: row.Batch{CreateTime: 10, AppID: f.appID, UserID: user, Name: name, IdempotencyKey: key}, Jobs: wus})
 	if err != nil || !created {
 		t.Fatalf("BatchInsertWithJobs(%s) = %+v, %v, %v; want created", name, b, created, err)
 	}
 	return b
 }
 
-func (f *batchFixture) jobs(t *testing.T, batch int64) []store.Workunit {
+func (f *batchFixture) jobs(t *testing.T, batch int64) []row.Workunit {
 	t.Helper()
 	wus, err := f.st.WorkunitListByBatch(context.Background(), batch, 0, 1000)
 	if err != nil {
@@ -64,12 +65,12 @@ func TestBatchInsertWithJobs(t *testing.T) {
 	extra := f.job("ka_1_x")
 	extra.KnownAnswerID = 7
 	b, created, err := f.st.BatchInsertWithJobs(ctx, store.BatchInsertParams{
-		Batch: store.Batch{CreateTime: 10, AppID: f.appID, UserID: 3, Name: "b1", Description: "first", IdempotencyKey: "k1",
-			State: store.BatchDone, NJobs: 99},
-		Jobs:  []store.Workunit{f.job("b1_a"), f.job("b1_b")},
-		Extra: []store.Workunit{extra},
+		Batch: row.Batch{CreateTime: 10, AppID: f.appID, UserID: 3, Name: "b1", Description: "first", IdempotencyKey: "k1",
+			State: row.BatchDone, NJobs: 99},
+		Jobs:  []row.Workunit{f.job("b1_a"), f.job("b1_b")},
+		Extra: []row.Workunit{extra},
 	})
-	if err != nil || !created || b.ID == 0 || b.NJobs != 2 || b.State != store.BatchInProgress {
+	if err != nil || !created || b.ID == 0 || b.NJobs != 2 || b.State != row.BatchInProgress {
 		t.Fatalf("BatchInsertWithJobs = %+v, %v, %v; want created, 2 jobs, in progress", b, created, err)
 	}
 	got, err := f.st.BatchGet(ctx, b.ID)
@@ -101,8 +102,8 @@ func TestBatchInsertWithJobs(t *testing.T) {
 
 	// The same key again: the first batch back, nothing written.
 	again, created, err := f.st.BatchInsertWithJobs(ctx, store.BatchInsertParams{
-		Batch: store.Batch{CreateTime: 11, AppID: f.appID, UserID: 3, Name: "b1-retry", IdempotencyKey: "k1"},
-		Jobs:  []store.Workunit{f.job("b1r_a")},
+		Batch: row.Batch{CreateTime: 11, AppID: f.appID, UserID: 3, Name: "b1-retry", IdempotencyKey: "k1"},
+		Jobs:  []row.Workunit{f.job("b1r_a")},
 	})
 	if err != nil || created || again != b {
 		t.Fatalf("insert with a used key = %+v, %v, %v; want the first batch, not created", again, created, err)
@@ -112,8 +113,8 @@ func TestBatchInsertWithJobs(t *testing.T) {
 	}
 	// A taken name, or a taken job name, with a fresh key: ErrDuplicate.
 	for _, p := range []store.BatchInsertParams{
-		{Batch: store.Batch{AppID: f.appID, UserID: 3, Name: "b1", IdempotencyKey: "k9"}},
-		{Batch: store.Batch{AppID: f.appID, UserID: 3, Name: "b2", IdempotencyKey: "k9"}, Jobs: []store.Workunit{f.job("b1_a")}},
+		{Batch: row.Batch{AppID: f.appID, UserID: 3, Name: "b1", IdempotencyKey: "k9"}},
+		{Batch: row.Batch{AppID: f.appID, UserID: 3, Name: "b2", IdempotencyKey: "k9"}, Jobs: []row.Workunit{f.job("b1_a")}},
 	} {
 		if _, _, err := f.st.BatchInsertWithJobs(ctx, p); !errors.Is(err, store.ErrDuplicate) {
 			t.Errorf("BatchInsertWithJobs(%s with job %v) = %v, want ErrDuplicate", p.Batch.Name, p.Jobs, err)
@@ -133,14 +134,14 @@ func TestBatchInsertConcurrentSameKeyMakesOne(t *testing.T) {
 	ctx := context.Background()
 	const n = 4
 	var wg sync.WaitGroup
-	got := make([]store.Batch, n)
+	got := make([]row.Batch, n)
 	created := make([]bool, n)
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
 			got[i], created[i], errs[i] = f.st.BatchInsertWithJobs(ctx, store.BatchInsertParams{
-				Batch: store.Batch{AppID: f.appID, UserID: 5, Name: fmt.Sprintf("race%d", i), IdempotencyKey: "same"},
-				Jobs:  []store.Workunit{f.job(fmt.Sprintf("race%d_a", i))},
+				Batch: row.Batch{AppID: f.appID, UserID: 5, Name: fmt.Sprintf("race%d", i), IdempotencyKey: "same"},
+				Jobs:  []row.Workunit{f.job(fmt.Sprintf("race%d_a", i))},
 			})
 		})
 	}
@@ -182,7 +183,7 @@ func TestBatchListAndCounts(t *testing.T) {
 	mustExec(t, f.st, `UPDATE workunit SET error_mask = ? WHERE id = ?`, state.ErrCancelled, wus[2].ID)
 	mustExec(t, f.st, `UPDATE workunit SET hold_reason = ? WHERE id = ?`, state.ErrTooManyTotalResults, wus[3].ID)
 	for i, s := range []state.ServerState{state.ServerUnsent, state.ServerInProgress, state.ServerInProgress, state.ServerOver} {
-		if _, err := f.st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wus[4].ID, Name: fmt.Sprintf("r%d", i),
+		if _, err := f.st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wus[4].ID, Name: fmt.Sprintf("r%d", i),
 			ServerState: s, Batch: b1.ID}); err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +208,7 @@ func TestBatchListAndCounts(t *testing.T) {
 		t.Errorf("BatchCountJobs(nil) = %v, %v; want empty", c, err)
 	}
 
-	mustExec(t, f.st, `UPDATE batch SET state = ? WHERE id = ?`, store.BatchDone, b3.ID)
+	mustExec(t, f.st, `UPDATE batch SET state = ? WHERE id = ?`, row.BatchDone, b3.ID)
 	for _, tc := range []struct {
 		name string
 		p    store.BatchListParams
@@ -215,7 +216,7 @@ func TestBatchListAndCounts(t *testing.T) {
 	}{
 		{"all users", store.BatchListParams{AllUsers: true}, []int64{b1.ID, b2.ID, b3.ID}},
 		{"one user", store.BatchListParams{UserID: 1}, []int64{b1.ID, b3.ID}},
-		{"one state", store.BatchListParams{AllUsers: true, State: store.BatchDone}, []int64{b3.ID}},
+		{"one state", store.BatchListParams{AllUsers: true, State: row.BatchDone}, []int64{b3.ID}},
 		{"paged", store.BatchListParams{AllUsers: true, AfterID: b1.ID, Limit: 1}, []int64{b2.ID}},
 	} {
 		got, err := f.st.BatchList(ctx, tc.p)
@@ -286,7 +287,7 @@ func TestBatchCancel(t *testing.T) {
 		t.Fatalf("BatchCancel = %d, %v; want 1202 jobs", n, err)
 	}
 	got, _ := f.st.BatchGet(ctx, b.ID)
-	if got.State != store.BatchCancelled || got.CancelTime != 500 {
+	if got.State != row.BatchCancelled || got.CancelTime != 500 {
 		t.Fatalf("batch after cancel = %+v; want cancelled at 500", got)
 	}
 	c, _ := f.st.BatchCountJobs(ctx, []int64{b.ID, other.ID})
@@ -300,7 +301,7 @@ func TestBatchCancel(t *testing.T) {
 	if got, _ := f.st.BatchGet(ctx, b.ID); got.CancelTime != 500 {
 		t.Fatalf("cancel time after a second cancel = %d, want 500", got.CancelTime)
 	}
-	mustExec(t, f.st, `UPDATE batch SET state = ? WHERE id = ?`, store.BatchDone, other.ID)
+	mustExec(t, f.st, `UPDATE batch SET state = ? WHERE id = ?`, row.BatchDone, other.ID)
 	if _, err := f.st.BatchCancel(ctx, other.ID, 700); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("BatchCancel(done batch) = %v, want ErrConflict", err)
 	}
@@ -360,16 +361,16 @@ func TestKnownAnswers(t *testing.T) {
 	t.Parallel()
 	f := newBatchFixture(t)
 	ctx := context.Background()
-	id1, err := f.st.KnownAnswerInsert(ctx, store.KnownAnswer{CreateTime: 1, AppID: f.appID, Name: "k1",
+	id1, err := f.st.KnownAnswerInsert(ctx, row.KnownAnswer{CreateTime: 1, AppID: f.appID, Name: "k1",
 		Input: []byte("in1"), Output: []byte("out1")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id2, err := f.st.KnownAnswerInsert(ctx, store.KnownAnswer{CreateTime: 2, AppID: f.appID, Name: "k2"})
+	id2, err := f.st.KnownAnswerInsert(ctx, row.KnownAnswer{CreateTime: 2, AppID: f.appID, Name: "k2"})
 	if err != nil {
 		t.Fatalf("KnownAnswerInsert with empty input and output: %v", err)
 	}
-	if _, err := f.st.KnownAnswerInsert(ctx, store.KnownAnswer{AppID: f.appID, Name: "k1"}); !errors.Is(err, store.ErrDuplicate) {
+	if _, err := f.st.KnownAnswerInsert(ctx, row.KnownAnswer{AppID: f.appID, Name: "k1"}); !errors.Is(err, store.ErrDuplicate) {
 		t.Fatalf("KnownAnswerInsert(name taken) = %v, want ErrDuplicate", err)
 	}
 	list, err := f.st.KnownAnswerList(ctx, f.appID)
@@ -393,7 +394,7 @@ func TestAppUpdateAndSubmitAllowed(t *testing.T) {
 	if err != nil || a.Name != "demo" {
 		t.Fatalf("AppGet = %+v, %v", a, err)
 	}
-	a.AdaptiveReplication, a.CreditPolicy, a.HoldFailedJobs, a.KnownAnswerFraction = true, store.CreditMedian, true, 0.25
+	a.AdaptiveReplication, a.CreditPolicy, a.HoldFailedJobs, a.KnownAnswerFraction = true, row.CreditMedian, true, 0.25
 	a.HomogeneousRedundancy, a.Weight = 2, 3
 	if err := f.st.AppUpdate(ctx, a); err != nil {
 		t.Fatal(err)
@@ -412,7 +413,7 @@ func TestAppUpdateAndSubmitAllowed(t *testing.T) {
 		t.Fatalf("AppGet(missing) = %v, want ErrNotFound", err)
 	}
 
-	uid, err := f.st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: "a@example.org", Name: "A", Authenticator: "x"})
+	uid, err := f.st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "a@example.org", Name: "A", Authenticator: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 const platformColumns = `id, create_time, name, user_friendly_name, deprecated`
@@ -13,13 +15,13 @@ const platformInsert = `INSERT INTO platform (create_time, name, user_friendly_n
 VALUES (:create_time, :name, :user_friendly_name, :deprecated)`
 
 // PlatformInsert adds a platform and returns its id.
-func (s *Store) PlatformInsert(ctx context.Context, p Platform) (int64, error) {
+func (s *Store) PlatformInsert(ctx context.Context, p row.Platform) (int64, error) {
 	return s.insert(ctx, "platform", platformInsert, p)
 }
 
 // PlatformList returns every platform, deprecated ones included.
-func (s *Store) PlatformList(ctx context.Context) ([]Platform, error) {
-	var out []Platform
+func (s *Store) PlatformList(ctx context.Context) ([]row.Platform, error) {
+	var out []row.Platform
 	err := s.db.SelectContext(ctx, &out, `SELECT `+platformColumns+` FROM platform ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list platforms: %w", err)
@@ -36,13 +38,13 @@ VALUES (:create_time, :name, :user_friendly_name, :min_version, :deprecated, :ho
 :adaptive_replication, :credit_policy, :hold_failed_jobs, :known_answer_fraction)`
 
 // AppInsert adds an app and returns its id.
-func (s *Store) AppInsert(ctx context.Context, a App) (int64, error) {
+func (s *Store) AppInsert(ctx context.Context, a row.App) (int64, error) {
 	return s.insert(ctx, "app", appInsert, a)
 }
 
 // AppList returns every app, deprecated ones included.
-func (s *Store) AppList(ctx context.Context) ([]App, error) {
-	var out []App
+func (s *Store) AppList(ctx context.Context) ([]row.App, error) {
+	var out []row.App
 	err := s.db.SelectContext(ctx, &out, `SELECT `+appColumns+` FROM app ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list apps: %w", err)
@@ -51,8 +53,8 @@ func (s *Store) AppList(ctx context.Context) ([]App, error) {
 }
 
 // AppGetByName returns the app called name, or ErrNotFound.
-func (s *Store) AppGetByName(ctx context.Context, name string) (App, error) {
-	var a App
+func (s *Store) AppGetByName(ctx context.Context, name string) (row.App, error) {
+	var a row.App
 	err := s.db.GetContext(ctx, &a, `SELECT `+appColumns+` FROM app WHERE name = ?`, name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, fmt.Errorf("app %q: %w", name, ErrNotFound)
@@ -69,13 +71,13 @@ const appVersionInsert = `INSERT INTO app_version (create_time, appid, version_n
 VALUES (:create_time, :appid, :version_num, :platformid, :plan_class, :xml_doc, :deprecated)`
 
 // AppVersionInsert adds an app version and returns its id.
-func (s *Store) AppVersionInsert(ctx context.Context, v AppVersion) (int64, error) {
+func (s *Store) AppVersionInsert(ctx context.Context, v row.AppVersion) (int64, error) {
 	return s.insert(ctx, "app_version", appVersionInsert, v)
 }
 
 // AppVersionList returns every app version, deprecated ones included.
-func (s *Store) AppVersionList(ctx context.Context) ([]AppVersion, error) {
-	var out []AppVersion
+func (s *Store) AppVersionList(ctx context.Context) ([]row.AppVersion, error) {
+	var out []row.AppVersion
 	err := s.db.SelectContext(ctx, &out, `SELECT `+appVersionColumns+` FROM app_version ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list app versions: %w", err)
@@ -101,8 +103,8 @@ func (s *Store) insert(ctx context.Context, table, query string, arg any) (int64
 }
 
 // AppGet returns app id, or ErrNotFound.
-func (s *Store) AppGet(ctx context.Context, id int64) (App, error) {
-	var a App
+func (s *Store) AppGet(ctx context.Context, id int64) (row.App, error) {
+	var a row.App
 	err := s.db.GetContext(ctx, &a, `SELECT `+appColumns+` FROM app WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, fmt.Errorf("app %d: %w", id, ErrNotFound)
@@ -122,7 +124,7 @@ WHERE id = :id`
 // AppUpdate writes the settings of app a.ID (everything but its id, name and
 // creation time). Daemons read apps through caches, so a change reaches them
 // within their refresh interval. A missing app is ErrNotFound.
-func (s *Store) AppUpdate(ctx context.Context, a App) error {
+func (s *Store) AppUpdate(ctx context.Context, a row.App) error {
 	err := withRetry(ctx, func() error {
 		_, err := s.db.NamedExecContext(ctx, appUpdate, a)
 		return err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -39,8 +40,8 @@ ORDER BY w.id LIMIT ?`
 
 // WorkunitListPurgeable returns finished jobs with id > p.AfterID that
 // db_purge may archive and delete, by id.
-func (s *Store) WorkunitListPurgeable(ctx context.Context, p PurgeListParams) ([]Workunit, error) {
-	var out []Workunit
+func (s *Store) WorkunitListPurgeable(ctx context.Context, p PurgeListParams) ([]row.Workunit, error) {
+	var out []row.Workunit
 	err := withRetry(ctx, func() error {
 		out = out[:0]
 		return s.db.SelectContext(ctx, &out, workunitListPurgeable,
@@ -56,8 +57,8 @@ func (s *Store) WorkunitListPurgeable(ctx context.Context, p PurgeListParams) ([
 const resultListByWorkunitIDs = `SELECT ` + ResultColumns + ` FROM result WHERE workunitid IN (?) ORDER BY id`
 
 // ResultListByWorkunitIDs returns every instance of the given jobs, by id.
-func (s *Store) ResultListByWorkunitIDs(ctx context.Context, wuids []int64) ([]Result, error) {
-	return selectIn[Result](ctx, s, "list results of workunits", resultListByWorkunitIDs, wuids)
+func (s *Store) ResultListByWorkunitIDs(ctx context.Context, wuids []int64) ([]row.Result, error) {
+	return selectIn[row.Result](ctx, s, "list results of workunits", resultListByWorkunitIDs, wuids)
 }
 
 // PurgeParams names the rows of one purge batch.

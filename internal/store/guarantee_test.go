@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -30,19 +31,19 @@ func TestInstanceSentOnceWhenSchedulersRace(t *testing.T) {
 		return id
 	}
 	const racers = 8
-	appID := must(st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
-	wuID := must(st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
+	appID := must(st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
+	wuID := must(st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
 		TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}))
 	var instances []int64
 	for i := range racers {
-		instances = append(instances, must(st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wuID,
+		instances = append(instances, must(st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wuID,
 			ServerState: state.ServerUnsent, Name: fmt.Sprintf("wu_%d", i)})))
 	}
 	users, hosts := make([]int64, racers), make([]int64, racers)
 	for i := range racers {
-		users[i] = must(st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: fmt.Sprintf("u%d@example.com", i),
+		users[i] = must(st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: fmt.Sprintf("u%d@example.com", i),
 			Name: fmt.Sprintf("u%d", i), Authenticator: fmt.Sprintf("key%d", i)}))
-		hosts[i] = must(st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: users[i]}))
+		hosts[i] = must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: users[i]}))
 	}
 	send := func(i int, res int64) store.SchedSend {
 		return store.SchedSend{ResultID: res, WorkunitID: wuID, HostID: hosts[i], UserID: users[i],

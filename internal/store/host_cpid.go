@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 const hostGetByCPID = `SELECT ` + hostColumns + ` FROM host WHERE userid = ? AND host_cpid = ?
@@ -16,8 +18,8 @@ ORDER BY id DESC LIMIT 1`
 // its old row keeps one computer from becoming many. The search runs over
 // the user's hosts only (index host_userid), so one user can never take
 // over another's host by quoting its cpid.
-func (s *Store) HostGetByCPID(ctx context.Context, userID int64, cpid string) (Host, error) {
-	var h Host
+func (s *Store) HostGetByCPID(ctx context.Context, userID int64, cpid string) (row.Host, error) {
+	var h row.Host
 	err := s.db.GetContext(ctx, &h, hostGetByCPID, userID, cpid)
 	if errors.Is(err, sql.ErrNoRows) {
 		return h, ErrNotFound

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -14,7 +15,7 @@ func TestResultListHostGrants(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, store.App{CreateTime: vt0, Name: "demo", UserFriendlyName: "Demo"})
+	appID, err := st.AppInsert(ctx, row.App{CreateTime: vt0, Name: "demo", UserFriendlyName: "Demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,12 +24,12 @@ func TestResultListHostGrants(t *testing.T) {
 	add := func(host int64, i int, vs state.ValidateState, granted float64) {
 		t.Helper()
 		name := fmt.Sprintf("h%d_%d", host, i)
-		wuID, err := st.WorkunitInsert(ctx, store.Workunit{CreateTime: vt0, AppID: appID, Name: name,
+		wuID, err := st.WorkunitInsert(ctx, row.Workunit{CreateTime: vt0, AppID: appID, Name: name,
 			RscFpopsEst: float64(i+1) * 1e12, TransitionTime: state.NoTransition})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.ResultInsert(ctx, store.Result{CreateTime: vt0, WorkunitID: wuID, Name: name + "_0",
+		if _, err := st.ResultInsert(ctx, row.Result{CreateTime: vt0, WorkunitID: wuID, Name: name + "_0",
 			ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: vs, HostID: host,
 			AppID: appID, GrantedCredit: granted}); err != nil {
 			t.Fatal(err)

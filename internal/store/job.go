@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // WorkunitColumns is the column list for reading a Workunit, exported so
@@ -28,13 +30,13 @@ VALUES (:create_time, :appid, :name, :xml_doc, :batch, :rsc_fpops_est,
 
 // WorkunitInsert adds a job and returns its id. The caller sets
 // TransitionTime (normally now) so the transitioner creates its instances.
-func (s *Store) WorkunitInsert(ctx context.Context, wu Workunit) (int64, error) {
+func (s *Store) WorkunitInsert(ctx context.Context, wu row.Workunit) (int64, error) {
 	return s.insert(ctx, "workunit", workunitInsert, wu)
 }
 
 // WorkunitGet returns job id, or ErrNotFound.
-func (s *Store) WorkunitGet(ctx context.Context, id int64) (Workunit, error) {
-	var wu Workunit
+func (s *Store) WorkunitGet(ctx context.Context, id int64) (row.Workunit, error) {
+	var wu row.Workunit
 	err := s.db.GetContext(ctx, &wu, `SELECT `+WorkunitColumns+` FROM workunit WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return wu, fmt.Errorf("workunit %d: %w", id, ErrNotFound)
@@ -62,13 +64,13 @@ VALUES (:create_time, :workunitid, :server_state, :outcome, :client_state, :host
 :exit_status, :teamid, :priority, :mod_time, :elapsed_time, :app_version_id, :send_flags)`
 
 // ResultInsert adds an instance and returns its id.
-func (s *Store) ResultInsert(ctx context.Context, r Result) (int64, error) {
+func (s *Store) ResultInsert(ctx context.Context, r row.Result) (int64, error) {
 	return s.insert(ctx, "result", resultInsert, r)
 }
 
 // ResultGet returns instance id, or ErrNotFound.
-func (s *Store) ResultGet(ctx context.Context, id int64) (Result, error) {
-	var r Result
+func (s *Store) ResultGet(ctx context.Context, id int64) (row.Result, error) {
+	var r row.Result
 	err := s.db.GetContext(ctx, &r, `SELECT `+ResultColumns+` FROM result WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("result %d: %w", id, ErrNotFound)
@@ -80,8 +82,8 @@ func (s *Store) ResultGet(ctx context.Context, id int64) (Result, error) {
 }
 
 // ResultListByWorkunit returns every instance of job wuid, by id.
-func (s *Store) ResultListByWorkunit(ctx context.Context, wuid int64) ([]Result, error) {
-	var out []Result
+func (s *Store) ResultListByWorkunit(ctx context.Context, wuid int64) ([]row.Result, error) {
+	var out []row.Result
 	err := s.db.SelectContext(ctx, &out, `SELECT `+ResultColumns+` FROM result WHERE workunitid = ? ORDER BY id`, wuid)
 	if err != nil {
 		return nil, fmt.Errorf("list results of workunit %d: %w", wuid, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -58,7 +59,7 @@ func TestObserverNamesTheStoreMethod(t *testing.T) {
 	t.Parallel()
 	st, rec := openObserved(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, store.App{Name: "obs", UserFriendlyName: "Obs", Weight: 1})
+	appID, err := st.AppInsert(ctx, row.App{Name: "obs", UserFriendlyName: "Obs", Weight: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestObserverNamesTheStoreMethod(t *testing.T) {
 		t.Fatalf("AppGetByName(unknown) = %v, want ErrNotFound", err)
 	}
 	_, _ = st.WorkunitCountDue(ctx, store.BacklogCountParams{Now: 1, Limit: 10})
-	if _, err := st.WorkunitInsert(ctx, store.Workunit{AppID: appID, Name: "obs_wu", TransitionTime: 1}); err != nil {
+	if _, err := st.WorkunitInsert(ctx, row.Workunit{AppID: appID, Name: "obs_wu", TransitionTime: 1}); err != nil {
 		t.Fatal(err)
 	}
 	// A streaming query and a transaction.
@@ -116,16 +117,16 @@ func TestBacklogCounts(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	app1, err := st.AppInsert(ctx, store.App{Name: "a1", UserFriendlyName: "A1", Weight: 1})
+	app1, err := st.AppInsert(ctx, row.App{Name: "a1", UserFriendlyName: "A1", Weight: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	app2, err := st.AppInsert(ctx, store.App{Name: "a2", UserFriendlyName: "A2", Weight: 1})
+	app2, err := st.AppInsert(ctx, row.App{Name: "a2", UserFriendlyName: "A2", Weight: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wu := func(app int64, name string, tt int64, nv bool, as state.AssimilateState, fd state.FileDeleteState) int64 {
-		id, err := st.WorkunitInsert(ctx, store.Workunit{AppID: app, Name: name, TransitionTime: tt, NeedValidate: nv,
+		id, err := st.WorkunitInsert(ctx, row.Workunit{AppID: app, Name: name, TransitionTime: tt, NeedValidate: nv,
 			AssimilateState: as, FileDeleteState: fd})
 		if err != nil {
 			t.Fatal(err)
@@ -141,7 +142,7 @@ func TestBacklogCounts(t *testing.T) {
 		if i == 2 {
 			fd = state.FileDeleteReady
 		}
-		if _, err := st.ResultInsert(ctx, store.Result{WorkunitID: w1, AppID: app1, Name: "r" + string(rune('a'+i)),
+		if _, err := st.ResultInsert(ctx, row.Result{WorkunitID: w1, AppID: app1, Name: "r" + string(rune('a'+i)),
 			ServerState: ss, FileDeleteState: fd}); err != nil {
 			t.Fatal(err)
 		}

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
@@ -19,7 +19,7 @@ func TestResultNamesExisting(t *testing.T) {
 	ctx := context.Background()
 	for i, fds := range []state.FileDeleteState{state.FileDeleteInit, state.FileDeleteReady, state.FileDeleteDone, state.FileDeleteError} {
 		name := []string{"init_r0", "ready_r0", "done_r0", "error_r0"}[i]
-		if _, err := st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: 1, Name: name,
+		if _, err := st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: 1, Name: name,
 			ServerState: state.ServerOver, FileDeleteState: fds}); err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -30,9 +31,9 @@ var userHostColumns = func() string {
 
 // userHostRow is a user and the host a request named, if it exists.
 type userHostRow struct {
-	User
-	Host      Host `db:"host"`
-	HostFound bool `db:"host_found"`
+	row.User
+	Host      row.Host `db:"host"`
+	HostFound bool     `db:"host_found"`
 }
 
 var userHostGet = `SELECT ` + prefixed("u.", userColumns) + `, ` + userHostColumns +
@@ -43,7 +44,7 @@ FROM user u LEFT JOIN host h ON h.id = ? WHERE u.authenticator = ?`
 // (ErrNotFound if none) and host hostID whoever owns it (found false if
 // there is no such host). Callers compare the key and the host's owner
 // themselves.
-func (s *Store) UserHostGet(ctx context.Context, auth string, hostID int64) (u User, h Host, found bool, err error) {
+func (s *Store) UserHostGet(ctx context.Context, auth string, hostID int64) (u row.User, h row.Host, found bool, err error) {
 	var row userHostRow
 	err = s.hotGet(ctx, &row, userHostGet, hostID, auth)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -102,7 +103,7 @@ LIMIT ?`
 // needs all three, and in the usual case (the host is the user's own) one
 // round trip serves it. The instances are read whoever owns the host; the
 // caller uses them only once it has decided the host is the request's.
-func (s *Store) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (u User, h Host, found bool, held []HostResult, err error) {
+func (s *Store) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (u row.User, h row.Host, found bool, held []HostResult, err error) {
 	var rows []userHostHeldRow
 	err = s.hotSelect(ctx, &rows, userHostHeldGet, hostID, hostID, state.ServerInProgress, auth, limit)
 	if err != nil {
@@ -132,9 +133,9 @@ type AuthHost struct {
 // whose key matches (UserFound), the host (HostFound, whoever owns it), and
 // when asked the host's instances in progress, by id.
 type UserHostHeld struct {
-	User      User
+	User      row.User
 	UserFound bool
-	Host      Host
+	Host      row.Host
 	HostFound bool
 	Held      []HostResult
 }
@@ -176,11 +177,11 @@ func (s *Store) UserHostHeldList(ctx context.Context, keys []AuthHost, limit int
 			}
 		}
 	}
-	users, err := selectIn[User](ctx, s, "list users by authenticator", userListByAuth, auths)
+	users, err := selectIn[row.User](ctx, s, "list users by authenticator", userListByAuth, auths)
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := selectIn[Host](ctx, s, "list hosts by id", hostListByIDs, uniq(hostIDs))
+	hosts, err := selectIn[row.Host](ctx, s, "list hosts by id", hostListByIDs, uniq(hostIDs))
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +195,7 @@ func (s *Store) UserHostHeldList(ctx context.Context, keys []AuthHost, limit int
 			return nil, fmt.Errorf("list results in progress of %d hosts: %w", len(heldIDs), err)
 		}
 	}
-	hostByID := make(map[int64]Host, len(hosts))
+	hostByID := make(map[int64]row.Host, len(hosts))
 	for _, h := range hosts {
 		hostByID[h.ID] = h
 	}
@@ -206,7 +207,7 @@ func (s *Store) UserHostHeldList(ctx context.Context, keys []AuthHost, limit int
 	}
 	// Keyed by lower case, as the column's collation matches: the exact
 	// comparison is the caller's, in constant time.
-	userByKey := make(map[string]User, len(users))
+	userByKey := make(map[string]row.User, len(users))
 	for _, u := range users {
 		userByKey[strings.ToLower(u.Authenticator)] = u
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/procstat"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -34,14 +35,14 @@ func TestUserHostHeldGet(t *testing.T) {
 				}
 				return id
 			}
-			appID := must(st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
-			uid := must(st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"}))
-			busy := must(st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: uid, OSName: "Linux", PFpops: 1e9}))
-			idle := must(st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: uid}))
-			wu := must(st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
+			appID := must(st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
+			uid := must(st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"}))
+			busy := must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: uid, OSName: "Linux", PFpops: 1e9}))
+			idle := must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: uid}))
+			wu := must(st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
 				TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}))
 			for i, s := range []state.ServerState{state.ServerInProgress, state.ServerOver, state.ServerInProgress} {
-				id := must(st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wu, ServerState: s,
+				id := must(st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wu, ServerState: s,
 					Name: "wu_" + string(rune('0'+i)), XMLDocIn: "<file_info/>"}))
 				storetest.Exec(t, st, `UPDATE result SET hostid = ?, sent_time = 5, report_deadline = 105 WHERE id = ?`, busy, id)
 			}
@@ -92,19 +93,19 @@ func BenchmarkUserHostHeldGet(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			uid, err := st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"})
+			uid, err := st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"})
 			if err != nil {
 				b.Fatal(err)
 			}
-			hid, err := st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: uid})
+			hid, err := st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: uid})
 			if err != nil {
 				b.Fatal(err)
 			}
-			wu, err := st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: 1, Name: "wu", TransitionTime: state.NoTransition})
+			wu, err := st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: 1, Name: "wu", TransitionTime: state.NoTransition})
 			if err != nil {
 				b.Fatal(err)
 			}
-			id, err := st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wu, ServerState: state.ServerInProgress,
+			id, err := st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wu, ServerState: state.ServerInProgress,
 				Name: "wu_0", XMLDocIn: strings.Repeat("x", 300)})
 			if err != nil {
 				b.Fatal(err)
@@ -155,14 +156,14 @@ func TestUserHostHeldList(t *testing.T) {
 		}
 		return id
 	}
-	appID := must(st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
-	wu := must(st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
+	appID := must(st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
+	wu := must(st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
 		TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}))
 	var hosts []int64
 	for _, a := range []string{"ka", "kb"} {
-		uid := must(st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: a + "@example.com", Name: a, Authenticator: a}))
+		uid := must(st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: a + "@example.com", Name: a, Authenticator: a}))
 		for h := 0; h < 2; h++ {
-			hid := must(st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: uid, PNCPUs: h + 1}))
+			hid := must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: uid, PNCPUs: h + 1}))
 			hosts = append(hosts, hid)
 			// Host h holds h+1 instances in progress and one over.
 			for i := 0; i <= h+1; i++ {
@@ -170,7 +171,7 @@ func TestUserHostHeldList(t *testing.T) {
 				if i == 0 {
 					s = state.ServerOver
 				}
-				id := must(st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wu, ServerState: s,
+				id := must(st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wu, ServerState: s,
 					Name: a + string(rune('0'+h)) + "_" + string(rune('0'+i)), XMLDocIn: "<file_info/>"}))
 				storetest.Exec(t, st, `UPDATE result SET hostid = ?, sent_time = 5, report_deadline = 105 WHERE id = ?`, hid, id)
 			}

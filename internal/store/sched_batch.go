@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -59,7 +60,7 @@ type SchedSend = ResultSendParams
 
 // SchedHost is what one scheduler request says about its host.
 type SchedHost struct {
-	Host Host
+	Host row.Host
 	// Info writes the host_info columns too (they changed); otherwise only
 	// rpc_seqno, rpc_time and last_ip_addr are written.
 	Info bool
@@ -85,8 +86,8 @@ type SchedOutcome struct {
 	Sends   []error
 	// Workunits and Results hold the jobs and instances of the sends that
 	// went through, by id, as the batch left them: what a reply describes.
-	Workunits map[int64]Workunit
-	Results   map[int64]Result
+	Workunits map[int64]row.Workunit
+	Results   map[int64]row.Result
 }
 
 // schedBatchMaxRows bounds the rows of one multi-row statement's derived
@@ -166,10 +167,10 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 		resIDs = append(resIDs, p.ResultID)
 		sendWUs = append(sendWUs, p.WorkunitID)
 	}
-	wus := map[int64]*Workunit{}
-	orig := map[int64]Workunit{}
+	wus := map[int64]*row.Workunit{}
+	orig := map[int64]row.Workunit{}
 	if len(wuIDs) > 0 {
-		rows, err := txSelectIn[Workunit](ctx, tx, schedLockWorkunits, uniq(wuIDs))
+		rows, err := txSelectIn[row.Workunit](ctx, tx, schedLockWorkunits, uniq(wuIDs))
 		if err != nil {
 			return out, err
 		}
@@ -178,9 +179,9 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 			orig[rows[i].ID] = rows[i]
 		}
 	}
-	res := map[int64]*Result{}
+	res := map[int64]*row.Result{}
 	if len(resIDs) > 0 {
-		rows, err := txSelectIn[Result](ctx, tx, schedLockResults, uniq(resIDs))
+		rows, err := txSelectIn[row.Result](ctx, tx, schedLockResults, uniq(resIDs))
 		if err != nil {
 			return out, err
 		}
@@ -339,8 +340,8 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 		return out, err
 	}
 	if len(sent) > 0 {
-		out.Workunits = make(map[int64]Workunit, len(sent))
-		out.Results = make(map[int64]Result, len(sent))
+		out.Workunits = make(map[int64]row.Workunit, len(sent))
+		out.Results = make(map[int64]row.Result, len(sent))
 		for _, i := range sent {
 			p := b.Sends[i]
 			out.Workunits[p.WorkunitID] = *wus[p.WorkunitID]
@@ -425,8 +426,8 @@ func turnaroundFold(samples []float64) (a, b, c float64) {
 // last host_info that changed, and the reports' deltas.
 func schedWriteHosts(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, deltas map[int64]*hostDelta) error {
 	type merged struct {
-		last Host
-		info *Host
+		last row.Host
+		info *row.Host
 	}
 	var order []int64
 	byID := map[int64]*merged{}

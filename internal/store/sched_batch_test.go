@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -25,20 +26,20 @@ func TestSchedulerCommitDecidesEachRow(t *testing.T) {
 			AppVersionNum: 100, ReportDeadline: now + 100, Now: now}
 	}
 	// Job 2: one instance in progress on host1 (to report), one on host2.
-	wu2, err := f.st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: 1, Name: "wu2",
+	wu2, err := f.st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: 1, Name: "wu2",
 		TransitionTime: state.NoTransition, DelayBound: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var r3, r4 int64
 	for i, p := range []*int64{&r3, &r4} {
-		if *p, err = f.st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wu2, ServerState: state.ServerUnsent,
+		if *p, err = f.st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wu2, ServerState: state.ServerUnsent,
 			Name: "wu2_" + string(rune('0'+i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	bob, _ := f.st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: "b@example.com", Name: "b", Authenticator: "kb"})
-	hostB, _ := f.st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: bob})
+	bob, _ := f.st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "b@example.com", Name: "b", Authenticator: "kb"})
+	hostB, _ := f.st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: bob})
 	if _, err := f.st.SchedulerCommit(ctx, store.SchedBatch{Sends: []store.SchedSend{
 		{ResultID: r3, WorkunitID: wu2, HostID: f.host1, UserID: f.user, ReportDeadline: 500, Now: 400},
 		{ResultID: r4, WorkunitID: wu2, HostID: hostB, UserID: bob, ReportDeadline: 500, Now: 400},
@@ -47,7 +48,7 @@ func TestSchedulerCommitDecidesEachRow(t *testing.T) {
 	}
 
 	unsendable := send(f.r2, f.host2)
-	unsendable.CheckWorkunit = func(store.Workunit) error { return errors.New("bad input name") }
+	unsendable.CheckWorkunit = func(row.Workunit) error { return errors.New("bad input name") }
 	out, err := f.st.SchedulerCommit(ctx, store.SchedBatch{
 		Reports: []store.SchedReport{
 			{ResultID: r3, WorkunitID: wu2, HostID: f.host1, Outcome: state.OutcomeSuccess, ClientState: 5,
@@ -56,7 +57,7 @@ func TestSchedulerCommitDecidesEachRow(t *testing.T) {
 		},
 		Sends: []store.SchedSend{send(f.r1, f.host1), send(f.r2, f.host2),
 			{ResultID: r4, WorkunitID: wu2, HostID: 999, UserID: 999, ReportDeadline: now + 100, Now: now}},
-		Hosts: []store.SchedHost{{Host: store.Host{ID: f.host1, RPCSeqno: 9, RPCTime: now, LastIPAddr: "10.0.0.1"}}},
+		Hosts: []store.SchedHost{{Host: row.Host{ID: f.host1, RPCSeqno: 9, RPCTime: now, LastIPAddr: "10.0.0.1"}}},
 	})
 	if err != nil {
 		t.Fatalf("SchedulerCommit = %v", err)
@@ -124,12 +125,12 @@ func TestSchedulerCommitHostCounters(t *testing.T) {
 	storetest.Exec(t, f.st, `UPDATE host SET avg_turnaround = 100, consecutive_valid = 4 WHERE id = ?`, f.host1)
 	var ids []int64
 	for i := range 3 {
-		wu, err := f.st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: 1, Name: "c" + string(rune('0'+i)),
+		wu, err := f.st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: 1, Name: "c" + string(rune('0'+i)),
 			TransitionTime: state.NoTransition})
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := f.st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wu, ServerState: state.ServerInProgress,
+		id, err := f.st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wu, ServerState: state.ServerInProgress,
 			HostID: f.host1, SentTime: 10, Name: "c" + string(rune('0'+i)) + "_0"})
 		if err != nil {
 			t.Fatal(err)
@@ -142,7 +143,7 @@ func TestSchedulerCommitHostCounters(t *testing.T) {
 	}
 	_, err := f.st.SchedulerCommit(ctx, store.SchedBatch{
 		Reports: []store.SchedReport{rep(0, state.OutcomeSuccess, 60), rep(1, state.OutcomeClientError, 60), rep(2, state.OutcomeSuccess, 210)},
-		Hosts:   []store.SchedHost{{Host: store.Host{ID: f.host1, RPCSeqno: 1, RPCTime: 210}}},
+		Hosts:   []store.SchedHost{{Host: row.Host{ID: f.host1, RPCSeqno: 1, RPCTime: 210}}},
 	})
 	if err != nil {
 		t.Fatal(err)

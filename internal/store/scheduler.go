@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -18,8 +19,8 @@ var ErrAlreadySentToUser = errors.New("job already sent to this user")
 const resultGetByName = `SELECT ` + ResultColumns + ` FROM result WHERE name = ?`
 
 // ResultGetByName returns the instance called name, or ErrNotFound.
-func (s *Store) ResultGetByName(ctx context.Context, name string) (Result, error) {
-	var r Result
+func (s *Store) ResultGetByName(ctx context.Context, name string) (row.Result, error) {
+	var r row.Result
 	err := s.db.GetContext(ctx, &r, resultGetByName, name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("result %q: %w", name, ErrNotFound)
@@ -34,16 +35,16 @@ const resultListByIDs = `SELECT ` + ResultColumns + ` FROM result WHERE id IN (?
 
 // ResultListByIDs returns the instances with the given ids, by id; ids that
 // do not exist are skipped.
-func (s *Store) ResultListByIDs(ctx context.Context, ids []int64) ([]Result, error) {
-	return selectIn[Result](ctx, s, "list results by id", resultListByIDs, ids)
+func (s *Store) ResultListByIDs(ctx context.Context, ids []int64) ([]row.Result, error) {
+	return selectIn[row.Result](ctx, s, "list results by id", resultListByIDs, ids)
 }
 
 const workunitListByIDs = `SELECT ` + WorkunitColumns + ` FROM workunit WHERE id IN (?) ORDER BY id`
 
 // WorkunitListByIDs returns the jobs with the given ids, by id; ids that do
 // not exist are skipped.
-func (s *Store) WorkunitListByIDs(ctx context.Context, ids []int64) ([]Workunit, error) {
-	return selectIn[Workunit](ctx, s, "list workunits by id", workunitListByIDs, ids)
+func (s *Store) WorkunitListByIDs(ctx context.Context, ids []int64) ([]row.Workunit, error) {
+	return selectIn[row.Workunit](ctx, s, "list workunits by id", workunitListByIDs, ids)
 }
 
 // HostResult is an instance in progress on a host, with the job fields the
@@ -244,7 +245,7 @@ type ResultSendParams struct {
 	Replicate bool
 	// CheckWorkunit, if set, is given the locked job; an error means the
 	// job cannot be sent at all, and the instance is set COULDNT_SEND.
-	CheckWorkunit func(Workunit) error
+	CheckWorkunit func(row.Workunit) error
 }
 
 const workunitLockForSend = `SELECT ` + WorkunitColumns + ` FROM workunit WHERE id = ? FOR UPDATE`
@@ -291,7 +292,7 @@ func (s *Store) ResultSend(ctx context.Context, p ResultSendParams) error {
 	var unsendable error
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		unsendable = nil
-		var wu Workunit
+		var wu row.Workunit
 		err := tx.GetContext(ctx, &wu, workunitLockForSend, p.WorkunitID)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):

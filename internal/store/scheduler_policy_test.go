@@ -7,6 +7,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -14,7 +15,7 @@ import (
 
 func (f schedFixture) newUser(t *testing.T, name string) int64 {
 	t.Helper()
-	id, err := f.st.UserInsert(context.Background(), store.User{CreateTime: 1, EmailAddr: name + "@example.com", Name: name,
+	id, err := f.st.UserInsert(context.Background(), row.User{CreateTime: 1, EmailAddr: name + "@example.com", Name: name,
 		Authenticator: "k_" + name})
 	if err != nil {
 		t.Fatal(err)
@@ -22,12 +23,12 @@ func (f schedFixture) newUser(t *testing.T, name string) int64 {
 	return id
 }
 
-func (f schedFixture) workunit(t *testing.T, id int64) store.Workunit {
+func (f schedFixture) workunit(t *testing.T, id int64) row.Workunit {
 	t.Helper()
 	return storetest.Workunit(t, f.st, id)
 }
 
-func (f schedFixture) result(t *testing.T, id int64) store.Result {
+func (f schedFixture) result(t *testing.T, id int64) row.Result {
 	t.Helper()
 	return storetest.Result(t, f.st, id)
 }
@@ -122,10 +123,10 @@ func TestResultSendCouldntSend(t *testing.T) {
 	f := newSchedFixture(t)
 	ctx := context.Background()
 	bad := errors.New("no input")
-	var seen store.Workunit
+	var seen row.Workunit
 	p := store.ResultSendParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1, UserID: f.user,
 		ReportDeadline: 5000, Now: 1000, HRClass: 7, Replicate: true,
-		CheckWorkunit: func(wu store.Workunit) error { seen = wu; return bad }}
+		CheckWorkunit: func(wu row.Workunit) error { seen = wu; return bad }}
 	err := f.st.ResultSend(ctx, p)
 	if !errors.Is(err, store.ErrCouldntSend) || !errors.Is(err, bad) {
 		t.Fatalf("ResultSend of a job its check refuses = %v, want ErrCouldntSend wrapping the reason", err)
@@ -266,11 +267,11 @@ func TestResultDetachHost(t *testing.T) {
 	ctx := context.Background()
 	bob := f.newUser(t, "bob")
 	// A second job, so host1 holds two instances.
-	wu2, err := f.st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, Name: "wu2", TransitionTime: state.NoTransition, DelayBound: 100})
+	wu2, err := f.st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, Name: "wu2", TransitionTime: state.NoTransition, DelayBound: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r3, err := f.st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wu2, ServerState: state.ServerUnsent, Name: "wu2_0"})
+	r3, err := f.st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wu2, ServerState: state.ServerUnsent, Name: "wu2_0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -31,14 +32,14 @@ func newSchedFixture(t *testing.T) schedFixture {
 		return id
 	}
 	f := schedFixture{st: st}
-	appID := must(st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
-	f.wuID = must(st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
+	appID := must(st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
+	f.wuID = must(st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
 		TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}))
-	f.r1 = must(st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: f.wuID, ServerState: state.ServerUnsent, Name: "wu_0"}))
-	f.r2 = must(st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: f.wuID, ServerState: state.ServerUnsent, Name: "wu_1"}))
-	f.user = must(st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"}))
-	f.host1 = must(st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: f.user}))
-	f.host2 = must(st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: f.user}))
+	f.r1 = must(st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: f.wuID, ServerState: state.ServerUnsent, Name: "wu_0"}))
+	f.r2 = must(st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: f.wuID, ServerState: state.ServerUnsent, Name: "wu_1"}))
+	f.user = must(st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"}))
+	f.host1 = must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: f.user}))
+	f.host2 = must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: f.user}))
 	return f
 }
 
@@ -72,7 +73,7 @@ func TestResultSendClaimsOncePerUser(t *testing.T) {
 	}
 
 	// Another user may take r2, but not r1 (no longer unsent).
-	other, _ := f.st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: "b@example.com", Name: "b", Authenticator: "k2"})
+	other, _ := f.st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "b@example.com", Name: "b", Authenticator: "k2"})
 	p3 := p
 	p3.UserID = other
 	if err := f.st.ResultSend(ctx, p3); !errors.Is(err, store.ErrConflict) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/privatedb"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
@@ -28,11 +29,11 @@ const oddText = "Zoë Łukasz 李小龍 \U0001F600"
 // case-insensitively (the unique key and the lookup rely on it).
 func storeOddText(ctx context.Context, t *testing.T, st *store.Store) {
 	t.Helper()
-	uid, err := st.UserInsert(ctx, store.User{EmailAddr: "zoë\U0001F600@example.org", Name: oddText, Authenticator: "k-odd"})
+	uid, err := st.UserInsert(ctx, row.User{EmailAddr: "zoë\U0001F600@example.org", Name: oddText, Authenticator: "k-odd"})
 	if err != nil {
 		t.Fatalf("UserInsert with %q: %v", oddText, err)
 	}
-	hid, err := st.HostInsert(ctx, store.Host{UserID: uid, DomainName: oddText, OSName: oddText, PModel: oddText})
+	hid, err := st.HostInsert(ctx, row.Host{UserID: uid, DomainName: oddText, OSName: oddText, PModel: oddText})
 	if err != nil {
 		t.Fatalf("HostInsert with %q: %v", oddText, err)
 	}
@@ -47,7 +48,7 @@ func storeOddText(ctx context.Context, t *testing.T, st *store.Store) {
 	if u, err := st.UserGetByEmail(ctx, "ZOË\U0001F600@EXAMPLE.ORG"); err != nil || u.ID != uid {
 		t.Fatalf("UserGetByEmail in upper case = %d, %v; want user %d (e-mail compares case-insensitively)", u.ID, err, uid)
 	}
-	if _, err := st.UserInsert(ctx, store.User{EmailAddr: "ZOË\U0001F600@example.org", Name: "x", Authenticator: "k-odd-2"}); err == nil {
+	if _, err := st.UserInsert(ctx, row.User{EmailAddr: "ZOË\U0001F600@example.org", Name: "x", Authenticator: "k-odd-2"}); err == nil {
 		t.Fatal("UserInsert of the same e-mail in upper case succeeded; want the unique key to refuse it")
 	}
 }
@@ -133,7 +134,7 @@ func TestSchemaUpgradeConvertsALatin1Database(t *testing.T) {
         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'host' AND COLUMN_NAME = 'domain_name'`); err != nil || !strings.HasPrefix(coll, "latin1") {
 		t.Fatalf("host.domain_name collation before version 4 = %q, %v; want latin1 (the test must start from the old state)", coll, err)
 	}
-	if _, err := st.HostInsert(ctx, store.Host{UserID: 1, DomainName: oddText}); err == nil {
+	if _, err := st.HostInsert(ctx, row.Host{UserID: 1, DomainName: oddText}); err == nil {
 		t.Fatal("HostInsert of text outside Latin-1 into the old latin1 table succeeded; the test shows nothing")
 	}
 	if applied, err := st.SchemaUpgrade(ctx, migs, time.Now()); err != nil || len(applied) != len(migs)-3 {

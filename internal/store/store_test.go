@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/db/schema"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -32,11 +33,11 @@ func TestRowsRoundTrip(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wuID, err := st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: appID, Name: "wu1",
+	wuID, err := st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu1",
 		MinQuorum: 2, TargetNResults: 2, ErrorMask: state.ErrCancelled, TransitionTime: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func TestRowsRoundTrip(t *testing.T) {
 	if err != nil || wu.Name != "wu1" || wu.ErrorMask != state.ErrCancelled || wu.MinQuorum != 2 {
 		t.Fatalf("WorkunitGet = %+v, %v", wu, err)
 	}
-	rid, err := st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wuID, ServerState: state.ServerUnsent, Name: "wu1_0"})
+	rid, err := st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wuID, ServerState: state.ServerUnsent, Name: "wu1_0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -48,7 +49,7 @@ func (s *Store) BatchListProgress(ctx context.Context, p BatchListProgressParams
 	err := withRetry(ctx, func() error {
 		out = nil
 		return s.db.SelectContext(ctx, &out, batchListProgress, state.AssimilateInit, state.AssimilateDone,
-			BatchInProgress, p.AfterID, p.Limit)
+			row.BatchInProgress, p.AfterID, p.Limit)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list batch progress: %w", err)
@@ -67,7 +68,7 @@ AND NOT EXISTS (SELECT 1 FROM workunit w WHERE w.batch = ? AND w.assimilate_stat
 // jobs, every one of them assimilated; otherwise it changes nothing and
 // returns ErrConflict.
 func (s *Store) BatchMarkDone(ctx context.Context, id, now int64) error {
-	n, err := s.exec(ctx, batchMarkDone, BatchDone, now, id, BatchInProgress, id, id, state.AssimilateDone)
+	n, err := s.exec(ctx, batchMarkDone, row.BatchDone, now, id, row.BatchInProgress, id, id, state.AssimilateDone)
 	if err != nil {
 		return fmt.Errorf("mark batch %d done: %w", id, err)
 	}

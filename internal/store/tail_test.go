@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -25,7 +26,7 @@ type tailBundle struct {
 func tailSetup(t *testing.T) *tailBundle {
 	t.Helper()
 	st := storetest.New(t)
-	appID, err := st.AppInsert(context.Background(), store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	appID, err := st.AppInsert(context.Background(), row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
@@ -37,7 +38,7 @@ func (b *tailBundle) exec(t *testing.T, q string, args ...any) {
 	storetest.Exec(t, b.st, q, args...)
 }
 
-func (b *tailBundle) batch(t *testing.T, st store.BatchState) int64 {
+func (b *tailBundle) batch(t *testing.T, st row.BatchState) int64 {
 	t.Helper()
 	b.n++
 	res, err := b.st.DB().ExecContext(context.Background(),
@@ -50,10 +51,10 @@ func (b *tailBundle) batch(t *testing.T, st store.BatchState) int64 {
 }
 
 // job inserts an unfinished job of batch with quorum 1, delay_bound 1000.
-func (b *tailBundle) job(t *testing.T, batch int64, mod ...func(*store.Workunit)) int64 {
+func (b *tailBundle) job(t *testing.T, batch int64, mod ...func(*row.Workunit)) int64 {
 	t.Helper()
 	b.n++
-	wu := store.Workunit{CreateTime: 1, AppID: b.appID, Name: fmt.Sprintf("j%d", b.n), Batch: batch, DelayBound: 1000,
+	wu := row.Workunit{CreateTime: 1, AppID: b.appID, Name: fmt.Sprintf("j%d", b.n), Batch: batch, DelayBound: 1000,
 		MinQuorum: 1, TargetNResults: 1, MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3,
 		TransitionTime: state.NoTransition}
 	for _, m := range mod {
@@ -70,7 +71,7 @@ func (b *tailBundle) job(t *testing.T, batch int64, mod ...func(*store.Workunit)
 func (b *tailBundle) instance(t *testing.T, wuID int64, ss state.ServerState, sent int64) {
 	t.Helper()
 	b.n++
-	_, err := b.st.ResultInsert(context.Background(), store.Result{CreateTime: 1, WorkunitID: wuID, ServerState: ss,
+	_, err := b.st.ResultInsert(context.Background(), row.Result{CreateTime: 1, WorkunitID: wuID, ServerState: ss,
 		Name: fmt.Sprintf("r%d", b.n), SentTime: sent, ReportDeadline: sent + 1000})
 	if err != nil {
 		t.Fatalf("ResultInsert: %v", err)
@@ -81,17 +82,17 @@ func TestBatchListProgress(t *testing.T) {
 	t.Parallel()
 	b := tailSetup(t)
 	ctx := context.Background()
-	mixed := b.batch(t, store.BatchInProgress)
+	mixed := b.batch(t, row.BatchInProgress)
 	b.job(t, mixed)
-	b.job(t, mixed, func(wu *store.Workunit) { wu.CanonicalResultID = 99; wu.AssimilateState = state.AssimilateReady })
-	b.job(t, mixed, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone })
-	b.job(t, mixed, func(wu *store.Workunit) { wu.HoldReason = state.ErrTooManyErrorResults })
-	b.job(t, mixed, func(wu *store.Workunit) { wu.ErrorMask = state.ErrCancelled })
-	empty := b.batch(t, store.BatchInProgress)
-	done := b.batch(t, store.BatchDone)
-	b.job(t, done, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone })
-	finished := b.batch(t, store.BatchInProgress)
-	b.job(t, finished, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	b.job(t, mixed, func(wu *row.Workunit) { wu.CanonicalResultID = 99; wu.AssimilateState = state.AssimilateReady })
+	b.job(t, mixed, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	b.job(t, mixed, func(wu *row.Workunit) { wu.HoldReason = state.ErrTooManyErrorResults })
+	b.job(t, mixed, func(wu *row.Workunit) { wu.ErrorMask = state.ErrCancelled })
+	empty := b.batch(t, row.BatchInProgress)
+	done := b.batch(t, row.BatchDone)
+	b.job(t, done, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	finished := b.batch(t, row.BatchInProgress)
+	b.job(t, finished, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone })
 	b.job(t, 0) // no batch
 
 	got, err := b.st.BatchListProgress(ctx, store.BatchListProgressParams{Limit: 10})
@@ -121,26 +122,26 @@ func TestBatchMarkDone(t *testing.T) {
 	t.Parallel()
 	b := tailSetup(t)
 	ctx := context.Background()
-	finished := b.batch(t, store.BatchInProgress)
-	b.job(t, finished, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone; wu.ErrorMask = state.ErrCancelled })
-	b.job(t, finished, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone })
-	open := b.batch(t, store.BatchInProgress)
-	b.job(t, open, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone })
-	b.job(t, open, func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateReady })
-	empty := b.batch(t, store.BatchInProgress)
+	finished := b.batch(t, row.BatchInProgress)
+	b.job(t, finished, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone; wu.ErrorMask = state.ErrCancelled })
+	b.job(t, finished, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	open := b.batch(t, row.BatchInProgress)
+	b.job(t, open, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	b.job(t, open, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateReady })
+	empty := b.batch(t, row.BatchInProgress)
 
 	if err := b.st.BatchMarkDone(ctx, finished, tailNow); err != nil {
 		t.Fatalf("BatchMarkDone(every job assimilated) = %v, want nil", err)
 	}
-	var row struct {
-		State          store.BatchState `db:"state"`
-		CompletionTime int64            `db:"completion_time"`
+	var got struct {
+		State          row.BatchState `db:"state"`
+		CompletionTime int64          `db:"completion_time"`
 	}
-	if err := b.st.DB().GetContext(ctx, &row, `SELECT state, completion_time FROM batch WHERE id = ?`, finished); err != nil {
+	if err := b.st.DB().GetContext(ctx, &got, `SELECT state, completion_time FROM batch WHERE id = ?`, finished); err != nil {
 		t.Fatal(err)
 	}
-	if row.State != store.BatchDone || row.CompletionTime != tailNow {
-		t.Errorf("batch after BatchMarkDone = %v at %d, want done at %d", row.State, row.CompletionTime, tailNow)
+	if got.State != row.BatchDone || got.CompletionTime != tailNow {
+		t.Errorf("batch after BatchMarkDone = %v at %d, want done at %d", got.State, got.CompletionTime, tailNow)
 	}
 	for _, tc := range []struct {
 		name string
@@ -156,7 +157,7 @@ func TestWorkunitListTail(t *testing.T) {
 	t.Parallel()
 	b := tailSetup(t)
 	ctx := context.Background()
-	batch := b.batch(t, store.BatchInProgress)
+	batch := b.batch(t, row.BatchInProgress)
 	old := int64(tailNow - 600) // out for 0.6 × delay_bound
 	recent := int64(tailNow - 400)
 
@@ -164,17 +165,17 @@ func TestWorkunitListTail(t *testing.T) {
 	b.instance(t, slow, state.ServerInProgress, old)
 	b.instance(t, slow, state.ServerOver, old)
 
-	mixed := b.job(t, batch, func(wu *store.Workunit) { wu.TargetNResults, wu.MinQuorum = 2, 2 })
+	mixed := b.job(t, batch, func(wu *row.Workunit) { wu.TargetNResults, wu.MinQuorum = 2, 2 })
 	b.instance(t, mixed, state.ServerInProgress, recent)
 	b.instance(t, mixed, state.ServerInProgress, old)
 
 	// Jobs that do not qualify, by why not.
-	for _, mod := range map[string]func(*store.Workunit){
-		"accelerated already": func(wu *store.Workunit) { wu.TailCopies = 1 },
-		"held":                func(wu *store.Workunit) { wu.HoldReason = state.ErrTooManyTotalResults },
-		"failed":              func(wu *store.Workunit) { wu.ErrorMask = state.ErrCancelled },
-		"canonical":           func(wu *store.Workunit) { wu.CanonicalResultID = 5; wu.AssimilateState = state.AssimilateReady },
-		"at max total":        func(wu *store.Workunit) { wu.MaxTotalResults = 1 },
+	for _, mod := range map[string]func(*row.Workunit){
+		"accelerated already": func(wu *row.Workunit) { wu.TailCopies = 1 },
+		"held":                func(wu *row.Workunit) { wu.HoldReason = state.ErrTooManyTotalResults },
+		"failed":              func(wu *row.Workunit) { wu.ErrorMask = state.ErrCancelled },
+		"canonical":           func(wu *row.Workunit) { wu.CanonicalResultID = 5; wu.AssimilateState = state.AssimilateReady },
+		"at max total":        func(wu *row.Workunit) { wu.MaxTotalResults = 1 },
 	} {
 		id := b.job(t, batch, mod)
 		b.instance(t, id, state.ServerInProgress, old)
@@ -185,7 +186,7 @@ func TestWorkunitListTail(t *testing.T) {
 	onlyRecent := b.job(t, batch)
 	b.instance(t, onlyRecent, state.ServerInProgress, recent)
 	b.job(t, batch) // nothing sent yet
-	other := b.job(t, b.batch(t, store.BatchInProgress))
+	other := b.job(t, b.batch(t, row.BatchInProgress))
 	b.instance(t, other, state.ServerInProgress, old)
 
 	got, err := b.st.WorkunitListTail(ctx, store.WorkunitListTailParams{Batch: batch, Now: tailNow, After: 0.5, Limit: 10})
@@ -214,7 +215,7 @@ func TestWorkunitAddTailCopy(t *testing.T) {
 	t.Parallel()
 	b := tailSetup(t)
 	ctx := context.Background()
-	id := b.job(t, 0, func(wu *store.Workunit) { wu.TransitionTime = tailNow + 500; wu.TargetNResults = 2 })
+	id := b.job(t, 0, func(wu *row.Workunit) { wu.TransitionTime = tailNow + 500; wu.TargetNResults = 2 })
 	if err := b.st.WorkunitAddTailCopy(ctx, id, 0, tailNow); err != nil {
 		t.Fatalf("WorkunitAddTailCopy = %v, want nil", err)
 	}
@@ -229,7 +230,7 @@ func TestWorkunitAddTailCopy(t *testing.T) {
 	if err := b.st.WorkunitAddTailCopy(ctx, id, 0, tailNow); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("WorkunitAddTailCopy with a stale tail_copies = %v, want ErrConflict", err)
 	}
-	done := b.job(t, 0, func(wu *store.Workunit) { wu.CanonicalResultID = 1; wu.AssimilateState = state.AssimilateReady })
+	done := b.job(t, 0, func(wu *row.Workunit) { wu.CanonicalResultID = 1; wu.AssimilateState = state.AssimilateReady })
 	if err := b.st.WorkunitAddTailCopy(ctx, done, 0, tailNow); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("WorkunitAddTailCopy on a finished job = %v, want ErrConflict", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -94,13 +95,13 @@ func (s *Store) WorkunitCountQueues(ctx context.Context, now int64) (WorkunitQue
 const platformGetByName = `SELECT ` + platformColumns + ` FROM platform WHERE name = ?`
 
 // PlatformGetByName returns the platform called name, or ErrNotFound.
-func (s *Store) PlatformGetByName(ctx context.Context, name string) (Platform, error) {
-	var out []Platform
+func (s *Store) PlatformGetByName(ctx context.Context, name string) (row.Platform, error) {
+	var out []row.Platform
 	if err := s.db.SelectContext(ctx, &out, platformGetByName, name); err != nil {
-		return Platform{}, fmt.Errorf("get platform %q: %w", name, err)
+		return row.Platform{}, fmt.Errorf("get platform %q: %w", name, err)
 	}
 	if len(out) == 0 {
-		return Platform{}, fmt.Errorf("platform %q: %w", name, ErrNotFound)
+		return row.Platform{}, fmt.Errorf("platform %q: %w", name, ErrNotFound)
 	}
 	return out[0], nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -192,7 +193,7 @@ func transitionBatch(ctx context.Context, tx *sqlx.Tx, ps []WorkunitTransitionPa
 		}
 	}
 
-	var newRows []Result
+	var newRows []row.Result
 	var jobs []int
 	type timedChange struct {
 		c   ResultTransition

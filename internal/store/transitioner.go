@@ -12,14 +12,15 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
 // WorkunitResults is a job with all of its instances, by instance id, as the
 // joined enumerations (seed 003 §6) read them.
 type WorkunitResults struct {
-	Workunit Workunit
-	Results  []Result
+	Workunit row.Workunit
+	Results  []row.Result
 }
 
 // workunitJoinColumns are the Workunit columns of w in a join with result.
@@ -60,8 +61,8 @@ var resultJoinColumns = func() string {
 
 // joinedRow is one row of a job ⋈ instance stream.
 type joinedRow struct {
-	Workunit
-	R Result `db:"r"`
+	row.Workunit
+	R row.Result `db:"r"`
 }
 
 // listWorkunitResults runs a joined enumeration ordered by job id then
@@ -160,8 +161,8 @@ func (s *Store) WorkunitListDue(ctx context.Context, p WorkunitListDueParams) ([
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var w Workunit
-			var r Result
+			var w row.Workunit
+			var r row.Result
 			if err := rows.Scan(&w.ID, &w.AppID, &w.Name, &w.Batch, &w.TransitionTime, &w.CanonicalResultID,
 				&w.ErrorMask, &w.FileDeleteState, &w.AssimilateState, &w.MinQuorum, &w.TargetNResults,
 				&w.MaxErrorResults, &w.MaxTotalResults, &w.MaxSuccessResults, &w.Priority, &w.HoldReason,
@@ -194,7 +195,7 @@ func (s *Store) WorkunitListDue(ctx context.Context, p WorkunitListDueParams) ([
 	}
 	if rowsRead >= p.Limit && len(out) > 0 {
 		last := &out[len(out)-1]
-		var rs []Result
+		var rs []row.Result
 		err := withRetry(ctx, func() error {
 			rs = nil
 			return s.db.SelectContext(ctx, &rs, workunitListDueResults, last.Workunit.ID)
@@ -210,7 +211,7 @@ func (s *Store) WorkunitListDue(ctx context.Context, p WorkunitListDueParams) ([
 	return out, nil
 }
 
-func byResultID(a, b Result) int { return cmp.Compare(a.ID, b.ID) }
+func byResultID(a, b row.Result) int { return cmp.Compare(a.ID, b.ID) }
 
 const workunitOldestDue = `SELECT MIN(transition_time) FROM workunit WHERE transition_time <= ? AND id % ? = ?`
 
@@ -264,7 +265,7 @@ type WorkunitTransitionParams struct {
 	// for one. The zero value always looks.
 	NoUnsentRead bool
 	// NewResults are inserted as given.
-	NewResults []Result
+	NewResults []row.Result
 	// Changes are applied in order, each conditional on the state read.
 	Changes []ResultTransition
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 const userColumns = `id, create_time, email_addr, name, authenticator, passwd_hash, total_credit,
@@ -16,15 +18,15 @@ VALUES (:create_time, :email_addr, :name, :authenticator, :passwd_hash,
 :total_credit, :expavg_credit, :expavg_time, :teamid, :cross_project_id, :submit_allowed)`
 
 // UserInsert adds a user and returns its id.
-func (s *Store) UserInsert(ctx context.Context, u User) (int64, error) {
+func (s *Store) UserInsert(ctx context.Context, u row.User) (int64, error) {
 	return s.insert(ctx, "user", userInsert, u)
 }
 
 // UserGetByAuthenticator returns the user whose account key is auth, or
 // ErrNotFound. The key is looked up through its unique index; callers that
 // need constant-time behaviour compare the returned key themselves.
-func (s *Store) UserGetByAuthenticator(ctx context.Context, auth string) (User, error) {
-	var u User
+func (s *Store) UserGetByAuthenticator(ctx context.Context, auth string) (row.User, error) {
+	var u row.User
 	err := s.db.GetContext(ctx, &u, `SELECT `+userColumns+` FROM user WHERE authenticator = ?`, auth)
 	if errors.Is(err, sql.ErrNoRows) {
 		return u, ErrNotFound
@@ -36,8 +38,8 @@ func (s *Store) UserGetByAuthenticator(ctx context.Context, auth string) (User, 
 }
 
 // UserGet returns user id, or ErrNotFound.
-func (s *Store) UserGet(ctx context.Context, id int64) (User, error) {
-	var u User
+func (s *Store) UserGet(ctx context.Context, id int64) (row.User, error) {
+	var u row.User
 	err := s.db.GetContext(ctx, &u, `SELECT `+userColumns+` FROM user WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return u, fmt.Errorf("user %d: %w", id, ErrNotFound)
@@ -61,13 +63,13 @@ VALUES (:create_time, :userid, :rpc_seqno, :rpc_time, :total_credit, :expavg_cre
 :m_nbytes, :m_swap, :d_total, :d_free, :os_name, :os_version, :on_frac, :active_frac, :nresults_today, :avg_turnaround)`
 
 // HostInsert adds a host and returns its id.
-func (s *Store) HostInsert(ctx context.Context, h Host) (int64, error) {
+func (s *Store) HostInsert(ctx context.Context, h row.Host) (int64, error) {
 	return s.insert(ctx, "host", hostInsert, h)
 }
 
 // HostGet returns host id, or ErrNotFound.
-func (s *Store) HostGet(ctx context.Context, id int64) (Host, error) {
-	var h Host
+func (s *Store) HostGet(ctx context.Context, id int64) (row.Host, error) {
+	var h row.Host
 	err := s.db.GetContext(ctx, &h, `SELECT `+hostColumns+` FROM host WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return h, fmt.Errorf("host %d: %w", id, ErrNotFound)
@@ -87,7 +89,7 @@ WHERE id = :id`
 
 // HostUpdateRPC records what a scheduler request said about the host. Credit
 // columns are not touched: the validator owns them.
-func (s *Store) HostUpdateRPC(ctx context.Context, h Host) error {
+func (s *Store) HostUpdateRPC(ctx context.Context, h row.Host) error {
 	err := withRetry(ctx, func() error {
 		_, err := s.db.NamedExecContext(ctx, hostUpdateRPC, h)
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // The operator tool's account queries: listing, profile changes, deletion.
@@ -16,8 +17,8 @@ var ErrInUse = errors.New("in use")
 const userList = `SELECT ` + userColumns + ` FROM user WHERE id > ? ORDER BY id LIMIT ?`
 
 // UserList returns up to limit users with ids above afterID, in id order.
-func (s *Store) UserList(ctx context.Context, afterID int64, limit int) ([]User, error) {
-	var out []User
+func (s *Store) UserList(ctx context.Context, afterID int64, limit int) ([]row.User, error) {
+	var out []row.User
 	if err := s.db.SelectContext(ctx, &out, userList, afterID, limit); err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -130,8 +131,8 @@ func (s *Store) scanValidate(ctx context.Context, all bool, query string, args .
 	var out []WorkunitResults
 	n := 0
 	for rows.Next() {
-		var w Workunit
-		var r Result
+		var w row.Workunit
+		var r row.Result
 		dest := []any{&w.ID, &w.AppID, &w.Name, &w.Batch, &w.RscFpopsEst, &w.RscFpopsBound, &w.NeedValidate, &w.CanonicalResultID,
 			&w.CanonicalCredit, &w.ErrorMask, &w.FileDeleteState, &w.AssimilateState, &w.MinQuorum, &w.TargetNResults,
 			&w.MaxTotalResults, &w.FixedCredit, &w.KnownAnswerID,
@@ -159,7 +160,7 @@ func (s *Store) scanValidate(ctx context.Context, all bool, query string, args .
 		return nil, 0, err
 	}
 	for i := range out {
-		slices.SortFunc(out[i].Results, func(a, b Result) int { return cmp.Compare(a.ID, b.ID) })
+		slices.SortFunc(out[i].Results, func(a, b row.Result) int { return cmp.Compare(a.ID, b.ID) })
 	}
 	return out, n, nil
 }

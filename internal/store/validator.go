@@ -11,6 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -45,8 +46,8 @@ const knownAnswerGet = `SELECT id, create_time, appid, name, output FROM known_a
 
 // KnownAnswerGet returns known answer id with its expected output but
 // without its input (which only job creation needs), or ErrNotFound.
-func (s *Store) KnownAnswerGet(ctx context.Context, id int64) (KnownAnswer, error) {
-	var k KnownAnswer
+func (s *Store) KnownAnswerGet(ctx context.Context, id int64) (row.KnownAnswer, error) {
+	var k row.KnownAnswer
 	err := s.db.GetContext(ctx, &k, knownAnswerGet, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return k, fmt.Errorf("known answer %d: %w", id, ErrNotFound)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -55,7 +56,7 @@ func TestExpavgCredit(t *testing.T) {
 type validateFixture struct {
 	st      *store.Store
 	wuID    int64
-	results []store.Result
+	results []row.Result
 }
 
 func newValidateFixture(t *testing.T, st *store.Store, name string, n int, userID, hostID []int64) validateFixture {
@@ -63,14 +64,14 @@ func newValidateFixture(t *testing.T, st *store.Store, name string, n int, userI
 	ctx := context.Background()
 	f := validateFixture{st: st}
 	var err error
-	f.wuID, err = st.WorkunitInsert(ctx, store.Workunit{CreateTime: vt0, AppID: 1, Name: name, MinQuorum: 2,
+	f.wuID, err = st.WorkunitInsert(ctx, row.Workunit{CreateTime: vt0, AppID: 1, Name: name, MinQuorum: 2,
 		TargetNResults: 2, MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, NeedValidate: true,
 		TransitionTime: state.NoTransition})
 	if err != nil {
 		t.Fatalf("WorkunitInsert: %v", err)
 	}
 	for i := range n {
-		r := store.Result{CreateTime: vt0, WorkunitID: f.wuID, Name: fmt.Sprintf("%s_%d", name, i),
+		r := row.Result{CreateTime: vt0, WorkunitID: f.wuID, Name: fmt.Sprintf("%s_%d", name, i),
 			ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, UserID: userID[i], HostID: hostID[i]}
 		if r.ID, err = st.ResultInsert(ctx, r); err != nil {
 			t.Fatalf("ResultInsert: %v", err)
@@ -85,11 +86,11 @@ func volunteers(t *testing.T, st *store.Store, prefix string, n int) (users, hos
 	ctx := context.Background()
 	for i := range n {
 		email := fmt.Sprintf("%s%d@example.com", prefix, i)
-		u, err := st.UserInsert(ctx, store.User{CreateTime: vt0, EmailAddr: email, Name: email, Authenticator: "a" + email})
+		u, err := st.UserInsert(ctx, row.User{CreateTime: vt0, EmailAddr: email, Name: email, Authenticator: "a" + email})
 		if err != nil {
 			t.Fatalf("UserInsert: %v", err)
 		}
-		h, err := st.HostInsert(ctx, store.Host{CreateTime: vt0, UserID: u})
+		h, err := st.HostInsert(ctx, row.Host{CreateTime: vt0, UserID: u})
 		if err != nil {
 			t.Fatalf("HostInsert: %v", err)
 		}

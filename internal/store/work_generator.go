@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -64,7 +65,7 @@ const workunitInsertTuple = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 // afterwards or none do, which is what lets the work generator tell after a
 // crash whether a batch it was writing got in. The rows go in with one
 // multi-row INSERT per few hundred jobs.
-func (s *Store) WorkunitInsertBatch(ctx context.Context, wus []Workunit) error {
+func (s *Store) WorkunitInsertBatch(ctx context.Context, wus []row.Workunit) error {
 	if len(wus) == 0 {
 		return nil
 	}
@@ -92,8 +93,8 @@ func (s *Store) WorkunitInsertBatch(ctx context.Context, wus []Workunit) error {
 const workunitGetByName = `SELECT ` + WorkunitColumns + ` FROM workunit WHERE name = ?`
 
 // WorkunitGetByName returns the job called name, or ErrNotFound.
-func (s *Store) WorkunitGetByName(ctx context.Context, name string) (Workunit, error) {
-	var wu Workunit
+func (s *Store) WorkunitGetByName(ctx context.Context, name string) (row.Workunit, error) {
+	var wu row.Workunit
 	err := s.db.GetContext(ctx, &wu, workunitGetByName, name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return wu, fmt.Errorf("workunit %q: %w", name, ErrNotFound)

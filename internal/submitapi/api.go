@@ -18,6 +18,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/batch"
 	"github.com/taskserver/taskserver/internal/jobs"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -33,7 +34,7 @@ const maxKeyLen = 256
 
 // Users is what the API needs to authenticate callers.
 type Users interface {
-	UserGetByAPIKeyHash(ctx context.Context, hash string) (store.User, error)
+	UserGetByAPIKeyHash(ctx context.Context, hash string) (row.User, error)
 }
 
 // NewKey returns a new submission API key, shown to its owner once, and
@@ -114,7 +115,7 @@ func New(o Options) (*API, error) {
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
 
 // handler serves one authenticated request and returns the status it wrote.
-type handler func(w http.ResponseWriter, r *http.Request, u store.User) int
+type handler func(w http.ResponseWriter, r *http.Request, u row.User) int
 
 // route serves pattern with one handler per method; name labels metrics.
 func (a *API) route(pattern, name string, methods map[string]handler) {
@@ -153,27 +154,27 @@ const unknownKey = "unknown API key (a submitter's key is made by taskctl user a
 
 // authenticate returns the caller, or the status and message to refuse it
 // with.
-func (a *API) authenticate(r *http.Request) (store.User, int, string) {
+func (a *API) authenticate(r *http.Request) (row.User, int, string) {
 	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	key = strings.TrimSpace(key)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return store.User{}, http.StatusUnauthorized, "missing \"Authorization: Bearer <API key>\""
+		return row.User{}, http.StatusUnauthorized, "missing \"Authorization: Bearer <API key>\""
 	}
 	if len(key) > maxKeyLen {
-		return store.User{}, http.StatusUnauthorized, unknownKey
+		return row.User{}, http.StatusUnauthorized, unknownKey
 	}
 	// Looked up by its hash: the table holds no key, and the lookup's
 	// timing says nothing about one.
 	u, err := a.o.Users.UserGetByAPIKeyHash(r.Context(), KeyHash(key))
 	if errors.Is(err, store.ErrNotFound) {
-		return store.User{}, http.StatusUnauthorized, unknownKey
+		return row.User{}, http.StatusUnauthorized, unknownKey
 	}
 	if err != nil {
 		a.log.Error("submission API: look up API key", "error", err)
-		return store.User{}, http.StatusInternalServerError, "internal error"
+		return row.User{}, http.StatusInternalServerError, "internal error"
 	}
 	if !u.SubmitAllowed {
-		return store.User{}, http.StatusForbidden, "this account may not submit jobs (ask the project for submit permission)"
+		return row.User{}, http.StatusForbidden, "this account may not submit jobs (ask the project for submit permission)"
 	}
 	return u, 0, ""
 }
@@ -236,7 +237,7 @@ type SubmitResponse struct {
 	Batch   batch.Status `json:"batch"`
 }
 
-func (a *API) submit(w http.ResponseWriter, r *http.Request, u store.User) int {
+func (a *API) submit(w http.ResponseWriter, r *http.Request, u row.User) int {
 	// Fields absent from the body keep these defaults.
 	req := SubmitRequest{Params: paramsRequest(a.o.Defaults)}
 	if code, msg := decode(r.Body, &req); code != 0 {
@@ -280,7 +281,7 @@ type ListResponse struct {
 	Batches []batch.Status `json:"batches"`
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request, u store.User) int {
+func (a *API) list(w http.ResponseWriter, r *http.Request, u row.User) int {
 	q := r.URL.Query()
 	p := batch.ListParams{UserID: u.ID, Limit: 100}
 	if v := q.Get("after"); v != "" {
@@ -311,8 +312,8 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, u store.User) int {
 	return writeJSON(w, http.StatusOK, ListResponse{Batches: list})
 }
 
-func parseState(s string) (store.BatchState, bool) {
-	for _, st := range []store.BatchState{store.BatchInProgress, store.BatchDone, store.BatchCancelled} {
+func parseState(s string) (row.BatchState, bool) {
+	for _, st := range []row.BatchState{row.BatchInProgress, row.BatchDone, row.BatchCancelled} {
 		if st.String() == s {
 			return st, true
 		}
@@ -322,22 +323,22 @@ func parseState(s string) (store.BatchState, bool) {
 
 // ownBatch returns the batch named by the path's {id} if u submitted it;
 // otherwise it writes 404 and returns a non-zero status.
-func (a *API) ownBatch(w http.ResponseWriter, r *http.Request, u store.User) (store.Batch, int) {
+func (a *API) ownBatch(w http.ResponseWriter, r *http.Request, u row.User) (row.Batch, int) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
-		return store.Batch{}, writeError(w, http.StatusNotFound, "no such batch")
+		return row.Batch{}, writeError(w, http.StatusNotFound, "no such batch")
 	}
 	b, err := a.o.Batches.Get(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && b.UserID != u.ID) {
-		return store.Batch{}, writeError(w, http.StatusNotFound, "no such batch")
+		return row.Batch{}, writeError(w, http.StatusNotFound, "no such batch")
 	}
 	if err != nil {
-		return store.Batch{}, a.fail(w, err)
+		return row.Batch{}, a.fail(w, err)
 	}
 	return b, 0
 }
 
-func (a *API) status(w http.ResponseWriter, r *http.Request, u store.User) int {
+func (a *API) status(w http.ResponseWriter, r *http.Request, u row.User) int {
 	b, code := a.ownBatch(w, r, u)
 	if code != 0 {
 		return code
@@ -356,7 +357,7 @@ type CancelResponse struct {
 	Batch         batch.Status `json:"batch"`
 }
 
-func (a *API) cancel(w http.ResponseWriter, r *http.Request, u store.User) int {
+func (a *API) cancel(w http.ResponseWriter, r *http.Request, u row.User) int {
 	b, code := a.ownBatch(w, r, u)
 	if code != 0 {
 		return code
@@ -388,7 +389,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (a *API) outputs(w http.ResponseWriter, r *http.Request, u store.User) int {
+func (a *API) outputs(w http.ResponseWriter, r *http.Request, u row.User) int {
 	b, code := a.ownBatch(w, r, u)
 	if code != 0 {
 		return code
@@ -417,7 +418,7 @@ type JobCancelResponse struct {
 	Cancelled bool   `json:"cancelled"`
 }
 
-func (a *API) cancelJob(w http.ResponseWriter, r *http.Request, u store.User) int {
+func (a *API) cancelJob(w http.ResponseWriter, r *http.Request, u row.User) int {
 	name := r.PathValue("name")
 	wu, err := a.o.Batches.Job(r.Context(), name)
 	if errors.Is(err, store.ErrNotFound) {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/batch"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -45,7 +46,7 @@ func setup(t *testing.T, maxBody int64) *bundle {
 	dir := t.TempDir()
 	b := &bundle{st: st, resultsDir: filepath.Join(dir, "results"),
 		alice: "0123456789abcdef0123456789abcdef", bob: "fedcba9876543210fedcba9876543210", carol: "aaaabbbbccccddddaaaabbbbccccdddd"}
-	if _, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}); err != nil {
+	if _, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}); err != nil {
 		t.Fatal(err)
 	}
 	for _, u := range []struct {
@@ -53,7 +54,7 @@ func setup(t *testing.T, maxBody int64) *bundle {
 		allowed bool
 	}{{b.alice, true}, {b.bob, true}, {b.carol, false}} {
 		account := "acct" + u.key[:28]
-		id, err := st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: u.key + "@example.org", Name: u.key,
+		id, err := st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: u.key + "@example.org", Name: u.key,
 			Authenticator: account, SubmitAllowed: u.allowed})
 		if err != nil {
 			t.Fatal(err)

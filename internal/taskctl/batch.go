@@ -16,6 +16,7 @@ import (
 	"github.com/taskserver/taskserver/internal/batch"
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/jobs"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -31,9 +32,9 @@ func (t *tool) withBatches(c *cli.Context, resultsDir string, fn func(ctx contex
 }
 
 // findBatch resolves the command's one argument, a batch id or name.
-func findBatch(ctx context.Context, c *cli.Context, svc *batch.Service) (store.Batch, error) {
+func findBatch(ctx context.Context, c *cli.Context, svc *batch.Service) (row.Batch, error) {
 	if err := oneArg(c, "the batch id or name"); err != nil {
-		return store.Batch{}, err
+		return row.Batch{}, err
 	}
 	b, err := svc.Find(ctx, c.Args().First())
 	if err != nil {
@@ -204,7 +205,7 @@ func (t *tool) batchCommand() *cli.Command {
 
 // writeTar writes batch b's outputs to path (standard output for "-"),
 // through a temporary file so a failure leaves no half archive behind.
-func (t *tool) writeTar(ctx context.Context, svc *batch.Service, b store.Batch, path string) error {
+func (t *tool) writeTar(ctx context.Context, svc *batch.Service, b row.Batch, path string) error {
 	if path == "-" {
 		_, err := svc.WriteTarGz(ctx, b, t.stdout)
 		return err
@@ -310,8 +311,8 @@ func inputPaths(dir string, files []string) ([]string, error) {
 	return out, nil
 }
 
-func parseBatchState(s string) (store.BatchState, bool) {
-	for _, st := range []store.BatchState{store.BatchInProgress, store.BatchDone, store.BatchCancelled} {
+func parseBatchState(s string) (row.BatchState, bool) {
+	for _, st := range []row.BatchState{row.BatchInProgress, row.BatchDone, row.BatchCancelled} {
 		if st.String() == s {
 			return st, true
 		}

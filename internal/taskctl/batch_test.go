@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/batch"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -34,7 +35,7 @@ func TestAppPolicies(t *testing.T) {
 		t.Fatalf("app added with policies = %+v, %v", a, err)
 	}
 	b.mustRun(t, "app", "add", "--name", "plain")
-	if p, _ := b.st.AppGetByName(ctx, "plain"); p.CreditPolicy != store.CreditFpops || p.AdaptiveReplication {
+	if p, _ := b.st.AppGetByName(ctx, "plain"); p.CreditPolicy != row.CreditFpops || p.AdaptiveReplication {
 		t.Fatalf("app added without policy flags = %+v; want fpops, no adaptive replication", p)
 	}
 
@@ -279,7 +280,7 @@ func TestBatchCommands(t *testing.T) {
 	if out := b.mustRun(t, "batch", "cancel", "run1"); out != "cancelled batch "+m2s(id)+" run1: 1 jobs stopped\n" {
 		t.Fatalf("batch cancel = %q", out)
 	}
-	if bt, _ := b.st.BatchGet(ctx, id); bt.State != store.BatchCancelled || bt.CancelTime != b.now.Unix() {
+	if bt, _ := b.st.BatchGet(ctx, id); bt.State != row.BatchCancelled || bt.CancelTime != b.now.Unix() {
 		t.Fatalf("batch after cancel = %+v", bt)
 	}
 }

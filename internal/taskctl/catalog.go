@@ -9,6 +9,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/appversion"
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -25,7 +26,7 @@ func (t *tool) platformCommand() *cli.Command {
 			},
 			Action: func(c *cli.Context) error {
 				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
-					p := store.Platform{CreateTime: t.now().Unix(), Name: c.String("name"),
+					p := row.Platform{CreateTime: t.now().Unix(), Name: c.String("name"),
 						UserFriendlyName: orDefault(c.String("user-friendly-name"), c.String("name"))}
 					id, err := st.PlatformInsert(ctx, p)
 					if err != nil {
@@ -53,7 +54,7 @@ func (t *tool) appCommand() *cli.Command {
 				&cli.Float64Flag{Name: "weight", Value: 1, Usage: "share of work this app gets relative to others"},
 			}, appPolicyFlags()...),
 			Action: func(c *cli.Context) error {
-				a := store.App{CreateTime: t.now().Unix(), Name: c.String("name"),
+				a := row.App{CreateTime: t.now().Unix(), Name: c.String("name"),
 					UserFriendlyName: orDefault(c.String("user-friendly-name"), c.String("name")),
 					MinVersion:       c.Int("min-version"), Weight: c.Float64("weight")}
 				if err := applyAppFlags(c, &a, false); err != nil {
@@ -105,7 +106,7 @@ func (t *tool) appCommand() *cli.Command {
 					}
 					t.printf("app %d %s: adaptive_replication=%t credit_policy=%s hold_failed_jobs=%t "+
 						"known_answer_fraction=%g homogeneous_redundancy=%d weight=%g min_version=%d deprecated=%t\n",
-						a.ID, a.Name, a.AdaptiveReplication, orDefault(a.CreditPolicy, store.CreditFpops), a.HoldFailedJobs,
+						a.ID, a.Name, a.AdaptiveReplication, orDefault(a.CreditPolicy, row.CreditFpops), a.HoldFailedJobs,
 						a.KnownAnswerFraction, a.HomogeneousRedundancy, a.Weight, a.MinVersion, a.Deprecated)
 					return nil
 				})
@@ -118,7 +119,7 @@ func (t *tool) appCommand() *cli.Command {
 func appPolicyFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "adaptive-replication", Usage: "send a job to one trusted host instead of a full quorum when possible"},
-		&cli.StringFlag{Name: "credit-policy", Value: store.CreditFpops,
+		&cli.StringFlag{Name: "credit-policy", Value: row.CreditFpops,
 			Usage: "credit of a valid result: fpops (from the job's FLOP estimate), fixed (the job's --fixed-credit), median (of the quorum's claims)"},
 		&cli.BoolFlag{Name: "hold-failed-jobs", Usage: "put a job that exhausts its limits on hold (taskctl job requeue) instead of failing it"},
 		&cli.Float64Flag{Name: "known-answer-fraction", Usage: "share of new jobs that get a known-answer job mixed in, 0..1 (taskctl known-answer add)"},
@@ -128,7 +129,7 @@ func appPolicyFlags() []cli.Flag {
 
 // applyAppFlags copies the policy flags into a, only those given on the
 // command line when onlySet, and checks the result.
-func applyAppFlags(c *cli.Context, a *store.App, onlySet bool) error {
+func applyAppFlags(c *cli.Context, a *row.App, onlySet bool) error {
 	use := func(name string) bool { return !onlySet || c.IsSet(name) }
 	if use("adaptive-replication") {
 		a.AdaptiveReplication = c.Bool("adaptive-replication")
@@ -147,7 +148,7 @@ func applyAppFlags(c *cli.Context, a *store.App, onlySet bool) error {
 	}
 	var errs []error
 	switch a.CreditPolicy {
-	case "", store.CreditFpops, store.CreditFixed, store.CreditMedian:
+	case "", row.CreditFpops, row.CreditFixed, row.CreditMedian:
 	default:
 		errs = append(errs, fmt.Errorf("--credit-policy %q: want fpops, fixed or median", a.CreditPolicy))
 	}
@@ -231,7 +232,7 @@ func (t *tool) appVersionCommand() *cli.Command {
 					if err := installFiles(files, cfg.DownloadDir, cfg.Fanout); err != nil {
 						return err
 					}
-					v := store.AppVersion{CreateTime: t.now().Unix(), AppID: app.ID, VersionNum: c.Int("version-num"),
+					v := row.AppVersion{CreateTime: t.now().Unix(), AppID: app.ID, VersionNum: c.Int("version-num"),
 						PlatformID: plat.ID, PlanClass: c.String("plan-class"), XMLDoc: doc}
 					id, err := st.AppVersionInsert(ctx, v)
 					if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/scheduler"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
@@ -136,7 +137,7 @@ func openCacheReadOnly(path string) (*shmcache.Cache, string) {
 	return c, ""
 }
 
-func (t *tool) printExplanation(ex scheduler.Explanation, h store.Host, source string) error {
+func (t *tool) printExplanation(ex scheduler.Explanation, h row.Host, source string) error {
 	quar := ""
 	if ex.Quarantined {
 		quar = fmt.Sprintf(", quarantined (error streak %d)", h.ErrorStreak)

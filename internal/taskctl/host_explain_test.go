@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/scheduler"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
@@ -33,19 +34,19 @@ func prepareExplain(t *testing.T, b *bundle) explainProject {
 		}
 		return id
 	}
-	pid := must(b.st.PlatformInsert(ctx, store.Platform{CreateTime: 1, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux"}))
-	app := must(b.st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
-	av := must(b.st.AppVersionInsert(ctx, store.AppVersion{CreateTime: 1, AppID: app, VersionNum: 100, PlatformID: pid}))
-	user := must(b.st.UserInsert(ctx, store.User{CreateTime: 1, EmailAddr: "a@example.org", Name: "a", Authenticator: "0123456789abcdef"}))
+	pid := must(b.st.PlatformInsert(ctx, row.Platform{CreateTime: 1, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux"}))
+	app := must(b.st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
+	av := must(b.st.AppVersionInsert(ctx, row.AppVersion{CreateTime: 1, AppID: app, VersionNum: 100, PlatformID: pid}))
+	user := must(b.st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "a@example.org", Name: "a", Authenticator: "0123456789abcdef"}))
 	var p explainProject
-	p.host = must(b.st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: user, PNCPUs: 1, PFpops: 1e9, MNbytes: 2e9,
+	p.host = must(b.st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: user, PNCPUs: 1, PFpops: 1e9, MNbytes: 2e9,
 		DFree: 1e10, OSName: "Linux Debian"}))
 	job := func(name string, memory float64, st state.ServerState, host int64) {
-		wu := must(b.st.WorkunitInsert(ctx, store.Workunit{CreateTime: 1, AppID: app, Name: name, XMLDoc: "<workunit/>",
+		wu := must(b.st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: app, Name: name, XMLDoc: "<workunit/>",
 			RscFpopsEst: 1e10, RscFpopsBound: 1e11, RscMemoryBound: memory, DelayBound: 3600,
 			TransitionTime: state.NoTransition, MinQuorum: 1, TargetNResults: 1, MaxErrorResults: 3, MaxTotalResults: 6,
 			MaxSuccessResults: 3}))
-		r := store.Result{CreateTime: 1, WorkunitID: wu, ServerState: st, Name: name + "_0", AppID: app}
+		r := row.Result{CreateTime: 1, WorkunitID: wu, ServerState: st, Name: name + "_0", AppID: app}
 		if host != 0 {
 			r.HostID, r.UserID, r.AppVersionID, r.AppVersionNum = host, user, av, 100
 			r.SentTime, r.ReportDeadline = b.now.Unix()-60, b.now.Unix()+3600
@@ -164,7 +165,7 @@ func TestHostExplain(t *testing.T) {
 		!strings.Contains(err.Error(), "not found") {
 		t.Errorf("host explain for no such host: %v, want not found", err)
 	}
-	other, err := b.st.HostInsert(ctx, store.Host{CreateTime: 1, UserID: 1, PNCPUs: 1})
+	other, err := b.st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: 1, PNCPUs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -37,7 +38,7 @@ func (t *tool) jobShowCommand() *cli.Command {
 	}
 }
 
-func (t *tool) printJob(wu store.Workunit, rs []store.Result) {
+func (t *tool) printJob(wu row.Workunit, rs []row.Result) {
 	t.printf("job %d %s\n", wu.ID, wu.Name)
 	t.printf("app: %d\nbatch: %d\ncreated: %s\n", wu.AppID, wu.Batch, utc(wu.CreateTime))
 	t.printf("error_mask: %s\nhold_reason: %s\n", wu.ErrorMask, wu.HoldReason)

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -43,7 +44,7 @@ func (t *tool) knownAnswerCommand() *cli.Command {
 					if err != nil {
 						return notFoundHint(err, "add it with: taskctl app add")
 					}
-					id, err := st.KnownAnswerInsert(ctx, store.KnownAnswer{CreateTime: t.now().Unix(), AppID: app.ID,
+					id, err := st.KnownAnswerInsert(ctx, row.KnownAnswer{CreateTime: t.now().Unix(), AppID: app.ID,
 						Name: c.String("name"), Input: in, Output: out})
 					if err != nil {
 						return err

@@ -23,6 +23,7 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -257,7 +258,7 @@ func TestJobSubmitAndStatus(t *testing.T) {
 		{state.ServerOver, state.OutcomeSuccess, state.FileDeleteReady},
 		{state.ServerOver, state.OutcomeSuccess, state.FileDeleteError},
 	} {
-		if _, err := b.st.ResultInsert(ctx, store.Result{CreateTime: 1, WorkunitID: wuID, Name: "j1_" + strconv.Itoa(i),
+		if _, err := b.st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wuID, Name: "j1_" + strconv.Itoa(i),
 			ServerState: s.server, Outcome: s.outcome, FileDeleteState: s.fds}); err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/passwd"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/submitapi"
 )
@@ -50,7 +51,7 @@ func (t *tool) userCommand() *cli.Command {
 					return err
 				}
 				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
-					id, err := st.UserInsert(ctx, store.User{CreateTime: t.now().Unix(), EmailAddr: email,
+					id, err := st.UserInsert(ctx, row.User{CreateTime: t.now().Unix(), EmailAddr: email,
 						Name: c.String("name"), Authenticator: auth, PasswdHash: hash, CrossProjectID: cpid,
 						SubmitAllowed: c.Bool("submit-allowed")})
 					if err != nil {

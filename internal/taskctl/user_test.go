@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -55,7 +56,7 @@ func TestUserListShowSetDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.st.HostInsert(ctx, store.Host{UserID: ben.ID, CreateTime: 1}); err != nil {
+	if _, err := b.st.HostInsert(ctx, row.Host{UserID: ben.ID, CreateTime: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := b.run(t, "user", "delete", "ben@example.org"); !errors.Is(err, store.ErrInUse) {
@@ -82,7 +83,7 @@ func TestJobShowListsInstances(t *testing.T) {
 	}
 	wuID := id(t, b.mustRun(t, "job", "submit", "--app", "demo", "--name", "j1", "--input", input,
 		"--min-quorum", "1", "--target-nresults", "1"))
-	if _, err := b.st.ResultInsert(ctx, store.Result{WorkunitID: wuID, Name: "j1_0", CreateTime: b.now.Unix(),
+	if _, err := b.st.ResultInsert(ctx, row.Result{WorkunitID: wuID, Name: "j1_0", CreateTime: b.now.Unix(),
 		ServerState: state.ServerInProgress, HostID: 7, SentTime: b.now.Unix(), ReportDeadline: b.now.Unix() + 3600}); err != nil {
 		t.Fatal(err)
 	}

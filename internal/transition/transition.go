@@ -28,7 +28,7 @@
 //  5. Otherwise new instances are made up to max(target_nresults,
 //     min_quorum), counting unsent, in-progress and successful-not-invalid
 //     ones. Instances of a job tail acceleration sped up (tail_copies > 0)
-//     go only to reliable hosts (store.SendReliableOnly) and come first
+//     go only to reliable hosts (row.SendReliableOnly) and come first
 //     (priority + TailPriorityBoost).
 //  6. A job with a canonical instance, an error bit (CANCELLED included) or a
 //     new hold needs no more instances: unsent ones become OVER/DIDNT_NEED.
@@ -67,8 +67,8 @@ package transition
 import (
 	"fmt"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 // TailPriorityBoost is added to the priority of the instances of a job that
@@ -129,7 +129,7 @@ type NewResult struct {
 	Name string
 	// Priority is result.priority: the job's, raised for a tail copy.
 	Priority int
-	// SendFlags is result.send_flags (store.SendReliableOnly or 0).
+	// SendFlags is result.send_flags (row.SendReliableOnly or 0).
 	SendFlags int
 }
 
@@ -166,7 +166,7 @@ type counts struct {
 
 // Decide applies the state machine to job wu with all of its instances
 // (results, any order) under its app's policy at time now (Unix seconds).
-func Decide(wu store.Workunit, results []store.Result, now int64, pol Policy) Decision {
+func Decide(wu row.Workunit, results []row.Result, now int64, pol Policy) Decision {
 	d := Decision{
 		ErrorMask:       wu.ErrorMask,
 		AssimilateState: wu.AssimilateState,
@@ -254,7 +254,7 @@ func Decide(wu store.Workunit, results []store.Result, now int64, pol Policy) De
 	case !held:
 		priority, flags := wu.Priority, 0
 		if wu.TailCopies > 0 {
-			priority, flags = wu.Priority+TailPriorityBoost, store.SendReliableOnly
+			priority, flags = wu.Priority+TailPriorityBoost, row.SendReliableOnly
 		}
 		for i := range newResults {
 			d.NewResults = append(d.NewResults, NewResult{Name: ResultName(wu.Name, len(results)+i),
@@ -301,7 +301,7 @@ func Decide(wu store.Workunit, results []store.Result, now int64, pol Policy) De
 // checkLimits checks a job that has no canonical instance and is not handed on
 // against its limits (rule 3): it returns the error bits of the limits the
 // job exhausted, or else how many instances to make.
-func checkLimits(wu store.Workunit, c counts, quorumWaiting bool) (state.ErrorMask, int) {
+func checkLimits(wu row.Workunit, c counts, quorumWaiting bool) (state.ErrorMask, int) {
 	var bits state.ErrorMask
 	if c.couldntSend > 0 {
 		bits |= state.ErrCouldntSendResult

@@ -4,15 +4,15 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 const now = 1_000_000
 
 // job returns a fresh job with BOINC's default limits, quorum 2, target 2.
-func job(mod ...func(*store.Workunit)) store.Workunit {
-	wu := store.Workunit{ID: 7, Name: "wu", MinQuorum: 2, TargetNResults: 2,
+func job(mod ...func(*row.Workunit)) row.Workunit {
+	wu := row.Workunit{ID: 7, Name: "wu", MinQuorum: 2, TargetNResults: 2,
 		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, TransitionTime: now}
 	for _, m := range mod {
 		m(&wu)
@@ -24,42 +24,42 @@ func job(mod ...func(*store.Workunit)) store.Workunit {
 var hold = Policy{HoldFailedJobs: true}
 
 // heldFor puts the job on hold for reason since now-500.
-func heldFor(reason state.ErrorMask) func(*store.Workunit) {
-	return func(wu *store.Workunit) { wu.HoldReason, wu.HoldTime = reason, now-500 }
+func heldFor(reason state.ErrorMask) func(*row.Workunit) {
+	return func(wu *row.Workunit) { wu.HoldReason, wu.HoldTime = reason, now-500 }
 }
 
-func canonical(id int64) func(*store.Workunit) {
-	return func(wu *store.Workunit) { wu.CanonicalResultID = id; wu.AssimilateState = state.AssimilateReady }
+func canonical(id int64) func(*row.Workunit) {
+	return func(wu *row.Workunit) { wu.CanonicalResultID = id; wu.AssimilateState = state.AssimilateReady }
 }
 
-func assim(a state.AssimilateState) func(*store.Workunit) {
-	return func(wu *store.Workunit) { wu.AssimilateState = a }
+func assim(a state.AssimilateState) func(*row.Workunit) {
+	return func(wu *row.Workunit) { wu.AssimilateState = a }
 }
 
-func limits(target, quorum, maxErr, maxTotal, maxSuccess int) func(*store.Workunit) {
-	return func(wu *store.Workunit) {
+func limits(target, quorum, maxErr, maxTotal, maxSuccess int) func(*row.Workunit) {
+	return func(wu *row.Workunit) {
 		wu.TargetNResults, wu.MinQuorum = target, quorum
 		wu.MaxErrorResults, wu.MaxTotalResults, wu.MaxSuccessResults = maxErr, maxTotal, maxSuccess
 	}
 }
 
 // Instance builders; ids are given by position (id = 100 + index) in rs.
-func unsent() store.Result   { return store.Result{ServerState: state.ServerUnsent} }
-func inactive() store.Result { return store.Result{ServerState: state.ServerInactive} }
-func sent(deadline int64) store.Result {
-	return store.Result{ServerState: state.ServerInProgress, ReportDeadline: deadline}
+func unsent() row.Result   { return row.Result{ServerState: state.ServerUnsent} }
+func inactive() row.Result { return row.Result{ServerState: state.ServerInactive} }
+func sent(deadline int64) row.Result {
+	return row.Result{ServerState: state.ServerInProgress, ReportDeadline: deadline}
 }
-func over(o state.Outcome, v state.ValidateState) store.Result {
-	return store.Result{ServerState: state.ServerOver, Outcome: o, ValidateState: v}
+func over(o state.Outcome, v state.ValidateState) row.Result {
+	return row.Result{ServerState: state.ServerOver, Outcome: o, ValidateState: v}
 }
-func success(v state.ValidateState) store.Result { return over(state.OutcomeSuccess, v) }
-func failed(o state.Outcome) store.Result        { return over(o, state.ValidateInit) }
-func deleted(r store.Result) store.Result {
+func success(v state.ValidateState) row.Result { return over(state.OutcomeSuccess, v) }
+func failed(o state.Outcome) row.Result        { return over(o, state.ValidateInit) }
+func deleted(r row.Result) row.Result {
 	r.FileDeleteState = state.FileDeleteDone
 	return r
 }
 
-func rs(list ...store.Result) []store.Result {
+func rs(list ...row.Result) []row.Result {
 	for i := range list {
 		list[i].ID = int64(100 + i)
 	}
@@ -93,8 +93,8 @@ func TestDecide(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
-		wu      store.Workunit
-		results []store.Result
+		wu      row.Workunit
+		results []row.Result
 		pol     Policy
 		want    Decision
 	}{
@@ -156,13 +156,13 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "new success with an earlier inconclusive one reaches quorum",
-			wu:      job(func(wu *store.Workunit) { wu.TargetNResults = 3 }),
+			wu:      job(func(wu *row.Workunit) { wu.TargetNResults = 3 }),
 			results: rs(success(state.ValidateInconclusive), success(state.ValidateInconclusive), success(state.ValidateInit)),
 			want:    Decision{NeedValidate: true, TransitionTime: noT},
 		},
 		{
 			name:    "inconclusive pair with target bumped gets one more instance",
-			wu:      job(func(wu *store.Workunit) { wu.TargetNResults = 3 }),
+			wu:      job(func(wu *row.Workunit) { wu.TargetNResults = 3 }),
 			results: rs(success(state.ValidateInconclusive), success(state.ValidateInconclusive)),
 			want:    Decision{NewResults: news("wu_2"), TransitionTime: noT},
 		},
@@ -317,7 +317,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "cancelled job: unsent cancelled, in-progress left to finish",
-			wu:      job(func(wu *store.Workunit) { wu.ErrorMask = state.ErrCancelled }),
+			wu:      job(func(wu *row.Workunit) { wu.ErrorMask = state.ErrCancelled }),
 			results: rs(unsent(), inactive(), sent(now+70)),
 			want: Decision{ErrorMask: state.ErrCancelled, AssimilateState: state.AssimilateReady,
 				TransitionTime: now + 70,
@@ -327,7 +327,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "failed job already handed on gains no more error bits",
-			wu: job(func(wu *store.Workunit) {
+			wu: job(func(wu *row.Workunit) {
 				wu.ErrorMask = state.ErrCancelled
 				wu.AssimilateState = state.AssimilateReady
 			}),
@@ -384,7 +384,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "failed job assimilated: files deleted",
-			wu: job(func(wu *store.Workunit) {
+			wu: job(func(wu *row.Workunit) {
 				wu.ErrorMask = state.ErrTooManyErrorResults
 				wu.AssimilateState = state.AssimilateDone
 			}),
@@ -403,7 +403,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "files already marked: nothing changes again",
-			wu: job(canonical(100), assim(state.AssimilateDone), func(wu *store.Workunit) {
+			wu: job(canonical(100), assim(state.AssimilateDone), func(wu *row.Workunit) {
 				wu.FileDeleteState = fdDone
 			}),
 			results: rs(deleted(success(state.ValidateValid)), deleted(success(state.ValidateValid))),
@@ -426,7 +426,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "late success of a failed job is left alone",
-			wu: job(func(wu *store.Workunit) {
+			wu: job(func(wu *row.Workunit) {
 				wu.ErrorMask = state.ErrTooManyErrorResults
 				wu.AssimilateState = state.AssimilateReady
 			}),
@@ -437,7 +437,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "late success of a failed job is not validated even if not yet marked too late",
-			wu: job(func(wu *store.Workunit) {
+			wu: job(func(wu *row.Workunit) {
 				wu.ErrorMask = state.ErrTooManyErrorResults
 				wu.AssimilateState = state.AssimilateDone
 			}),
@@ -480,7 +480,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "cancelled job with nothing out is handed on at once",
-			wu:      job(func(wu *store.Workunit) { wu.ErrorMask = state.ErrCancelled }),
+			wu:      job(func(wu *row.Workunit) { wu.ErrorMask = state.ErrCancelled }),
 			results: rs(unsent(), unsent()),
 			want: Decision{ErrorMask: state.ErrCancelled, AssimilateState: state.AssimilateReady, TransitionTime: noT,
 				Changes: []ResultChange{
@@ -489,7 +489,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "cancelled job over its limits, of an app that holds failed jobs: cancelled only, not held",
-			wu:   job(func(wu *store.Workunit) { wu.ErrorMask = state.ErrCancelled }),
+			wu:   job(func(wu *row.Workunit) { wu.ErrorMask = state.ErrCancelled }),
 			results: rs(unsent(), failed(state.OutcomeClientError), failed(state.OutcomeClientError),
 				failed(state.OutcomeClientError), failed(state.OutcomeClientError)),
 			pol: hold,
@@ -499,7 +499,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "cancelled held job: the cancel wins, the stale hold is cleared",
-			wu: job(func(wu *store.Workunit) {
+			wu: job(func(wu *row.Workunit) {
 				wu.ErrorMask = state.ErrCancelled
 				wu.HoldReason, wu.HoldTime = state.ErrTooManyErrorResults, now-100
 			}),
@@ -624,43 +624,43 @@ func TestDecide(t *testing.T) {
 		// Tail acceleration and adaptive replication.
 		{
 			name: "tail copy: the extra instance goes to reliable hosts first",
-			wu: job(func(wu *store.Workunit) {
+			wu: job(func(wu *row.Workunit) {
 				wu.TargetNResults, wu.TailCopies, wu.Priority = 3, 1, 5
 			}),
 			results: rs(sent(now+100), sent(now+200)),
 			want: Decision{TransitionTime: now + 100,
-				NewResults: []NewResult{{Name: "wu_2", Priority: 1005, SendFlags: store.SendReliableOnly}}},
+				NewResults: []NewResult{{Name: "wu_2", Priority: 1005, SendFlags: row.SendReliableOnly}}},
 		},
 		{
 			name: "tail-accelerated job's replacement is reliable-only too",
-			wu: job(func(wu *store.Workunit) {
+			wu: job(func(wu *row.Workunit) {
 				wu.TargetNResults, wu.TailCopies = 3, 1
 			}),
 			results: rs(sent(now+100), sent(now+200), failed(state.OutcomeClientError)),
 			want: Decision{TransitionTime: now + 100,
-				NewResults: []NewResult{{Name: "wu_3", Priority: TailPriorityBoost, SendFlags: store.SendReliableOnly}}},
+				NewResults: []NewResult{{Name: "wu_3", Priority: TailPriorityBoost, SendFlags: row.SendReliableOnly}}},
 		},
 		{
 			name:    "job never tail-accelerated: ordinary instances with its priority",
-			wu:      job(func(wu *store.Workunit) { wu.Priority = 5 }),
+			wu:      job(func(wu *row.Workunit) { wu.Priority = 5 }),
 			results: rs(sent(now + 100)),
 			want:    Decision{TransitionTime: now + 100, NewResults: []NewResult{{Name: "wu_1", Priority: 5}}},
 		},
 		{
 			name:    "adaptive replication: a job sent to one trusted host needs nothing more",
-			wu:      job(limits(1, 1, 3, 6, 3), func(wu *store.Workunit) { wu.ReplicationQuorum = 2 }),
+			wu:      job(limits(1, 1, 3, 6, 3), func(wu *row.Workunit) { wu.ReplicationQuorum = 2 }),
 			results: rs(sent(now + 100)),
 			want:    Decision{TransitionTime: now + 100},
 		},
 		{
 			name:    "adaptive replication: quorum raised to 2 by the scheduler creates the second instance",
-			wu:      job(limits(2, 2, 3, 6, 3), func(wu *store.Workunit) { wu.ReplicationQuorum = 2 }),
+			wu:      job(limits(2, 2, 3, 6, 3), func(wu *row.Workunit) { wu.ReplicationQuorum = 2 }),
 			results: rs(sent(now + 100)),
 			want:    Decision{TransitionTime: now + 100, NewResults: news("wu_1")},
 		},
 		{
 			name:    "adaptive replication: a lone trusted success is validated with quorum 1",
-			wu:      job(limits(1, 1, 3, 6, 3), func(wu *store.Workunit) { wu.ReplicationQuorum = 2 }),
+			wu:      job(limits(1, 1, 3, 6, 3), func(wu *row.Workunit) { wu.ReplicationQuorum = 2 }),
 			results: rs(success(state.ValidateInit)),
 			want:    Decision{NeedValidate: true, TransitionTime: noT},
 		},
@@ -683,7 +683,7 @@ func TestDecideNeverExceedsMaxTotal(t *testing.T) {
 	for nerr := 0; nerr <= 8; nerr++ {
 		for target := 1; target <= 5; target++ {
 			wu := job(limits(target, 1, 100, 6, 100))
-			var list []store.Result
+			var list []row.Result
 			for range nerr {
 				list = append(list, failed(state.OutcomeClientError))
 			}

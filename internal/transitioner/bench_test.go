@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/procstat"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -162,7 +163,7 @@ func benchTransitioner(b *testing.B, wuSet, resSet string) {
 	benchSkipWithoutDB(b)
 	st := storetest.New(b)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	appID, err := st.AppInsert(ctx, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		b.Fatalf("AppInsert: %v", err)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/transition"
 )
 
@@ -28,7 +28,7 @@ func (b *bundle) holdFailedJobs(t *testing.T, appID int64, on bool) {
 }
 
 // addBatch inserts a batch in state st.
-func (b *bundle) addBatch(t *testing.T, name string, st store.BatchState) int64 {
+func (b *bundle) addBatch(t *testing.T, name string, st row.BatchState) int64 {
 	t.Helper()
 	res, err := b.st.DB().ExecContext(context.Background(),
 		`INSERT INTO batch (create_time, appid, name, state) VALUES (?, ?, ?, ?)`, t0, b.appID, name, st)
@@ -40,11 +40,11 @@ func (b *bundle) addBatch(t *testing.T, name string, st store.BatchState) int64 
 }
 
 // batchState reads a batch's state and completion_time.
-func (b *bundle) batchState(t *testing.T, id int64) (store.BatchState, int64) {
+func (b *bundle) batchState(t *testing.T, id int64) (row.BatchState, int64) {
 	t.Helper()
 	var row struct {
-		State          store.BatchState `db:"state"`
-		CompletionTime int64            `db:"completion_time"`
+		State          row.BatchState `db:"state"`
+		CompletionTime int64          `db:"completion_time"`
 	}
 	if err := b.st.DB().GetContext(context.Background(), &row,
 		`SELECT state, completion_time FROM batch WHERE id = ?`, id); err != nil {
@@ -74,13 +74,13 @@ func TestHeldJobIsFrozenThenRequeued(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.holdFailedJobs(t, b.appID, true)
-	wuID := b.addJob(t, "job", func(wu *store.Workunit) { wu.MaxErrorResults = 2; wu.MaxTotalResults = 10 })
+	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.MaxErrorResults = 2; wu.MaxTotalResults = 10 })
 	for i := range 3 {
-		b.addResult(t, wuID, store.Result{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
+		b.addResult(t, wuID, row.Result{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
 			Outcome: state.OutcomeClientError})
 	}
-	unsentID := b.addResult(t, wuID, store.Result{Name: "job_3", ServerState: state.ServerUnsent})
-	b.addResult(t, wuID, store.Result{Name: "job_4", ServerState: state.ServerInProgress, ReportDeadline: t0 + 100})
+	unsentID := b.addResult(t, wuID, row.Result{Name: "job_3", ServerState: state.ServerUnsent})
+	b.addResult(t, wuID, row.Result{Name: "job_4", ServerState: state.ServerInProgress, ReportDeadline: t0 + 100})
 	s := b.service(b.st, 1, 0, 100)
 	runOnce(t, s)
 
@@ -135,9 +135,9 @@ func TestHoldPolicyFollowsTheApp(t *testing.T) {
 	b := setup(t)
 	// Two client errors, one allowed: exhausted.
 	exhausted := func(name string, appID int64) int64 {
-		id := b.addJob(t, name, func(wu *store.Workunit) { wu.MaxErrorResults = 1; wu.AppID = appID })
+		id := b.addJob(t, name, func(wu *row.Workunit) { wu.MaxErrorResults = 1; wu.AppID = appID })
 		for i := range 2 {
-			b.addResult(t, id, store.Result{Name: fmt.Sprintf("%s_%d", name, i), ServerState: state.ServerOver,
+			b.addResult(t, id, row.Result{Name: fmt.Sprintf("%s_%d", name, i), ServerState: state.ServerOver,
 				Outcome: state.OutcomeClientError})
 		}
 		return id
@@ -153,7 +153,7 @@ func TestHoldPolicyFollowsTheApp(t *testing.T) {
 
 	b.now.Store(t0 + 20)
 	reread := exhausted("reread", b.appID)
-	holding, err := b.st.AppInsert(context.Background(), store.App{CreateTime: t0, Name: "holding",
+	holding, err := b.st.AppInsert(context.Background(), row.App{CreateTime: t0, Name: "holding",
 		UserFriendlyName: "Holding", Weight: 1, HoldFailedJobs: true})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
@@ -216,9 +216,9 @@ func TestCancelHeldJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.holdFailedJobs(t, b.appID, true)
-	wuID := b.addJob(t, "job", func(wu *store.Workunit) { wu.MaxTotalResults = 2 })
+	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.MaxTotalResults = 2 })
 	for i := range 2 {
-		b.addResult(t, wuID, store.Result{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
+		b.addResult(t, wuID, row.Result{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
 			Outcome: state.OutcomeNoReply})
 	}
 	s := b.service(b.st, 1, 0, 100)
@@ -238,14 +238,14 @@ func TestCancelHeldJob(t *testing.T) {
 func TestBatchPassMarksFinishedBatchDone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	finished := b.addBatch(t, "finished", store.BatchInProgress)
-	open := b.addBatch(t, "open", store.BatchInProgress)
+	finished := b.addBatch(t, "finished", row.BatchInProgress)
+	open := b.addBatch(t, "open", row.BatchInProgress)
 	for i, batch := range []int64{finished, finished, open} {
-		b.addJob(t, fmt.Sprintf("job%d", i), func(wu *store.Workunit) {
+		b.addJob(t, fmt.Sprintf("job%d", i), func(wu *row.Workunit) {
 			wu.Batch, wu.AssimilateState, wu.TransitionTime = batch, state.AssimilateDone, state.NoTransition
 		})
 	}
-	b.addJob(t, "unassimilated", func(wu *store.Workunit) {
+	b.addJob(t, "unassimilated", func(wu *row.Workunit) {
 		wu.Batch, wu.AssimilateState, wu.TransitionTime = open, state.AssimilateReady, state.NoTransition
 	})
 
@@ -253,7 +253,7 @@ func TestBatchPassMarksFinishedBatchDone(t *testing.T) {
 	if n := runOnce(t, b.service(b.st, 2, 1, 100)); n != 0 {
 		t.Errorf("replica 1 of 2 RunOnce = %d, want 0", n)
 	}
-	if st, _ := b.batchState(t, finished); st != store.BatchInProgress {
+	if st, _ := b.batchState(t, finished); st != row.BatchInProgress {
 		t.Fatalf("after replica 1: batch %v, want still in progress", st)
 	}
 
@@ -261,10 +261,10 @@ func TestBatchPassMarksFinishedBatchDone(t *testing.T) {
 	if n := runOnce(t, s); n != 1 {
 		t.Errorf("replica 0 RunOnce = %d, want 1 (one batch done)", n)
 	}
-	if st, at := b.batchState(t, finished); st != store.BatchDone || at != t0 {
+	if st, at := b.batchState(t, finished); st != row.BatchDone || at != t0 {
 		t.Errorf("finished batch = %v at %d, want done at %d", st, at, t0)
 	}
-	if st, _ := b.batchState(t, open); st != store.BatchInProgress {
+	if st, _ := b.batchState(t, open); st != row.BatchInProgress {
 		t.Errorf("batch with a job not assimilated = %v, want in progress", st)
 	}
 	if got := testutil.ToFloat64(b.m.batchesDone); got != 1 {
@@ -280,26 +280,26 @@ func TestTailAcceleration(t *testing.T) {
 	b := setup(t)
 	// Batch of 20 with one straggler (5%): its instance out for 2000 s of a
 	// 3600 s delay bound, past half of it.
-	tail := b.addBatch(t, "tail", store.BatchInProgress)
+	tail := b.addBatch(t, "tail", row.BatchInProgress)
 	for i := range 19 {
-		b.addJob(t, fmt.Sprintf("done%d", i), func(wu *store.Workunit) {
+		b.addJob(t, fmt.Sprintf("done%d", i), func(wu *row.Workunit) {
 			wu.Batch, wu.AssimilateState, wu.TransitionTime = tail, state.AssimilateDone, state.NoTransition
 		})
 	}
-	straggler := b.addJob(t, "straggler", func(wu *store.Workunit) {
+	straggler := b.addJob(t, "straggler", func(wu *row.Workunit) {
 		wu.Batch, wu.MinQuorum, wu.TargetNResults, wu.TransitionTime = tail, 1, 1, t0+1600
 	})
-	b.addResult(t, straggler, store.Result{Name: "straggler_0", ServerState: state.ServerInProgress,
+	b.addResult(t, straggler, row.Result{Name: "straggler_0", ServerState: state.ServerInProgress,
 		SentTime: t0 - 2000, ReportDeadline: t0 + 1600})
 	// Same shape, but its instance went out only 1000 s ago.
-	young := b.addBatch(t, "young", store.BatchInProgress)
-	b.addJob(t, "young_done", func(wu *store.Workunit) {
+	young := b.addBatch(t, "young", row.BatchInProgress)
+	b.addJob(t, "young_done", func(wu *row.Workunit) {
 		wu.Batch, wu.AssimilateState, wu.TransitionTime = young, state.AssimilateDone, state.NoTransition
 	})
-	recent := b.addJob(t, "recent", func(wu *store.Workunit) {
+	recent := b.addJob(t, "recent", func(wu *row.Workunit) {
 		wu.Batch, wu.MinQuorum, wu.TargetNResults, wu.TransitionTime = young, 1, 1, t0+2600
 	})
-	b.addResult(t, recent, store.Result{Name: "recent_0", ServerState: state.ServerInProgress,
+	b.addResult(t, recent, row.Result{Name: "recent_0", ServerState: state.ServerInProgress,
 		SentTime: t0 - 1000, ReportDeadline: t0 + 2600})
 
 	s := b.tailService()
@@ -310,7 +310,7 @@ func TestTailAcceleration(t *testing.T) {
 			wu.TailCopies, wu.TargetNResults, wu.TransitionTime, t0+1600)
 	}
 	rs := b.results(t, straggler)
-	if len(rs) != 2 || rs[1].SendFlags != store.SendReliableOnly || rs[1].Priority != 5+transition.TailPriorityBoost ||
+	if len(rs) != 2 || rs[1].SendFlags != row.SendReliableOnly || rs[1].Priority != 5+transition.TailPriorityBoost ||
 		rs[1].ServerState != state.ServerUnsent {
 		t.Fatalf("straggler's instances = %d, new one %+v; want 2, the new one unsent, reliable-only, priority %d",
 			len(rs), rs[len(rs)-1], 5+transition.TailPriorityBoost)
@@ -342,17 +342,17 @@ func TestTailAccelerationOnlyInTheTail(t *testing.T) {
 	b := setup(t)
 	// Two of twenty unfinished: more than 5%, no copies. With fraction 0
 	// (disabled) a lone straggler gets none either.
-	batch := b.addBatch(t, "wide", store.BatchInProgress)
+	batch := b.addBatch(t, "wide", row.BatchInProgress)
 	var open []int64
 	for i := range 20 {
-		id := b.addJob(t, fmt.Sprintf("j%d", i), func(wu *store.Workunit) {
+		id := b.addJob(t, fmt.Sprintf("j%d", i), func(wu *row.Workunit) {
 			wu.Batch, wu.AssimilateState, wu.TransitionTime = batch, state.AssimilateDone, state.NoTransition
 			if i < 2 {
 				wu.AssimilateState, wu.MinQuorum, wu.TargetNResults = state.AssimilateInit, 1, 1
 			}
 		})
 		if i < 2 {
-			b.addResult(t, id, store.Result{Name: fmt.Sprintf("j%d_0", i), ServerState: state.ServerInProgress,
+			b.addResult(t, id, row.Result{Name: fmt.Sprintf("j%d_0", i), ServerState: state.ServerInProgress,
 				SentTime: t0 - 3000, ReportDeadline: t0 + 600})
 			open = append(open, id)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/transition"
@@ -25,7 +26,7 @@ const OutputOpenName = "out"
 
 // Store is what the transitioner needs from the database.
 type Store interface {
-	AppList(ctx context.Context) ([]store.App, error)
+	AppList(ctx context.Context) ([]row.App, error)
 	BatchListProgress(ctx context.Context, p store.BatchListProgressParams) ([]store.BatchProgress, error)
 	BatchMarkDone(ctx context.Context, id, now int64) error
 	WorkunitAddTailCopy(ctx context.Context, id int64, readTailCopies int, now int64) error
@@ -174,7 +175,7 @@ func (s *Service) transitionDue(ctx context.Context, now int64) (int, error) {
 	var errs []error
 	ps := make([]store.WorkunitTransitionParams, 0, len(jobs))
 	ds := make([]transition.Decision, 0, len(jobs))
-	from := make([]store.Workunit, 0, len(jobs))
+	from := make([]row.Workunit, 0, len(jobs))
 	for _, j := range jobs {
 		p, d, err := s.decide(j, now)
 		if err != nil {
@@ -262,7 +263,7 @@ func (s *Service) decide(j store.WorkunitResults, now int64) (store.WorkunitTran
 		if err != nil {
 			return p, d, fmt.Errorf("transition workunit %d: new instance %q: %w", wu.ID, nr.Name, err)
 		}
-		p.NewResults = append(p.NewResults, store.Result{
+		p.NewResults = append(p.NewResults, row.Result{
 			CreateTime:  now,
 			WorkunitID:  wu.ID,
 			ServerState: state.ServerUnsent,
@@ -298,7 +299,7 @@ func (s *Service) decide(j store.WorkunitResults, now int64) (store.WorkunitTran
 
 // written counts and logs a job whose transition p, decided as d from the
 // job as read (wu), was written.
-func (s *Service) written(wu store.Workunit, p store.WorkunitTransitionParams, d transition.Decision, stats *passStats) {
+func (s *Service) written(wu row.Workunit, p store.WorkunitTransitionParams, d transition.Decision, stats *passStats) {
 	s.m.jobs.Inc()
 	s.m.created.Add(float64(len(p.NewResults)))
 	s.m.timedOut.Add(float64(d.TimedOut))

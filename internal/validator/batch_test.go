@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -78,7 +79,7 @@ type recordingChecker struct {
 	stderr map[int64]string
 }
 
-func (c recordingChecker) Init(ctx context.Context, r store.Result, files []string) (any, error) {
+func (c recordingChecker) Init(ctx context.Context, r row.Result, files []string) (any, error) {
 	c.mu.Lock()
 	c.stderr[r.ID] = r.StderrOut
 	c.mu.Unlock()
@@ -88,7 +89,7 @@ func (c recordingChecker) Init(ctx context.Context, r store.Result, files []stri
 func TestProjectCheckerGetsWholeInstances(t *testing.T) {
 	t.Parallel()
 	c := recordingChecker{mu: &sync.Mutex{}, stderr: map[int64]string{}}
-	b := setupApp(t, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}, c)
+	b := setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}, c)
 	u, h := b.volunteer(t, "a@example.com")
 	id := b.addJob(t, "job")
 	r0 := b.addSuccess(t, id, "job_0", u, h, []byte("x"), state.ValidateInit)

@@ -16,6 +16,7 @@ import (
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/procstat"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -39,7 +40,7 @@ func BenchmarkValidate(b *testing.B) {
 	}
 	st := storetest.New(b)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	appID, err := st.AppInsert(ctx, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		b.Fatalf("AppInsert: %v", err)
 	}
@@ -84,12 +85,12 @@ func BenchmarkValidate(b *testing.B) {
 func benchVolunteersInsert(b *testing.B, st *store.Store) (users, hosts []int64) {
 	b.Helper()
 	for i := range benchVolunteers {
-		u, err := st.UserInsert(context.Background(), store.User{CreateTime: t0, EmailAddr: fmt.Sprintf("v%d@example.com", i),
+		u, err := st.UserInsert(context.Background(), row.User{CreateTime: t0, EmailAddr: fmt.Sprintf("v%d@example.com", i),
 			Name: fmt.Sprintf("v%d", i), Authenticator: fmt.Sprintf("auth-v%d", i)})
 		if err != nil {
 			b.Fatalf("UserInsert: %v", err)
 		}
-		h, err := st.HostInsert(context.Background(), store.Host{CreateTime: t0, UserID: u})
+		h, err := st.HostInsert(context.Background(), row.Host{CreateTime: t0, UserID: u})
 		if err != nil {
 			b.Fatalf("HostInsert: %v", err)
 		}

@@ -9,7 +9,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // ErrInvalidOutput marks an output a Checker rejects: the instance's output
@@ -34,7 +34,7 @@ type Checker interface {
 	// ErrInvalidOutput means the output is bad (result invalid / validate
 	// error); any other error is transient (job retried on a later pass,
 	// metric counted).
-	Init(ctx context.Context, r store.Result, files []string) (any, error)
+	Init(ctx context.Context, r row.Result, files []string) (any, error)
 	// Compare says whether two initialised outputs agree. It should be
 	// symmetric; an error is transient.
 	Compare(ctx context.Context, a, b any) (bool, error)
@@ -53,7 +53,7 @@ type Bitwise struct{}
 
 // Init digests the files in order, with each file's length after it so
 // that (ab, c) and (a, bc) differ.
-func (Bitwise) Init(_ context.Context, r store.Result, files []string) (any, error) {
+func (Bitwise) Init(_ context.Context, r row.Result, files []string) (any, error) {
 	h := sha256.New()
 	var n [8]byte
 	for _, path := range files {
@@ -94,7 +94,7 @@ type Trust struct{}
 
 // Init accepts any output whose files exist and are finished (the validator checks that
 // before calling Init).
-func (Trust) Init(context.Context, store.Result, []string) (any, error) { return struct{}{}, nil }
+func (Trust) Init(context.Context, row.Result, []string) (any, error) { return struct{}{}, nil }
 
 // Compare says yes.
 func (Trust) Compare(context.Context, any, any) (bool, error) { return true, nil }

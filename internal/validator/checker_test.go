@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // writeFiles writes each content to its own file in a temporary directory
@@ -32,12 +32,12 @@ func writeFiles(t *testing.T, contents ...string) []string {
 func compareFiles(t *testing.T, c Checker, a, b []string) (bool, error) {
 	t.Helper()
 	ctx := context.Background()
-	va, err := c.Init(ctx, store.Result{ID: 1, Name: "r_a"}, writeFiles(t, a...))
+	va, err := c.Init(ctx, row.Result{ID: 1, Name: "r_a"}, writeFiles(t, a...))
 	if err != nil {
 		t.Fatalf("Init(%q): %v", a, err)
 	}
 	defer c.Cleanup(va)
-	vb, err := c.Init(ctx, store.Result{ID: 2, Name: "r_b"}, writeFiles(t, b...))
+	vb, err := c.Init(ctx, row.Result{ID: 2, Name: "r_b"}, writeFiles(t, b...))
 	if err != nil {
 		t.Fatalf("Init(%q): %v", b, err)
 	}
@@ -153,7 +153,7 @@ func TestNumericCompare(t *testing.T) {
 func TestNumericRejectsHugeToken(t *testing.T) {
 	t.Parallel()
 	paths := writeFiles(t, strings.Repeat("7", maxTokenBytes+1))
-	if _, err := (Numeric{}).Init(context.Background(), store.Result{ID: 1}, paths); !errors.Is(err, ErrInvalidOutput) {
+	if _, err := (Numeric{}).Init(context.Background(), row.Result{ID: 1}, paths); !errors.Is(err, ErrInvalidOutput) {
 		t.Errorf("Numeric.Init(a token of %d bytes) = %v, want ErrInvalidOutput", maxTokenBytes+1, err)
 	}
 }
@@ -228,7 +228,7 @@ func TestCommandInitExitCodes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c := Command{InitArgv: tt.argv, CompareArgv: sh("exit 0")}
-			v, err := c.Init(context.Background(), store.Result{ID: 1, Name: "r_1"}, writeFiles(t, "out"))
+			v, err := c.Init(context.Background(), row.Result{ID: 1, Name: "r_1"}, writeFiles(t, "out"))
 			if (err != nil) != tt.wantErr || errors.Is(err, ErrInvalidOutput) != tt.wantInvalid {
 				t.Errorf("Command{init %q}.Init = %v, %v; want error %v, ErrInvalidOutput %v", tt.argv, v, err,
 					tt.wantErr, tt.wantInvalid)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/extcmd"
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // Environment variables the Command checker's programs get, besides the
@@ -75,7 +75,7 @@ type commandOutput struct {
 }
 
 // Init runs the init program, if any, on the result's files.
-func (c Command) Init(ctx context.Context, r store.Result, files []string) (any, error) {
+func (c Command) Init(ctx context.Context, r row.Result, files []string) (any, error) {
 	out := commandOutput{name: r.Name, files: files}
 	if len(c.InitArgv) == 0 {
 		return out, nil

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -19,7 +20,7 @@ func Credit(fpopsEst float64) float64 { return fpopsEst * CobblestonesPerFpop }
 // validator understands ("" is the default, fpops).
 func KnownCreditPolicy(policy string) bool {
 	switch policy {
-	case "", store.CreditFpops, store.CreditFixed, store.CreditMedian:
+	case "", row.CreditFpops, row.CreditFixed, row.CreditMedian:
 		return true
 	}
 	return false
@@ -54,7 +55,7 @@ type Claim struct {
 //     confirmed by other hosts' claims, may claim more.
 //
 // With neither an estimate nor a bound there is no bound (+Inf).
-func ClaimBound(wu store.Workunit, hostRate float64) float64 {
+func ClaimBound(wu row.Workunit, hostRate float64) float64 {
 	bound := math.Inf(1)
 	if fb := max(wu.RscFpopsBound, wu.RscFpopsEst); fb > 0 {
 		bound = Credit(fb)
@@ -91,13 +92,13 @@ func HostRate(grants []store.HostGrant) float64 {
 //     median_mean_credit granted (with two, the median is their mean and
 //     either host alone would set it); of three or more, the median. With
 //     no claim left, fpops.
-func GrantedCredit(policy string, wu store.Workunit, claims []Claim) float64 {
+func GrantedCredit(policy string, wu row.Workunit, claims []Claim) float64 {
 	switch policy {
-	case store.CreditFixed:
+	case row.CreditFixed:
 		if wu.FixedCredit > 0 {
 			return wu.FixedCredit
 		}
-	case store.CreditMedian:
+	case row.CreditMedian:
 		var pos []float64
 		for _, c := range claims {
 			if c.Credit > 0 {

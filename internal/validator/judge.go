@@ -10,8 +10,8 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 // errMissing marks an output whose file is not there, or that the result's
@@ -22,7 +22,7 @@ var errMissing = errors.New("output missing")
 // answer's output for a known-answer job, nil otherwise. Every output it
 // initialises is cleaned up before it returns. An error means the job could
 // not be judged now (a transient error) and nothing may be written.
-func (s *Service) judge(ctx context.Context, wu store.Workunit, results []store.Result, expected []byte) (Verdict, error) {
+func (s *Service) judge(ctx context.Context, wu row.Workunit, results []row.Result, expected []byte) (Verdict, error) {
 	candidates := Candidates(wu, results)
 	if len(candidates) == 0 {
 		return Verdict{States: map[int64]state.ValidateState{}}, nil
@@ -111,8 +111,8 @@ func (s *Service) judge(ctx context.Context, wu store.Workunit, results []store.
 // returns errMissing when the job's or the instance's files are deleted,
 // and a (transient) error when they should be there and are not: a file
 // system that is not all there must not turn good results into bad ones.
-func (s *Service) initCanonical(ctx context.Context, wu store.Workunit, results []store.Result) (any, error) {
-	var canon *store.Result
+func (s *Service) initCanonical(ctx context.Context, wu row.Workunit, results []row.Result) (any, error) {
+	var canon *row.Result
 	for i := range results {
 		if results[i].ID == wu.CanonicalResultID {
 			canon = &results[i]
@@ -147,7 +147,7 @@ func (s *Service) initCanonical(ctx context.Context, wu store.Workunit, results 
 // temporary file for the checker, which reads files. A checker that
 // rejects it is a transient error: the known answer is at fault, not the
 // instances.
-func (s *Service) initExpected(ctx context.Context, wu store.Workunit, expected []byte) (any, error) {
+func (s *Service) initExpected(ctx context.Context, wu row.Workunit, expected []byte) (any, error) {
 	f, err := os.CreateTemp(s.opts.TempDir, "known-answer-*")
 	if err != nil {
 		return nil, fmt.Errorf("workunit %d: known answer %d: %w", wu.ID, wu.KnownAnswerID, err)
@@ -161,7 +161,7 @@ func (s *Service) initExpected(ctx context.Context, wu store.Workunit, expected 
 	if err != nil {
 		return nil, fmt.Errorf("workunit %d: known answer %d: %w", wu.ID, wu.KnownAnswerID, err)
 	}
-	r := store.Result{Name: fmt.Sprintf("known_answer_%d", wu.KnownAnswerID), WorkunitID: wu.ID, AppID: wu.AppID}
+	r := row.Result{Name: fmt.Sprintf("known_answer_%d", wu.KnownAnswerID), WorkunitID: wu.ID, AppID: wu.AppID}
 	v, err := s.checker.Init(ctx, r, []string{path})
 	if err != nil {
 		// Not %w: a rejected known answer must not pass for a rejected
@@ -175,7 +175,7 @@ func (s *Service) initExpected(ctx context.Context, wu store.Workunit, expected 
 // returns errMissing when a file is not there or r's file list names it
 // unusably, the checker's ErrInvalidOutput as is, and any other error for a
 // transient failure.
-func (s *Service) initResult(ctx context.Context, r store.Result) (any, error) {
+func (s *Service) initResult(ctx context.Context, r row.Result) (any, error) {
 	files, err := jobxml.ParseResult(r.XMLDocIn)
 	if err != nil {
 		return nil, fmt.Errorf("result %d file list: %v: %w", r.ID, err, errMissing)

@@ -15,8 +15,8 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 // inst is one instance of a job in a judge test: its output (none when
@@ -40,7 +40,7 @@ type failingChecker struct {
 	failOn string
 }
 
-func (f failingChecker) Init(ctx context.Context, r store.Result, files []string) (any, error) {
+func (f failingChecker) Init(ctx context.Context, r row.Result, files []string) (any, error) {
 	b, err := os.ReadFile(files[0])
 	if err == nil && string(b) == f.failOn {
 		return nil, errors.New("upload directory unreachable")
@@ -54,7 +54,7 @@ type countingChecker struct {
 	inits, cleanups *int
 }
 
-func (c countingChecker) Init(ctx context.Context, r store.Result, files []string) (any, error) {
+func (c countingChecker) Init(ctx context.Context, r row.Result, files []string) (any, error) {
 	*c.inits++
 	return c.Bitwise.Init(ctx, r, files)
 }
@@ -68,7 +68,7 @@ func judgeJob(t *testing.T, c Checker, minQuorum int, jobFilesDeleted bool, expe
 	upload := t.TempDir()
 	s := New(nil, slog.New(slog.DiscardHandler), NewMetrics(prometheus.NewRegistry()),
 		Options{App: "demo", Checker: c, UploadDir: upload, Fanout: fanoutN, TempDir: t.TempDir()})
-	wu := store.Workunit{ID: 1, Name: "job", MinQuorum: minQuorum}
+	wu := row.Workunit{ID: 1, Name: "job", MinQuorum: minQuorum}
 	if jobFilesDeleted {
 		wu.FileDeleteState = state.FileDeleteDone
 	}
@@ -76,7 +76,7 @@ func judgeJob(t *testing.T, c Checker, minQuorum int, jobFilesDeleted bool, expe
 	if expected != nil {
 		wu.KnownAnswerID, exp = 1, []byte(*expected)
 	}
-	var results []store.Result
+	var results []row.Result
 	for i, in := range insts {
 		id := int64(i + 1)
 		name := fmt.Sprintf("job_%d", i)
@@ -84,7 +84,7 @@ func judgeJob(t *testing.T, c Checker, minQuorum int, jobFilesDeleted bool, expe
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := store.Result{ID: id, WorkunitID: 1, Name: name, ServerState: state.ServerOver,
+		r := row.Result{ID: id, WorkunitID: 1, Name: name, ServerState: state.ServerOver,
 			Outcome: state.OutcomeSuccess, XMLDocIn: doc}
 		if in.canonical {
 			wu.CanonicalResultID, r.ValidateState = id, state.ValidateValid

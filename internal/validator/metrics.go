@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/daemon"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -55,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // BacklogStore is the count behind the validator's backlog gauge.
 type BacklogStore interface {
-	AppGetByName(ctx context.Context, name string) (store.App, error)
+	AppGetByName(ctx context.Context, name string) (row.App, error)
 	WorkunitCountNeedValidate(ctx context.Context, p store.BacklogCountParams) (int64, error)
 }
 

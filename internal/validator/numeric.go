@@ -9,7 +9,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 // Numeric is the Checker of an app whose outputs are text with numbers that
@@ -57,7 +57,7 @@ const maxTokenBytes = 1 << 20
 
 // Init reads the files into tokens. A token longer than maxTokenBytes makes
 // the output invalid.
-func (Numeric) Init(_ context.Context, r store.Result, files []string) (any, error) {
+func (Numeric) Init(_ context.Context, r row.Result, files []string) (any, error) {
 	out := make(numericOutput, 0, len(files))
 	for _, path := range files {
 		toks, err := readTokens(path)

@@ -1,8 +1,8 @@
 package validator
 
 import (
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 // Verdict is what the validator decides for one job.
@@ -23,8 +23,8 @@ type Verdict struct {
 // Candidates returns the instances of a job that await a verdict: reported
 // successes whose validate_state is INIT or INCONCLUSIVE, other than the
 // canonical instance, in the order given (the store lists them by id).
-func Candidates(wu store.Workunit, results []store.Result) []store.Result {
-	var out []store.Result
+func Candidates(wu row.Workunit, results []row.Result) []row.Result {
+	var out []row.Result
 	for _, r := range results {
 		if r.ID == wu.CanonicalResultID || r.ServerState != state.ServerOver || r.Outcome != state.OutcomeSuccess {
 			continue

@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 const (
@@ -120,8 +120,8 @@ func TestAgainstReference(t *testing.T) {
 
 func TestCandidates(t *testing.T) {
 	t.Parallel()
-	wu := store.Workunit{CanonicalResultID: 1}
-	rs := []store.Result{
+	wu := row.Workunit{CanonicalResultID: 1}
+	rs := []row.Result{
 		{ID: 1, ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: state.ValidateValid},
 		{ID: 2, ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: state.ValidateInit},
 		{ID: 3, ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: state.ValidateInconclusive},

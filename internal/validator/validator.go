@@ -9,14 +9,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
 // Store is what the validator needs from the database.
 type Store interface {
-	AppGetByName(ctx context.Context, name string) (store.App, error)
-	KnownAnswerGet(ctx context.Context, id int64) (store.KnownAnswer, error)
+	AppGetByName(ctx context.Context, name string) (row.App, error)
+	KnownAnswerGet(ctx context.Context, id int64) (row.KnownAnswer, error)
 	ResultListHostGrants(ctx context.Context, hostIDs []int64, perHost int) ([]store.HostGrant, error)
 	WorkunitListValidate(ctx context.Context, p store.WorkunitListValidateParams) ([]store.WorkunitResults, error)
 	WorkunitValidate(ctx context.Context, p store.WorkunitValidateParams) error
@@ -76,7 +77,7 @@ type Service struct {
 	opts       Options
 	checker    Checker
 
-	app     store.App
+	app     row.App
 	appRead time.Time
 	// cursor is the id after which the next pass lists jobs.
 	cursor int64
@@ -216,7 +217,7 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 // output files and may run a checker's programs: the waits overlap). The
 // known answers' expected outputs are read first, here, since their cache
 // is not shared between goroutines.
-func (s *Service) judgeAll(ctx context.Context, app store.App, jobs []store.WorkunitResults, now int64) []judgement {
+func (s *Service) judgeAll(ctx context.Context, app row.App, jobs []store.WorkunitResults, now int64) []judgement {
 	out := make([]judgement, len(jobs))
 	expected := make([][]byte, len(jobs))
 	for i, j := range jobs {
@@ -254,7 +255,7 @@ const hostRecord = 20
 // claims returns the claims of the valid instances among results, with
 // their hosts' records when the app's policy grants by claims (the only
 // one that reads them).
-func (s *Service) claims(ctx context.Context, app store.App, results []store.Result, states map[int64]state.ValidateState) ([]Claim, error) {
+func (s *Service) claims(ctx context.Context, app row.App, results []row.Result, states map[int64]state.ValidateState) ([]Claim, error) {
 	var claims []Claim
 	var hosts []int64
 	for _, r := range results {
@@ -263,7 +264,7 @@ func (s *Service) claims(ctx context.Context, app store.App, results []store.Res
 			hosts = append(hosts, r.HostID)
 		}
 	}
-	if app.CreditPolicy != store.CreditMedian || len(claims) == 0 {
+	if app.CreditPolicy != row.CreditMedian || len(claims) == 0 {
 		return claims, nil
 	}
 	grants, err := s.st.ResultListHostGrants(ctx, hosts, hostRecord)
@@ -282,7 +283,7 @@ func (s *Service) claims(ctx context.Context, app store.App, results []store.Res
 
 // judgeJob judges one job into jd: its write and its verdicts' counts, or
 // a transient error.
-func (s *Service) judgeJob(ctx context.Context, app store.App, j store.WorkunitResults, expected []byte, now int64, jd *judgement) {
+func (s *Service) judgeJob(ctx context.Context, app row.App, j store.WorkunitResults, expected []byte, now int64, jd *judgement) {
 	wu := j.Workunit
 	v, err := s.judge(ctx, wu, j.Results, expected)
 	if err != nil {
@@ -391,13 +392,13 @@ func (s *Service) write(ctx context.Context, judged []judgement, now int64) {
 
 // loadApp returns the app row, read again every appRefresh so that a
 // changed credit policy takes effect.
-func (s *Service) loadApp(ctx context.Context, now time.Time) (store.App, error) {
+func (s *Service) loadApp(ctx context.Context, now time.Time) (row.App, error) {
 	if s.app.ID != 0 && now.Sub(s.appRead) < appRefresh && !now.Before(s.appRead) {
 		return s.app, nil
 	}
 	app, err := s.st.AppGetByName(ctx, s.opts.App)
 	if err != nil {
-		return store.App{}, fmt.Errorf("validator: %w", err)
+		return row.App{}, fmt.Errorf("validator: %w", err)
 	}
 	if !KnownCreditPolicy(app.CreditPolicy) {
 		s.log.Warn("unknown credit policy; granting by FLOP estimate", "app", app.Name, "credit_policy", app.CreditPolicy)

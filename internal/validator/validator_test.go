@@ -16,6 +16,7 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -40,11 +41,11 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	return setupApp(t, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}, nil)
+	return setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}, nil)
 }
 
 // setupApp is setup with app as the validated app and c as the checker.
-func setupApp(t *testing.T, app store.App, c Checker) *bundle {
+func setupApp(t *testing.T, app row.App, c Checker) *bundle {
 	t.Helper()
 	b := &bundle{st: storetest.New(t), upload: t.TempDir(), m: NewMetrics(prometheus.NewRegistry()), now: t0}
 	id, err := b.st.AppInsert(context.Background(), app)
@@ -64,9 +65,9 @@ func (b *bundle) service(opts Options) *Service {
 }
 
 // addJob inserts a job of one day's computing awaiting validation.
-func (b *bundle) addJob(t *testing.T, name string, mod ...func(*store.Workunit)) int64 {
+func (b *bundle) addJob(t *testing.T, name string, mod ...func(*row.Workunit)) int64 {
 	t.Helper()
-	wu := store.Workunit{CreateTime: t0, AppID: b.appID, Name: name, RscFpopsEst: fpopsDay, MinQuorum: 2,
+	wu := row.Workunit{CreateTime: t0, AppID: b.appID, Name: name, RscFpopsEst: fpopsDay, MinQuorum: 2,
 		TargetNResults: 2, MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, NeedValidate: true,
 		TransitionTime: state.NoTransition}
 	for _, m := range mod {
@@ -83,11 +84,11 @@ func (b *bundle) addJob(t *testing.T, name string, mod ...func(*store.Workunit))
 func (b *bundle) volunteer(t *testing.T, email string) (userID, hostID int64) {
 	t.Helper()
 	ctx := context.Background()
-	userID, err := b.st.UserInsert(ctx, store.User{CreateTime: t0, EmailAddr: email, Name: email, Authenticator: "auth-" + email})
+	userID, err := b.st.UserInsert(ctx, row.User{CreateTime: t0, EmailAddr: email, Name: email, Authenticator: "auth-" + email})
 	if err != nil {
 		t.Fatalf("UserInsert: %v", err)
 	}
-	hostID, err = b.st.HostInsert(ctx, store.Host{CreateTime: t0, UserID: userID})
+	hostID, err = b.st.HostInsert(ctx, row.Host{CreateTime: t0, UserID: userID})
 	if err != nil {
 		t.Fatalf("HostInsert: %v", err)
 	}
@@ -102,7 +103,7 @@ func (b *bundle) addSuccess(t *testing.T, wuID int64, name string, userID, hostI
 	if err != nil {
 		t.Fatalf("FormatResult: %v", err)
 	}
-	id, err := b.st.ResultInsert(context.Background(), store.Result{CreateTime: t0, WorkunitID: wuID, Name: name,
+	id, err := b.st.ResultInsert(context.Background(), row.Result{CreateTime: t0, WorkunitID: wuID, Name: name,
 		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: vs, UserID: userID,
 		HostID: hostID, AppID: b.appID, XMLDocIn: doc})
 	if err != nil {
@@ -126,12 +127,12 @@ func (b *bundle) addSuccess(t *testing.T, wuID int64, name string, userID, hostI
 	return id
 }
 
-func (b *bundle) result(t *testing.T, id int64) store.Result {
+func (b *bundle) result(t *testing.T, id int64) row.Result {
 	t.Helper()
 	return storetest.Result(t, b.st, id)
 }
 
-func (b *bundle) job(t *testing.T, id int64) store.Workunit {
+func (b *bundle) job(t *testing.T, id int64) row.Workunit {
 	t.Helper()
 	return storetest.Workunit(t, b.st, id)
 }
@@ -241,7 +242,7 @@ func TestCreditGrantedOnlyWithVerdict(t *testing.T) {
 func TestDisagreementIsInconclusiveAndWantsAnother(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wuID := b.addJob(t, "job", func(wu *store.Workunit) { wu.TransitionTime = t0 + 50 })
+	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.TransitionTime = t0 + 50 })
 	u, h := b.volunteer(t, "a@example.com")
 	r1 := b.addSuccess(t, wuID, "job_0", u, h, []byte("1"), state.ValidateInit)
 	r2 := b.addSuccess(t, wuID, "job_1", u, h, []byte("2"), state.ValidateInit)
@@ -283,7 +284,7 @@ func TestDisagreementIsInconclusiveAndWantsAnother(t *testing.T) {
 func TestTargetBumpBoundedByMaxTotal(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wuID := b.addJob(t, "job", func(wu *store.Workunit) { wu.MaxTotalResults = 2 })
+	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.MaxTotalResults = 2 })
 	u, h := b.volunteer(t, "a@example.com")
 	b.addSuccess(t, wuID, "job_0", u, h, []byte("1"), state.ValidateInit)
 	b.addSuccess(t, wuID, "job_1", u, h, []byte("2"), state.ValidateInit)
@@ -318,7 +319,7 @@ func TestMissingOutputIsValidateError(t *testing.T) {
 func TestLateResultsAgainstCanonical(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wuID := b.addJob(t, "job", func(wu *store.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone })
 	u, h := b.volunteer(t, "a@example.com")
 	canon := b.addSuccess(t, wuID, "job_0", u, h, []byte("right"), state.ValidateValid)
 	if _, err := b.st.DB().Exec(`UPDATE workunit SET canonical_resultid = ?, canonical_credit = 200 WHERE id = ?`, canon, wuID); err != nil {
@@ -384,7 +385,7 @@ func TestCanonicalOutputMissingIsRetried(t *testing.T) {
 func TestOnlyOwnAppAndReplica(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	other, err := b.st.AppInsert(context.Background(), store.App{CreateTime: t0, Name: "other", UserFriendlyName: "Other"})
+	other, err := b.st.AppInsert(context.Background(), row.App{CreateTime: t0, Name: "other", UserFriendlyName: "Other"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func TestOnlyOwnAppAndReplica(t *testing.T) {
 		b.addSuccess(t, id, fmt.Sprintf("job%d_1", i), u, h, []byte("same"), state.ValidateInit)
 		ids = append(ids, id)
 	}
-	foreign := b.addJob(t, "foreign", func(wu *store.Workunit) { wu.AppID = other })
+	foreign := b.addJob(t, "foreign", func(wu *row.Workunit) { wu.AppID = other })
 	svc := b.service(Options{App: "demo", Mod: 2, ModIndex: 1, Batch: 3})
 	for range 3 {
 		runOnce(t, svc)
@@ -425,7 +426,7 @@ func (b *bundle) exec(t *testing.T, query string, args ...any) {
 	storetest.Exec(t, b.st, query, args...)
 }
 
-func (b *bundle) host(t *testing.T, id int64) store.Host {
+func (b *bundle) host(t *testing.T, id int64) row.Host {
 	t.Helper()
 	h, err := b.st.HostGet(context.Background(), id)
 	if err != nil {
@@ -443,16 +444,16 @@ func TestCreditPolicies(t *testing.T) {
 		claims [3]float64 // of the two agreeing instances and the cheater
 		want   float64
 	}{
-		{"fpops: from the job's estimate", store.CreditFpops, 0, [3]float64{10, 30, 1000}, 200},
-		{"fixed: the job's fixed credit", store.CreditFixed, 7, [3]float64{10, 30, 1000}, 7},
-		{"median of two valid claims is the lower, the cheater's left out", store.CreditMedian, 0, [3]float64{10, 30, 1000}, 10},
-		{"median with no claims: fpops", store.CreditMedian, 0, [3]float64{0, 0, 1000}, 200},
+		{"fpops: from the job's estimate", row.CreditFpops, 0, [3]float64{10, 30, 1000}, 200},
+		{"fixed: the job's fixed credit", row.CreditFixed, 7, [3]float64{10, 30, 1000}, 7},
+		{"median of two valid claims is the lower, the cheater's left out", row.CreditMedian, 0, [3]float64{10, 30, 1000}, 10},
+		{"median with no claims: fpops", row.CreditMedian, 0, [3]float64{0, 0, 1000}, 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := setupApp(t, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: tt.policy}, nil)
-			wuID := b.addJob(t, "job", func(wu *store.Workunit) { wu.FixedCredit = tt.fixed })
+			b := setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: tt.policy}, nil)
+			wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.FixedCredit = tt.fixed })
 			var users, ids [3]int64
 			for i, out := range []string{"right", "right", "wrong"} {
 				u, h := b.volunteer(t, fmt.Sprintf("v%d@example.com", i))
@@ -481,8 +482,8 @@ func TestMedianQuorumOfTwoOneHugeClaim(t *testing.T) {
 	// The issue's case: two agreeing hosts claim 2.3 and 2.3e13. BOINC
 	// granted the lower of two claims; the huge one must not set the
 	// credit of either.
-	b := setupApp(t, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: store.CreditMedian}, nil)
-	wuID := b.addJob(t, "job", func(wu *store.Workunit) { wu.RscFpopsBound = 10 * fpopsDay })
+	b := setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: row.CreditMedian}, nil)
+	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.RscFpopsBound = 10 * fpopsDay })
 	var ids [2]int64
 	for i, claim := range []float64{2.3, 2.3e13} {
 		u, h := b.volunteer(t, fmt.Sprintf("v%d@example.com", i))
@@ -499,8 +500,8 @@ func TestMedianQuorumOfTwoOneHugeClaim(t *testing.T) {
 
 func TestMedianClaimCutByBoundAndHostHistory(t *testing.T) {
 	t.Parallel()
-	b := setupApp(t, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: store.CreditMedian}, nil)
-	single := func(wu *store.Workunit) { wu.MinQuorum, wu.TargetNResults, wu.RscFpopsBound = 1, 1, 10*fpopsDay }
+	b := setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: row.CreditMedian}, nil)
+	single := func(wu *row.Workunit) { wu.MinQuorum, wu.TargetNResults, wu.RscFpopsBound = 1, 1, 10*fpopsDay }
 	// A new host alone on a job (a trusted host under adaptive
 	// replication) claims far beyond the job's FLOP bound.
 	u, h := b.volunteer(t, "new@example.com")
@@ -544,7 +545,7 @@ func TestKnownAnswerCatchesWrongHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	kaID, _ := res.LastInsertId()
-	wuID := b.addJob(t, "ka_1_x", func(wu *store.Workunit) {
+	wuID := b.addJob(t, "ka_1_x", func(wu *row.Workunit) {
 		wu.MinQuorum, wu.TargetNResults, wu.KnownAnswerID = 1, 1, kaID
 	})
 	u1, h1 := b.volunteer(t, "cheat@example.com")
@@ -581,7 +582,7 @@ func TestKnownAnswerCatchesWrongHost(t *testing.T) {
 
 func TestTransientErrorLeavesJobForLaterPass(t *testing.T) {
 	t.Parallel()
-	b := setupApp(t, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo"}, failingChecker{failOn: "flaky"})
+	b := setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo"}, failingChecker{failOn: "flaky"})
 	u, h := b.volunteer(t, "a@example.com")
 	stuck := b.addJob(t, "stuck")
 	b.addSuccess(t, stuck, "stuck_0", u, h, []byte("flaky"), state.ValidateInit)
@@ -641,7 +642,7 @@ func TestTransientErrorLeavesJobForLaterPass(t *testing.T) {
 
 func TestPassesWalkPastJobsThatCannotBeJudged(t *testing.T) {
 	t.Parallel()
-	b := setupApp(t, store.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo"}, failingChecker{failOn: "flaky"})
+	b := setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo"}, failingChecker{failOn: "flaky"})
 	u, h := b.volunteer(t, "a@example.com")
 	var stuck, fine []int64
 	for i := range 6 {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/procstat"
-	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 	"github.com/taskserver/taskserver/internal/workgenerator"
 )
@@ -76,7 +76,7 @@ func BenchmarkCreateJobs(b *testing.B) {
 	}
 	st := storetest.New(b)
 	ctx := context.Background()
-	if _, err := st.AppInsert(ctx, store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}); err != nil {
+	if _, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}); err != nil {
 		b.Fatalf("AppInsert: %v", err)
 	}
 	dbPID, err := procstat.DBServerPID(ctx, st.DB().DB)

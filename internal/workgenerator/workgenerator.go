@@ -9,13 +9,14 @@ import (
 
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/jobs"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
 // Store is what the work generator needs from the database.
 type Store interface {
 	jobs.Store
-	AppGetByName(ctx context.Context, name string) (store.App, error)
+	AppGetByName(ctx context.Context, name string) (row.App, error)
 	WorkunitCountBacklog(ctx context.Context, appID int64, now int64) (store.Backlog, error)
 	WorkunitCountByNamePrefix(ctx context.Context, appID int64, prefix string) (int64, error)
 }

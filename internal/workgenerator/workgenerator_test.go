@@ -21,6 +21,7 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -40,7 +41,7 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	st := storetest.New(t)
-	appID, err := st.AppInsert(context.Background(), store.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	appID, err := st.AppInsert(context.Background(), row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		t.Fatalf("AppInsert: %v", err)
 	}
@@ -72,9 +73,9 @@ func (b *bundle) service(t *testing.T, mutate func(*workgenerator.Config)) *work
 	return svc
 }
 
-func (b *bundle) workunits(t *testing.T) []store.Workunit {
+func (b *bundle) workunits(t *testing.T) []row.Workunit {
 	t.Helper()
-	var wus []store.Workunit
+	var wus []row.Workunit
 	if err := b.st.DB().Select(&wus, `SELECT `+store.WorkunitColumns+` FROM workunit ORDER BY id`); err != nil {
 		t.Fatalf("select workunits: %v", err)
 	}
@@ -120,7 +121,7 @@ func TestCreatesUpToTargetAndNoMore(t *testing.T) {
 	// The transitioner gives one job its two instances: the backlog is the
 	// same, so nothing new.
 	for i := 0; i < 2; i++ {
-		if _, err := b.st.ResultInsert(context.Background(), store.Result{CreateTime: 1, WorkunitID: wus[0].ID,
+		if _, err := b.st.ResultInsert(context.Background(), row.Result{CreateTime: 1, WorkunitID: wus[0].ID,
 			ServerState: state.ServerUnsent, Name: wus[0].Name + "_" + string(rune('0'+i))}); err != nil {
 			t.Fatalf("ResultInsert: %v", err)
 		}
@@ -138,15 +139,15 @@ func TestCreatesUpToTargetAndNoMore(t *testing.T) {
 	// A job whose instances are all sent is not awaiting the transitioner
 	// any more, even if its transition_time is due; results of another app
 	// do not count.
-	other, err := b.st.AppInsert(context.Background(), store.App{CreateTime: 1, Name: "other", UserFriendlyName: "O", Weight: 1})
+	other, err := b.st.AppInsert(context.Background(), row.App{CreateTime: 1, Name: "other", UserFriendlyName: "O", Weight: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	owu, err := b.st.WorkunitInsert(context.Background(), store.Workunit{CreateTime: 1, AppID: other, Name: "o1", TargetNResults: 50, TransitionTime: 1})
+	owu, err := b.st.WorkunitInsert(context.Background(), row.Workunit{CreateTime: 1, AppID: other, Name: "o1", TargetNResults: 50, TransitionTime: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.st.ResultInsert(context.Background(), store.Result{CreateTime: 1, WorkunitID: owu, ServerState: state.ServerUnsent, Name: "o1_0"}); err != nil {
+	if _, err := b.st.ResultInsert(context.Background(), row.Result{CreateTime: 1, WorkunitID: owu, ServerState: state.ServerUnsent, Name: "o1_0"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := runOnce(t, svc); n != 0 {
@@ -261,7 +262,7 @@ func TestPendingBatchResolvedOnRestart(t *testing.T) {
 			path := workgenerator.CounterPath(b.projectDir, "demo")
 			first := "batch_first"
 			if tc.committed {
-				if _, err := b.st.WorkunitInsert(context.Background(), store.Workunit{CreateTime: 1, AppID: b.appID, Name: first}); err != nil {
+				if _, err := b.st.WorkunitInsert(context.Background(), row.Workunit{CreateTime: 1, AppID: b.appID, Name: first}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -333,7 +334,7 @@ func TestLostCounterFileDoesNotCountKnownAnswerJobs(t *testing.T) {
 	// they are not the generator's jobs and must not count toward
 	// --total-jobs.
 	storetest.Exec(t, b.st, `UPDATE app SET known_answer_fraction = 1 WHERE id = ?`, b.appID)
-	if _, err := b.st.KnownAnswerInsert(ctx, store.KnownAnswer{CreateTime: 1, AppID: b.appID, Name: "k",
+	if _, err := b.st.KnownAnswerInsert(ctx, row.KnownAnswer{CreateTime: 1, AppID: b.appID, Name: "k",
 		Input: []byte("in"), Output: []byte("out")}); err != nil {
 		t.Fatal(err)
 	}

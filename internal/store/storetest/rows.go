@@ -4,11 +4,12 @@ import (
 	"context"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
 // Workunit returns job id, failing the test if it cannot.
-func Workunit(t testing.TB, st *store.Store, id int64) store.Workunit {
+func Workunit(t testing.TB, st *store.Store, id int64) row.Workunit {
 	t.Helper()
 	wu, err := st.WorkunitGet(context.Background(), id)
 	if err != nil {
@@ -18,7 +19,7 @@ func Workunit(t testing.TB, st *store.Store, id int64) store.Workunit {
 }
 
 // Result returns instance id, failing the test if it cannot.
-func Result(t testing.TB, st *store.Store, id int64) store.Result {
+func Result(t testing.TB, st *store.Store, id int64) row.Result {
 	t.Helper()
 	r, err := st.ResultGet(context.Background(), id)
 	if err != nil {
@@ -29,7 +30,7 @@ func Result(t testing.TB, st *store.Store, id int64) store.Result {
 
 // Results returns every instance of job wuID by id, failing the test if it
 // cannot.
-func Results(t testing.TB, st *store.Store, wuID int64) []store.Result {
+func Results(t testing.TB, st *store.Store, wuID int64) []row.Result {
 	t.Helper()
 	rs, err := st.ResultListByWorkunit(context.Background(), wuID)
 	if err != nil {

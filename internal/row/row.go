@@ -1,4 +1,9 @@
-package store
+// Package row holds the domain rows: platforms, apps, app versions, users,
+// hosts, jobs (workunit), instances (result), batches and known answers, in
+// BOINC's columns. The store reads and writes them, the rules decide on
+// them, and the public plug-in API is built from them; none of them knows
+// SQL, so no rule needs to import the store for its types.
+package row
 
 import (
 	"fmt"
