@@ -16,9 +16,9 @@ import (
 // TestInstanceSentOnceWhenSchedulersRace: several schedulers may hold the
 // same unsent instance in their caches (a feeder restarted while a send was
 // being committed, or two feeder/scheduler pairs). Racing to send it to
-// different users, through the single and the group-commit path at once,
-// exactly one wins; the others get ErrConflict and leave no workunit_user
-// row behind, so each of them can still be sent another instance of the job.
+// different users, each in its own batch, exactly one wins; the others get
+// ErrConflict and leave no workunit_user row behind, so each of them can
+// still be sent another instance of the job.
 func TestInstanceSentOnceWhenSchedulersRace(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
@@ -58,10 +58,6 @@ func TestInstanceSentOnceWhenSchedulersRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			if i%2 == 0 {
-				errs[i] = st.ResultSend(ctx, send(i, instances[0]))
-				return
-			}
 			out, err := st.SchedulerCommit(ctx, store.SchedBatch{Sends: []store.SchedSend{send(i, instances[0])}})
 			if err == nil {
 				err = out.Sends[0]
@@ -111,7 +107,11 @@ func TestInstanceSentOnceWhenSchedulersRace(t *testing.T) {
 		if i == winner {
 			continue
 		}
-		if err := st.ResultSend(ctx, send(i, instances[next])); err != nil {
+		out, err := st.SchedulerCommit(ctx, store.SchedBatch{Sends: []store.SchedSend{send(i, instances[next])}})
+		if err == nil {
+			err = out.Sends[0]
+		}
+		if err != nil {
 			t.Fatalf("user %d after losing the race: send of instance %d = %v, want nil", users[i], instances[next], err)
 		}
 		next++

@@ -80,7 +80,7 @@ type SchedBatch struct {
 
 // SchedOutcome is, index for index, what became of a SchedBatch's reports
 // and sends. A send's error is nil, ErrConflict, ErrAlreadySentToUser,
-// ErrHRMismatch, or one wrapping ErrCouldntSend, as ResultSend's.
+// ErrHRMismatch, or one wrapping ErrCouldntSend.
 type SchedOutcome struct {
 	Reports []SchedReportOutcome
 	Sends   []error
@@ -109,8 +109,7 @@ type wuUser struct {
 }
 
 // SchedulerCommit records the writes of concurrent scheduler requests in one
-// transaction with a few multi-row statements, and decides each row on its
-// own, exactly as ResultReport, ResultSend and HostUpdateRPC do one by one:
+// transaction with a few multi-row statements, and decides each row on its own:
 //   - the jobs of every report and send are locked first, by id (the lock
 //     order every program uses), then the instances, by id;
 //   - from the locked rows, each report and send is decided in Go in
@@ -128,9 +127,10 @@ type wuUser struct {
 // A report accepts an instance on FromHostID (the reporting host, or
 // another of its user's), IN_PROGRESS, or OVER with an outcome LateOutcome
 // accepts (recorded late), and moves it to the reporting host; its job is triggered; a
-// success for a job already done gets validate_state TOO_LATE. The host's
-// error_streak, consecutive_valid and avg_turnaround move as ResultReport
-// moves them. An error means nothing was written.
+// success for a job already done gets validate_state TOO_LATE. The host
+// row moves with its reports: a CLIENT_ERROR adds one to error_streak and
+// zeroes consecutive_valid; a SUCCESS folds its turnaround into
+// avg_turnaround (NextAvgTurnaround). An error means nothing was written.
 func (s *Store) SchedulerCommit(ctx context.Context, b SchedBatch) (SchedOutcome, error) {
 	var out SchedOutcome
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -353,7 +353,7 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 
 // The job rows are locked and their new values computed from what the lock
 // read: a trigger is LEAST(transition_time - 1, now), a wake LEAST(
-// transition_time, deadline), as the single-row statements write them.
+// transition_time, deadline).
 const schedUpdateWorkunits = `UPDATE workunit w STRAIGHT_JOIN (%s) d ON d.id = w.id
 SET w.transition_time = d.tt, w.hr_class = d.hr, w.min_quorum = d.mq, w.target_nresults = d.tn
 WHERE w.id IN (%s)`
@@ -382,7 +382,7 @@ const (
 )
 
 // Credit columns are the validator's; error_streak, consecutive_valid and
-// avg_turnaround are relative, as ResultReport writes them.
+// avg_turnaround are relative to the row as it is.
 const schedUpdateHostsRPC = `UPDATE host h STRAIGHT_JOIN (%s) d ON d.id = h.id
 SET h.rpc_seqno = d.seq, h.rpc_time = d.t, h.last_ip_addr = d.ip,
 h.error_streak = h.error_streak + d.errs, h.consecutive_valid = IF(d.errs > 0, 0, h.consecutive_valid),
@@ -546,8 +546,7 @@ func derivedTable(cols []string, rows [][]any) (string, []any) {
 	return b.String(), args
 }
 
-// schedArg maps values a column cannot hold to what the single-row
-// statements would have stored.
+// schedArg maps values a column cannot hold (NaN, an infinity) to 0.
 func schedArg(v any) any {
 	if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
 		return 0.0

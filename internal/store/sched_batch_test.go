@@ -117,7 +117,7 @@ func TestSchedulerCommitDecidesEachRow(t *testing.T) {
 }
 
 // TestSchedulerCommitHostCounters: a client error and two successes of one
-// host in one batch move its counters as three ResultReport calls would.
+// host in one batch move its counters as three batches of one report would.
 func TestSchedulerCommitHostCounters(t *testing.T) {
 	t.Parallel()
 	f := newSchedFixture(t)

@@ -14,9 +14,9 @@ func TestResultListByNames(t *testing.T) {
 	t.Parallel()
 	f := newSchedFixture(t)
 	ctx := context.Background()
-	if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
+	if err := f.send(t, store.SchedSend{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
 		UserID: f.user, ReportDeadline: 500, Now: 400}); err != nil {
-		t.Fatalf("ResultSend: %v", err)
+		t.Fatalf("send: %v", err)
 	}
 	if _, err := f.st.DB().ExecContext(ctx, `UPDATE workunit SET canonical_resultid = ?, error_mask = ? WHERE id = ?`,
 		f.r2, state.ErrTooManyErrorResults, f.wuID); err != nil {
@@ -49,9 +49,9 @@ func TestResultListReported(t *testing.T) {
 	t.Parallel()
 	f := newSchedFixture(t)
 	ctx := context.Background()
-	if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
+	if err := f.send(t, store.SchedSend{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
 		UserID: f.user, ReportDeadline: 500, Now: 400}); err != nil {
-		t.Fatalf("ResultSend: %v", err)
+		t.Fatalf("send: %v", err)
 	}
 	got, err := f.st.ResultListReported(ctx, []string{"wu_0", "nosuch"})
 	if err != nil {

@@ -42,23 +42,22 @@ func (f schedFixture) countUserRows(t *testing.T, user int64) int {
 	return n
 }
 
-func TestResultSendHomogeneousRedundancy(t *testing.T) {
+func TestSchedulerCommitSendHomogeneousRedundancy(t *testing.T) {
 	t.Parallel()
 	f := newSchedFixture(t)
-	ctx := context.Background()
 	bob := f.newUser(t, "bob")
 	send := func(r, user int64, class int) error {
-		return f.st.ResultSend(ctx, store.ResultSendParams{ResultID: r, WorkunitID: f.wuID, HostID: f.host1, UserID: user,
+		return f.send(t, store.SchedSend{ResultID: r, WorkunitID: f.wuID, HostID: f.host1, UserID: user,
 			ReportDeadline: 1100, Now: 1000, HRClass: class})
 	}
 	if err := send(f.r1, f.user, 2001003); err != nil {
-		t.Fatalf("ResultSend(r1, class 2001003) to an unbound job = %v, want nil", err)
+		t.Fatalf("send(r1, class 2001003) to an unbound job = %v, want nil", err)
 	}
 	if got := f.workunit(t, f.wuID).HRClass; got != 2001003 {
 		t.Fatalf("hr_class after the first send = %d, want 2001003", got)
 	}
 	if err := send(f.r2, bob, 3002000); !errors.Is(err, store.ErrHRMismatch) {
-		t.Fatalf("ResultSend(r2, class 3002000) to a job bound to 2001003 = %v, want ErrHRMismatch", err)
+		t.Fatalf("send(r2, class 3002000) to a job bound to 2001003 = %v, want ErrHRMismatch", err)
 	}
 	if r := f.result(t, f.r2); r.ServerState != state.ServerUnsent || f.countUserRows(t, bob) != 0 {
 		t.Fatalf("after a class mismatch: r2 %+v, workunit_user rows of bob %d; want unsent and none", r, f.countUserRows(t, bob))
@@ -68,11 +67,11 @@ func TestResultSendHomogeneousRedundancy(t *testing.T) {
 	}
 	// The same class again: the job is already bound to it.
 	if err := send(f.r2, bob, 2001003); err != nil {
-		t.Fatalf("ResultSend(r2, the job's own class) = %v, want nil", err)
+		t.Fatalf("send(r2, the job's own class) = %v, want nil", err)
 	}
 }
 
-func TestResultSendReplicateRaisesQuorum(t *testing.T) {
+func TestSchedulerCommitSendReplicateRaisesQuorum(t *testing.T) {
 	t.Parallel()
 	f := newSchedFixture(t)
 	ctx := context.Background()
@@ -81,7 +80,7 @@ func TestResultSendReplicateRaisesQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A trusted host: nothing raised.
-	if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1, UserID: f.user,
+	if err := f.send(t, store.SchedSend{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1, UserID: f.user,
 		ReportDeadline: 5000, Now: 1000}); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +89,7 @@ func TestResultSendReplicateRaisesQuorum(t *testing.T) {
 			wu.MinQuorum, wu.TargetNResults, wu.TransitionTime)
 	}
 	bob := f.newUser(t, "bob")
-	if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: f.r2, WorkunitID: f.wuID, HostID: f.host2, UserID: bob,
+	if err := f.send(t, store.SchedSend{ResultID: f.r2, WorkunitID: f.wuID, HostID: f.host2, UserID: bob,
 		ReportDeadline: 6000, Now: 2000, Replicate: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +99,7 @@ func TestResultSendReplicateRaisesQuorum(t *testing.T) {
 	}
 }
 
-func TestResultSendReplicateLeavesOtherJobsAlone(t *testing.T) {
+func TestSchedulerCommitSendReplicateLeavesOtherJobsAlone(t *testing.T) {
 	t.Parallel()
 	f := newSchedFixture(t)
 	ctx := context.Background()
@@ -108,7 +107,7 @@ func TestResultSendReplicateLeavesOtherJobsAlone(t *testing.T) {
 	if _, err := f.st.DB().ExecContext(ctx, `UPDATE workunit SET min_quorum = 2, target_nresults = 2 WHERE id = ?`, f.wuID); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1, UserID: f.user,
+	if err := f.send(t, store.SchedSend{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1, UserID: f.user,
 		ReportDeadline: 5000, Now: 1000, Replicate: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -118,18 +117,17 @@ func TestResultSendReplicateLeavesOtherJobsAlone(t *testing.T) {
 	}
 }
 
-func TestResultSendCouldntSend(t *testing.T) {
+func TestSchedulerCommitSendCouldntSend(t *testing.T) {
 	t.Parallel()
 	f := newSchedFixture(t)
-	ctx := context.Background()
 	bad := errors.New("no input")
 	var seen row.Workunit
-	p := store.ResultSendParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1, UserID: f.user,
+	p := store.SchedSend{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1, UserID: f.user,
 		ReportDeadline: 5000, Now: 1000, HRClass: 7, Replicate: true,
 		CheckWorkunit: func(wu row.Workunit) error { seen = wu; return bad }}
-	err := f.st.ResultSend(ctx, p)
+	err := f.send(t, p)
 	if !errors.Is(err, store.ErrCouldntSend) || !errors.Is(err, bad) {
-		t.Fatalf("ResultSend of a job its check refuses = %v, want ErrCouldntSend wrapping the reason", err)
+		t.Fatalf("send of a job its check refuses = %v, want ErrCouldntSend wrapping the reason", err)
 	}
 	if seen.ID != f.wuID || seen.Name != "wu" {
 		t.Fatalf("CheckWorkunit was given %+v, want job %d", seen, f.wuID)
@@ -146,16 +144,16 @@ func TestResultSendCouldntSend(t *testing.T) {
 		t.Fatalf("workunit_user rows after COULDNT_SEND = %d, want 0", n)
 	}
 	// It is no longer unsent: a second attempt conflicts.
-	if err := f.st.ResultSend(ctx, p); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("ResultSend of an instance already COULDNT_SEND = %v, want ErrConflict", err)
+	if err := f.send(t, p); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("send of an instance already COULDNT_SEND = %v, want ErrConflict", err)
 	}
 }
 
-func TestResultReportLateIsAccepted(t *testing.T) {
+func TestSchedulerCommitLateReportIsAccepted(t *testing.T) {
 	t.Parallel()
 	f := newSchedFixture(t)
 	ctx := context.Background()
-	if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
+	if err := f.send(t, store.SchedSend{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
 		UserID: f.user, ReportDeadline: 1100, Now: 1000}); err != nil {
 		t.Fatal(err)
 	}
@@ -164,14 +162,10 @@ func TestResultReportLateIsAccepted(t *testing.T) {
 		state.ServerOver, state.OutcomeNoReply, f.r1); err != nil {
 		t.Fatal(err)
 	}
-	rep := store.ResultReportParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1, Outcome: state.OutcomeSuccess,
-		ClientState: state.ClientFilesUploaded, CPUTime: 30, ElapsedTime: 31, ClaimedCredit: 0.25, Turnaround: 400, Now: 1400}
-	if err := f.st.ResultReport(ctx, rep); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("ResultReport from IN_PROGRESS of a timed-out instance = %v, want ErrConflict", err)
-	}
-	rep.FromState, rep.FromOutcome = state.ServerOver, state.OutcomeNoReply
-	if err := f.st.ResultReport(ctx, rep); err != nil {
-		t.Fatalf("late ResultReport from OVER/NO_REPLY = %v, want nil", err)
+	rep := store.SchedReport{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1, Outcome: state.OutcomeSuccess,
+		ClientState: state.ClientFilesUploaded, CPUTime: 30, ElapsedTime: 31, ClaimedCredit: 0.25, Now: 1400}
+	if o := f.report(t, rep); o.Err != nil || !o.Late || o.Outcome != state.OutcomeSuccess || o.Turnaround != 400 {
+		t.Fatalf("late report of an instance OVER/NO_REPLY = %+v, want recorded late, turnaround 400", o)
 	}
 	r := f.result(t, f.r1)
 	if r.ServerState != state.ServerOver || r.Outcome != state.OutcomeSuccess || r.ValidateState != state.ValidateInit ||
@@ -185,18 +179,18 @@ func TestResultReportLateIsAccepted(t *testing.T) {
 	if h.AvgTurnaround != 400 || h.ErrorStreak != 0 {
 		t.Fatalf("host after a success = avg_turnaround %v error_streak %d; want 400, 0", h.AvgTurnaround, h.ErrorStreak)
 	}
-	// Recorded now: reporting it again from the late state conflicts, and
-	// a recorded success is never overwritten.
-	if err := f.st.ResultReport(ctx, rep); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("second late ResultReport = %v, want ErrConflict", err)
+	// Recorded now: a recorded success is never overwritten by reporting
+	// it again.
+	rep.Outcome, rep.Now = state.OutcomeClientError, 1500
+	if o := f.report(t, rep); !errors.Is(o.Err, store.ErrConflict) {
+		t.Fatalf("report of an instance OVER/SUCCESS = %+v, want ErrConflict", o)
 	}
-	rep.FromOutcome = state.OutcomeSuccess
-	if err := f.st.ResultReport(ctx, rep); err == nil || errors.Is(err, store.ErrConflict) {
-		t.Fatalf("ResultReport from OVER/SUCCESS = %v, want a refusal", err)
+	if r := f.result(t, f.r1); r.Outcome != state.OutcomeSuccess || r.ReceivedTime != 1400 {
+		t.Fatalf("refused report changed the recorded success: %+v", r)
 	}
 }
 
-func TestResultReportTooLateAndHostReliability(t *testing.T) {
+func TestSchedulerCommitReportTooLateAndHostReliability(t *testing.T) {
 	t.Parallel()
 	f := newSchedFixture(t)
 	ctx := context.Background()
@@ -204,7 +198,7 @@ func TestResultReportTooLateAndHostReliability(t *testing.T) {
 	for _, s := range []struct {
 		r, host, user int64
 	}{{f.r1, f.host1, f.user}, {f.r2, f.host2, bob}} {
-		if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: s.r, WorkunitID: f.wuID, HostID: s.host,
+		if err := f.send(t, store.SchedSend{ResultID: s.r, WorkunitID: f.wuID, HostID: s.host,
 			UserID: s.user, ReportDeadline: 5000, Now: 1000}); err != nil {
 			t.Fatal(err)
 		}
@@ -215,16 +209,16 @@ func TestResultReportTooLateAndHostReliability(t *testing.T) {
 	if _, err := f.st.DB().ExecContext(ctx, `UPDATE host SET consecutive_valid = 7, error_streak = 2, avg_turnaround = 100 WHERE id = ?`, f.host2); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.ResultReport(ctx, store.ResultReportParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
-		Outcome: state.OutcomeSuccess, ClientState: state.ClientFilesUploaded, Turnaround: 1000, Now: 2000}); err != nil {
-		t.Fatal(err)
+	if o := f.report(t, store.SchedReport{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
+		Outcome: state.OutcomeSuccess, ClientState: state.ClientFilesUploaded, Now: 2000}); o.Err != nil {
+		t.Fatal(o.Err)
 	}
 	if r := f.result(t, f.r1); r.Outcome != state.OutcomeSuccess || r.ValidateState != state.ValidateTooLate {
 		t.Fatalf("success for a failed job = %+v, want SUCCESS with validate_state TOO_LATE", r)
 	}
-	if err := f.st.ResultReport(ctx, store.ResultReportParams{ResultID: f.r2, WorkunitID: f.wuID, HostID: f.host2,
-		Outcome: state.OutcomeClientError, ClientState: state.ClientComputeError, Turnaround: 1000, Now: 2000}); err != nil {
-		t.Fatal(err)
+	if o := f.report(t, store.SchedReport{ResultID: f.r2, WorkunitID: f.wuID, HostID: f.host2,
+		Outcome: state.OutcomeClientError, ClientState: state.ClientComputeError, Now: 2000}); o.Err != nil {
+		t.Fatal(o.Err)
 	}
 	if r := f.result(t, f.r2); r.Outcome != state.OutcomeClientError || r.ValidateState != state.ValidateInit {
 		t.Fatalf("error for a failed job = %+v, want CLIENT_ERROR with validate_state INIT", r)
@@ -240,11 +234,11 @@ func TestResultReportTooLateAndHostReliability(t *testing.T) {
 	}
 }
 
-func TestResultReportTooLateAfterAssimilation(t *testing.T) {
+func TestSchedulerCommitReportTooLateAfterAssimilation(t *testing.T) {
 	t.Parallel()
 	f := newSchedFixture(t)
 	ctx := context.Background()
-	if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
+	if err := f.send(t, store.SchedSend{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
 		UserID: f.user, ReportDeadline: 5000, Now: 1000}); err != nil {
 		t.Fatal(err)
 	}
@@ -252,9 +246,9 @@ func TestResultReportTooLateAfterAssimilation(t *testing.T) {
 		f.r2, state.AssimilateDone, f.wuID); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.ResultReport(ctx, store.ResultReportParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
-		Outcome: state.OutcomeSuccess, ClientState: state.ClientFilesUploaded, Now: 2000}); err != nil {
-		t.Fatal(err)
+	if o := f.report(t, store.SchedReport{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
+		Outcome: state.OutcomeSuccess, ClientState: state.ClientFilesUploaded, Now: 2000}); o.Err != nil {
+		t.Fatal(o.Err)
 	}
 	if r := f.result(t, f.r1); r.ValidateState != state.ValidateTooLate {
 		t.Fatalf("success for an assimilated job = validate_state %v, want TOO_LATE", r.ValidateState)
@@ -278,7 +272,7 @@ func TestResultDetachHost(t *testing.T) {
 	for _, s := range []struct {
 		r, wu, host, user int64
 	}{{f.r1, f.wuID, f.host1, f.user}, {r3, wu2, f.host1, f.user}, {f.r2, f.wuID, f.host2, bob}} {
-		if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: s.r, WorkunitID: s.wu, HostID: s.host,
+		if err := f.send(t, store.SchedSend{ResultID: s.r, WorkunitID: s.wu, HostID: s.host,
 			UserID: s.user, ReportDeadline: 5000, Now: 1000}); err != nil {
 			t.Fatal(err)
 		}
@@ -304,10 +298,9 @@ func TestResultDetachHost(t *testing.T) {
 		t.Fatalf("ResultDetachHost again = %d, %v; want 0, nil", n, err)
 	}
 	// The detached host may still report it late.
-	if err := f.st.ResultReport(ctx, store.ResultReportParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
-		FromState: state.ServerOver, FromOutcome: state.OutcomeClientDetached, Outcome: state.OutcomeSuccess,
-		ClientState: state.ClientFilesUploaded, Now: 3200}); err != nil {
-		t.Fatalf("late report of a detached instance = %v, want nil", err)
+	if o := f.report(t, store.SchedReport{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
+		Outcome: state.OutcomeSuccess, ClientState: state.ClientFilesUploaded, Now: 3200}); o.Err != nil || !o.Late {
+		t.Fatalf("late report of a detached instance = %+v, want recorded late", o)
 	}
 }
 
@@ -334,11 +327,11 @@ func TestNextAvgTurnaround(t *testing.T) {
 // A late report after the file deleter went over the instance puts its
 // file_delete_state back to READY, so the output just uploaded is deleted
 // too rather than left behind.
-func TestResultReportLateAfterFileDeletionMarksFilesAgain(t *testing.T) {
+func TestSchedulerCommitLateReportAfterFileDeletionMarksFilesAgain(t *testing.T) {
 	t.Parallel()
 	f := newSchedFixture(t)
 	ctx := context.Background()
-	if err := f.st.ResultSend(ctx, store.ResultSendParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
+	if err := f.send(t, store.SchedSend{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
 		UserID: f.user, ReportDeadline: 1100, Now: 1000}); err != nil {
 		t.Fatal(err)
 	}
@@ -350,10 +343,9 @@ func TestResultReportLateAfterFileDeletionMarksFilesAgain(t *testing.T) {
 		f.r2, state.AssimilateDone, state.FileDeleteDone, f.wuID); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.ResultReport(ctx, store.ResultReportParams{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
-		Outcome: state.OutcomeSuccess, ClientState: state.ClientFilesUploaded, Now: 2000,
-		FromState: state.ServerOver, FromOutcome: state.OutcomeNoReply}); err != nil {
-		t.Fatal(err)
+	if o := f.report(t, store.SchedReport{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
+		Outcome: state.OutcomeSuccess, ClientState: state.ClientFilesUploaded, Now: 2000}); o.Err != nil || !o.Late {
+		t.Fatalf("late report after file deletion = %+v, want recorded late", o)
 	}
 	r := f.result(t, f.r1)
 	if r.Outcome != state.OutcomeSuccess || r.ValidateState != state.ValidateTooLate || r.FileDeleteState != state.FileDeleteReady {

@@ -57,7 +57,4 @@ func TestRowsRoundTrip(t *testing.T) {
 	if _, err := st.ResultGet(ctx, rid+1000); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("ResultGet(missing) error = %v, want ErrNotFound", err)
 	}
-	if _, err := st.UserGetByAuthenticator(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("UserGetByAuthenticator(missing) error = %v, want ErrNotFound", err)
-	}
 }

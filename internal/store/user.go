@@ -22,21 +22,6 @@ func (s *Store) UserInsert(ctx context.Context, u row.User) (int64, error) {
 	return s.insert(ctx, "user", userInsert, u)
 }
 
-// UserGetByAuthenticator returns the user whose account key is auth, or
-// ErrNotFound. The key is looked up through its unique index; callers that
-// need constant-time behaviour compare the returned key themselves.
-func (s *Store) UserGetByAuthenticator(ctx context.Context, auth string) (row.User, error) {
-	var u row.User
-	err := s.db.GetContext(ctx, &u, `SELECT `+userColumns+` FROM user WHERE authenticator = ?`, auth)
-	if errors.Is(err, sql.ErrNoRows) {
-		return u, ErrNotFound
-	}
-	if err != nil {
-		return u, fmt.Errorf("get user by authenticator: %w", err)
-	}
-	return u, nil
-}
-
 // UserGet returns user id, or ErrNotFound.
 func (s *Store) UserGet(ctx context.Context, id int64) (row.User, error) {
 	var u row.User
@@ -78,24 +63,4 @@ func (s *Store) HostGet(ctx context.Context, id int64) (row.Host, error) {
 		return h, fmt.Errorf("get host %d: %w", id, err)
 	}
 	return h, nil
-}
-
-const hostUpdateRPC = `UPDATE host SET rpc_seqno = :rpc_seqno, rpc_time = :rpc_time, timezone = :timezone,
-domain_name = :domain_name, last_ip_addr = :last_ip_addr, host_cpid = :host_cpid, p_ncpus = :p_ncpus,
-p_vendor = :p_vendor, p_model = :p_model, p_fpops = :p_fpops, p_iops = :p_iops, m_nbytes = :m_nbytes,
-m_swap = :m_swap, d_total = :d_total, d_free = :d_free, os_name = :os_name, os_version = :os_version,
-on_frac = :on_frac, active_frac = :active_frac
-WHERE id = :id`
-
-// HostUpdateRPC records what a scheduler request said about the host. Credit
-// columns are not touched: the validator owns them.
-func (s *Store) HostUpdateRPC(ctx context.Context, h row.Host) error {
-	err := withRetry(ctx, func() error {
-		_, err := s.db.NamedExecContext(ctx, hostUpdateRPC, h)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("update host %d: %w", h.ID, err)
-	}
-	return nil
 }

@@ -75,13 +75,13 @@ func TestUserSubmitAllowed(t *testing.T) {
 	b := setup(t, storetest.NewDatabase(t))
 	ctx := context.Background()
 	auth := strings.TrimSpace(b.mustRun(t, "user", "create", "--email", "sci@example.org", "--name", "Sci", "--submit-allowed"))
-	u, err := b.st.UserGetByAuthenticator(ctx, auth)
-	if err != nil || !u.SubmitAllowed {
+	u, err := b.st.UserGetByEmail(ctx, "sci@example.org")
+	if err != nil || u.Authenticator != auth || !u.SubmitAllowed {
 		t.Fatalf("user created with --submit-allowed = %+v, %v", u, err)
 	}
 	other := strings.TrimSpace(b.mustRun(t, "user", "create", "--email", "vol@example.org", "--name", "Vol"))
-	if v, _ := b.st.UserGetByAuthenticator(ctx, other); v.SubmitAllowed {
-		t.Fatal("user created without --submit-allowed may submit")
+	if v, err := b.st.UserGetByEmail(ctx, "vol@example.org"); err != nil || v.Authenticator != other || v.SubmitAllowed {
+		t.Fatalf("user created without --submit-allowed = %+v, %v; want it unable to submit", v, err)
 	}
 	b.mustRun(t, "user", "set", "--email", "sci@example.org", "--submit-allowed=false")
 	if u, _ := b.st.UserGet(ctx, u.ID); u.SubmitAllowed {

@@ -37,8 +37,8 @@ func TestUserListShowSetDelete(t *testing.T) {
 	}
 
 	b.mustRun(t, "user", "set", "--email", "ann@example.org", "--new-email", "anne@example.org", "--name", "Anne")
-	u, err := b.st.UserGetByAuthenticator(ctx, auth)
-	if err != nil || u.EmailAddr != "anne@example.org" || u.Name != "Anne" || u.SubmitAllowed {
+	u, err := b.st.UserGetByEmail(ctx, "anne@example.org")
+	if err != nil || u.Authenticator != auth || u.Name != "Anne" || u.SubmitAllowed {
 		t.Fatalf("user after set = %+v, %v; want anne@example.org, Anne, submit not allowed", u, err)
 	}
 	if _, _, err := b.run(t, "user", "set", "--email", "anne@example.org", "--new-email", "ben@example.org"); !errors.Is(err, store.ErrDuplicate) {
