@@ -3,7 +3,6 @@ package assimilator
 import (
 	"cmp"
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -245,14 +244,49 @@ func TestOnlyOwnReplica(t *testing.T) {
 	}
 }
 
+// markedMeanwhile is a handler during whose call someone else marks the
+// job named name assimilated: an operator, or a replica started with the
+// wrong --mod.
+type markedMeanwhile struct {
+	st   *store.Store
+	name string
+	now  int64
+}
+
+func (h markedMeanwhile) Handle(ctx context.Context, wu row.Workunit, _ *row.Result) error {
+	if wu.Name != h.name {
+		return nil
+	}
+	_, err := h.st.WorkunitMarkAssimilatedBatch(ctx, []int64{wu.ID}, h.now)
+	return err
+}
+
+// TestMarkAssimilatedTwiceConflicts: a job marked by someone else while it
+// was being handled is a conflict when the assimilator marks its page: not
+// counted as assimilated again, the other mark left as it is, and the rest
+// of the page marked.
 func TestMarkAssimilatedTwiceConflicts(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.addJob(t, "x", state.ErrCancelled)
-	if err := b.st.WorkunitMarkAssimilated(context.Background(), id, t0); err != nil {
-		t.Fatalf("WorkunitMarkAssimilated: %v", err)
+	x := b.addJob(t, "x", state.ErrCancelled)
+	y := b.addJob(t, "y", state.ErrCancelled)
+	s := b.serviceWith(markedMeanwhile{st: b.st, name: "x", now: t0 - 100}, b.st, Options{})
+	if n := runOnce(t, s); n != 2 {
+		t.Fatalf("RunOnce = %d jobs, want 2", n)
 	}
-	if err := b.st.WorkunitMarkAssimilated(context.Background(), id, t0); !errors.Is(err, store.ErrConflict) {
-		t.Errorf("WorkunitMarkAssimilated again = %v, want ErrConflict", err)
+	if got := testutil.ToFloat64(b.m.conflicts); got != 1 {
+		t.Errorf("conflicts_total = %v, want 1 (job x)", got)
+	}
+	if got := testutil.ToFloat64(b.m.jobs.WithLabelValues("error")); got != 1 {
+		t.Errorf(`jobs_assimilated_total{kind="error"} = %v, want 1 (job y only)`, got)
+	}
+	if wu := b.job(t, x); wu.AssimilateState != state.AssimilateDone || wu.ModTime != t0-100 {
+		t.Errorf("job x = %v mod_time %d, want done by the other mark (%d)", wu.AssimilateState, wu.ModTime, t0-100)
+	}
+	if wu := b.job(t, y); wu.AssimilateState != state.AssimilateDone || wu.ModTime != t0 {
+		t.Errorf("job y = %v mod_time %d, want done, %d", wu.AssimilateState, wu.ModTime, t0)
+	}
+	if n := runOnce(t, s); n != 0 {
+		t.Errorf("second RunOnce = %d jobs, want 0", n)
 	}
 }

@@ -11,6 +11,17 @@ import (
 	"github.com/taskserver/taskserver/internal/state"
 )
 
+// WorkunitListAssimilateParams selects jobs ready for assimilation.
+type WorkunitListAssimilateParams struct {
+	AppID int64
+	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex.
+	Mod, ModIndex int
+	// AfterID pages through the jobs: only ids above it are returned, so a
+	// caller can step past jobs it chose to skip (0 starts at the first).
+	AfterID int64
+	Limit   int
+}
+
 // WorkunitCanonical is a job with its canonical instance, as the
 // assimilator reads them together.
 type WorkunitCanonical struct {
@@ -64,9 +75,9 @@ type assimRow struct {
 	R row.Result `db:"r"`
 }
 
-// WorkunitListAssimilateCanonical returns what WorkunitListAssimilate does,
-// each job with its canonical instance, read in one query instead of one
-// more per job.
+// WorkunitListAssimilateCanonical returns up to p.Limit of app p.AppID's
+// jobs with assimilate_state READY and id above p.AfterID, by id, each with
+// its canonical instance, read in one query instead of one more per job.
 func (s *Store) WorkunitListAssimilateCanonical(ctx context.Context, p WorkunitListAssimilateParams) ([]WorkunitCanonical, error) {
 	var rows []assimRow
 	err := withRetry(ctx, func() error {
@@ -94,9 +105,10 @@ const workunitMarkAssimilatedIn = `UPDATE workunit SET assimilate_state = ?,
 transition_time = LEAST(transition_time - 1, ?), mod_time = ?
 WHERE id IN (?) AND assimilate_state = ?`
 
-// WorkunitMarkAssimilatedBatch does what WorkunitMarkAssimilated does for
-// many jobs in one transaction: each job still READY is marked DONE, with
-// the trigger, and returned; a job that is not READY any more (someone
+// WorkunitMarkAssimilatedBatch records that jobs were handed to the project,
+// in one transaction: each job still READY is marked DONE and its
+// transitioner triggered (which then marks its files for deletion), and it
+// is returned; a job that is not READY any more (someone
 // else marked it) is left alone and not returned, without failing the
 // others. The READY rows are locked first so that the ids returned are
 // exactly the rows written.

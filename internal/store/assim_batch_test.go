@@ -57,8 +57,8 @@ func TestWorkunitListAssimilateCanonicalAndMarkBatch(t *testing.T) {
 	}
 
 	// Someone else marks one; the batch marks the rest.
-	if err := st.WorkunitMarkAssimilated(ctx, failed, 5); err != nil {
-		t.Fatal(err)
+	if done, err := st.WorkunitMarkAssimilatedBatch(ctx, []int64{failed}, 5); err != nil || !slices.Equal(done, []int64{failed}) {
+		t.Fatalf("WorkunitMarkAssimilatedBatch(failed) = %v, %v; want [%d]", done, err, failed)
 	}
 	done, err := st.WorkunitMarkAssimilatedBatch(ctx, []int64{withCanon, failed, gone}, 7)
 	if err != nil {
@@ -79,5 +79,46 @@ func TestWorkunitListAssimilateCanonicalAndMarkBatch(t *testing.T) {
 	}
 	if done, err := st.WorkunitMarkAssimilatedBatch(ctx, []int64{withCanon}, 9); err != nil || len(done) != 0 {
 		t.Errorf("WorkunitMarkAssimilatedBatch again = %v, %v; want none", done, err)
+	}
+}
+
+func TestWorkunitListAssimilateCanonicalPagesByID(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := context.Background()
+	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
+	if err != nil {
+		t.Fatalf("AppInsert: %v", err)
+	}
+	var ready []int64
+	for i, as := range []state.AssimilateState{state.AssimilateReady, state.AssimilateInit, state.AssimilateReady,
+		state.AssimilateDone, state.AssimilateReady, state.AssimilateReady} {
+		id, err := st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu" + string(rune('a'+i)),
+			AssimilateState: as, ErrorMask: state.ErrCancelled})
+		if err != nil {
+			t.Fatalf("WorkunitInsert: %v", err)
+		}
+		if as == state.AssimilateReady {
+			ready = append(ready, id)
+		}
+	}
+	var got []int64
+	var after int64
+	for range len(ready) + 1 {
+		page, err := st.WorkunitListAssimilateCanonical(ctx, store.WorkunitListAssimilateParams{AppID: appID, Mod: 1,
+			AfterID: after, Limit: 3})
+		if err != nil {
+			t.Fatalf("WorkunitListAssimilateCanonical(after %d): %v", after, err)
+		}
+		for _, j := range page {
+			got = append(got, j.Workunit.ID)
+			after = j.Workunit.ID
+		}
+		if len(page) < 3 {
+			break
+		}
+	}
+	if !slices.Equal(got, ready) {
+		t.Errorf("paging by 3 after the last id seen = %v, want the ready jobs %v once each, by id", got, ready)
 	}
 }
