@@ -25,7 +25,6 @@ var sqlWord = regexp.MustCompile(`(?i)\b(SELECT|INSERT|UPDATE|DELETE|REPLACE|WHE
 // reason only if it is such a fragment.
 var sqlFragments = map[string]string{
 	"accounts.go: userColumns":                            "constant column list",
-	"assimilator.go: WorkunitColumns":                     "constant column list",
 	"batch.go: WorkunitColumns":                           "constant column list",
 	"db_purge.go: WorkunitColumns":                        "constant column list",
 	"db_purge.go: ResultColumns":                          "constant column list",
@@ -47,8 +46,6 @@ var sqlFragments = map[string]string{
 	"scheduler.go: WorkunitColumns":                       "constant column list",
 	"taskctl.go: platformColumns":                         "constant column list",
 	"trans_rows.go: strings.Repeat(\", ?\", len(cols)-1)": "placeholders",
-	"transitioner.go: c.name":                             "a name from a constant column table",
-	"transitioner.go: zero":                               "the literal 0 or ''",
 	"user_admin.go: userColumns":                          "constant column list",
 	"valid_batch.go: in":                                  "placeholders (validPlaceholders)",
 	"valid_batch.go: gain.String()":                       "\" WHEN ? THEN ?\" repeated",
@@ -56,8 +53,6 @@ var sqlFragments = map[string]string{
 	"valid_batch.go: strings.Join(sets, \", \")":          "SET clauses built from literals and placeholders above",
 	"valid_batch.go: validPlaceholders(len(all))":         "placeholders",
 	"valid_batch.go: strings.Repeat(\"?, \", n-1)":        "placeholders",
-	"validator.go: workunitJoinColumns":                   "constant column list",
-	"validator.go: resultJoinColumns":                     "constant column list",
 	"work_generator.go: WorkunitColumns":                  "constant column list",
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
@@ -21,93 +20,6 @@ import (
 type WorkunitResults struct {
 	Workunit row.Workunit
 	Results  []row.Result
-}
-
-// workunitJoinColumns are the Workunit columns of w in a join with result.
-const workunitJoinColumns = `w.id, w.create_time, w.appid, w.name, COALESCE(w.xml_doc, '') AS xml_doc, w.batch,
-w.rsc_fpops_est, w.rsc_fpops_bound, w.rsc_memory_bound, w.rsc_disk_bound, w.need_validate,
-w.canonical_resultid, w.canonical_credit, w.transition_time, w.delay_bound, w.error_mask,
-w.file_delete_state, w.assimilate_state, w.hr_class, w.opaque, w.min_quorum, w.target_nresults,
-w.max_error_results, w.max_total_results, w.max_success_results, w.priority, w.mod_time,
-w.hold_reason, w.hold_time, w.fixed_credit, w.replication_quorum, w.known_answer_id, w.tail_copies`
-
-// resultJoinColumns are the Result columns of r in a LEFT JOIN, named
-// "r.<column>" so sqlx fills the nested struct, with the NULLs of a job that
-// has no instance read as zero values (r.id = 0 then means "no instance").
-var resultJoinColumns = func() string {
-	cols := []struct {
-		name string
-		text bool
-	}{
-		{"id", false}, {"create_time", false}, {"workunitid", false}, {"server_state", false},
-		{"outcome", false}, {"client_state", false}, {"hostid", false}, {"userid", false},
-		{"report_deadline", false}, {"sent_time", false}, {"received_time", false}, {"name", true},
-		{"cpu_time", false}, {"xml_doc_in", true}, {"xml_doc_out", true}, {"stderr_out", true},
-		{"batch", false}, {"file_delete_state", false}, {"validate_state", false},
-		{"claimed_credit", false}, {"granted_credit", false}, {"opaque", false}, {"random", false},
-		{"app_version_num", false}, {"appid", false}, {"exit_status", false}, {"teamid", false},
-		{"priority", false}, {"mod_time", false}, {"elapsed_time", false}, {"app_version_id", false}, {"send_flags", false},
-	}
-	parts := make([]string, len(cols))
-	for i, c := range cols {
-		zero := "0"
-		if c.text {
-			zero = "''"
-		}
-		parts[i] = fmt.Sprintf("COALESCE(r.%s, %s) AS `r.%s`", c.name, zero, c.name)
-	}
-	return strings.Join(parts, ", ")
-}()
-
-// joinedRow is one row of a job ⋈ instance stream.
-type joinedRow struct {
-	row.Workunit
-	R row.Result `db:"r"`
-}
-
-// listWorkunitResults runs a joined enumeration ordered by job id then
-// instance id with LIMIT limit (the last argument), and groups the stream by
-// job. When the limit was reached the last job's instances may be cut off,
-// so they are read again on their own: a job with more instances than the
-// limit still makes progress.
-func (s *Store) listWorkunitResults(ctx context.Context, what, query string, limit int, args ...any) ([]WorkunitResults, error) {
-	var out []WorkunitResults
-	rowsRead := 0
-	err := withRetry(ctx, func() error {
-		out, rowsRead = nil, 0
-		rows, err := s.db.QueryxContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var jr joinedRow
-			if err := rows.StructScan(&jr); err != nil {
-				return err
-			}
-			rowsRead++
-			if n := len(out); n == 0 || out[n-1].Workunit.ID != jr.Workunit.ID {
-				out = append(out, WorkunitResults{Workunit: jr.Workunit})
-			}
-			if jr.R.ID != 0 {
-				last := &out[len(out)-1]
-				last.Results = append(last.Results, jr.R)
-			}
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", what, err)
-	}
-	if rowsRead >= limit && len(out) > 0 {
-		last := &out[len(out)-1]
-		rs, err := s.ResultListByWorkunit(ctx, last.Workunit.ID)
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", what, err)
-		}
-		last.Results = rs
-	}
-	return out, nil
 }
 
 // WorkunitListDueParams selects the jobs due for transition.

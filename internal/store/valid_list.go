@@ -10,8 +10,7 @@ import (
 	"github.com/taskserver/taskserver/internal/state"
 )
 
-// WorkunitListValidateParams selects jobs awaiting validation, as
-// WorkunitListNeedValidateParams does.
+// WorkunitListValidateParams selects jobs awaiting validation.
 type WorkunitListValidateParams struct {
 	AppID int64
 	// AfterID skips jobs with an id up to it (0 starts from the first).
@@ -86,9 +85,9 @@ WHERE w.id = ?`
 // and an id above p.AfterID, by id, each with its reported successes (its
 // canonical instance among them) by id, read as one job ⋈ instance stream of at
 // most p.Limit rows (a job the limit cuts is read again whole). It reads
-// fewer rows and columns than WorkunitListNeedValidate: of the job, the
-// columns named in validateJobColumns; of each instance, those in
-// validateResultColumns, or all of them with p.AllColumns.
+// only the columns validation uses: of the job, those named in
+// validateJobColumns; of each instance, those in validateResultColumns, or
+// all of them with p.AllColumns.
 func (s *Store) WorkunitListValidate(ctx context.Context, p WorkunitListValidateParams) ([]WorkunitResults, error) {
 	list, one := workunitListValidate, workunitListValidateOne
 	if p.AllColumns {

@@ -15,33 +15,6 @@ import (
 	"github.com/taskserver/taskserver/internal/state"
 )
 
-// WorkunitListNeedValidateParams selects jobs awaiting validation.
-type WorkunitListNeedValidateParams struct {
-	AppID int64
-	// AfterID skips jobs with an id up to it, so a validator walks through
-	// its jobs instead of meeting the same first ones (say, jobs it cannot
-	// judge yet) on every pass; 0 starts from the first.
-	AfterID int64
-	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex.
-	Mod, ModIndex int
-	// Limit bounds the rows (job ⋈ instance) read.
-	Limit int
-}
-
-var workunitListNeedValidate = `SELECT ` + workunitJoinColumns + `, ` + resultJoinColumns + `
-FROM workunit w JOIN result r ON r.workunitid = w.id
-WHERE w.appid = ? AND w.need_validate = 1 AND w.id > ? AND w.id % ? = ?
-ORDER BY w.id, r.id
-LIMIT ?`
-
-// WorkunitListNeedValidate returns app p.AppID's jobs with need_validate set
-// and an id above p.AfterID, with all their instances, read as one job ⋈
-// instance stream.
-func (s *Store) WorkunitListNeedValidate(ctx context.Context, p WorkunitListNeedValidateParams) ([]WorkunitResults, error) {
-	return s.listWorkunitResults(ctx, "workunits to validate", workunitListNeedValidate, p.Limit,
-		p.AppID, p.AfterID, p.Mod, p.ModIndex, p.Limit)
-}
-
 const knownAnswerGet = `SELECT id, create_time, appid, name, output FROM known_answer WHERE id = ?`
 
 // KnownAnswerGet returns known answer id with its expected output but
