@@ -8,8 +8,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/taskserver/taskserver/internal/demoapp"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // build compiles the program once per test run into a temporary directory.
 func build(t *testing.T) string {

@@ -6,12 +6,16 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // One pass of the real command fills a cache a scheduler can open.
 func TestOnePass(t *testing.T) {

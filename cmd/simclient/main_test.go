@@ -12,9 +12,13 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/simreport"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // noWorkScheduler is a scheduler that registers every host and has no
 // work; it counts the requests it answered.

@@ -15,7 +15,6 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
-	"github.com/taskserver/taskserver/internal/procstat"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -38,9 +37,7 @@ const benchJobs = 5000
 // database server of its own on this machine (TEST_MYSQL_DSN): the figures
 // are the server's global counters.
 func BenchmarkAssimilate(b *testing.B) {
-	if os.Getenv("TEST_MYSQL_DSN") == "" {
-		b.Skip("TEST_MYSQL_DSN names no database server of the benchmark's own")
-	}
+	storetest.SkipWithoutServer(b)
 	b.Run("copy", func(b *testing.B) {
 		benchAssimilate(b, func(upload, results string) Handler {
 			return &FileHandler{Dir: results, UploadDir: upload, Fanout: fanoutN}
@@ -70,11 +67,7 @@ func benchAssimilate(b *testing.B, newHandler func(upload, results string) Handl
 	if err != nil {
 		b.Fatalf("AppInsert: %v", err)
 	}
-	pid, err := procstat.DBServerPID(ctx, st.DB().DB)
-	if err != nil {
-		b.Skipf("database server not measurable: %v", err)
-	}
-	var total benchUsage
+	m := storetest.NewMeter(b, st.DB().DB)
 	for i := range b.N {
 		b.StopTimer()
 		dir := b.TempDir()
@@ -82,8 +75,7 @@ func benchAssimilate(b *testing.B, newHandler func(upload, results string) Handl
 		benchJobsInsert(b, st, appID, upload, fmt.Sprintf("it%d", i))
 		svc := New(st, newHandler(upload, results), slog.New(slog.DiscardHandler),
 			NewMetrics(prometheus.NewRegistry()), Options{App: "demo", Now: func() time.Time { return time.Unix(t0+3600, 0) }})
-		before := benchSample(b, st, pid)
-		b.StartTimer()
+		m.Start(b)
 		for done := 0; done < benchJobs; {
 			n, err := svc.RunOnce(ctx)
 			if err != nil {
@@ -94,8 +86,7 @@ func benchAssimilate(b *testing.B, newHandler func(upload, results string) Handl
 			}
 			done += n
 		}
-		b.StopTimer()
-		total = total.add(benchSample(b, st, pid).sub(before))
+		m.Stop(b)
 		var left int
 		if err := st.DB().Get(&left, `SELECT COUNT(*) FROM workunit WHERE assimilate_state <> ?`, state.AssimilateDone); err != nil {
 			b.Fatal(err)
@@ -104,7 +95,7 @@ func benchAssimilate(b *testing.B, newHandler func(upload, results string) Handl
 			b.Fatalf("%d jobs left unassimilated", left)
 		}
 	}
-	total.report(b, b.N*benchJobs)
+	m.Report(b, b.N*benchJobs, "job")
 }
 
 // benchJobsInsert inserts benchJobs jobs ready for assimilation, each with
@@ -167,51 +158,4 @@ appid, xml_doc_in, granted_credit) VALUES `+strings.Join(rRows, ", "), rArgs...)
 SET w.canonical_resultid = r.id WHERE w.canonical_resultid = 0`); err != nil {
 		b.Fatalf("set canonical results: %v", err)
 	}
-}
-
-// benchUsage is what a workload cost the database server and this process.
-type benchUsage struct {
-	dbCPU, selfCPU        float64
-	statements, logWrites int64
-}
-
-func (u benchUsage) sub(v benchUsage) benchUsage {
-	return benchUsage{u.dbCPU - v.dbCPU, u.selfCPU - v.selfCPU, u.statements - v.statements, u.logWrites - v.logWrites}
-}
-
-func (u benchUsage) add(v benchUsage) benchUsage {
-	return benchUsage{u.dbCPU + v.dbCPU, u.selfCPU + v.selfCPU, u.statements + v.statements, u.logWrites + v.logWrites}
-}
-
-// report reports u per job.
-func (u benchUsage) report(b *testing.B, jobs int) {
-	n := float64(jobs)
-	b.ReportMetric(u.dbCPU/n*1e3, "db-ms/job")
-	b.ReportMetric(u.selfCPU/n*1e3, "proc-ms/job")
-	b.ReportMetric(float64(u.statements)/n, "stmts/job")
-	b.ReportMetric(float64(u.logWrites)/n, "logwrites/job")
-}
-
-// benchSample reads the server's and this process's CPU and the server's
-// statement and redo-log-write counters (the two SHOW statements count
-// themselves; they are two per iteration, not per job).
-func benchSample(b *testing.B, st *store.Store, pid int) benchUsage {
-	b.Helper()
-	db, err := procstat.Read(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	self, err := procstat.Read(os.Getpid())
-	if err != nil {
-		b.Fatal(err)
-	}
-	u := benchUsage{dbCPU: db.CPUSeconds, selfCPU: self.CPUSeconds}
-	var name string
-	if err := st.DB().QueryRow(`SHOW GLOBAL STATUS LIKE 'Questions'`).Scan(&name, &u.statements); err != nil {
-		b.Fatal(err)
-	}
-	if err := st.DB().QueryRow(`SHOW GLOBAL STATUS LIKE 'Innodb_log_writes'`).Scan(&name, &u.logWrites); err != nil {
-		b.Fatal(err)
-	}
-	return u
 }

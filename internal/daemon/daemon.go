@@ -309,7 +309,7 @@ func Main(run func(ctx context.Context, args []string) error) {
 		// The daemons keep a few MB live and allocate per request or row;
 		// at the default 100% the collector ran every few dozen scheduler
 		// requests. 400% trades a few MB of heap for about a tenth of the
-		// scheduler's CPU (BenchmarkDispatch sched-ms/op).
+		// scheduler's CPU (BenchmarkDispatch cpu-ms/op).
 		debug.SetGCPercent(defaultGCPercent)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/dbpurge"
-	"github.com/taskserver/taskserver/internal/procstat"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -39,12 +38,7 @@ func BenchmarkPurge(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dbPID, err := procstat.DBServerPID(ctx, st.DB().DB)
-	if err != nil {
-		b.Skipf("database server not on this machine: %v", err)
-	}
-	var dbCPU, selfCPU float64
-	var stmts int64
+	m := storetest.NewMeter(b, st.DB().DB)
 	jobs := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -55,8 +49,7 @@ func BenchmarkPurge(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		m := storetest.StartMeter(b, st.DB().DB, dbPID)
-		b.StartTimer()
+		m.Start(b)
 		for {
 			n, err := svc.RunOnce(ctx)
 			if err != nil {
@@ -70,22 +63,18 @@ func BenchmarkPurge(b *testing.B) {
 		if err := svc.Close(); err != nil {
 			b.Fatal(err)
 		}
-		b.StopTimer()
-		d, s, q := m.Stop(b)
-		dbCPU, selfCPU, stmts = dbCPU+d, selfCPU+s, stmts+q
+		m.Stop(b)
 		var left int
 		if err := st.DB().Get(&left, `SELECT (SELECT COUNT(*) FROM result) + (SELECT COUNT(*) FROM workunit_user)`); err != nil || left != 0 {
 			b.Fatalf("rows left after the passes: %d, %v", left, err)
 		}
-		b.StartTimer()
 	}
 	if want := b.N * benchJobs; jobs != want {
 		b.Fatalf("jobs purged = %d, want %d", jobs, want)
 	}
-	b.ReportMetric(dbCPU/float64(jobs)*1e3, "db-ms/job")
-	b.ReportMetric(selfCPU/float64(jobs)*1e3, "cpu-ms/job")
-	b.ReportMetric(float64(stmts)/float64(jobs), "stmts/job")
-	b.ReportMetric((dbCPU+selfCPU)/float64(jobs)*50000, "cpu-s/50k-jobs")
+	m.Report(b, jobs, "job")
+	u := m.Total()
+	b.ReportMetric((u.DBCPU+u.SelfCPU)/float64(jobs)*50000, "cpu-s/50k-jobs")
 }
 
 // seedPurge inserts benchJobs purgeable jobs, each with two finished

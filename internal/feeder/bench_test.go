@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/daemon"
-	"github.com/taskserver/taskserver/internal/procstat"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
@@ -46,10 +45,6 @@ func BenchmarkFeederUnderClaims(b *testing.B) {
 	storetest.SkipWithoutServer(b)
 	st := storetest.New(b)
 	ctx := context.Background()
-	dbPID, err := procstat.DBServerPID(ctx, st.DB().DB)
-	if err != nil {
-		b.Skipf("database server not on this machine: %v", err)
-	}
 	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -61,8 +56,8 @@ func BenchmarkFeederUnderClaims(b *testing.B) {
 			name = "feeder"
 		}
 		b.Run(name, func(b *testing.B) {
-			var dbCPU, selfCPU float64
-			var stmts, claimed, dry int64
+			m := storetest.NewMeter(b, st.DB().DB)
+			var queries, claimed, dry int64
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				seq++
@@ -76,8 +71,7 @@ func BenchmarkFeederUnderClaims(b *testing.B) {
 				if realFeeder {
 					svc = New(cs, cache, Config{Batch: 500}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 				}
-				m := storetest.StartMeter(b, st.DB().DB, dbPID)
-				b.StartTimer()
+				m.Start(b)
 
 				loopCtx, stop := context.WithCancel(ctx)
 				done := make(chan error, 1)
@@ -90,15 +84,12 @@ func BenchmarkFeederUnderClaims(b *testing.B) {
 				if err := <-done; err != nil {
 					b.Fatalf("feeder loop: %v", err)
 				}
-				b.StopTimer()
-				dc, sc, _ := m.Stop(b)
-				dbCPU, selfCPU, stmts, claimed, dry = dbCPU+dc, selfCPU+sc, stmts+cs.n.Load(), claimed+c, dry+d
+				m.Stop(b)
+				queries, claimed, dry = queries+cs.n.Load(), claimed+c, dry+d
 				cache.Close()
-				b.StartTimer()
 			}
-			b.ReportMetric(dbCPU/float64(claimed)*1e3, "db-ms/inst")
-			b.ReportMetric(selfCPU/float64(claimed)*1e3, "cpu-ms/inst")
-			b.ReportMetric(float64(stmts)/float64(claimed), "feeder-queries/inst")
+			m.Report(b, int(claimed), "inst")
+			b.ReportMetric(float64(queries)/float64(claimed), "feeder-queries/inst")
 			b.ReportMetric(float64(dry)/float64(claimed+dry), "dry-claims")
 		})
 	}

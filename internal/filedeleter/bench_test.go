@@ -16,7 +16,6 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/filedeleter"
 	"github.com/taskserver/taskserver/internal/jobxml"
-	"github.com/taskserver/taskserver/internal/procstat"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -41,13 +40,8 @@ func BenchmarkFileDeletion(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dbPID, err := procstat.DBServerPID(ctx, st.DB().DB)
-	if err != nil {
-		b.Skipf("database server not on this machine: %v", err)
-	}
+	m := storetest.NewMeter(b, st.DB().DB)
 	const fan = 1024
-	var dbCPU, selfCPU float64
-	var stmts int64
 	rows := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -57,8 +51,7 @@ func BenchmarkFileDeletion(b *testing.B) {
 		seedFileDeletion(b, st, appID, fmt.Sprintf("it%d", i), download, upload, fan)
 		svc := filedeleter.New(st, filedeleter.Config{DownloadDir: download, UploadDir: upload, Fanout: fan, Mod: 1, Batch: 500},
 			slog.New(slog.NewTextHandler(io.Discard, nil)), filedeleter.NewMetrics(prometheus.NewRegistry()), time.Now)
-		m := storetest.StartMeter(b, st.DB().DB, dbPID)
-		b.StartTimer()
+		m.Start(b)
 		for {
 			n, err := svc.RunOnce(ctx)
 			if err != nil {
@@ -69,22 +62,18 @@ func BenchmarkFileDeletion(b *testing.B) {
 			}
 			rows += n
 		}
-		b.StopTimer()
-		d, s, q := m.Stop(b)
-		dbCPU, selfCPU, stmts = dbCPU+d, selfCPU+s, stmts+q
+		m.Stop(b)
 		var left int
 		if err := st.DB().Get(&left, `SELECT COUNT(*) FROM result WHERE file_delete_state = ?`, state.FileDeleteReady); err != nil || left != 0 {
 			b.Fatalf("results still READY after the passes: %d, %v", left, err)
 		}
-		b.StartTimer()
 	}
 	if want := b.N * benchJobs * 3; rows != want {
 		b.Fatalf("rows handled = %d, want %d", rows, want)
 	}
-	b.ReportMetric(dbCPU/float64(rows)*1e3, "db-ms/row")
-	b.ReportMetric(selfCPU/float64(rows)*1e3, "cpu-ms/row")
-	b.ReportMetric(float64(stmts)/float64(rows), "stmts/row")
-	b.ReportMetric((dbCPU+selfCPU)/float64(rows)*50000*3, "cpu-s/50k-jobs")
+	m.Report(b, rows, "row")
+	u := m.Total()
+	b.ReportMetric((u.DBCPU+u.SelfCPU)/float64(rows)*50000*3, "cpu-s/50k-jobs")
 }
 
 // seedFileDeletion inserts benchJobs jobs with two instances each, all

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/procstat"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -84,6 +83,7 @@ func TestUserHostHeldGet(t *testing.T) {
 //
 //	TEST_MYSQL_DSN='root@tcp(127.0.0.1:3316)/' go test -run '^$' -bench UserHostHeldGet ./internal/store
 func BenchmarkUserHostHeldGet(b *testing.B) {
+	storetest.SkipWithoutServer(b)
 	for _, prepared := range []bool{false, true} {
 		b.Run(map[bool]string{false: "interpolated", true: "prepared"}[prepared], func(b *testing.B) {
 			ctx := context.Background()
@@ -111,16 +111,11 @@ func BenchmarkUserHostHeldGet(b *testing.B) {
 				b.Fatal(err)
 			}
 			storetest.Exec(b, st, `UPDATE result SET hostid = ? WHERE id = ?`, hid, id)
-			dbPID, err := procstat.DBServerPID(ctx, st.DB().DB)
-			if err != nil {
-				b.Fatal(err)
-			}
-			db0, err := procstat.Read(dbPID)
-			if err != nil {
-				b.Fatal(err)
-			}
+			m := storetest.NewMeter(b, st.DB().DB)
 			b.SetParallelism(8)
+			b.StopTimer()
 			b.ResetTimer()
+			m.Start(b)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					if _, _, _, held, err := st.UserHostHeldGet(ctx, "k", hid, 1000); err != nil || len(held) != 1 {
@@ -129,12 +124,8 @@ func BenchmarkUserHostHeldGet(b *testing.B) {
 					}
 				}
 			})
-			b.StopTimer()
-			db1, err := procstat.Read(dbPID)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(db1.Sub(db0).CPUSeconds/float64(b.N)*1e3, "db-ms/op")
+			m.Stop(b)
+			m.Report(b, b.N, "op")
 		})
 	}
 }

@@ -2,17 +2,14 @@ package transitioner
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/taskserver/taskserver/internal/procstat"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -21,100 +18,6 @@ import (
 
 // benchJobs is the number of jobs each benchmark iteration transitions.
 const benchJobs = 5000
-
-// meter samples what the database server and this process used, and the
-// statements and commits the server counted, so a benchmark can report them
-// per job. Measure on a private server: the counters are server-wide.
-type meter struct {
-	db     *sql.DB
-	dbPID  int
-	dbCPU  float64
-	cpu    float64
-	stmts  int64
-	commit int64
-}
-
-func newMeter(b *testing.B, db *sql.DB) *meter {
-	b.Helper()
-	pid, err := procstat.DBServerPID(context.Background(), db)
-	if err != nil {
-		b.Skipf("database server's pid: %v (measure on a local private server)", err)
-	}
-	return &meter{db: db, dbPID: pid}
-}
-
-func (m *meter) sample(b *testing.B) (dbCPU, cpu float64, stmts, commits int64) {
-	b.Helper()
-	d, err := procstat.Read(m.dbPID)
-	if err != nil {
-		b.Fatalf("read database server usage: %v", err)
-	}
-	p, err := procstat.Read(os.Getpid())
-	if err != nil {
-		b.Fatalf("read own usage: %v", err)
-	}
-	rows, err := m.db.Query(`SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_commit')`)
-	if err != nil {
-		b.Fatalf("read server status: %v", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name string
-		var v int64
-		if err := rows.Scan(&name, &v); err != nil {
-			b.Fatalf("scan server status: %v", err)
-		}
-		switch name {
-		case "Questions":
-			stmts = v
-		case "Com_commit":
-			commits = v
-		}
-	}
-	return d.CPUSeconds, p.CPUSeconds, stmts, commits
-}
-
-func (m *meter) start(b *testing.B) {
-	m.dbCPU, m.cpu, m.stmts, m.commit = m.sample(b)
-}
-
-// stop adds this measurement to the totals reported per job.
-func (m *meter) stop(b *testing.B, tot *benchTotals) {
-	dbCPU, cpu, stmts, commits := m.sample(b)
-	tot.dbCPU += dbCPU - m.dbCPU
-	tot.cpu += cpu - m.cpu
-	tot.stmts += stmts - m.stmts - 1 // the status query itself
-	tot.commits += commits - m.commit
-}
-
-type benchTotals struct {
-	jobs           int
-	dbCPU, cpu     float64
-	stmts, commits int64
-}
-
-func (t benchTotals) report(b *testing.B) {
-	n := float64(t.jobs)
-	b.ReportMetric(t.dbCPU/n*1e3, "db-ms/job")
-	b.ReportMetric(t.cpu/n*1e3, "cpu-ms/job")
-	b.ReportMetric(float64(t.stmts)/n, "stmts/job")
-	b.ReportMetric(float64(t.commits)/n, "commits/job")
-	b.ReportMetric(0, "ns/op")
-}
-
-// benchSkipWithoutDB skips when no test server answers.
-func benchSkipWithoutDB(b *testing.B) {
-	db, err := sql.Open("mysql", storetest.ServerDSN())
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err = db.PingContext(ctx)
-		cancel()
-		db.Close()
-	}
-	if err != nil {
-		b.Skipf("no test database server: %v", err)
-	}
-}
 
 // benchSeed inserts n jobs named <prefix>_<i> due at now with quorum and
 // target 2, and, when withResults, two instances each in the state set
@@ -160,24 +63,22 @@ FROM workunit w JOIN (SELECT 0 AS n UNION ALL SELECT 1) k WHERE w.name LIKE ?`
 // iteration, seeded by seed, until a pass finds nothing due, and reports
 // the cost per job.
 func benchTransitioner(b *testing.B, wuSet, resSet string) {
-	benchSkipWithoutDB(b)
+	storetest.SkipWithoutServer(b)
 	st := storetest.New(b)
 	ctx := context.Background()
 	appID, err := st.AppInsert(ctx, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		b.Fatalf("AppInsert: %v", err)
 	}
-	m := newMeter(b, st.DB().DB)
+	m := storetest.NewMeter(b, st.DB().DB)
 	now := time.Now().Unix()
 	s := New(st, slog.New(slog.DiscardHandler), NewMetrics(prometheus.NewRegistry()), Options{Batch: 500,
 		Now: func() time.Time { return time.Unix(now, 0) }})
-	var tot benchTotals
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		benchSeed(b, st, appID, fmt.Sprintf("b%d", i), benchJobs, now, wuSet, resSet)
-		b.StartTimer()
-		m.start(b)
+		m.Start(b)
 		for {
 			n, err := s.RunOnce(ctx)
 			if err != nil {
@@ -187,11 +88,9 @@ func benchTransitioner(b *testing.B, wuSet, resSet string) {
 				break
 			}
 		}
-		m.stop(b, &tot)
-		tot.jobs += benchJobs
+		m.Stop(b)
 	}
-	b.StopTimer()
-	tot.report(b)
+	m.Report(b, b.N*benchJobs, "job")
 }
 
 // BenchmarkTransitionCreate: fresh jobs get their two instances each.

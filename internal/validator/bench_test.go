@@ -15,7 +15,6 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
-	"github.com/taskserver/taskserver/internal/procstat"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -35,29 +34,22 @@ const benchVolunteers = 500
 // CPU and this process's. It needs a database server of its own on this
 // machine (TEST_MYSQL_DSN): the figures are the server's global counters.
 func BenchmarkValidate(b *testing.B) {
-	if os.Getenv("TEST_MYSQL_DSN") == "" {
-		b.Skip("TEST_MYSQL_DSN names no database server of the benchmark's own")
-	}
+	storetest.SkipWithoutServer(b)
 	st := storetest.New(b)
 	ctx := context.Background()
 	appID, err := st.AppInsert(ctx, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	if err != nil {
 		b.Fatalf("AppInsert: %v", err)
 	}
-	pid, err := procstat.DBServerPID(ctx, st.DB().DB)
-	if err != nil {
-		b.Skipf("database server not measurable: %v", err)
-	}
+	m := storetest.NewMeter(b, st.DB().DB)
 	users, hosts := benchVolunteersInsert(b, st)
-	var total benchUsage
 	for i := range b.N {
 		b.StopTimer()
 		upload := b.TempDir()
 		benchJobsInsert(b, st, appID, upload, fmt.Sprintf("it%d", i), users, hosts)
 		svc := New(st, slog.New(slog.DiscardHandler), NewMetrics(prometheus.NewRegistry()),
 			Options{App: "demo", UploadDir: upload, Fanout: fanoutN, Now: func() time.Time { return time.Unix(t0+3600, 0) }})
-		before := benchSample(b, st, pid)
-		b.StartTimer()
+		m.Start(b)
 		for done := 0; done < benchJobs; {
 			n, err := svc.RunOnce(ctx)
 			if err != nil {
@@ -68,8 +60,7 @@ func BenchmarkValidate(b *testing.B) {
 			}
 			done += n
 		}
-		b.StopTimer()
-		total = total.add(benchSample(b, st, pid).sub(before))
+		m.Stop(b)
 		var left int
 		if err := st.DB().Get(&left, `SELECT COUNT(*) FROM workunit WHERE need_validate = 1 OR canonical_resultid = 0`); err != nil {
 			b.Fatal(err)
@@ -78,7 +69,7 @@ func BenchmarkValidate(b *testing.B) {
 			b.Fatalf("%d jobs left unvalidated", left)
 		}
 	}
-	total.report(b, b.N*benchJobs)
+	m.Report(b, b.N*benchJobs, "job")
 }
 
 // benchVolunteersInsert makes benchVolunteers users with a host each.
@@ -156,52 +147,4 @@ userid, hostid, appid, xml_doc_in, claimed_credit) VALUES `+strings.Join(rRows, 
 			b.Fatalf("insert results: %v", err)
 		}
 	}
-}
-
-// benchUsage is what a workload cost the database server and this process.
-type benchUsage struct {
-	dbCPU, selfCPU        float64
-	statements, logWrites int64
-}
-
-func (u benchUsage) sub(v benchUsage) benchUsage {
-	return benchUsage{u.dbCPU - v.dbCPU, u.selfCPU - v.selfCPU, u.statements - v.statements, u.logWrites - v.logWrites}
-}
-
-func (u benchUsage) add(v benchUsage) benchUsage {
-	return benchUsage{u.dbCPU + v.dbCPU, u.selfCPU + v.selfCPU, u.statements + v.statements, u.logWrites + v.logWrites}
-}
-
-// report reports u per job.
-func (u benchUsage) report(b *testing.B, jobs int) {
-	n := float64(jobs)
-	b.ReportMetric(u.dbCPU/n*1e3, "db-ms/job")
-	b.ReportMetric(u.selfCPU/n*1e3, "proc-ms/job")
-	b.ReportMetric(float64(u.statements)/n, "stmts/job")
-	b.ReportMetric(float64(u.logWrites)/n, "logwrites/job")
-}
-
-// benchSample reads the server's and this process's CPU and the server's
-// statement and log-write counters (a durable commit writes the log once) (the two SHOW statements count themselves;
-// they are a few per pass, not per job).
-func benchSample(b *testing.B, st *store.Store, pid int) benchUsage {
-	b.Helper()
-	db, err := procstat.Read(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	self, err := procstat.Read(os.Getpid())
-	if err != nil {
-		b.Fatal(err)
-	}
-	var u benchUsage
-	u.dbCPU, u.selfCPU = db.CPUSeconds, self.CPUSeconds
-	var name string
-	if err := st.DB().QueryRow(`SHOW GLOBAL STATUS LIKE 'Questions'`).Scan(&name, &u.statements); err != nil {
-		b.Fatal(err)
-	}
-	if err := st.DB().QueryRow(`SHOW GLOBAL STATUS LIKE 'Innodb_log_writes'`).Scan(&name, &u.logWrites); err != nil {
-		b.Fatal(err)
-	}
-	return u
 }
