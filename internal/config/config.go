@@ -80,11 +80,10 @@ func LoopFlags() []cli.Flag {
 		&cli.BoolFlag{Name: FlagOnePass, Usage: "run one pass and exit", EnvVars: []string{EnvName(FlagOnePass)}},
 		&cli.DurationFlag{Name: FlagSleep, Value: time.Second, Usage: "sleep between passes that found nothing to do (jittered)", EnvVars: []string{EnvName(FlagSleep)}},
 		&cli.IntFlag{Name: FlagBatch, Value: 500, Usage: "rows enumerated per query", EnvVars: []string{EnvName(FlagBatch)}},
-		&cli.DurationFlag{Name: FlagPassTimeout, Value: DefaultPassTimeout, Usage: "longest one pass may run: it is then " +
-			"cancelled and counted as failed, and a pass still running past it makes /healthz fail. A normal pass takes " +
-			"seconds (see pass_duration_seconds); the default leaves room for a --batch of slow checker or handler calls " +
-			"and a few lock waits, yet shows a hung database or handler within minutes. Raise it, or lower --batch, " +
-			"if passes that do work are cut off", EnvVars: []string{EnvName(FlagPassTimeout)}},
+		&cli.DurationFlag{Name: FlagPassTimeout, Value: DefaultPassTimeout, Usage: "longest one pass may run; a pass past it " +
+			"is cancelled and counts as failed, and /healthz fails while one runs past it. The default leaves room for a " +
+			"--batch of slow checker or handler calls and lock waits, yet shows a hung database or handler within minutes; " +
+			"raise it, or lower --batch, if passes that do work are cut off (pass_errors_total{kind=\"timeout\"})", EnvVars: []string{EnvName(FlagPassTimeout)}},
 	}
 }
 

@@ -145,8 +145,8 @@ func (m *LoopMetrics) Health() *PassHealth { return m.health }
 // and the context given to RunOnce is not cancelled by the stop signal, so
 // a row is never left half done. What bounds a pass is its own deadline,
 // PassTimeout, stop signal or not: a pass that runs past it is cancelled
-// and counts as failed (kind timeout), and m's PassHealth reports one
-// that has not returned by then.
+// and counts as failed (kind timeout), and m's PassHealth reports it, or
+// one that has not returned by then.
 func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, opts LoopOptions) error {
 	maxBackoff := opts.MaxBackoff
 	if maxBackoff <= 0 {
@@ -164,8 +164,8 @@ func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, op
 		}
 		start := time.Now()
 		m.health.passStarted(start, timeout)
-		n, err := runPass(unstoppable, svc, timeout)
-		m.health.passEnded(err)
+		n, cutOff, err := runPass(unstoppable, svc, timeout)
+		m.health.passEnded(err, cutOff)
 		m.passes.Inc()
 		m.duration.Observe(time.Since(start).Seconds())
 		if e, ok := svc.(Enumerator); ok {
@@ -199,15 +199,16 @@ func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, op
 	}
 }
 
-// runPass runs one pass under its own deadline. A pass that ran past it
-// failed, whatever RunOnce returned: it was cut off, and what it reports
-// may be an error of the cancelled statement or nothing at all.
-func runPass(ctx context.Context, svc Service, timeout time.Duration) (int, error) {
+// runPass runs one pass under its own deadline and reports whether the
+// pass was cut off by it. A pass that ran past it failed, whatever RunOnce
+// returned: what it reports may be an error of the cancelled statement or
+// nothing at all.
+func runPass(ctx context.Context, svc Service, timeout time.Duration) (n int, cutOff bool, err error) {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	n, err := svc.RunOnce(pctx)
+	n, err = svc.RunOnce(pctx)
 	if pctx.Err() == nil {
-		return n, err
+		return n, false, err
 	}
 	switch {
 	case err == nil:
@@ -215,7 +216,7 @@ func runPass(ctx context.Context, svc Service, timeout time.Duration) (int, erro
 	case !errors.Is(err, context.DeadlineExceeded):
 		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
-	return n, fmt.Errorf("pass ran past --pass-timeout %s: %w", timeout, err)
+	return n, true, fmt.Errorf("pass ran past --pass-timeout %s: %w", timeout, err)
 }
 
 func jitter(d time.Duration) time.Duration {

@@ -10,36 +10,40 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// UnhealthyAfter is how many passes in a row must fail before a loop
-// daemon's /healthz answers 503. A constant, not a flag: three failures
-// span at least two back-off pauses (2 s and 4 s at the default --sleep),
-// so one deadlock or a failover blip does not flip it, while a database
-// that refuses connections shows within seconds. How long to tolerate a
-// failing /healthz is the prober's choice (its own threshold, an alert's
-// `for:`), not the daemon's.
+// UnhealthyAfter is how many passes in a row must fail with an error
+// before a loop daemon's /healthz answers 503. A constant, not a flag:
+// three failures span at least two back-off pauses (2 s and 4 s at the
+// default --sleep), so one deadlock or a failover blip does not flip it,
+// while a database that refuses connections shows within seconds. How long
+// to tolerate a failing /healthz is the prober's choice (its own
+// threshold, an alert's `for:`), not the daemon's.
 const UnhealthyAfter = 3
 
-// PassHealth is a loop daemon's health, judged from its passes: unhealthy
-// after UnhealthyAfter consecutive failed passes, or while a pass runs past
-// its timeout (such a pass cannot be followed by any other, so one is
-// enough); healthy again after a pass that succeeds. It serves /healthz
-// and the healthy gauge. NewLoopMetrics makes one; Loop keeps it.
+// PassHealth is a loop daemon's health, judged from its passes. It is
+// unhealthy after UnhealthyAfter consecutive failed passes, and at once
+// when a pass is overdue: still running past its timeout, or cut off at it
+// (the last pass failed so). An overdue pass counts alone because it has
+// already taken the whole --pass-timeout: waiting for three would leave a
+// hung database unreported for three timeouts. It is healthy again after a
+// pass that succeeds. It serves /healthz and the healthy gauge.
+// NewLoopMetrics makes one; Loop keeps it.
 type PassHealth struct {
 	failuresGauge prometheus.Gauge
 
 	mu       sync.Mutex
 	failures int   // consecutive failed passes
 	last     error // the last failed pass's error
+	cutOff   bool  // the last pass was cut off at its timeout
 	start    time.Time
 	timeout  time.Duration // of the pass in progress; 0 between passes
 }
 
 func newPassHealth(reg prometheus.Registerer, program string) *PassHealth {
 	h := &PassHealth{failuresGauge: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: program,
-		Name: "consecutive_failed_passes", Help: "Passes in a row that failed (errors and passes past --pass-timeout); 0 after a pass succeeds."})}
+		Name: "consecutive_failed_passes", Help: "Passes in a row that failed (errors and passes cut off at --pass-timeout); 0 after a pass succeeds."})}
 	healthy := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: program,
-		Name: "healthy", Help: fmt.Sprintf("1 while /healthz answers 200; 0 after %d consecutive failed passes "+
-			"or while a pass runs past --pass-timeout.", UnhealthyAfter)},
+		Name: "healthy", Help: fmt.Sprintf("1 while /healthz answers 200; 0 after %d consecutive failed passes, "+
+			"or a pass cut off at or running past --pass-timeout, until a pass succeeds.", UnhealthyAfter)},
 		func() float64 {
 			if h.Check(time.Now()) != nil {
 				return 0
@@ -57,15 +61,16 @@ func (h *PassHealth) passStarted(start time.Time, timeout time.Duration) {
 	h.mu.Unlock()
 }
 
-// passEnded records the pass's outcome: err nil resets the failure count.
-func (h *PassHealth) passEnded(err error) {
+// passEnded records the pass's outcome: err nil resets the failure count;
+// cutOff says the pass ran past its timeout.
+func (h *PassHealth) passEnded(err error, cutOff bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.timeout = 0
 	if err == nil {
-		h.failures, h.last = 0, nil
+		h.failures, h.last, h.cutOff = 0, nil, false
 	} else {
-		h.failures, h.last = h.failures+1, err
+		h.failures, h.last, h.cutOff = h.failures+1, err, cutOff
 	}
 	h.failuresGauge.Set(float64(h.failures))
 }
@@ -80,8 +85,11 @@ func (h *PassHealth) Check(now time.Time) error {
 			return fmt.Errorf("pass running for %s, over --pass-timeout %s", roundDuration(ran), h.timeout)
 		}
 	}
-	if h.failures >= UnhealthyAfter {
+	switch {
+	case h.failures >= UnhealthyAfter:
 		return fmt.Errorf("%d consecutive passes failed, last: %w", h.failures, h.last)
+	case h.cutOff:
+		return h.last // says it ran past --pass-timeout
 	}
 	return nil
 }

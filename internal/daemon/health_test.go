@@ -63,7 +63,7 @@ func TestHealthzBodyIsOneLine(t *testing.T) {
 	t.Parallel()
 	h := newPassHealth(prometheus.NewRegistry(), "test")
 	for range UnhealthyAfter {
-		h.passEnded(errors.Join(errors.New("first"), errors.New("second")))
+		h.passEnded(errors.Join(errors.New("first"), errors.New("second")), false)
 	}
 	code, body := healthz(t, h)
 	if code != 503 || body != "3 consecutive passes failed, last: first; second\n" {
@@ -111,6 +111,18 @@ func TestLoopCancelsAPassAtItsTimeoutAndCountsItFailed(t *testing.T) {
 			}
 			if got := testutil.ToFloat64(m.items); got != 0 {
 				t.Errorf("items_processed_total = %v, want 0 for a failed pass", got)
+			}
+			// One pass cut off is enough for /healthz: it took the whole
+			// timeout. The next good pass makes it healthy again.
+			if code, body := healthz(t, m.Health()); code != 503 || !strings.HasPrefix(body, "pass ran past --pass-timeout 30ms") {
+				t.Errorf("/healthz after a pass cut off = %d %q, want 503 saying it ran past --pass-timeout 30ms", code, body)
+			}
+			ok := serviceFunc(func(context.Context) (int, error) { return 1, nil })
+			if err := Loop(context.Background(), quiet, m, ok, LoopOptions{OnePass: true, PassTimeout: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+			if code, body := healthz(t, m.Health()); code != 200 {
+				t.Errorf("/healthz after a good pass = %d %q, want 200", code, body)
 			}
 		})
 	}
@@ -201,9 +213,9 @@ func TestHealthzFailsWhileAPassRunsPastItsTimeout(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	// Its end counts as one failure: not yet unhealthy by itself.
-	if code, body := healthz(t, m.Health()); code != 200 {
-		t.Errorf("/healthz after the overdue pass ended = %d %q, want 200 (1 failure < %d)", code, body, UnhealthyAfter)
+	// Once it returns it is a pass cut off at its timeout: still unhealthy.
+	if code, body := healthz(t, m.Health()); code != 503 || !strings.HasPrefix(body, "pass ran past --pass-timeout 20ms") {
+		t.Errorf("/healthz after the overdue pass ended = %d %q, want 503 saying it ran past --pass-timeout", code, body)
 	}
 	if passes != 1 {
 		t.Errorf("RunOnce called %d times, want 1: no pass starts while one hangs", passes)

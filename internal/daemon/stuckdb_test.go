@@ -22,9 +22,8 @@ import (
 // TestStuckDatabaseFailsHealthzThenItRecovers runs the transitioner's
 // loop and admin listener, as its program does, against a real database
 // behind a proxy, stalls the proxy (the bytes stop, no connection closes:
-// a hung server) and watches /healthz: 503 once passes have been cut off
-// at --pass-timeout three times in a row, 200 again by itself once the
-// database answers.
+// a hung server) and watches /healthz: 503 once a pass has been cut off at
+// --pass-timeout, 200 again by itself once the database answers.
 func TestStuckDatabaseFailsHealthzThenItRecovers(t *testing.T) {
 	cfg, err := mysql.ParseDSN(storetest.NewDatabase(t))
 	if err != nil {
@@ -68,7 +67,7 @@ func TestStuckDatabaseFailsHealthzThenItRecovers(t *testing.T) {
 	waitHealthz(t, url, 200, "ok")
 	stalled := time.Now()
 	proxy.Stall()
-	body := waitHealthz(t, url, 503, fmt.Sprintf("%d consecutive passes failed, last: pass ran past --pass-timeout 300ms", daemon.UnhealthyAfter))
+	body := waitHealthz(t, url, 503, "pass ran past --pass-timeout 300ms: ")
 	t.Logf("stalled %s: /healthz 503 %q", time.Since(stalled).Round(time.Millisecond), body)
 	if got := metricLine(t, addr, "taskserver_transitioner_healthy"); got != "0" {
 		t.Errorf("taskserver_transitioner_healthy = %s while the database is stuck, want 0", got)
@@ -90,9 +89,9 @@ func TestStuckDatabaseFailsHealthzThenItRecovers(t *testing.T) {
 	}
 }
 
-// waitHealthz polls url until it answers code with a body starting with
-// prefix, for up to 30 s, and returns the body.
-func waitHealthz(t *testing.T, url string, code int, prefix string) string {
+// waitHealthz polls url until it answers code with a body that contains
+// want, for up to 30 s, and returns the body.
+func waitHealthz(t *testing.T, url string, code int, want string) string {
 	t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(30 * time.Second)
@@ -103,7 +102,7 @@ func waitHealthz(t *testing.T, url string, code int, prefix string) string {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			body := strings.TrimSpace(string(b))
-			if resp.StatusCode == code && strings.HasPrefix(body, prefix) {
+			if resp.StatusCode == code && strings.Contains(body, want) {
 				return body
 			}
 			last = fmt.Sprintf("%d %q", resp.StatusCode, body)
@@ -111,7 +110,7 @@ func waitHealthz(t *testing.T, url string, code int, prefix string) string {
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %s after 30s, want %d %q…", url, last, code, prefix)
+			t.Fatalf("GET %s: %s after 30s, want %d with %q", url, last, code, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
