@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/taskserver/taskserver/internal/dbproxy"
 )
 
 // LoadOptions configures a load run (`chaos load`, `make load`): the chaos
@@ -226,7 +228,7 @@ func (r *LoadReport) WriteTable(w io.Writer) error {
 type loadRun struct {
 	lo    LoadOptions
 	p     *project
-	proxy *dbProxy
+	proxy *dbproxy.Proxy
 	out   func(string, ...any)
 
 	mu   sync.Mutex
@@ -278,7 +280,7 @@ func RunLoad(ctx context.Context, lo LoadOptions) (*LoadReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	proxy, err := startDBProxy(cfg.Addr)
+	proxy, err := dbproxy.Start(cfg.Addr)
 	if err != nil {
 		return nil, err
 	}

@@ -39,6 +39,7 @@ const (
 	FlagOnePass     = "one-pass"
 	FlagSleep       = "sleep"
 	FlagBatch       = "batch"
+	FlagPassTimeout = "pass-timeout"
 	FlagShmPath     = "shm-path"
 )
 
@@ -79,8 +80,18 @@ func LoopFlags() []cli.Flag {
 		&cli.BoolFlag{Name: FlagOnePass, Usage: "run one pass and exit", EnvVars: []string{EnvName(FlagOnePass)}},
 		&cli.DurationFlag{Name: FlagSleep, Value: time.Second, Usage: "sleep between passes that found nothing to do (jittered)", EnvVars: []string{EnvName(FlagSleep)}},
 		&cli.IntFlag{Name: FlagBatch, Value: 500, Usage: "rows enumerated per query", EnvVars: []string{EnvName(FlagBatch)}},
+		&cli.DurationFlag{Name: FlagPassTimeout, Value: DefaultPassTimeout, Usage: "longest one pass may run; a pass past it " +
+			"is cancelled and counts as failed, and /healthz fails while one runs past it. The default leaves room for a " +
+			"--batch of slow checker or handler calls and lock waits, yet shows a hung database or handler within minutes; " +
+			"raise it, or lower --batch, if passes that do work are cut off (pass_errors_total{kind=\"timeout\"})", EnvVars: []string{EnvName(FlagPassTimeout)}},
 	}
 }
+
+// DefaultPassTimeout is the default --pass-timeout: 5 minutes, six times
+// InnoDB's default 50 s lock-wait timeout and room for a --batch of 500
+// checker or handler calls of half a second each. A pass that takes
+// longer is more likely hung than busy.
+const DefaultPassTimeout = 5 * time.Minute
 
 // ShmFlag is the path of the feeder's shared-memory cache; Common.ShmPath
 // resolves it.
@@ -216,6 +227,8 @@ type Loop struct {
 	OnePass  bool
 	Sleep    time.Duration
 	Batch    int
+	// PassTimeout bounds each pass (--pass-timeout).
+	PassTimeout time.Duration
 }
 
 // CommonFrom reads and validates the shared options.
@@ -262,6 +275,8 @@ func LoopFrom(c *cli.Context) (Loop, error) {
 		OnePass:  c.Bool(FlagOnePass),
 		Sleep:    c.Duration(FlagSleep),
 		Batch:    c.Int(FlagBatch),
+
+		PassTimeout: c.Duration(FlagPassTimeout),
 	}
 	var errs []error
 	if l.Mod < 1 {
@@ -275,6 +290,9 @@ func LoopFrom(c *cli.Context) (Loop, error) {
 	}
 	if l.Batch < 1 {
 		errs = append(errs, fmt.Errorf("--batch %d: want at least 1", l.Batch))
+	}
+	if l.PassTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--pass-timeout %s: want a positive duration", l.PassTimeout))
 	}
 	return l, errors.Join(errs...)
 }

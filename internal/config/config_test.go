@@ -62,6 +62,9 @@ func TestPrecedenceFlagOverEnvOverFileOverDefault(t *testing.T) {
 	if com.DownloadDir != "/srv/p/download" {
 		t.Errorf("download dir = %q, want it resolved under the project dir", com.DownloadDir)
 	}
+	if loop.PassTimeout != DefaultPassTimeout {
+		t.Errorf("pass-timeout = %s, want the default %s", loop.PassTimeout, DefaultPassTimeout)
+	}
 	if com.Listen != "127.0.0.1:9999" {
 		t.Errorf("listen = %q, want the default", com.Listen)
 	}
@@ -75,6 +78,7 @@ func TestValidationRejectsBadValues(t *testing.T) {
 		{"--log-level", "loud"},
 		{"--fanout", "0"},
 		{"--batch", "0"},
+		{"--pass-timeout", "0s"},
 	}
 	for _, args := range cases {
 		if _, _, err := runApp(t, args, nil); err == nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/httpserve"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -58,6 +59,9 @@ type LoopOptions struct {
 	OnePass bool
 	// MaxBackoff caps the pause after consecutive failed passes; 0 means 30s.
 	MaxBackoff time.Duration
+	// PassTimeout bounds each pass (--pass-timeout); 0 means
+	// config.DefaultPassTimeout.
+	PassTimeout time.Duration
 }
 
 // LoopMetrics are the metrics every looping daemon exports.
@@ -69,6 +73,7 @@ type LoopMetrics struct {
 	items       prometheus.Counter
 	lastSuccess prometheus.Gauge
 	slept       *prometheus.CounterVec
+	health      *PassHealth
 }
 
 // Kinds of failed pass (label kind of pass_errors_total).
@@ -126,28 +131,41 @@ func NewLoopMetrics(reg prometheus.Registerer, program string) *LoopMetrics {
 		m.slept.WithLabelValues(r)
 	}
 	reg.MustRegister(m.passes, m.passErrors, m.duration, m.items, m.lastSuccess, m.slept, m.enumerated)
+	m.health = newPassHealth(reg, program)
 	return m
 }
+
+// Health is the loop's health as its passes show it: what /healthz serves.
+func (m *LoopMetrics) Health() *PassHealth { return m.health }
 
 // Loop runs svc until ctx ends: work found → next pass at once; nothing
 // found → jittered sleep; error → exponential back-off with jitter, logged
 // once per back-off step with the count, and "recovered" once afterwards.
 // A pass in hand is allowed to finish: ctx is only checked between passes,
 // and the context given to RunOnce is not cancelled by the stop signal, so
-// a row is never left half done.
+// a row is never left half done. What bounds a pass is its own deadline,
+// PassTimeout, stop signal or not: a pass that runs past it is cancelled
+// and counts as failed (kind timeout), and m's PassHealth reports it, or
+// one that has not returned by then.
 func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, opts LoopOptions) error {
 	maxBackoff := opts.MaxBackoff
 	if maxBackoff <= 0 {
 		maxBackoff = 30 * time.Second
 	}
-	passCtx := context.WithoutCancel(ctx)
+	timeout := opts.PassTimeout
+	if timeout <= 0 {
+		timeout = config.DefaultPassTimeout
+	}
+	unstoppable := context.WithoutCancel(ctx)
 	failures := 0
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
 		start := time.Now()
-		n, err := svc.RunOnce(passCtx)
+		m.health.passStarted(start, timeout)
+		n, cutOff, err := runPass(unstoppable, svc, timeout)
+		m.health.passEnded(err, cutOff)
 		m.passes.Inc()
 		m.duration.Observe(time.Since(start).Seconds())
 		if e, ok := svc.(Enumerator); ok {
@@ -179,6 +197,26 @@ func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, op
 			return nil
 		}
 	}
+}
+
+// runPass runs one pass under its own deadline and reports whether the
+// pass was cut off by it. A pass that ran past it failed, whatever RunOnce
+// returned: what it reports may be an error of the cancelled statement or
+// nothing at all.
+func runPass(ctx context.Context, svc Service, timeout time.Duration) (n int, cutOff bool, err error) {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	n, err = svc.RunOnce(pctx)
+	if pctx.Err() == nil {
+		return n, false, err
+	}
+	switch {
+	case err == nil:
+		err = context.DeadlineExceeded
+	case !errors.Is(err, context.DeadlineExceeded):
+		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	}
+	return n, true, fmt.Errorf("pass ran past --pass-timeout %s: %w", timeout, err)
 }
 
 func jitter(d time.Duration) time.Duration {
@@ -244,8 +282,9 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// AdminMux returns a mux with /metrics for reg and /healthz for h.
-func AdminMux(reg *prometheus.Registry, h *Health) *http.ServeMux {
+// AdminMux returns a mux with /metrics for reg and /healthz for h (a
+// *Health, or a loop's *PassHealth).
+func AdminMux(reg *prometheus.Registry, h http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.Handle("/healthz", h)
@@ -270,13 +309,13 @@ func Serve(ctx context.Context, log *slog.Logger, addr string, handler http.Hand
 
 // RunLoop runs svc's loop and the admin listener side by side until ctx
 // ends or the loop returns (one pass), and returns the first error.
+// /healthz answers for the loop's passes (m.Health).
 func RunLoop(ctx context.Context, log *slog.Logger, reg *prometheus.Registry, listen string, m *LoopMetrics, svc Service, opts LoopOptions) error {
 	if opts.OnePass {
 		return Loop(ctx, log, m, svc, opts)
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	h := &Health{}
-	g.Go(func() error { return Serve(gctx, log, listen, AdminMux(reg, h)) })
+	g.Go(func() error { return Serve(gctx, log, listen, AdminMux(reg, m.Health())) })
 	g.Go(func() error {
 		err := Loop(gctx, log, m, svc, opts)
 		if err == nil && ctx.Err() == nil {

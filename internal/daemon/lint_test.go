@@ -132,6 +132,8 @@ func TestMetricNamesFollowTheScheme(t *testing.T) {
 			want["pass_duration_seconds"] = dto.MetricType_HISTOGRAM
 			want["sleep_seconds_total"] = dto.MetricType_COUNTER
 			want["items_processed_total"] = dto.MetricType_COUNTER
+			want["healthy"] = dto.MetricType_GAUGE
+			want["consecutive_failed_passes"] = dto.MetricType_GAUGE
 		}
 		for n, typ := range want {
 			if got, ok := names["taskserver_"+p+"_"+n]; !ok || got != typ {

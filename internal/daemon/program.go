@@ -114,5 +114,5 @@ func runLoopProgram(ctx context.Context, c *cli.Context, p LoopProgram) (err err
 		defer func() { err = errors.Join(err, cleanup()) }()
 	}
 	return RunLoop(ctx, log, reg, common.Listen, NewLoopMetrics(reg, p.Name), svc,
-		LoopOptions{Sleep: loop.Sleep, OnePass: loop.OnePass})
+		LoopOptions{Sleep: loop.Sleep, OnePass: loop.OnePass, PassTimeout: loop.PassTimeout})
 }

@@ -37,7 +37,7 @@ func TestRunLoopProgramOnePass(t *testing.T) {
 			return svc, func() error { cleanups++; return closeErr }, nil
 		},
 	}
-	args := []string{"test_program", "--db-dsn", dsn, "--one-pass", "--mod", "3", "--mod-index", "2", "--color", "blue"}
+	args := []string{"test_program", "--db-dsn", dsn, "--one-pass", "--mod", "3", "--mod-index", "2", "--pass-timeout", "1m", "--color", "blue"}
 	err := RunLoopProgram(context.Background(), args, p)
 	if !errors.Is(err, closeErr) {
 		t.Fatalf("RunLoopProgram(%v) = %v, want the cleanup's error %v", args, err, closeErr)
@@ -48,7 +48,7 @@ func TestRunLoopProgramOnePass(t *testing.T) {
 	if got.Store == nil || got.Log == nil || got.Registry == nil {
 		t.Fatalf("Build got env %+v, want a store, a logger and a registry", got)
 	}
-	want := config.Loop{Mod: 3, ModIndex: 2, OnePass: true, Sleep: 200 * time.Millisecond, Batch: 500}
+	want := config.Loop{Mod: 3, ModIndex: 2, OnePass: true, Sleep: 200 * time.Millisecond, Batch: 500, PassTimeout: time.Minute}
 	if got.Loop != want {
 		t.Errorf("Build got loop config %+v, want %+v", got.Loop, want)
 	}

@@ -3,6 +3,7 @@ package statuspage_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/statuspage"
@@ -93,8 +95,9 @@ func seed(t *testing.T, st *store.Store) statuspage.Status {
 }
 
 // daemons starts an up daemon (with a last-success gauge 60 s old), a
-// failing one (503) and a dead address, and returns them with one target
-// that has no address.
+// failing one (a loop daemon's admin listener after its passes failed
+// daemon.UnhealthyAfter times in a row) and a dead address, and returns
+// them with one target that has no address.
 func daemons(t *testing.T) []statuspage.Target {
 	t.Helper()
 	up := http.NewServeMux()
@@ -106,13 +109,13 @@ func daemons(t *testing.T) []statuspage.Target {
 	})
 	upSrv := httptest.NewServer(up)
 	t.Cleanup(upSrv.Close)
-	failSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
-			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
-			return
-		}
-		http.NotFound(w, r)
-	}))
+	reg := daemon.NewRegistry("assimilator")
+	m := daemon.NewLoopMetrics(reg, "assimilator")
+	failing := failingService{errors.New("list ready jobs: database unreachable")}
+	for range daemon.UnhealthyAfter {
+		_ = daemon.Loop(context.Background(), quietLogger(), m, failing, daemon.LoopOptions{OnePass: true})
+	}
+	failSrv := httptest.NewServer(daemon.AdminMux(reg, m.Health()))
 	t.Cleanup(failSrv.Close)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -127,6 +130,11 @@ func daemons(t *testing.T) []statuspage.Target {
 		{Name: "feeder", Program: "feeder"},
 	}
 }
+
+// failingService is a daemon pass that always fails with its error.
+type failingService struct{ err error }
+
+func (f failingService) RunOnce(context.Context) (int, error) { return 0, f.err }
 
 // clock is a settable clock for the handler.
 type clock struct {
@@ -177,7 +185,8 @@ func TestHandlerShowsInsertedCounts(t *testing.T) {
 	if d := states["validator"]; d.State != statuspage.StateUp || d.LastSuccessAgeSeconds == nil || *d.LastSuccessAgeSeconds != 60 {
 		t.Errorf("validator = %+v, want up with a last success 60 s ago", d)
 	}
-	if d := states["assimilator"]; d.State != statuspage.StateFailing || !strings.Contains(d.Error, "database unreachable") {
+	if d := states["assimilator"]; d.State != statuspage.StateFailing ||
+		d.Error != "/healthz: 503 3 consecutive passes failed, last: list ready jobs: database unreachable" {
 		t.Errorf("assimilator = %+v, want failing with its /healthz message", d)
 	}
 	if d := states["transitioner"]; d.State != statuspage.StateDown || d.Error == "" || d.LastSuccessAgeSeconds != nil {

@@ -29,8 +29,9 @@ type DaemonReport struct {
 	// UptimeSeconds is how long the running process has been up (0 when it
 	// is not running).
 	UptimeSeconds float64 `json:"uptime_seconds"`
-	// Health is "ok", the /healthz error, or "" when the replica has no
-	// listen address or is not running.
+	// Health is "ok", the /healthz error ("503 3 consecutive passes
+	// failed, last: …", its first line), "unreachable", or "" when the
+	// replica has no listen address or is not running.
 	Health string `json:"health,omitempty"`
 }
 
@@ -107,7 +108,9 @@ func health(ctx context.Context, client *http.Client, addr string) string {
 	if resp.StatusCode == http.StatusOK {
 		return "ok"
 	}
-	return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	// The first line: one row of the status table per replica.
+	why, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(why))
 }
 
 // WriteTable prints the report as a table.

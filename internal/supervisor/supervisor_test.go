@@ -334,6 +334,68 @@ func TestKilledDaemonIsRestartedAndAllStopCleanly(t *testing.T) {
 	}
 }
 
+// A daemon that runs but whose /healthz fails (a loop daemon after three
+// failed passes) shows in status with its /healthz reason, makes the
+// report not OK (`supervisor status` exits 1), and shows ok again once its
+// /healthz recovers.
+func TestStatusShowsADaemonWhoseHealthzFails(t *testing.T) {
+	t.Parallel()
+	listen := freeAddr(t, 1)
+	sick := filepath.Join(t.TempDir(), "healthz")
+	b := setup(t, fmt.Sprintf("  - program: alpha\n  - program: beta\n    listen: %s\n    args: [--healthz-file, %q]\n", listen, sick),
+		Options{})
+	b.waitState("all running", allRunning)
+	waitStatus := func(what string, cond func(Report) bool) Report {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r, err := Status(context.Background(), b.paths)
+			if err != nil {
+				t.Fatalf("Status: %v", err)
+			}
+			if cond(r) {
+				return r
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Status not %s after 30 s: %+v", what, r)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitStatus("OK", Report.OK)
+
+	const why = "3 consecutive passes failed, last: list due workunits: context deadline exceeded"
+	if err := os.WriteFile(sick, []byte(why+"\nsecond line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Status(context.Background(), b.paths)
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	if r.OK() {
+		t.Errorf("Status().OK() = true with beta's /healthz failing, want false: %+v", r)
+	}
+	beta := r.Daemons[1]
+	if beta.State != StateRunning || beta.Health != "503 "+why {
+		t.Errorf("beta in status: state %q health %q, want running and %q", beta.State, beta.Health, "503 "+why)
+	}
+	var table strings.Builder
+	if err := r.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "503 "+why) || strings.Contains(table.String(), "second line") {
+		t.Errorf("status table lacks beta's /healthz reason, or spans more than its first line:\n%s", table.String())
+	}
+
+	if err := os.Remove(sick); err != nil {
+		t.Fatal(err)
+	}
+	r = waitStatus("OK again", Report.OK)
+	if got := r.Daemons[1].Health; got != "ok" {
+		t.Errorf("beta's health after recovery = %q, want ok", got)
+	}
+}
+
 func TestStopKillsAStubbornDaemonInReverseOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "  - program: alpha\n  - program: beta\n    args: [--ignore-term]\n",

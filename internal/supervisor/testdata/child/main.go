@@ -1,6 +1,7 @@
 // Command child is the daemon stand-in of the supervisor's tests: it takes
-// the flags a daemon gets, serves /healthz on --listen, records each start
-// in --starts, and exits, ignores SIGTERM or fails as told.
+// the flags a daemon gets, serves /healthz on --listen (503 with the
+// contents of --healthz-file while that file exists), records each start in
+// --starts, and exits, ignores SIGTERM or fails as told.
 package main
 
 import (
@@ -23,6 +24,7 @@ func main() {
 	exitCode := flag.Int("exit-code", 1, "exit code for --exit-after")
 	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
 	starts := flag.String("starts", "", "file to append \"<pid> <unix nanoseconds>\" to at start")
+	sick := flag.String("healthz-file", "", "while this file exists, /healthz answers 503 with its contents")
 	flag.Parse()
 
 	if *starts != "" {
@@ -47,7 +49,13 @@ func main() {
 			os.Exit(3)
 		}
 		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			if why, err := os.ReadFile(*sick); *sick != "" && err == nil {
+				http.Error(w, string(why), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
 		go func() { _ = http.Serve(ln, mux) }()
 	}
 	fmt.Println("child running", os.Getpid())
