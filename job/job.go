@@ -112,8 +112,8 @@ func (e Env) Path(p string) string {
 // Like every option it is set on the command line (--name value), in the
 // environment (TASKSERVER_<NAME>, upper case, '-' as '_') or in the
 // project's configuration file (name: value), in that order of precedence;
-// Env.Flags has its value. Its name must not be one the stock daemon takes
-// (the program stops at start with "flag redefined" if it is).
+// Env.Flags has its value. Its name must not be one the stock daemon takes:
+// the program would stop at start with "flag --NAME is defined twice".
 type Flag struct {
 	// Name is the flag's name without the dashes, such as "csv-dir".
 	Name string
