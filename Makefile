@@ -14,8 +14,9 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: deps
-deps: ## download Go modules
+deps: ## download Go modules (the server's and the examples')
 	$(GO) mod download
+	cd examples && $(GO) mod download
 
 .PHONY: build
 build: deps ## build every program into bin/
@@ -64,7 +65,8 @@ load: build ## load the scheduler with a steady stream of hosts, cut the databas
 .PHONY: test
 test: deps ## run the whole test suite (race detector on) against a real database, the real BOINC client, Prometheus and Chromium (installs what is missing: gcc, mariadb-server, boinc-client, prometheus, chromium)
 	@scripts/cgo-up.sh && scripts/boinc-client-up.sh && scripts/prometheus-up.sh && scripts/chromium-up.sh && dsn=$$(scripts/db-up.sh) && \
-	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 $(GO) test -race -count=1 -timeout 30m ./...
+	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 $(GO) test -race -count=1 -timeout 30m ./... && \
+	(cd examples && TEST_MYSQL_DSN="$$dsn" $(GO) test -race -count=1 -timeout 10m ./...)
 
 .PHONY: test-client
 test-client: deps ## run the server against two real BOINC clients (installs boinc-client if missing)
@@ -75,9 +77,10 @@ test-client: deps ## run the server against two real BOINC clients (installs boi
 test-race: test ## alias of test: the race detector is always on
 
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt and go vet (the server and the examples)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet ./...
+	cd examples && $(GO) vet ./...
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)

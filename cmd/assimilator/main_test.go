@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -37,7 +38,7 @@ func TestOnePassWritesUnderProjectDir(t *testing.T) {
 		t.Fatalf("WorkunitInsert: %v", err)
 	}
 	project := t.TempDir()
-	args := []string{"assimilator", "--db-dsn", dsn, "--one-pass", "--listen", "", "--project-dir", project}
+	args := []string{"assimilator", "--db-dsn", dsn, "--one-pass", "--listen", "", "--project-dir", project, "--app", "demo"}
 	if err := run(ctx, args); err != nil {
 		t.Fatalf("run(%v): %v", args, err)
 	}
@@ -69,7 +70,7 @@ func TestOnePassRunsHandlerCommand(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$TASKSERVER_JOB_NAME $TASKSERVER_BATCH $TASKSERVER_ERROR_NAMES\" >> \"$1\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"assimilator", "--db-dsn", dsn, "--one-pass", "--listen", "", "--project-dir", dir,
+	args := []string{"assimilator", "--db-dsn", dsn, "--one-pass", "--listen", "", "--project-dir", dir, "--app", "demo",
 		"--handler-cmd", "/bin/sh " + script + " " + log, "--handler-timeout", "1m"}
 	if err := run(ctx, args); err != nil {
 		t.Fatalf("run(%v): %v", args, err)
@@ -92,5 +93,18 @@ func TestBadHandlerFlagsAreRejectedBeforeTheDatabase(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--handler-cmd is set but --handler is copy") ||
 		!strings.Contains(err.Error(), "--handler-timeout -1s") {
 		t.Errorf("run(%v) = %v; want both flag problems reported", args, err)
+	}
+}
+
+func TestAppIsRequired(t *testing.T) {
+	t.Setenv("TASKSERVER_APP", "")
+	args := []string{"assimilator", "--db-dsn", "nobody@tcp(127.0.0.1:1)/none", "--one-pass", "--listen", ""}
+	// Bounded: were --app not checked first, the run would wait for the
+	// database.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := run(ctx, args)
+	if err == nil || !strings.Contains(err.Error(), "--app is missing") {
+		t.Errorf("run(%v) = %v; want --app is missing", args, err)
 	}
 }

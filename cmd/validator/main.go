@@ -3,7 +3,8 @@
 // judges instances reported later against it, checks known-answer jobs
 // against their expected output, and grants credit. --checker selects how
 // outputs are compared (bitwise, numeric, trust, command); a project with
-// its own comparison writes its own main around validator.Main instead.
+// its own comparison writes its own main around the public package
+// validator's Main instead (see examples/validator).
 package main
 
 import (
@@ -15,4 +16,6 @@ import (
 
 func main() { daemon.Main(run) }
 
-func run(ctx context.Context, args []string) error { return validator.Run(ctx, args, nil) }
+func run(ctx context.Context, args []string) error {
+	return validator.Run(ctx, args, validator.Program{})
+}

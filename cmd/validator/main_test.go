@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -124,5 +125,18 @@ func TestBadCheckerFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("run(%v) = %v, want an error naming %s", tt.flags, err, tt.want)
 		}
+	}
+}
+
+func TestAppIsRequired(t *testing.T) {
+	t.Setenv("TASKSERVER_APP", "")
+	args := []string{"validator", "--db-dsn", "root@tcp(127.0.0.1:1)/none", "--one-pass", "--listen", ""}
+	// Bounded: were --app not checked first, the run would wait for the
+	// database.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := run(ctx, args)
+	if err == nil || !strings.Contains(err.Error(), "--app is missing") {
+		t.Errorf("run(%v) = %v; want --app is missing", args, err)
 	}
 }

@@ -1,12 +1,12 @@
-// Command assimilator (example) is a worked example of science code's own
+// Command assimilator (example) is a worked example of a project's own
 // assimilator: a Go Handler plugged into the stock daemon with
 // assimilator.Main. For each finished job it appends one row to
 // <csv-dir>/batch_<n>.csv: the job's name, id, batch, status ("success" or
 // its error names), and the SHA-256 and size of its canonical output. The
 // daemon's flags (database, --app, --mod, --one-pass, ...) are the stock
-// assimilator's; --csv-dir is its own.
+// assimilator's, without --handler and its options; --csv-dir is its own.
 //
-//	go run ./examples/assimilator --app demo --csv-dir results-csv
+//	go run ./assimilator --config project.yaml --app demo --csv-dir results-csv
 package main
 
 import (
@@ -22,15 +22,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
-	"github.com/urfave/cli/v2"
-
-	"github.com/taskserver/taskserver/internal/assimilator"
-	"github.com/taskserver/taskserver/internal/daemon"
-	"github.com/taskserver/taskserver/internal/fanout"
-	"github.com/taskserver/taskserver/internal/jobxml"
-	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/assimilator"
+	"github.com/taskserver/taskserver/job"
 )
 
 func main() { assimilator.Main(program()) }
@@ -39,16 +35,13 @@ func main() { assimilator.Main(program()) }
 func program() assimilator.Program {
 	return assimilator.Program{
 		Usage: "append one CSV row per finished job (name, status, output SHA-256) to <csv-dir>/batch_<n>.csv",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "csv-dir", Value: "results-csv",
+		Flags: []job.Flag{{Name: "csv-dir", Value: "results-csv",
 			Usage: "directory of the per-batch CSV files (relative to --project-dir)"}},
-		Check: func(c *cli.Context) error {
-			if c.String("csv-dir") == "" {
-				return errors.New("--csv-dir is empty")
+		NewHandler: func(env job.Env) (assimilator.Handler, error) {
+			if env.Flags["csv-dir"] == "" {
+				return nil, errors.New("--csv-dir is empty")
 			}
-			return nil
-		},
-		Handler: func(c *cli.Context, env daemon.Env) (assimilator.Handler, error) {
-			return NewCSVHandler(env.Common.Path(c.String("csv-dir")), env.Common.UploadDir, env.Common.Fanout), nil
+			return NewCSVHandler(env.Path(env.Flags["csv-dir"])), nil
 		},
 	}
 }
@@ -61,72 +54,62 @@ var header = []string{"job", "job_id", "batch", "status", "sha256", "bytes"}
 // crash between the append and the job being marked done) is not appended
 // again.
 type CSVHandler struct {
-	dir, uploadDir string
-	fanout         int
+	dir string
 
 	mu sync.Mutex
 	// jobs holds, per CSV file read so far, the names of the jobs in it.
 	jobs map[string]map[string]bool
 }
 
-// NewCSVHandler returns a handler writing into dir and reading output files
-// from uploadDir laid out with fan-out fan.
-func NewCSVHandler(dir, uploadDir string, fan int) *CSVHandler {
-	return &CSVHandler{dir: dir, uploadDir: uploadDir, fanout: fan, jobs: map[string]map[string]bool{}}
+// NewCSVHandler returns a handler writing into dir.
+func NewCSVHandler(dir string) *CSVHandler {
+	return &CSVHandler{dir: dir, jobs: map[string]map[string]bool{}}
 }
 
 // Handle appends the job's row unless its file has it already.
-func (h *CSVHandler) Handle(_ context.Context, wu row.Workunit, canonical *row.Result) error {
+func (h *CSVHandler) Handle(_ context.Context, j job.Job, canonical *job.Instance) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	path := filepath.Join(h.dir, fmt.Sprintf("batch_%d.csv", wu.Batch))
+	path := filepath.Join(h.dir, fmt.Sprintf("batch_%d.csv", j.Batch))
 	jobs, err := h.open(path)
 	if err != nil {
 		return err
 	}
-	if jobs[wu.Name] {
+	if jobs[j.Name] {
 		return nil
 	}
-	status, digest, size := wu.ErrorMask.String(), "", ""
+	status, digest, size := strings.Join(j.Errors, "|"), "", ""
 	if canonical != nil {
-		sum, n, err := h.digest(*canonical)
+		sum, n, err := digestOutputs(canonical.Outputs)
 		if err != nil {
-			return fmt.Errorf("job %s: %w", wu.Name, err)
+			return fmt.Errorf("job %s: %w", j.Name, err)
 		}
 		status, digest, size = "success", sum, strconv.FormatInt(n, 10)
 	}
-	if err := appendRow(path, []string{wu.Name, strconv.FormatInt(wu.ID, 10), strconv.FormatInt(wu.Batch, 10),
+	if err := appendRow(path, []string{j.Name, strconv.FormatInt(j.ID, 10), strconv.FormatInt(j.Batch, 10),
 		status, digest, size}); err != nil {
 		// A failed append may have left part of a row: read the file
 		// afresh next time, which cuts it off.
 		delete(h.jobs, path)
 		return err
 	}
-	jobs[wu.Name] = true
+	jobs[j.Name] = true
 	return nil
 }
 
-// digest hashes the canonical instance's output files, in order.
-func (h *CSVHandler) digest(r row.Result) (string, int64, error) {
-	files, err := jobxml.ParseResult(r.XMLDocIn)
-	if err != nil {
-		return "", 0, fmt.Errorf("canonical result %d: %w", r.ID, err)
-	}
+// digestOutputs hashes the canonical instance's output files, in order.
+func digestOutputs(outs []job.Output) (string, int64, error) {
 	sum := sha256.New()
 	var total int64
-	for _, f := range files {
-		path, err := fanout.Path(h.uploadDir, f.Name, h.fanout)
+	for _, o := range outs {
+		in, err := os.Open(o.Path)
 		if err != nil {
-			return "", 0, err
-		}
-		in, err := os.Open(path)
-		if err != nil {
-			return "", 0, err // missing output: the assimilator retries later
+			return "", 0, err // a file gone: the assimilator retries later
 		}
 		n, err := io.Copy(sum, in)
 		in.Close()
 		if err != nil {
-			return "", 0, fmt.Errorf("read %s: %w", path, err)
+			return "", 0, fmt.Errorf("read %s: %w", o.Path, err)
 		}
 		total += n
 	}

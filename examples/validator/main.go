@@ -1,8 +1,11 @@
 // Command validator is a worked example of a project's own validator: the
 // validator daemon with a Checker written for the demo app's output, whose
 // lines are "key value" ("bytes 4096", "rounds 1000", "digest 3f…").
-// Numeric values agree within a relative tolerance, others must be equal.
-// It takes the same flags as cmd/validator, without --checker.
+// Numeric values agree within a relative tolerance (--tolerance, 1e-9),
+// others must be equal. It takes the stock validator's flags, without
+// --checker and its options:
+//
+//	go run ./validator --config project.yaml --app demo
 package main
 
 import (
@@ -15,11 +18,26 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/taskserver/taskserver/internal/row"
-	"github.com/taskserver/taskserver/internal/validator"
+	"github.com/taskserver/taskserver/job"
+	"github.com/taskserver/taskserver/validator"
 )
 
-func main() { validator.Main(demoChecker{tolerance: 1e-9}) }
+func main() { validator.Main(program()) }
+
+// program is the daemon: the stock validator with the demo checker.
+func program() validator.Program {
+	return validator.Program{
+		Usage: "validate the demo app's outputs: equal keys, digests exactly, numbers within --tolerance",
+		Flags: []job.Flag{{Name: "tolerance", Value: "1e-9", Usage: "relative tolerance of numeric values"}},
+		NewChecker: func(env job.Env) (validator.Checker, error) {
+			tol, err := strconv.ParseFloat(env.Flags["tolerance"], 64)
+			if err != nil || tol < 0 || math.IsNaN(tol) {
+				return nil, fmt.Errorf("--tolerance %q: want a number >= 0", env.Flags["tolerance"])
+			}
+			return demoChecker{tolerance: tol}, nil
+		},
+	}
+}
 
 // demoChecker accepts demo outputs that agree within tolerance.
 type demoChecker struct{ tolerance float64 }
@@ -29,11 +47,11 @@ type field struct{ key, value string }
 
 // Init parses the output's one file; an output that is not "key value"
 // lines with a digest is invalid (the instance failed).
-func (demoChecker) Init(_ context.Context, r row.Result, files []string) (any, error) {
-	if len(files) != 1 {
-		return nil, fmt.Errorf("result %d has %d output files, want 1: %w", r.ID, len(files), validator.ErrInvalidOutput)
+func (demoChecker) Init(_ context.Context, in job.Instance) (any, error) {
+	if len(in.Outputs) != 1 {
+		return nil, fmt.Errorf("instance %s has %d output files, want 1: %w", in.Name, len(in.Outputs), validator.ErrInvalidOutput)
 	}
-	b, err := os.ReadFile(files[0])
+	b, err := os.ReadFile(in.Outputs[0].Path)
 	if err != nil {
 		return nil, err // transient: retried on a later pass
 	}
@@ -42,13 +60,13 @@ func (demoChecker) Init(_ context.Context, r row.Result, files []string) (any, e
 	for sc := bufio.NewScanner(bytes.NewReader(b)); sc.Scan(); {
 		key, value, ok := strings.Cut(sc.Text(), " ")
 		if !ok {
-			return nil, fmt.Errorf("result %d: line %q: %w", r.ID, sc.Text(), validator.ErrInvalidOutput)
+			return nil, fmt.Errorf("instance %s: line %q: %w", in.Name, sc.Text(), validator.ErrInvalidOutput)
 		}
 		digest = digest || key == "digest"
 		out = append(out, field{key, value})
 	}
 	if !digest {
-		return nil, fmt.Errorf("result %d: no digest: %w", r.ID, validator.ErrInvalidOutput)
+		return nil, fmt.Errorf("instance %s: no digest: %w", in.Name, validator.ErrInvalidOutput)
 	}
 	return out, nil
 }

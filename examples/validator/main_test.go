@@ -5,42 +5,41 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
-	"github.com/taskserver/taskserver/internal/demoapp"
-	"github.com/taskserver/taskserver/internal/fanout"
-	"github.com/taskserver/taskserver/internal/jobxml"
-	"github.com/taskserver/taskserver/internal/row"
-	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
-	"github.com/taskserver/taskserver/internal/store/storetest"
-	"github.com/taskserver/taskserver/internal/validator"
+	"github.com/taskserver/taskserver/job"
+	"github.com/taskserver/taskserver/jobtest"
+	"github.com/taskserver/taskserver/validator"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var checker = demoChecker{tolerance: 1e-9}
 
-// initOutput writes contents as one output file and initialises it.
+// honest is the demo app's correct output of a job.
+const honest = "bytes 4096\nrounds 1000\ndigest 42c354797214ccc0812b118bb0cb71acbd12d1a3fe67b7fe38cb7bff3107587e\n"
+
+// initOutput writes contents as the output files of one instance and
+// initialises it.
 func initOutput(t *testing.T, contents ...string) (any, error) {
 	t.Helper()
-	var paths []string
+	in := job.Instance{ID: 1, Name: "job_0"}
 	for i, c := range contents {
-		p := filepath.Join(t.TempDir(), "out"+string(rune('0'+i)))
+		p := filepath.Join(t.TempDir(), "out"+strconv.Itoa(i))
 		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		paths = append(paths, p)
+		in.Outputs = append(in.Outputs, job.Output{Name: "out", Path: p})
 	}
-	return checker.Init(context.Background(), row.Result{ID: 1}, paths)
+	return checker.Init(context.Background(), in)
 }
 
 func TestDemoCheckerCompare(t *testing.T) {
 	t.Parallel()
-	honest := string(demoapp.Output("job"))
 	tests := []struct {
 		name string
 		a, b string
@@ -86,60 +85,43 @@ func TestDemoCheckerRejectsMalformedOutput(t *testing.T) {
 }
 
 // TestOnePassWithTheDemoChecker runs the example's validator as main does,
-// for one pass; it runs a cli app, so it is not parallel.
+// for one pass over a real database: an output that agrees without being
+// bitwise equal is valid, a forged one invalid, an unreadable one a
+// validate error. It runs a cli app, so it is not parallel.
 func TestOnePassWithTheDemoChecker(t *testing.T) {
-	dsn := storetest.NewDatabase(t)
-	ctx := context.Background()
-	st, err := store.Open(ctx, dsn, store.Options{})
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
+	p := jobtest.New(t, "demo")
+	p.AddJobToValidate("job", 2,
+		honest,
+		strings.Replace(honest, "rounds 1000", "rounds 1000.0", 1), // agrees, not bitwise
+		strings.Replace(honest, "digest ", "digest 0", 1),          // a cheater
+		"garbage", // not the demo app's output
+	)
+	if err := validator.Run(context.Background(), p.Args("validator"), program()); err != nil {
+		t.Fatalf("validator.Run: %v", err)
 	}
-	defer st.Close()
-	appID, err := st.AppInsert(ctx, row.App{Name: demoapp.AppName, UserFriendlyName: "Demo"})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
+	if got := p.Canonical("job"); got != "job_0" {
+		t.Errorf("canonical instance %q, want job_0", got)
 	}
-	wuID, err := st.WorkunitInsert(ctx, row.Workunit{AppID: appID, Name: "job", MinQuorum: 2, TargetNResults: 2,
-		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, NeedValidate: true})
-	if err != nil {
-		t.Fatalf("WorkunitInsert: %v", err)
-	}
-	honest := string(demoapp.Output("job"))
-	outs := map[string]string{
-		"job_0": honest,
-		"job_1": strings.Replace(honest, "rounds 1000", "rounds 1000.0", 1), // agrees, not bitwise
-		"job_2": strings.Replace(honest, "digest ", "digest 0", 1),          // a cheater
-	}
-	project := t.TempDir()
-	ids := map[string]int64{}
-	for _, name := range []string{"job_0", "job_1", "job_2"} {
-		doc, _ := jobxml.FormatResult(name, []string{"out"}, 1e6)
-		if ids[name], err = st.ResultInsert(ctx, row.Result{WorkunitID: wuID, Name: name, ServerState: state.ServerOver,
-			Outcome: state.OutcomeSuccess, XMLDocIn: doc}); err != nil {
-			t.Fatalf("ResultInsert: %v", err)
-		}
-		path, _ := fanout.Path(filepath.Join(project, "up"), jobxml.OutputName(name, 0), 4)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		// Finished (read-only), as the data server leaves a complete
-		// upload: the validator takes no other file as an output.
-		if err := os.WriteFile(path, []byte(outs[name]), 0o444); err != nil {
-			t.Fatal(err)
+	for name, want := range map[string]string{"job_0": "valid", "job_1": "valid", "job_2": "invalid", "job_3": "invalid"} {
+		if got := p.Verdict(name); got != want {
+			t.Errorf("%s is %s, want %s", name, got, want)
 		}
 	}
-	args := []string{"validator", "--db-dsn", dsn, "--one-pass", "--listen", "", "--project-dir", project,
-		"--upload-dir", "up", "--fanout", "4"}
-	if err := validator.Run(ctx, args, checker); err != nil {
-		t.Fatalf("validator.Run(%v): %v", args, err)
+}
+
+// TestToleranceFlag checks that the example's own flag reaches its
+// checker: with --tolerance 0, the number written differently disagrees.
+func TestToleranceFlag(t *testing.T) {
+	p := jobtest.New(t, "demo")
+	p.AddJobToValidate("job", 2, honest, strings.Replace(honest, "rounds 1000", "rounds 1000.5", 1))
+	if err := validator.Run(context.Background(), p.Args("validator", "--tolerance", "0"), program()); err != nil {
+		t.Fatalf("validator.Run: %v", err)
 	}
-	if wu, err := st.WorkunitGet(ctx, wuID); err != nil || wu.CanonicalResultID != ids["job_0"] {
-		t.Fatalf("job canonical %d (%v), want %d", wu.CanonicalResultID, err, ids["job_0"])
+	if got := p.Canonical("job"); got != "" {
+		t.Errorf("canonical instance %q with --tolerance 0, want none", got)
 	}
-	for name, want := range map[string]state.ValidateState{"job_0": state.ValidateValid, "job_1": state.ValidateValid,
-		"job_2": state.ValidateInvalid} {
-		if r, err := st.ResultGet(ctx, ids[name]); err != nil || r.ValidateState != want {
-			t.Errorf("%s = %v (%v), want %v", name, r.ValidateState, err, want)
-		}
+	err := validator.Run(context.Background(), p.Args("validator", "--tolerance", "x"), program())
+	if err == nil || !strings.Contains(err.Error(), "--tolerance") {
+		t.Errorf("validator.Run with --tolerance x = %v, want an error naming --tolerance", err)
 	}
 }

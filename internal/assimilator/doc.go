@@ -6,8 +6,9 @@
 // assimilated. Built-in handlers: FileHandler (--handler copy, the default)
 // hands the canonical output to a results directory (a hard link to the
 // uploaded file where it can, else a copy); CommandHandler
-// (--handler command) runs a program per job. Science code with a Go
-// handler calls Main from its own main (see examples/assimilator).
+// (--handler command) runs a program per job. A project with a Go handler
+// writes its own main around the public package assimilator at the module
+// root, which adapts it to Program (see examples/assimilator).
 //
 // Reads: workunit (appid, assimilate_state = READY, id % mod = mod_index,
 // paged by id) ⋈ its canonical result, one query per page; the canonical

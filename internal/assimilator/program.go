@@ -12,7 +12,6 @@ import (
 
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/daemon"
-	"github.com/taskserver/taskserver/internal/demoapp"
 )
 
 // Built-in handlers, chosen with --handler.
@@ -99,8 +98,8 @@ func NewHandler(c HandlerConfig) (Handler, error) {
 }
 
 // Program is an assimilator program: the stock one (cmd/assimilator, with
-// the built-in handlers), or science code's own, which brings its Go
-// handler and calls Main from its main function.
+// the built-in handlers), or a project's own, which brings its Go handler
+// through the public package assimilator at the module root.
 type Program struct {
 	// Usage is the one-line description; empty means the stock one.
 	Usage string
@@ -129,7 +128,7 @@ func Run(ctx context.Context, args []string, p Program) error {
 		usage = "hand the canonical output of finished jobs to the project, record failed ones"
 	}
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: FlagApp, Value: demoapp.AppName, Usage: "app whose finished jobs to handle",
+		&cli.StringFlag{Name: FlagApp, Usage: "app whose finished jobs to handle (required)",
 			EnvVars: []string{config.EnvName(FlagApp)}},
 	}
 	if p.Handler == nil {
@@ -159,7 +158,7 @@ func Run(ctx context.Context, args []string, p Program) error {
 		Check: func(c *cli.Context, common config.Common, _ config.Loop) error {
 			var errs []error
 			if c.String(FlagApp) == "" {
-				errs = append(errs, fmt.Errorf("--%s is empty", FlagApp))
+				errs = append(errs, errAppMissing)
 			}
 			if p.Handler == nil {
 				errs = append(errs, handlerConfig(c, common, nil).Validate())
@@ -189,6 +188,11 @@ func Run(ctx context.Context, args []string, p Program) error {
 		},
 	})
 }
+
+// errAppMissing is the error of a command line without --app: every project
+// names its own apps, so no default could be right.
+var errAppMissing = fmt.Errorf("--%s is missing: name the app whose finished jobs to handle (or set %s, or app: in --config)",
+	FlagApp, config.EnvName(FlagApp))
 
 // handlerConfig reads the built-in handler flags; paths are resolved
 // against the project directory of common.

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -57,14 +58,34 @@ type Env struct {
 // are set up, the schema checked, the service built and its loop run with
 // the /metrics and /healthz listener until ctx ends (or after one pass).
 func RunLoopProgram(ctx context.Context, args []string, p LoopProgram) error {
+	flags := append(append(config.CommonFlags(p.Listen), loopFlags(p.Sleep)...), p.Flags...)
+	if err := uniqueNames(flags); err != nil {
+		return fmt.Errorf("%s: %w", p.Name, err)
+	}
 	app := &cli.App{
 		Name:   p.Name,
 		Usage:  p.Usage,
-		Flags:  append(append(config.CommonFlags(p.Listen), loopFlags(p.Sleep)...), p.Flags...),
+		Flags:  flags,
 		Before: config.LoadFile,
 		Action: func(c *cli.Context) error { return runLoopProgram(ctx, c, p) },
 	}
 	return app.RunContext(ctx, args)
+}
+
+// uniqueNames reports a flag name taken twice, which the flag package would
+// panic on: a project's own flag (see the public plug-in API) may collide
+// with the daemon's.
+func uniqueNames(flags []cli.Flag) error {
+	seen := map[string]bool{}
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if seen[n] {
+				return fmt.Errorf("flag --%s is defined twice: a program's own flag must not take the name of one of the daemon's", n)
+			}
+			seen[n] = true
+		}
+	}
+	return nil
 }
 
 // loopFlags are config.LoopFlags with --sleep defaulting to sleep if set.

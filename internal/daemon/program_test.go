@@ -103,3 +103,14 @@ func TestRunLoopProgramBuildError(t *testing.T) {
 		t.Fatalf("RunLoopProgram(%v) = %v, want Build's error %v", args, err, boom)
 	}
 }
+
+// A program's own flag named like one of the daemon's is an error, not the
+// flag package's panic.
+func TestRunLoopProgramRefusesAFlagDefinedTwice(t *testing.T) {
+	p := LoopProgram{Name: "test_program", Flags: []cli.Flag{&cli.StringFlag{Name: "batch"}},
+		Build: func(*cli.Context, Env) (Service, func() error, error) { return nil, nil, errors.New("built") }}
+	err := RunLoopProgram(context.Background(), []string{"test_program"}, p)
+	if err == nil || !strings.Contains(err.Error(), "--batch is defined twice") {
+		t.Errorf("RunLoopProgram with a second --batch = %v, want --batch is defined twice", err)
+	}
+}

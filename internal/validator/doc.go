@@ -6,7 +6,8 @@
 // outputs agree (Compare). The built-ins are Bitwise (equal files, the
 // default), Numeric (numbers within a tolerance), Trust (every output that
 // is there) and Command (programs of the project's own); a project's own
-// Checker runs through Main from a main of a few lines.
+// Checker comes through the public package validator at the module root,
+// which adapts it to Program (see examples/validator).
 //
 // For a job without a canonical instance the validator looks for a quorum
 // (Quorum): the largest group of at least min_quorum agreeing outputs is

@@ -10,7 +10,6 @@ import (
 
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/daemon"
-	"github.com/taskserver/taskserver/internal/demoapp"
 )
 
 // Flags of the validator program, besides the common and loop flags.
@@ -33,57 +32,82 @@ const (
 	CheckerCommand = "command"
 )
 
-// Main is the whole main function of a validator program: it runs the
-// validator daemon with checker until SIGINT or SIGTERM (a second one exits
-// at once) and exits 1 with one line on error. With a nil checker the
-// built-in named by --checker is used, as cmd/validator does; a project's
-// own validator passes its Checker:
-//
-//	func main() { validator.Main(myChecker{}) }
-func Main(checker Checker) {
-	daemon.Main(func(ctx context.Context, args []string) error { return Run(ctx, args, checker) })
+// Program is a validator program: the stock one (cmd/validator, with the
+// built-in checkers), or a project's own, which brings its Checker through
+// the public package validator at the module root.
+type Program struct {
+	// Usage is the one-line description; empty means the stock one.
+	Usage string
+	// Flags are the program's own flags, after the daemon's and --app.
+	Flags []cli.Flag
+	// Check validates Flags before the database is opened; it may be nil.
+	Check func(c *cli.Context) error
+	// Checker builds the program's checker once the configuration is valid
+	// and the store open. nil means the built-in checker chosen by
+	// --checker (with --tolerance, --abs-tolerance, --init-cmd,
+	// --compare-cmd, --command-timeout), flags that exist only then.
+	Checker func(c *cli.Context, env daemon.Env) (Checker, error)
+}
+
+// Main runs p as the process's program: flags from os.Args, the loop until
+// SIGINT or SIGTERM (a second one exits at once), exit status 1 with one
+// line on error. Call it from main and nothing else.
+func Main(p Program) {
+	daemon.Main(func(ctx context.Context, args []string) error { return Run(ctx, args, p) })
 }
 
 // Run parses args (args[0] is the program name) and runs the validator
-// daemon until ctx ends, or for one pass with --one-pass. With a nil
-// checker, --checker and its options select a built-in one; otherwise those
-// flags do not exist and checker judges the outputs.
-func Run(ctx context.Context, args []string, checker Checker) error {
+// daemon p describes until ctx ends, or for one pass with --one-pass.
+func Run(ctx context.Context, args []string, p Program) error {
+	usage := p.Usage
+	if usage == "" {
+		usage = "compare instance outputs, choose canonical results, grant credit"
+	}
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: FlagApp, Value: demoapp.AppName, Usage: "app whose jobs to validate",
+		&cli.StringFlag{Name: FlagApp, Usage: "app whose jobs to validate (required)",
 			EnvVars: []string{config.EnvName(FlagApp)}},
 		&cli.IntFlag{Name: FlagWorkers, Value: DefaultWorkers, EnvVars: []string{config.EnvName(FlagWorkers)},
 			Usage: "jobs judged at once (their output files read, their checker programs run, side by side)"},
 	}
-	if checker == nil {
+	if p.Checker == nil {
 		flags = append(flags, checkerFlags()...)
 	}
+	flags = append(flags, p.Flags...)
 	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
 		Name:   "validator",
-		Usage:  "compare instance outputs, choose canonical results, grant credit",
+		Usage:  usage,
 		Listen: "127.0.0.1:9104",
 		Flags:  flags,
 		Check: func(c *cli.Context, _ config.Common, _ config.Loop) error {
 			var errs []error
 			if c.String(FlagApp) == "" {
-				errs = append(errs, errors.New("--app is empty"))
+				errs = append(errs, errAppMissing)
 			}
 			if c.Int(FlagWorkers) < 1 {
 				errs = append(errs, fmt.Errorf("--%s %d: want at least 1", FlagWorkers, c.Int(FlagWorkers)))
 			}
-			if checker == nil {
+			if p.Checker == nil {
 				_, err := builtinChecker(c)
 				errs = append(errs, err)
+			}
+			if p.Check != nil {
+				errs = append(errs, p.Check(c))
 			}
 			return errors.Join(errs...)
 		},
 		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
-			ch := checker
+			var ch Checker
+			var err error
+			if p.Checker == nil {
+				ch, err = builtinChecker(c)
+			} else {
+				ch, err = p.Checker(c, env)
+			}
+			if err != nil {
+				return nil, nil, err
+			}
 			if ch == nil {
-				var err error
-				if ch, err = builtinChecker(c); err != nil {
-					return nil, nil, err
-				}
+				return nil, nil, errors.New("validator: the program's Checker returned no checker")
 			}
 			RegisterBacklog(env.Registry, env.Store, c.String(FlagApp))
 			return New(env.Store, env.Log, NewMetrics(env.Registry), Options{
@@ -93,6 +117,11 @@ func Run(ctx context.Context, args []string, checker Checker) error {
 		},
 	})
 }
+
+// errAppMissing is the error of a command line without --app: every project
+// names its own apps, so no default could be right.
+var errAppMissing = fmt.Errorf("--%s is missing: name the app whose jobs to validate (or set %s, or app: in --config)",
+	FlagApp, config.EnvName(FlagApp))
 
 func checkerFlags() []cli.Flag {
 	env := func(name string) []string { return []string{config.EnvName(name)} }

@@ -1,6 +1,8 @@
 // Package workgenerator keeps an app supplied with work: each pass it counts
-// the app's unsent backlog and, while that is below a target, creates demo
-// jobs in batches through package jobs.
+// the app's unsent backlog and, while that is below a target, creates jobs
+// in batches through package jobs. Their input files are the demo app's
+// unless the program brings its own (Program.Input, which a project plugs
+// in through the public package workgenerator at the module root).
 //
 // Reads: result (server_state, via workunit.appid), workunit (appid,
 // transition_time, target_nresults, name), app (by name; its policies on every

@@ -38,8 +38,10 @@ type Config struct {
 	CounterFile string
 	// Params are the parameters of every job.
 	Params jobs.Params
-	// Input makes a job's input file from its name; nil means demoapp.Input.
-	Input func(job string) []byte
+	// Input makes a job's input file from its name; nil means
+	// demoapp.Input. An error fails the pass before anything is written:
+	// no job of the batch is created, and the next pass tries again.
+	Input func(ctx context.Context, job string) ([]byte, error)
 }
 
 // Service is the work generator.
@@ -73,7 +75,7 @@ func New(st Store, creator *jobs.Creator, cfg Config, log *slog.Logger, m *Metri
 		cfg.JobPrefix = cfg.App
 	}
 	if cfg.Input == nil {
-		cfg.Input = demoapp.Input
+		cfg.Input = func(_ context.Context, job string) ([]byte, error) { return demoapp.Input(job), nil }
 	}
 	if now == nil {
 		now = time.Now
@@ -156,7 +158,11 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	batch := make([]jobs.Job, n)
 	for i := range batch {
 		name := jobs.NewName(s.cfg.JobPrefix, now)
-		batch[i] = jobs.Job{Name: name, Input: s.cfg.Input(name)}
+		in, err := s.cfg.Input(ctx, name)
+		if err != nil {
+			return 0, fmt.Errorf("input of job %s: %w", name, err)
+		}
+		batch[i] = jobs.Job{Name: name, Input: in}
 	}
 	// Write-ahead: from here until the second write, a crash leaves a
 	// pending batch that load resolves against the database.
