@@ -128,7 +128,12 @@ func (p *Project) Canonical(name string) string {
 // "invalid", "inconclusive", "too_late", or "init" before any.
 func (p *Project) Verdict(name string) string {
 	p.t.Helper()
-	r, err := p.st.ResultGetByName(context.Background(), name)
+	ctx := context.Background()
+	found, err := p.st.ResultListReported(ctx, []string{name})
+	if err != nil || len(found) != 1 {
+		p.t.Fatalf("jobtest: instance %s: found %d, %v", name, len(found), err)
+	}
+	r, err := p.st.ResultGet(ctx, found[0].ID)
 	if err != nil {
 		p.t.Fatalf("jobtest: instance %s: %v", name, err)
 	}
