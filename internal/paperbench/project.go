@@ -34,8 +34,9 @@ type project struct {
 
 // setupProject applies the schema to the (empty) database at dsn and adds
 // the demo app with one platform and app version, the volunteer accounts and
-// the upload keys; it writes the config file every program reads.
-func setupProject(ctx context.Context, dir, dsn string, users int, urlBase string) (*project, error) {
+// the upload keys; it writes the config file every program reads (no
+// url-base: the scheduler starts on port 0 and makes it of its address).
+func setupProject(ctx context.Context, dir, dsn string, users int) (*project, error) {
 	// A used directory would carry the work generator's counter file, and
 	// with it the jobs of an earlier run into --total-jobs.
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
@@ -111,8 +112,7 @@ upload-dir: upload
 shm-path: %q
 log-level: info
 app: %s
-url-base: %q
-`, dsn, dir, p.shmPath, demoapp.AppName, urlBase)
+`, dsn, dir, p.shmPath, demoapp.AppName)
 	if err := os.WriteFile(p.configPath, []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("write project config: %w", err)
 	}
