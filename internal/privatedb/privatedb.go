@@ -1,15 +1,18 @@
 // Package privatedb starts a MariaDB server of its own for one run: a fresh
-// data directory, a free loopback port, root without a password. The
+// data directory, a free loopback port (another one if the port is taken
+// before the server binds it), root without a password. The
 // benchmark uses it to measure a server nothing else touches; the chaos
 // tool uses it because it must be able to kill the database server and
 // start it again on the same port and data directory.
 package privatedb
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -114,27 +117,40 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w\n%s", filepath.Base(install), err, Tail(out, 2000))
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
+	s := &Server{dir: dir, opts: o, bin: server}
+	// MariaDB takes no port 0 it would tell us about: pick a free port,
+	// and if someone binds it before the server does, pick another.
+	for attempt := 1; ; attempt++ {
+		if s.port, err = freePort(); err != nil {
+			return nil, err
+		}
+		s.args = []string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(dir, "sock"),
+			"--pid-file=" + filepath.Join(dir, "pid"), "--port=" + strconv.Itoa(s.port), "--bind-address=127.0.0.1",
+			"--skip-name-resolve", "--user=" + u.Username, "--innodb-buffer-pool-size=" + o.BufferPool,
+			// No character set: the server keeps the latin1 of a server without
+			// a configuration file, as on a fresh machine; the schema and the
+			// connection name utf8mb4 themselves.
+			"--max-connections=" + strconv.Itoa(o.MaxConnections)}
+		if o.LogFileSize != "" {
+			s.args = append(s.args, "--innodb-log-file-size="+o.LogFileSize)
+		}
+		err := s.launch(ctx)
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errAddrInUse) || attempt == startAttempts {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
 	}
-	s := &Server{dir: dir, opts: o, port: port, bin: server}
-	s.args = []string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(dir, "sock"),
-		"--pid-file=" + filepath.Join(dir, "pid"), "--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
-		"--skip-name-resolve", "--user=" + u.Username, "--innodb-buffer-pool-size=" + o.BufferPool,
-		// No character set: the server keeps the latin1 of a server without
-		// a configuration file, as on a fresh machine; the schema and the
-		// connection name utf8mb4 themselves.
-		"--max-connections=" + strconv.Itoa(o.MaxConnections)}
-	if o.LogFileSize != "" {
-		s.args = append(s.args, "--innodb-log-file-size="+o.LogFileSize)
-	}
-	if err := s.launch(ctx); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	return s, nil
 }
+
+// startAttempts bounds the ports Start tries.
+const startAttempts = 5
+
+// errAddrInUse says the server could not bind its port: another program
+// took it after freePort found it free.
+var errAddrInUse = errors.New("port already in use")
 
 // launch starts the server process and waits until it answers.
 func (s *Server) launch(ctx context.Context) error {
@@ -142,6 +158,8 @@ func (s *Server) launch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The log is kept across starts: this start's lines begin here.
+	logStart, _ := logf.Seek(0, io.SeekEnd)
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group: a Ctrl-C reaches only us, and we stop it last.
@@ -173,6 +191,9 @@ func (s *Server) launch(ctx context.Context) error {
 		select {
 		case <-done:
 			log, _ := os.ReadFile(s.LogPath())
+			if int64(len(log)) >= logStart && bytes.Contains(log[logStart:], []byte("Address already in use")) {
+				return fmt.Errorf("private database on port %d: %w", s.port, errAddrInUse)
+			}
 			return fmt.Errorf("private database exited at start:\n%s", Tail(log, 2000))
 		case <-time.After(200 * time.Millisecond):
 		}
@@ -249,8 +270,8 @@ func Ping(ctx context.Context, dsn string) error {
 	return db.PingContext(pctx)
 }
 
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort() (int, error) {
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
