@@ -14,10 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/projectrun"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
@@ -92,28 +90,12 @@ func (lp *lcProject) seed(ctx context.Context, p lcParams) {
 		t.Fatalf("open store: %v", err)
 	}
 	defer st.Close()
-	now := time.Now().Unix()
-	pid, err := st.PlatformInsert(ctx, row.Platform{CreateTime: now, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on x86-64"})
+	if _, err := projectrun.SeedDemoApp(ctx, st); err != nil {
+		t.Fatalf("insert the demo app: %v", err)
+	}
+	auths, err := projectrun.SeedUsers(ctx, st, p.Users, "volunteer")
 	if err != nil {
-		t.Fatalf("insert platform: %v", err)
-	}
-	aid, err := st.AppInsert(ctx, row.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		t.Fatalf("insert app: %v", err)
-	}
-	if _, err := st.AppVersionInsert(ctx, row.AppVersion{CreateTime: now, AppID: aid, VersionNum: 100, PlatformID: pid}); err != nil {
-		t.Fatalf("insert app version: %v", err)
-	}
-	var auths []string
-	for i := range p.Users {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		auth := hex.EncodeToString(b[:])
-		if _, err := st.UserInsert(ctx, row.User{CreateTime: now, EmailAddr: fmt.Sprintf("volunteer%d@example.org", i),
-			Name: fmt.Sprintf("volunteer%d", i), Authenticator: auth}); err != nil {
-			t.Fatalf("insert user: %v", err)
-		}
-		auths = append(auths, auth)
+		t.Fatalf("insert users: %v", err)
 	}
 	lp.authFile = filepath.Join(lp.dir, "authenticators.txt")
 	if err := os.WriteFile(lp.authFile, []byte(strings.Join(auths, "\n")+"\n"), 0o600); err != nil {

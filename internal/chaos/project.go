@@ -3,8 +3,6 @@ package chaos
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,11 +15,9 @@ import (
 
 	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/config"
-	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/privatedb"
 	"github.com/taskserver/taskserver/internal/projectrun"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -155,28 +151,12 @@ func (p *project) close() {
 // seed adds the demo platform, app and version, the users (their
 // authenticators in a file for the hosts) and the upload keys.
 func (p *project) seed(ctx context.Context) error {
-	now := time.Now().Unix()
-	pid, err := p.st.PlatformInsert(ctx, row.Platform{CreateTime: now, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on x86-64"})
+	if _, err := projectrun.SeedDemoApp(ctx, p.st); err != nil {
+		return err
+	}
+	auths, err := projectrun.SeedUsers(ctx, p.st, p.opts.Users, "volunteer")
 	if err != nil {
 		return err
-	}
-	aid, err := p.st.AppInsert(ctx, row.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
-	if err != nil {
-		return err
-	}
-	if _, err := p.st.AppVersionInsert(ctx, row.AppVersion{CreateTime: now, AppID: aid, VersionNum: 100, PlatformID: pid}); err != nil {
-		return err
-	}
-	var auths []string
-	for i := 0; i < p.opts.Users; i++ {
-		b := make([]byte, 16)
-		_, _ = rand.Read(b)
-		auth := hex.EncodeToString(b)
-		if _, err := p.st.UserInsert(ctx, row.User{CreateTime: now, EmailAddr: fmt.Sprintf("volunteer%d@example.org", i),
-			Name: fmt.Sprintf("volunteer%d", i), Authenticator: auth}); err != nil {
-			return err
-		}
-		auths = append(auths, auth)
 	}
 	p.authPath = filepath.Join(p.dir, "authenticators.txt")
 	if err := os.WriteFile(p.authPath, []byte(strings.Join(auths, "\n")+"\n"), 0o600); err != nil {
