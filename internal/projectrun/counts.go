@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/taskserver/taskserver/internal/state"
 )
 
 // Querier runs read-only queries: a *sql.DB, or the *sqlx.DB of
@@ -13,17 +15,10 @@ type Querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// Result server states counted (BOINC's numbers).
-const (
-	serverStateUnsent     = 2
-	serverStateInProgress = 4
-	serverStateOver       = 5
-)
-
 // Counts are the rows live in a project's database.
 type Counts struct {
 	Jobs          int // workunit rows
-	Unassimilated int // jobs whose assimilate_state is not done (2)
+	Unassimilated int // jobs not yet assimilated (state.AssimilateDone)
 	NeedValidate  int // jobs flagged for the validator
 	Instances     int // result rows
 	Unsent        int
@@ -39,8 +34,8 @@ func (c Counts) NotOver() int { return c.Instances - c.Over }
 // not read).
 func CountLive(ctx context.Context, db Querier) (Counts, error) {
 	var c Counts
-	err := db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(assimilate_state <> 2), 0), COALESCE(SUM(need_validate <> 0), 0) FROM workunit`).
-		Scan(&c.Jobs, &c.Unassimilated, &c.NeedValidate)
+	err := db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(assimilate_state <> ?), 0), COALESCE(SUM(need_validate <> 0), 0) FROM workunit`,
+		state.AssimilateDone).Scan(&c.Jobs, &c.Unassimilated, &c.NeedValidate)
 	if err != nil {
 		return c, fmt.Errorf("count jobs: %w", err)
 	}
@@ -50,17 +45,18 @@ func CountLive(ctx context.Context, db Querier) (Counts, error) {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var state, n int
-		if err := rows.Scan(&state, &n); err != nil {
+		var st state.ServerState
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
 			return c, fmt.Errorf("count instances: %w", err)
 		}
 		c.Instances += n
-		switch state {
-		case serverStateUnsent:
+		switch st {
+		case state.ServerUnsent:
 			c.Unsent = n
-		case serverStateInProgress:
+		case state.ServerInProgress:
 			c.InProgress = n
-		case serverStateOver:
+		case state.ServerOver:
 			c.Over = n
 		}
 	}
