@@ -12,9 +12,10 @@ import (
 	"time"
 )
 
-// TestKillAndRestartKeepsCommittedRows is what the chaos run relies on: a
-// SIGKILLed server comes back on the same DSN with every committed row.
-func TestKillAndRestartKeepsCommittedRows(t *testing.T) {
+// startServer starts a small private server for a parallel test, stopped
+// when the test ends.
+func startServer(ctx context.Context, t *testing.T) *Server {
+	t.Helper()
 	if !Available() {
 		if os.Getenv("CI") == "true" || os.Getenv("TASKSERVER_REAL_CLIENT") == "1" {
 			t.Fatal("no MariaDB server program installed (scripts/db-up.sh installs it)")
@@ -22,13 +23,20 @@ func TestKillAndRestartKeepsCommittedRows(t *testing.T) {
 		t.Skip("no MariaDB server program installed")
 	}
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	s, err := Start(ctx, filepath.Join(t.TempDir(), "db"), Options{BufferPool: "64M", MaxConnections: 20})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	defer s.Stop()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// TestKillAndRestartKeepsCommittedRows is what the chaos run relies on: a
+// SIGKILLed server comes back on the same DSN with every committed row.
+func TestKillAndRestartKeepsCommittedRows(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s := startServer(ctx, t)
 	dsn := s.DSN()
 	exec := func(q string) {
 		t.Helper()
@@ -70,17 +78,9 @@ func TestKillAndRestartKeepsCommittedRows(t *testing.T) {
 // server whose port another program bound first fails with errAddrInUse,
 // not with a bare start failure.
 func TestLaunchOnATakenPortSaysSo(t *testing.T) {
-	if !Available() {
-		t.Skip("no MariaDB server program installed")
-	}
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, err := Start(ctx, filepath.Join(t.TempDir(), "db"), Options{BufferPool: "64M", MaxConnections: 20})
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	defer s.Stop()
+	s := startServer(ctx, t)
 	s.Kill()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
