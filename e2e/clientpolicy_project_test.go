@@ -4,14 +4,14 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/taskserver/taskserver/internal/projectrun"
 )
 
 // cpProject is one of the client-policy test's two projects: the lifecycle
@@ -27,9 +27,10 @@ type cpProject struct {
 	addr   string  // the scheduler's host:port
 	// schedArgs start the scheduler, the first time and after an outage.
 	schedArgs []string
-	sched     *lcProc
+	sched     *projectrun.Proc
 	hc        *http.Client
-	// schedMetrics is the scheduler's /metrics address (--listen).
+	// schedMetrics is the current scheduler run's /metrics address
+	// (--listen, on a new port each start).
 	schedMetrics string
 	// feederMetrics is the feeder's /metrics address.
 	feederMetrics string
@@ -53,16 +54,12 @@ func newCPProject(t *testing.T, bin, name string, share float64, users int) *cpP
 // short-term debt split by shares.
 func (p *cpProject) start(ctx context.Context, unsentTarget int, fpopsEst float64) {
 	t := p.t
-	r := &polRun{lcProject: p.lcProject}
-	r.writeConfig()
-	p.addr = strings.TrimPrefix(strings.TrimSuffix(p.schedURL, "/scheduler"), "http://")
-	listen := portPicker(t, p.addr)
+	p.writeConfig()
 	t.Cleanup(func() { p.stopAll() })
-	p.schedMetrics = listen()
-	p.schedArgs = []string{"--config", p.config, "--addr", p.addr, "--listen", p.schedMetrics, "--url-base", "http://" + p.addr,
+	// The first start on port 0; after an outage, on the address it got.
+	p.schedArgs = []string{"--config", p.config, "--addr", anyPort, "--listen", anyPort, "--url-base", "",
 		"--upload-key", filepath.Join(p.dir, "keys", "upload_private"), "--request-delay", "1s",
 		"--report-immediately=false", "--max-results-per-rpc", "50", "--max-in-progress-per-cpu", "100"}
-	p.feederMetrics = listen()
 	steps := []struct {
 		name string
 		args []string
@@ -70,28 +67,25 @@ func (p *cpProject) start(ctx context.Context, unsentTarget int, fpopsEst float6
 		// More slots than the work generator keeps unsent: the cache can
 		// hold all of it, so the hosts' first burst (all of them at
 		// once, each filling a 2T buffer) finds the work in memory.
-		{"feeder", []string{"--listen", p.feederMetrics, "--sleep", "200ms", "--slots", strconv.Itoa(2 * unsentTarget)}},
-		{"transitioner", []string{"--listen", listen(), "--sleep", "300ms"}},
-		{"validator", []string{"--listen", listen(), "--sleep", "300ms"}},
-		{"assimilator", []string{"--listen", listen(), "--sleep", "300ms", "--handler-cmd", filepath.Join(p.dir, "handler.sh")}},
-		{"file_deleter", []string{"--listen", listen(), "--sleep", "500ms"}},
-		{"work_generator", []string{"--listen", listen(), "--sleep", "300ms", "--job-prefix", p.prefix,
+		{"feeder", []string{"--listen", anyPort, "--sleep", "200ms", "--slots", strconv.Itoa(2 * unsentTarget)}},
+		{"transitioner", []string{"--listen", anyPort, "--sleep", "300ms"}},
+		{"validator", []string{"--listen", anyPort, "--sleep", "300ms"}},
+		{"assimilator", []string{"--listen", anyPort, "--sleep", "300ms", "--handler-cmd", filepath.Join(p.dir, "handler.sh")}},
+		{"file_deleter", []string{"--listen", anyPort, "--sleep", "500ms"}},
+		{"work_generator", []string{"--listen", anyPort, "--sleep", "300ms", "--job-prefix", p.prefix,
 			"--unsent-target", strconv.Itoa(unsentTarget), "--delay-bound", "3h", "--min-quorum", "2", "--target-nresults", "2",
 			"--max-error-results", "2", "--max-total-results", "4", "--max-success-results", "3",
 			"--rsc-fpops-est", strconv.FormatFloat(fpopsEst, 'g', -1, 64)}},
 	}
 	for _, s := range steps {
-		pr, err := startLCProc(filepath.Join(p.bin, s.name), s.name, filepath.Join(p.dir, "logs"),
-			append([]string{"--config", p.config}, s.args...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.daemons = append(p.daemons, pr)
+		pr := p.startDaemon(ctx, s.name, s.name, s.args...)
 		if s.name == "feeder" {
-			if err := waitUntil(ctx, pr, func() bool { _, err := os.Stat(p.shm); return err == nil }); err != nil {
+			addr, err := pr.WaitAddr(ctx, "listen")
+			if err != nil {
 				p.dumpLogs()
-				t.Fatalf("project %s: feeder did not create its cache %s: %v", p.name, p.shm, err)
+				t.Fatalf("project %s: %v", p.name, err)
 			}
+			p.feederMetrics = addr
 		}
 	}
 	if err := p.startScheduler(ctx); err != nil {
@@ -100,24 +94,32 @@ func (p *cpProject) start(ctx context.Context, unsentTarget int, fpopsEst float6
 	}
 }
 
-// startScheduler launches the scheduler and waits until it listens. Its
-// log is appended to, so an outage leaves both runs in one file.
+// startScheduler launches the scheduler and waits until it listens; the
+// first start pins the address it got for the starts after an outage.
+// Its log is appended to, so an outage leaves both runs in one file.
 func (p *cpProject) startScheduler(ctx context.Context) error {
-	pr, err := startLCProc(filepath.Join(p.bin, "scheduler"), "scheduler", filepath.Join(p.dir, "logs"), p.schedArgs...)
+	pr, err := projectrun.Start(projectrun.Spec{Name: "scheduler", Bin: filepath.Join(p.bin, "scheduler"), LogDir: filepath.Join(p.dir, "logs"),
+		Args: p.schedArgs, ReportsAddrs: true})
 	if err != nil {
 		return err
 	}
 	p.sched = pr
 	p.daemons = append(p.daemons, pr)
-	err = waitUntil(ctx, pr, func() bool {
-		c, err := net.DialTimeout("tcp", p.addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	addr, err := pr.WaitAddr(ctx, "addr")
+	if err == nil {
+		p.schedMetrics, err = pr.WaitAddr(ctx, "listen")
+	}
 	if err != nil {
 		return fmt.Errorf("scheduler did not listen: %w", err)
+	}
+	if p.addr == "" {
+		p.addr = addr
+		p.schedURL = "http://" + addr + "/scheduler"
+		for i, a := range p.schedArgs {
+			if a == "--addr" {
+				p.schedArgs[i+1] = addr
+			}
+		}
 	}
 	return nil
 }
@@ -125,7 +127,7 @@ func (p *cpProject) startScheduler(ctx context.Context) error {
 // stopScheduler stops the scheduler alone: the project is down for its
 // hosts (RPCs, downloads and uploads all fail) while its daemons go on.
 func (p *cpProject) stopScheduler() error {
-	err := p.sched.stop(20 * time.Second)
+	err := p.sched.Stop(20 * time.Second)
 	for i, d := range p.daemons {
 		if d == p.sched {
 			p.daemons = append(p.daemons[:i], p.daemons[i+1:]...)

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/taskserver/taskserver/internal/projectrun"
 )
 
 // Settings of the client-policy run. The client's real-world periods (a
@@ -150,7 +152,7 @@ type cpRun struct {
 	a, b *cpProject
 	dir  string // the simclient's log, ack log and report directory
 	seed uint64
-	sim  *lcProc
+	sim  *projectrun.Proc
 
 	start                   time.Time // when the simclient started
 	outageFrom, outageUntil time.Time // project B's scheduler down (until: listening again)
@@ -178,7 +180,7 @@ func (r *cpRun) startClient() {
 	}
 	var err error
 	r.start = time.Now()
-	if r.sim, err = startLCProc(filepath.Join(r.a.bin, "simclient"), "simclient", r.dir, args...); err != nil {
+	if r.sim, err = projectrun.Start(projectrun.Spec{Name: "simclient", Bin: filepath.Join(r.a.bin, "simclient"), LogDir: r.dir, Args: args}); err != nil {
 		r.t.Fatal(err)
 	}
 	r.t.Cleanup(func() { _ = r.stopClient() })
@@ -191,7 +193,7 @@ func (r *cpRun) stopClient() error {
 		return nil
 	}
 	r.stop = time.Now()
-	err := r.sim.stop(20 * time.Second)
+	err := r.sim.Stop(20 * time.Second)
 	r.sim = nil
 	return err
 }
@@ -208,9 +210,9 @@ func (r *cpRun) watch(ctx context.Context, d time.Duration) {
 				r.t.Fatalf("project %s: %v", p.name, err)
 			}
 		}
-		if !r.sim.running() {
+		if !r.sim.Running() {
 			dumpLogs(r.t, r.dir)
-			r.t.Fatalf("simclient exited: %v (see its log)", r.sim.err)
+			r.t.Fatalf("simclient exited: %v (see its log)", r.sim.Err())
 		}
 		left := time.Until(until)
 		if left <= 0 {

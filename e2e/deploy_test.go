@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/daemon"
+	"github.com/taskserver/taskserver/internal/projectrun"
 	"gopkg.in/yaml.v3"
 )
 
@@ -409,14 +411,12 @@ func checkScrape(t *testing.T, bin string, exprs map[string][]string) {
 	// Each running daemon's metrics address, by program (the scrape job).
 	targets := map[string][]string{}
 	for _, d := range lp.daemons {
-		prog, _, _ := strings.Cut(d.name, ".")
-		const flag = "--listen"
-		args := d.cmd.Args
-		i := slices.Index(args, flag)
-		if i < 0 || i+1 >= len(args) {
-			t.Fatalf("%s runs without %s: %v", d.name, flag, args)
+		prog, _, _ := strings.Cut(d.Name(), ".")
+		addr, err := d.WaitAddr(ctx, daemon.AdminListener)
+		if err != nil {
+			t.Fatalf("%s: %v", d.Name(), err)
 		}
-		targets[prog] = append(targets[prog], args[i+1])
+		targets[prog] = append(targets[prog], addr)
 	}
 
 	// deploy's prometheus.yml with each job's targets replaced, scraping
@@ -470,14 +470,15 @@ func checkScrape(t *testing.T, bin string, exprs map[string][]string) {
 	}
 	api := fmt.Sprintf("http://127.0.0.1:%d", port)
 	logDir := filepath.Join(lp.dir, "logs")
-	pr, err := startLCProc(prom, "prometheus", logDir, "--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+fmt.Sprintf("127.0.0.1:%d", port),
-		"--log.level=warn")
+	pr, err := projectrun.Start(projectrun.Spec{Name: "prometheus", Bin: prom, LogDir: logDir, Args: []string{
+		"--config.file=" + filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"), "--web.listen-address=" + fmt.Sprintf("127.0.0.1:%d", port),
+		"--log.level=warn"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := pr.stop(20 * time.Second); err != nil {
+		if err := pr.Stop(20 * time.Second); err != nil {
 			t.Errorf("stop prometheus: %v", err)
 		}
 	}()

@@ -7,19 +7,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
-	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/projectrun"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
@@ -51,8 +47,8 @@ type lcProject struct {
 	handled  string // the handler script's log of job names
 	outDir   string // the handler script's copies of canonical outputs
 	schedURL string
-	daemons  []*lcProc
-	sim      *lcProc
+	daemons  []*projectrun.Proc
+	sim      *projectrun.Proc
 }
 
 func newLCProject(t *testing.T, bin string, p lcParams) *lcProject {
@@ -94,28 +90,12 @@ func (lp *lcProject) seed(ctx context.Context, p lcParams) {
 		t.Fatalf("open store: %v", err)
 	}
 	defer st.Close()
-	now := time.Now().Unix()
-	pid, err := st.PlatformInsert(ctx, row.Platform{CreateTime: now, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on x86-64"})
+	if _, err := projectrun.SeedDemoApp(ctx, st); err != nil {
+		t.Fatalf("insert the demo app: %v", err)
+	}
+	auths, err := projectrun.SeedUsers(ctx, st, p.Users, "volunteer")
 	if err != nil {
-		t.Fatalf("insert platform: %v", err)
-	}
-	aid, err := st.AppInsert(ctx, row.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		t.Fatalf("insert app: %v", err)
-	}
-	if _, err := st.AppVersionInsert(ctx, row.AppVersion{CreateTime: now, AppID: aid, VersionNum: 100, PlatformID: pid}); err != nil {
-		t.Fatalf("insert app version: %v", err)
-	}
-	var auths []string
-	for i := range p.Users {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		auth := hex.EncodeToString(b[:])
-		if _, err := st.UserInsert(ctx, row.User{CreateTime: now, EmailAddr: fmt.Sprintf("volunteer%d@example.org", i),
-			Name: fmt.Sprintf("volunteer%d", i), Authenticator: auth}); err != nil {
-			t.Fatalf("insert user: %v", err)
-		}
-		auths = append(auths, auth)
+		t.Fatalf("insert users: %v", err)
 	}
 	lp.authFile = filepath.Join(lp.dir, "authenticators.txt")
 	if err := os.WriteFile(lp.authFile, []byte(strings.Join(auths, "\n")+"\n"), 0o600); err != nil {
@@ -154,64 +134,32 @@ printf '%%s %%s\n' "$TASKSERVER_JOB_NAME" "$TASKSERVER_ERROR_MASK" >> %[2]q
 // to be checked) and the work generator making p.Jobs jobs.
 func (lp *lcProject) start(ctx context.Context, p lcParams) {
 	t := lp.t
-	port, err := freeTCPPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	urlBase := fmt.Sprintf("http://127.0.0.1:%d", port)
-	lp.schedURL = urlBase + "/scheduler"
-	lp.config = filepath.Join(lp.dir, "project.yaml")
-	conf := fmt.Sprintf("db-dsn: %q\nproject-dir: %q\ndownload-dir: download\nupload-dir: upload\nshm-path: %q\nlog-level: info\napp: demo\nurl-base: %q\n",
-		lp.dsn, lp.dir, lp.shm, urlBase)
-	if err := os.WriteFile(lp.config, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	listen := portPicker(t, fmt.Sprintf("127.0.0.1:%d", port))
+	lp.writeConfig()
 	t.Cleanup(func() { lp.stopAll() })
 	steps := []struct {
 		name, program string
 		args          []string
 	}{
-		{"feeder", "feeder", []string{"--listen", listen(), "--sleep", "200ms"}},
-		{"scheduler", "scheduler", []string{"--addr", fmt.Sprintf("127.0.0.1:%d", port), "--listen", listen(), "--url-base", urlBase,
+		{"feeder", "feeder", []string{"--listen", anyPort, "--sleep", "200ms"}},
+		{"scheduler", "scheduler", []string{"--addr", anyPort, "--listen", anyPort, "--url-base", "",
 			"--upload-key", filepath.Join(lp.dir, "keys", "upload_private"), "--request-delay", "1s"}},
-		{"transitioner.0", "transitioner", []string{"--listen", listen(), "--mod", "2", "--mod-index", "0", "--sleep", "300ms"}},
-		{"transitioner.1", "transitioner", []string{"--listen", listen(), "--mod", "2", "--mod-index", "1", "--sleep", "300ms"}},
-		{"validator", "validator", []string{"--listen", listen(), "--sleep", "300ms"}},
-		{"assimilator", "assimilator", []string{"--listen", listen(), "--sleep", "300ms",
+		{"transitioner.0", "transitioner", []string{"--listen", anyPort, "--mod", "2", "--mod-index", "0", "--sleep", "300ms"}},
+		{"transitioner.1", "transitioner", []string{"--listen", anyPort, "--mod", "2", "--mod-index", "1", "--sleep", "300ms"}},
+		{"validator", "validator", []string{"--listen", anyPort, "--sleep", "300ms"}},
+		{"assimilator", "assimilator", []string{"--listen", anyPort, "--sleep", "300ms",
 			"--handler-cmd", filepath.Join(lp.dir, "handler.sh")}},
-		{"file_deleter", "file_deleter", []string{"--listen", listen(), "--sleep", "500ms"}},
-		{"db_purge", "db_purge", []string{"--listen", listen(), "--sleep", "1s", "--archive-dir", "archives", "--min-age", "24h"}},
-		{"work_generator", "work_generator", []string{"--listen", listen(), "--sleep", "300ms",
+		{"file_deleter", "file_deleter", []string{"--listen", anyPort, "--sleep", "500ms"}},
+		{"db_purge", "db_purge", []string{"--listen", anyPort, "--sleep", "1s", "--archive-dir", "archives", "--min-age", "24h"}},
+		{"work_generator", "work_generator", []string{"--listen", anyPort, "--sleep", "300ms",
 			"--unsent-target", "300", "--total-jobs", strconv.Itoa(p.Jobs),
 			"--delay-bound", p.DelayBound.String(), "--min-quorum", "2", "--target-nresults", "2",
 			"--max-error-results", strconv.Itoa(p.MaxError), "--max-total-results", strconv.Itoa(p.MaxTotal),
 			"--max-success-results", strconv.Itoa(p.MaxSuccess), "--rsc-fpops-est", strconv.FormatFloat(p.FpopsEst, 'g', -1, 64)}},
 	}
 	for _, s := range steps {
-		pr, err := startLCProc(filepath.Join(lp.bin, s.program), s.name, filepath.Join(lp.dir, "logs"),
-			append([]string{"--config", lp.config}, s.args...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lp.daemons = append(lp.daemons, pr)
-		switch s.name {
-		case "feeder":
-			if err := waitUntil(ctx, pr, func() bool { _, err := os.Stat(lp.shm); return err == nil }); err != nil {
-				lp.dumpLogs()
-				t.Fatalf("feeder did not create its cache %s: %v", lp.shm, err)
-			}
-		case "scheduler":
-			if err := waitUntil(ctx, pr, func() bool {
-				c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
-				if err == nil {
-					c.Close()
-				}
-				return err == nil
-			}); err != nil {
-				lp.dumpLogs()
-				t.Fatalf("scheduler did not listen: %v", err)
-			}
+		pr := lp.startDaemon(ctx, s.name, s.program, s.args...)
+		if s.name == "scheduler" {
+			lp.schedulerListens(ctx, pr)
 		}
 	}
 	args := []string{"--url", lp.schedURL, "--authenticators", lp.authFile, "--hosts", strconv.Itoa(p.Hosts),
@@ -219,10 +167,57 @@ func (lp *lcProject) start(ctx context.Context, p lcParams) {
 		"--late-frac", ftoa(p.LateFrac), "--late-by", p.LateBy.String(), "--compute-time", p.ComputeTime.String(),
 		"--backoff-scale", "0.01", "--backoff-max", "5s", "--seed", strconv.FormatUint(p.Seed, 10),
 		"--ack-log", lp.ackLog, "--report", filepath.Join(lp.dir, "simclient-report.json"), "--summary-every", "30s"}
-	lp.sim, err = startLCProc(filepath.Join(lp.bin, "simclient"), "simclient", filepath.Join(lp.dir, "logs"), args...)
+	var err error
+	lp.sim, err = projectrun.Start(projectrun.Spec{Name: "simclient", Bin: filepath.Join(lp.bin, "simclient"), LogDir: filepath.Join(lp.dir, "logs"), Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// anyPort has a daemon listen on a port of the kernel's choice, which it
+// reports (--addr-file): no two daemons can be handed one port.
+const anyPort = "127.0.0.1:0"
+
+// writeConfig writes the project file the daemons and taskctl read. It
+// names no url-base: the scheduler, on port 0, makes it of its address.
+func (lp *lcProject) writeConfig() {
+	lp.config = filepath.Join(lp.dir, "project.yaml")
+	conf := fmt.Sprintf("db-dsn: %q\nproject-dir: %q\ndownload-dir: download\nupload-dir: upload\nshm-path: %q\nlog-level: info\napp: demo\n",
+		lp.dsn, lp.dir, lp.shm)
+	if err := os.WriteFile(lp.config, []byte(conf), 0o600); err != nil {
+		lp.t.Fatal(err)
+	}
+}
+
+// startDaemon starts a daemon of the project with the project file and
+// args; for the feeder, it waits for its cache.
+func (lp *lcProject) startDaemon(ctx context.Context, name, program string, args ...string) *projectrun.Proc {
+	t := lp.t
+	pr, err := projectrun.Start(projectrun.Spec{Name: name, Bin: filepath.Join(lp.bin, program), LogDir: filepath.Join(lp.dir, "logs"),
+		Args: append([]string{"--config", lp.config}, args...), ReportsAddrs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp.daemons = append(lp.daemons, pr)
+	if program == "feeder" {
+		if err := pr.WaitFile(ctx, lp.shm); err != nil {
+			lp.dumpLogs()
+			t.Fatalf("feeder did not create its cache %s: %v", lp.shm, err)
+		}
+	}
+	return pr
+}
+
+// schedulerListens waits for the scheduler to report its public address
+// and sets the scheduler URL from it.
+func (lp *lcProject) schedulerListens(ctx context.Context, sched *projectrun.Proc) string {
+	addr, err := sched.WaitAddr(ctx, "addr")
+	if err != nil {
+		lp.dumpLogs()
+		lp.t.Fatalf("scheduler did not listen: %v", err)
+	}
+	lp.schedURL = "http://" + addr + "/scheduler"
+	return addr
 }
 
 // stopSim stops the simulated hosts; it reports their exit error.
@@ -230,7 +225,7 @@ func (lp *lcProject) stopSim() error {
 	if lp.sim == nil {
 		return nil
 	}
-	err := lp.sim.stop(20 * time.Second)
+	err := lp.sim.Stop(20 * time.Second)
 	lp.sim = nil
 	return err
 }
@@ -240,9 +235,7 @@ func (lp *lcProject) stopSim() error {
 func (lp *lcProject) stopAll() error {
 	errs := []error{lp.stopSim()}
 	for i := len(lp.daemons) - 1; i >= 0; i-- {
-		if err := lp.daemons[i].stop(20 * time.Second); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", lp.daemons[i].name, err))
-		}
+		errs = append(errs, lp.daemons[i].Stop(20*time.Second))
 	}
 	lp.daemons = nil
 	return errors.Join(errs...)
@@ -250,9 +243,9 @@ func (lp *lcProject) stopAll() error {
 
 // died names a program that exited while it should be running.
 func (lp *lcProject) died() error {
-	for _, pr := range append([]*lcProc{lp.sim}, lp.daemons...) {
-		if pr != nil && !pr.running() {
-			return fmt.Errorf("%s exited: %v (see its log)", pr.name, pr.err)
+	for _, pr := range append([]*projectrun.Proc{lp.sim}, lp.daemons...) {
+		if pr != nil && !pr.Running() {
+			return fmt.Errorf("%s exited: %v (see its log)", pr.Name(), pr.Err())
 		}
 	}
 	return nil
@@ -277,18 +270,9 @@ func (g lcProgress) quiet(jobs int) bool {
 }
 
 func (lp *lcProject) progress(ctx context.Context) (lcProgress, error) {
-	var g lcProgress
-	err := lp.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(assimilate_state <> 2), 0), COALESCE(SUM(need_validate <> 0), 0) FROM workunit`).
-		Scan(&g.Jobs, &g.Unassimilated, &g.NeedValidate)
-	if err != nil {
-		return g, fmt.Errorf("count jobs: %w", err)
-	}
-	err = lp.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(server_state <> 5), 0), COALESCE(SUM(server_state = 4), 0), COALESCE(SUM(server_state = 2), 0) FROM result`).
-		Scan(&g.NotOver, &g.InProgress, &g.Unsent)
-	if err != nil {
-		return g, fmt.Errorf("count instances: %w", err)
-	}
-	return g, nil
+	c, err := projectrun.CountLive(ctx, lp.db)
+	return lcProgress{Jobs: c.Jobs, Unassimilated: c.Unassimilated, NeedValidate: c.NeedValidate,
+		NotOver: c.NotOver(), InProgress: c.InProgress, Unsent: c.Unsent}, err
 }
 
 // waitQuiet polls until the project is quiet, a program dies, or timeout
@@ -319,66 +303,11 @@ func (lp *lcProject) waitQuiet(ctx context.Context, jobs int, timeout, logEvery 
 	}
 }
 
-// lcProc is one program of the project running as a child process.
-type lcProc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-// startLCProc launches bin with args, its output appended to logDir/name.log.
-func startLCProc(bin, name, logDir string, args ...string) (*lcProc, error) {
-	f, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open log of %s: %w", name, err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &lcProc{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *lcProc) running() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// stop sends SIGTERM, waits up to grace, then kills; it returns the exit
-// error, nil for a clean exit.
-func (p *lcProc) stop(grace time.Duration) error {
-	if p.running() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return fmt.Errorf("%s did not stop within %s of SIGTERM", p.name, grace)
-	}
-}
-
 // waitUntil polls cond until it holds, p exits, or ctx ends.
-func waitUntil(ctx context.Context, p *lcProc, cond func() bool) error {
+func waitUntil(ctx context.Context, p *projectrun.Proc, cond func() bool) error {
 	for !cond() {
-		if !p.running() {
-			return fmt.Errorf("%s exited: %v", p.name, p.err)
+		if !p.Running() {
+			return fmt.Errorf("%s exited: %v", p.Name(), p.Err())
 		}
 		select {
 		case <-ctx.Done():
@@ -389,35 +318,4 @@ func waitUntil(ctx context.Context, p *lcProc, cond func() bool) error {
 	return nil
 }
 
-func freeTCPPort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
-
-// portPicker returns a function giving a free loopback address on each
-// call, never one of taken nor one it gave before: the kernel may hand out
-// a port it just got back, and two daemons must not get the same one.
-func portPicker(t *testing.T, taken ...string) func() string {
-	used := map[string]bool{}
-	for _, a := range taken {
-		used[a] = true
-	}
-	return func() string {
-		for {
-			n, err := freeTCPPort()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a := "127.0.0.1:" + strconv.Itoa(n); !used[a] {
-				used[a] = true
-				return a
-			}
-		}
-	}
-}

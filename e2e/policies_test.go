@@ -12,7 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,6 +25,7 @@ import (
 	"github.com/taskserver/taskserver/internal/batch"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/projectrun"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/submitapi"
 )
@@ -147,25 +147,6 @@ type polRun struct {
 	mainOutputs map[string][]byte
 }
 
-// writeConfig writes the project file the daemons and taskctl read, with
-// the scheduler's address.
-func (r *polRun) writeConfig() {
-	t := r.t
-	port, err := freeTCPPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	urlBase := fmt.Sprintf("http://127.0.0.1:%d", port)
-	r.schedURL = urlBase + "/scheduler"
-	r.apiURL = urlBase + submitapi.Prefix
-	r.config = filepath.Join(r.dir, "project.yaml")
-	conf := fmt.Sprintf("db-dsn: %q\nproject-dir: %q\ndownload-dir: download\nupload-dir: upload\nshm-path: %q\nlog-level: info\napp: demo\nurl-base: %q\n",
-		r.dsn, r.dir, r.shm, urlBase)
-	if err := os.WriteFile(r.config, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // taskctl runs the operator tool on the project and returns its standard
 // output.
 func (r *polRun) taskctl(ctx context.Context, args ...string) (string, error) {
@@ -222,50 +203,28 @@ func (r *polRun) configure(ctx context.Context) {
 // from batches.
 func (r *polRun) startDaemons(ctx context.Context) {
 	t := r.t
-	addr := strings.TrimPrefix(strings.TrimSuffix(r.schedURL, "/scheduler"), "http://")
-	listen := portPicker(t, addr)
 	t.Cleanup(func() { r.stopAll() })
 	steps := []struct {
 		name, program string
 		args          []string
 	}{
-		{"feeder", "feeder", []string{"--listen", listen(), "--sleep", "200ms"}},
-		{"scheduler", "scheduler", []string{"--addr", addr, "--listen", listen(), "--url-base", "http://" + addr,
+		{"feeder", "feeder", []string{"--listen", anyPort, "--sleep", "200ms"}},
+		{"scheduler", "scheduler", []string{"--addr", anyPort, "--listen", anyPort, "--url-base", "",
 			"--upload-key", filepath.Join(r.dir, "keys", "upload_private"), "--request-delay", "1s",
 			"--submit-api", "--results-dir", r.outDir,
 			"--ar-trust-valid", strconv.Itoa(polTrustValid), "--quarantine-streak", strconv.Itoa(polQuarantine)}},
-		{"transitioner.0", "transitioner", []string{"--listen", listen(), "--mod", "2", "--mod-index", "0", "--sleep", "300ms", "--tail-interval", "1s"}},
-		{"transitioner.1", "transitioner", []string{"--listen", listen(), "--mod", "2", "--mod-index", "1", "--sleep", "300ms", "--tail-interval", "1s"}},
-		{"validator", "validator", []string{"--listen", listen(), "--sleep", "300ms"}},
-		{"assimilator", "assimilator", []string{"--listen", listen(), "--sleep", "300ms",
+		{"transitioner.0", "transitioner", []string{"--listen", anyPort, "--mod", "2", "--mod-index", "0", "--sleep", "300ms", "--tail-interval", "1s"}},
+		{"transitioner.1", "transitioner", []string{"--listen", anyPort, "--mod", "2", "--mod-index", "1", "--sleep", "300ms", "--tail-interval", "1s"}},
+		{"validator", "validator", []string{"--listen", anyPort, "--sleep", "300ms"}},
+		{"assimilator", "assimilator", []string{"--listen", anyPort, "--sleep", "300ms",
 			"--handler-cmd", filepath.Join(r.dir, "handler.sh")}},
-		{"file_deleter", "file_deleter", []string{"--listen", listen(), "--sleep", "500ms"}},
-		{"db_purge", "db_purge", []string{"--listen", listen(), "--sleep", "1s", "--archive-dir", "archives", "--min-age", "24h"}},
+		{"file_deleter", "file_deleter", []string{"--listen", anyPort, "--sleep", "500ms"}},
+		{"db_purge", "db_purge", []string{"--listen", anyPort, "--sleep", "1s", "--archive-dir", "archives", "--min-age", "24h"}},
 	}
 	for _, s := range steps {
-		pr, err := startLCProc(filepath.Join(r.bin, s.program), s.name, filepath.Join(r.dir, "logs"),
-			append([]string{"--config", r.config}, s.args...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.daemons = append(r.daemons, pr)
-		switch s.name {
-		case "feeder":
-			if err := waitUntil(ctx, pr, func() bool { _, err := os.Stat(r.shm); return err == nil }); err != nil {
-				r.dumpLogs()
-				t.Fatalf("feeder did not create its cache %s: %v", r.shm, err)
-			}
-		case "scheduler":
-			if err := waitUntil(ctx, pr, func() bool {
-				c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-				if err == nil {
-					c.Close()
-				}
-				return err == nil
-			}); err != nil {
-				r.dumpLogs()
-				t.Fatalf("scheduler did not listen: %v", err)
-			}
+		pr := r.startDaemon(ctx, s.name, s.program, s.args...)
+		if s.name == "scheduler" {
+			r.apiURL = "http://" + r.schedulerListens(ctx, pr) + submitapi.Prefix
 		}
 	}
 }
@@ -276,7 +235,7 @@ func (r *polRun) startSim(seed uint64) {
 		"--compute-time", "100ms", "--backoff-scale", "0.01", "--backoff-max", "3s", "--seed", strconv.FormatUint(seed, 10),
 		"--ack-log", r.ackLog, "--report", filepath.Join(r.dir, "simclient-report.json"), "--summary-every", "30s"}
 	var err error
-	if r.sim, err = startLCProc(filepath.Join(r.bin, "simclient"), "simclient", filepath.Join(r.dir, "logs"), args...); err != nil {
+	if r.sim, err = projectrun.Start(projectrun.Spec{Name: "simclient", Bin: filepath.Join(r.bin, "simclient"), LogDir: filepath.Join(r.dir, "logs"), Args: args}); err != nil {
 		r.t.Fatal(err)
 	}
 }

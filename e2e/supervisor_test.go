@@ -302,3 +302,37 @@ func checkSupervisorStatusPage(t *testing.T, addr string, daemons int) {
 		t.Errorf("supervisor /: %s, %s; want 200 text/html", resp.Status, ct)
 	}
 }
+
+// freeTCPPort returns a loopback port that was free a moment ago. The
+// supervisor's daemon list names fixed addresses, so its test still picks
+// them this way.
+func freeTCPPort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// portPicker returns a function giving a free loopback address on each
+// call, never one of taken nor one it gave before: the kernel may hand out
+// a port it just got back, and two daemons must not get the same one.
+func portPicker(t *testing.T, taken ...string) func() string {
+	used := map[string]bool{}
+	for _, a := range taken {
+		used[a] = true
+	}
+	return func() string {
+		for {
+			n, err := freeTCPPort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := "127.0.0.1:" + strconv.Itoa(n); !used[a] {
+				used[a] = true
+				return a
+			}
+		}
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -72,9 +71,9 @@ func flags() []cli.Flag {
 	fs := append(config.CommonFlags(defaultAdminListenAddr), config.ShmFlag())
 	fs = append(fs,
 		&cli.StringFlag{Name: flagAddr, Value: "127.0.0.1:8080", EnvVars: env(flagAddr),
-			Usage: "address of the public HTTP server (master page, scheduler, downloads, uploads; /metrics and /healthz are on --listen)"},
+			Usage: "address of the public HTTP server (master page, scheduler, downloads, uploads; /metrics and /healthz are on --listen; port 0: any free port, see --addr-file)"},
 		&cli.StringFlag{Name: flagURLBase, Value: "http://127.0.0.1:8080", EnvVars: env(flagURLBase),
-			Usage: "public URL of this server as volunteers reach it (the attach URL is this plus \"/\"; the host must contain a dot)"},
+			Usage: "public URL of this server as volunteers reach it (the attach URL is this plus \"/\"; the host must contain a dot; empty: http:// and the address --addr bound, for a server started on port 0)"},
 		&cli.StringFlag{Name: flagProjectName, Value: "Task server project", EnvVars: env(flagProjectName),
 			Usage: "project name shown by clients and on the master page"},
 		&cli.StringFlag{Name: flagUploadKey, Value: "keys/upload_private", EnvVars: env(flagUploadKey),
@@ -216,7 +215,18 @@ func serve(ctx context.Context, c *cli.Context) error {
 		log.Warn("shared-memory cache not available yet: no new work is sent until the feeder creates it", "error", err)
 	}
 
+	// Bound before the URL base is known: an empty --url-base is this
+	// listener's own address, which with port 0 only the kernel knows.
+	addrs := httpserve.NewAddrFile(cfg.AddrFile)
+	ln, err := httpserve.Listen(c.String(flagAddr), flagAddr, addrs)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	urlBase := strings.TrimRight(c.String(flagURLBase), "/")
+	if urlBase == "" {
+		urlBase = "http://" + ln.Addr().String()
+	}
 	svc, err := scheduler.New(scheduler.Options{
 		Store:                st,
 		Cache:                cache,
@@ -279,10 +289,6 @@ func serve(ctx context.Context, c *cli.Context) error {
 	if err := mountSubmitAPI(c, mux, st, reg, log); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.String(flagAddr))
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", c.String(flagAddr), err)
-	}
 	public := httpserve.New(netCfg.proxies.Handler(mux), netCfg.server)
 	log.Info("serving", "addr", ln.Addr().String(), "url_base", urlBase, "shm_path", shmPath, "upload_certificates", uploadKeys.signer(),
 		"max_connections", netCfg.limits.Max, "open_file_limit", nofile)
@@ -290,7 +296,7 @@ func serve(ctx context.Context, c *cli.Context) error {
 	g.Go(func() error {
 		return httpserve.Serve(gctx, public, connlimit.Listen(ln, netCfg.limits, connlimit.NewMetrics(reg, program)))
 	})
-	g.Go(func() error { return daemon.Serve(gctx, log, cfg.Listen, daemon.AdminMux(reg, health)) })
+	g.Go(func() error { return daemon.Serve(gctx, log, cfg.Listen, addrs, daemon.AdminMux(reg, health)) })
 	g.Go(func() error { watchDB(gctx, st, health); return nil })
 	err = g.Wait()
 	if err == nil && ctx.Err() != nil {

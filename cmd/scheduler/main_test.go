@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,20 +12,35 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/httpserve"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func freeAddr(t *testing.T) string {
+// waitListening waits until the scheduler run reports in addrFile the
+// addresses its public (--addr) and admin (--listen) listeners bound, or
+// fails the test when run returns first.
+func waitListening(t *testing.T, addrFile string, done <-chan error) (addr, admin string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		addrs, _ := httpserve.ReadAddrFile(addrFile)
+		if addrs[flagAddr] != "" && addrs[config.FlagListen] != "" {
+			return addrs[flagAddr], addrs[config.FlagListen]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run exited before listening: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no address of --%s and --%s in %s within 20s", flagAddr, config.FlagListen, addrFile)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -57,12 +71,14 @@ func TestRunServesEverythingOnOneAddress(t *testing.T) {
 	if err := keys.WritePrivateFile(filepath.Join(dir, "keys", "upload_private"), k); err != nil {
 		t.Fatal(err)
 	}
-	addr, admin := freeAddr(t), freeAddr(t)
-	base := "http://" + addr
+	addrFile := filepath.Join(dir, "addrs")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"scheduler", "--db-dsn", dsn, "--project-dir", dir, "--addr", addr, "--listen", admin, "--url-base", base,
+		// Port 0 and no URL base: the master page must name the port the
+		// kernel gave.
+		done <- run(ctx, []string{"scheduler", "--db-dsn", dsn, "--project-dir", dir, "--addr", "127.0.0.1:0", "--listen", "127.0.0.1:0",
+			"--addr-file", addrFile, "--url-base", "",
 			"--shm-path", filepath.Join(dir, "no-feeder-yet"), "--project-name", "Smoke", "--log-level", "error"})
 	}()
 	defer func() {
@@ -71,23 +87,8 @@ func TestRunServesEverythingOnOneAddress(t *testing.T) {
 			t.Errorf("run after cancel = %v, want nil", err)
 		}
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("run exited before listening: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("scheduler not listening on %s", addr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	addr, admin := waitListening(t, addrFile, done)
+	base := "http://" + addr
 
 	if code, body := get(t, base+"/"); code != 200 || !strings.Contains(body, "\n<link rel=\"boinc_scheduler\" href=\""+base+"/scheduler\">\n") {
 		t.Fatalf("GET / = %d:\n%s", code, body)

@@ -43,7 +43,7 @@ func (s *testScheduler) url(path string) string { return "http://" + s.addr + pa
 func startScheduler(t *testing.T, configYAML string) *testScheduler {
 	t.Helper()
 	dsn := storetest.NewDatabase(t)
-	s := &testScheduler{dir: t.TempDir(), addr: freeAddr(t), admin: freeAddr(t)}
+	s := &testScheduler{dir: t.TempDir()}
 	k, err := keys.Generate()
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func startScheduler(t *testing.T, configYAML string) *testScheduler {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"scheduler", "--config", cfg, "--db-dsn", dsn, "--project-dir", s.dir,
-			"--addr", s.addr, "--listen", s.admin, "--url-base", "http://" + s.addr,
+			"--addr", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--addr-file", filepath.Join(s.dir, "addrs"), "--url-base", "",
 			"--shm-path", filepath.Join(s.dir, "no-feeder-yet"), "--log-level", "error"})
 	}()
 	t.Cleanup(func() {
@@ -71,23 +71,8 @@ func startScheduler(t *testing.T, configYAML string) *testScheduler {
 			t.Errorf("run after cancel = %v, want nil", err)
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", s.addr, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return s
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("run exited before listening: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("scheduler not listening on %s", s.addr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.addr, s.admin = waitListening(t, filepath.Join(s.dir, "addrs"), done)
+	return s
 }
 
 // schedulerRPC makes a scheduler request with an unknown account key and

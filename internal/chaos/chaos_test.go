@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/assimilator"
+	"github.com/taskserver/taskserver/internal/projectrun"
 )
 
 func TestRecordAppendsEveryDeliveryAndFlagsMissingOutputs(t *testing.T) {
@@ -155,15 +156,15 @@ func TestOptionsKeepAnExplicitZeroFailFrac(t *testing.T) {
 }
 
 func TestJobsByNameAllowsARowArchivedAgain(t *testing.T) {
-	a := record{"id": "1", "name": "a", "assimilate_state": "2"}
-	b := record{"id": "2", "name": "b", "assimilate_state": "2"}
-	bAgain := record{"id": "2", "name": "b", "assimilate_state": "2"}
-	bOtherID := record{"id": "3", "name": "b", "assimilate_state": "2"}
-	jobs, twice := jobsByName([]record{a, b, bAgain}, []record{a})
+	a := projectrun.Record{"id": "1", "name": "a", "assimilate_state": "2"}
+	b := projectrun.Record{"id": "2", "name": "b", "assimilate_state": "2"}
+	bAgain := projectrun.Record{"id": "2", "name": "b", "assimilate_state": "2"}
+	bOtherID := projectrun.Record{"id": "3", "name": "b", "assimilate_state": "2"}
+	jobs, twice := jobsByName([]projectrun.Record{a, b, bAgain}, []projectrun.Record{a})
 	if len(jobs) != 2 || len(twice) != 0 {
 		t.Errorf("row archived twice and still live: %d jobs, duplicates %v; want 2 jobs, none", len(jobs), twice)
 	}
-	_, twice = jobsByName([]record{a, b}, []record{bOtherID})
+	_, twice = jobsByName([]projectrun.Record{a, b}, []projectrun.Record{bOtherID})
 	if len(twice) != 1 || twice[0] != "b" {
 		t.Errorf("one name under two ids: duplicates %v, want [b]", twice)
 	}

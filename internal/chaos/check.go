@@ -10,14 +10,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/taskserver/taskserver/internal/dbpurge"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/outputfile"
+	"github.com/taskserver/taskserver/internal/projectrun"
 )
 
 // progress is a snapshot of the run.
@@ -37,7 +35,7 @@ func (p *project) progress(ctx context.Context) (progress, error) {
 	if err != nil {
 		return g, err
 	}
-	wus, _, _ := readArchives(filepath.Join(p.dir, "archives"), true)
+	wus, _, _ := projectrun.ReadArchives(filepath.Join(p.dir, "archives"), true)
 	names := map[string]bool{}
 	for _, w := range wus {
 		names[w["name"]] = true
@@ -53,100 +51,8 @@ func (p *project) progress(ctx context.Context) (progress, error) {
 // liveProgress counts only the live rows: cheap enough to ask every
 // second however long the run (the archives grow with it).
 func (p *project) liveProgress(ctx context.Context) (progress, error) {
-	var g progress
-	db := p.st.DB()
-	if err := db.GetContext(ctx, &g.live, `SELECT COUNT(*) FROM workunit`); err != nil {
-		return g, err
-	}
-	rows := []struct {
-		State int `db:"server_state"`
-		N     int `db:"n"`
-	}{}
-	if err := db.SelectContext(ctx, &rows, `SELECT server_state, COUNT(*) AS n FROM result GROUP BY server_state`); err != nil {
-		return g, err
-	}
-	for _, r := range rows {
-		switch r.State {
-		case 2:
-			g.unsent = r.N
-		case 4:
-			g.inProgress = r.N
-		case 5:
-			g.over = r.N
-		}
-	}
-	return g, nil
-}
-
-// record is one archived or live row, by column name.
-type record map[string]string
-
-func (r record) int(col string) int64 {
-	v, _ := strconv.ParseFloat(strings.TrimSpace(r[col]), 64)
-	return int64(v)
-}
-
-func (r record) float(col string) float64 {
-	v, _ := strconv.ParseFloat(strings.TrimSpace(r[col]), 64)
-	return v
-}
-
-// readArchives reads db_purge's archive files. Lenient reading (progress,
-// while db_purge appends) keeps what is readable.
-func readArchives(dir string, lenient bool) (wus, results []record, err error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.xml.gz"))
-	if err != nil {
-		return nil, nil, err
-	}
-	sort.Strings(files)
-	for _, path := range files {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, nil, err
-		}
-		recs, err := dbpurge.ReadArchive(f)
-		f.Close()
-		if err != nil && !lenient {
-			return nil, nil, fmt.Errorf("archive %s: %w", filepath.Base(path), err)
-		}
-		for _, r := range recs {
-			switch r.Table {
-			case "workunit":
-				wus = append(wus, record(r.Columns))
-			case "result":
-				results = append(results, record(r.Columns))
-			}
-		}
-	}
-	return wus, results, nil
-}
-
-// rows reads a table's rows in the archives' shape.
-func (p *project) rows(ctx context.Context, table string, cols []string) ([]record, error) {
-	rs, err := p.st.DB().QueryxContext(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM "+table)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", table, err)
-	}
-	defer rs.Close()
-	var out []record
-	for rs.Next() {
-		vals, err := rs.SliceScan()
-		if err != nil {
-			return nil, err
-		}
-		r := record{}
-		for i, c := range cols {
-			switch v := vals[i].(type) {
-			case []byte:
-				r[c] = string(v)
-			case nil:
-			default:
-				r[c] = fmt.Sprint(v)
-			}
-		}
-		out = append(out, r)
-	}
-	return out, rs.Err()
+	c, err := projectrun.CountLive(ctx, p.st.DB())
+	return progress{live: c.Jobs, unsent: c.Unsent, inProgress: c.InProgress, over: c.Over}, err
 }
 
 var (
@@ -173,23 +79,23 @@ func (p *project) check(ctx context.Context) (*Report, error) {
 			r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 		}
 	}
-	liveWU, err := p.rows(ctx, "workunit", wuCols)
+	liveWU, err := projectrun.LiveRecords(ctx, p.st.DB(), "workunit", wuCols)
 	if err != nil {
 		return nil, err
 	}
-	liveRes, err := p.rows(ctx, "result", resultCols)
+	liveRes, err := projectrun.LiveRecords(ctx, p.st.DB(), "result", resultCols)
 	if err != nil {
 		return nil, err
 	}
-	users, err := p.rows(ctx, "user", creditCols)
+	users, err := projectrun.LiveRecords(ctx, p.st.DB(), "user", creditCols)
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := p.rows(ctx, "host", creditCols)
+	hosts, err := projectrun.LiveRecords(ctx, p.st.DB(), "host", creditCols)
 	if err != nil {
 		return nil, err
 	}
-	arcWU, arcRes, err := readArchives(filepath.Join(p.dir, "archives"), false)
+	arcWU, arcRes, err := projectrun.ReadArchives(filepath.Join(p.dir, "archives"), false)
 	if err != nil {
 		return nil, err
 	}
@@ -215,20 +121,20 @@ func (p *project) check(ctx context.Context) (*Report, error) {
 		switch {
 		case len(ds) == 0:
 			r.JobsLost++
-			note("job %s (assimilate_state %d, error_mask %d) never reached the handler", name, w.int("assimilate_state"), w.int("error_mask"))
+			note("job %s (assimilate_state %d, error_mask %d) never reached the handler", name, w.Int("assimilate_state"), w.Int("error_mask"))
 			continue
 		case len(distinct) > 1:
 			r.DuplicateAssimilations++
 			note("job %s handed over with %d different outcomes", name, len(distinct))
 		}
-		if w.int("assimilate_state") != assimilateDone {
+		if w.Int("assimilate_state") != assimilateDone {
 			r.JobsLost++
 			note("job %s handled but its row is not marked assimilated", name)
 		}
 		d := ds[len(ds)-1]
-		if d.mask != w.int("error_mask") {
+		if d.mask != w.Int("error_mask") {
 			r.JobsLost++
-			note("job %s handed over with error mask %d, its row has %d", name, d.mask, w.int("error_mask"))
+			note("job %s handed over with error mask %d, its row has %d", name, d.mask, w.Int("error_mask"))
 		}
 		if d.mask == 0 {
 			sum := sha256.Sum256(demoapp.Output(name))
@@ -255,23 +161,23 @@ func (p *project) check(ctx context.Context) (*Report, error) {
 
 	// Instances: one per user per job; credit only for valid ones, and the
 	// totals the sums of what was granted.
-	results := map[string]record{}
+	results := map[string]projectrun.Record{}
 	for _, res := range append(arcRes, liveRes...) {
 		results[res["name"]] = res
 	}
 	perUser := map[[2]int64]int{}
 	userSum, hostSum := map[int64]float64{}, map[int64]float64{}
 	for _, res := range results {
-		if u := res.int("userid"); u != 0 {
-			perUser[[2]int64{res.int("workunitid"), u}]++
+		if u := res.Int("userid"); u != 0 {
+			perUser[[2]int64{res.Int("workunitid"), u}]++
 		}
-		c := res.float("granted_credit")
-		if c != 0 && res.int("validate_state") != validateValid {
+		c := res.Float("granted_credit")
+		if c != 0 && res.Int("validate_state") != validateValid {
 			r.DuplicateCredit++
-			note("result %s got %.3f credit but is not valid (validate_state %d)", res["name"], c, res.int("validate_state"))
+			note("result %s got %.3f credit but is not valid (validate_state %d)", res["name"], c, res.Int("validate_state"))
 		}
-		userSum[res.int("userid")] += c
-		hostSum[res.int("hostid")] += c
+		userSum[res.Int("userid")] += c
+		hostSum[res.Int("hostid")] += c
 	}
 	for k, n := range perUser {
 		if n > 1 {
@@ -281,14 +187,14 @@ func (p *project) check(ctx context.Context) (*Report, error) {
 	}
 	for _, tc := range []struct {
 		what string
-		rows []record
+		rows []projectrun.Record
 		sums map[int64]float64
 	}{{"user", users, userSum}, {"host", hosts, hostSum}} {
 		for _, row := range tc.rows {
-			got, want := row.float("total_credit"), tc.sums[row.int("id")]
+			got, want := row.Float("total_credit"), tc.sums[row.Int("id")]
 			if math.Abs(got-want) > 1e-6*math.Max(1, want) {
 				r.DuplicateCredit++
-				note("%s %d: total_credit %.3f, its results' granted credit sums to %.3f", tc.what, row.int("id"), got, want)
+				note("%s %d: total_credit %.3f, its results' granted credit sums to %.3f", tc.what, row.Int("id"), got, want)
 			}
 		}
 	}
@@ -325,9 +231,9 @@ func (p *project) check(ctx context.Context) (*Report, error) {
 // same row (same id) in both, or archived twice, is no duplicate: db_purge
 // archives before it deletes, and a purge cut off by a crash or a lost
 // database archives the same rows again in a later pass.
-func jobsByName(archived, live []record) (jobs map[string]record, twice []string) {
-	jobs = map[string]record{}
-	for _, w := range append(append([]record(nil), archived...), live...) {
+func jobsByName(archived, live []projectrun.Record) (jobs map[string]projectrun.Record, twice []string) {
+	jobs = map[string]projectrun.Record{}
+	for _, w := range append(append([]projectrun.Record(nil), archived...), live...) {
 		if old, ok := jobs[w["name"]]; ok && old["id"] != w["id"] {
 			twice = append(twice, w["name"])
 		}
@@ -339,7 +245,7 @@ func jobsByName(archived, live []record) (jobs map[string]record, twice []string
 // checkAcks reads one host process's acknowledgement log ("<result>
 // <host kind> <success|error> <on_time|late>") and counts the acknowledged
 // reports the database does not hold as reported.
-func (p *project) checkAcks(path string, results map[string]record, r *Report, note func(string, ...any)) error {
+func (p *project) checkAcks(path string, results map[string]projectrun.Record, r *Report, note func(string, ...any)) error {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil
@@ -362,16 +268,16 @@ func (p *project) checkAcks(path string, results map[string]record, r *Report, n
 		case !ok:
 			r.ReportsLost++
 			note("result %s acknowledged (%s) but in neither the database nor the archives", fs[0], filepath.Base(path))
-		case res.int("received_time") == 0:
+		case res.Int("received_time") == 0:
 			r.ReportsLost++
 			note("result %s acknowledged (%s) but never recorded as received (server_state %d, outcome %d)",
-				fs[0], filepath.Base(path), res.int("server_state"), res.int("outcome"))
+				fs[0], filepath.Base(path), res.Int("server_state"), res.Int("outcome"))
 		default:
 			want := int64(outcomeSuccess)
 			if fs[2] == "error" {
 				want = outcomeClientErr
 			}
-			if res.int("outcome") != want {
+			if res.Int("outcome") != want {
 				r.AckedOutcomeDiffers++
 			}
 		}

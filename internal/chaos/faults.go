@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/taskserver/taskserver/internal/projectrun"
 )
 
 // Fault kinds in the report (kills are "kill_<program>", both
@@ -32,17 +34,17 @@ type injector struct {
 	rng *rand.Rand
 	out func(format string, args ...any)
 	// order is what is left of the current round of kills.
-	order []*proc
+	order []*projectrun.Proc
 
 	mu     sync.Mutex
 	faults map[string]int
-	held   map[*proc]bool // killed by us and not yet started again
+	held   map[*projectrun.Proc]bool // killed by us and not yet started again
 	errs   []error
 }
 
 func newInjector(p *project, out func(string, ...any)) *injector {
 	return &injector{p: p, rng: rand.New(rand.NewPCG(p.opts.Seed, 0x6368616f73)), out: out,
-		faults: map[string]int{}, held: map[*proc]bool{}}
+		faults: map[string]int{}, held: map[*projectrun.Proc]bool{}}
 }
 
 func (in *injector) count(kind string) {
@@ -58,7 +60,7 @@ func (in *injector) fail(err error) {
 }
 
 // isHeld reports whether pr is down on purpose (the watcher leaves it).
-func (in *injector) isHeld(pr *proc) bool {
+func (in *injector) isHeld(pr *projectrun.Proc) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return in.held[pr]
@@ -110,17 +112,17 @@ func (in *injector) run(ctx context.Context) error {
 // killOne kills the next running daemon of a shuffled round with SIGKILL and starts it again
 // after a short random delay.
 func (in *injector) killOne(ctx context.Context, side *sync.WaitGroup) {
-	var pr *proc
+	var pr *projectrun.Proc
 	for range 2 * len(in.p.daemons) {
 		if len(in.order) == 0 {
 			// Rounds over every daemon in a shuffled order: each is killed
 			// about Kills/len(daemons) times, none is left out.
-			in.order = append([]*proc(nil), in.p.daemons...)
+			in.order = append([]*projectrun.Proc(nil), in.p.daemons...)
 			in.rng.Shuffle(len(in.order), func(i, j int) { in.order[i], in.order[j] = in.order[j], in.order[i] })
 		}
 		c := in.order[0]
 		in.order = in.order[1:]
-		if !in.isHeld(c) && c.running() {
+		if !in.isHeld(c) && c.Running() {
 			pr = c
 			break
 		}
@@ -131,15 +133,15 @@ func (in *injector) killOne(ctx context.Context, side *sync.WaitGroup) {
 	in.mu.Lock()
 	in.held[pr] = true
 	in.mu.Unlock()
-	pr.kill()
-	in.count("kill_" + strings.SplitN(pr.name, ".", 2)[0])
+	pr.Kill()
+	in.count("kill_" + strings.SplitN(pr.Name(), ".", 2)[0])
 	delay := in.between(in.p.opts.RestartAfter/4, in.p.opts.RestartAfter)
 	side.Go(func() {
 		select {
 		case <-ctx.Done():
 		case <-time.After(delay):
 		}
-		if err := pr.start(); err != nil {
+		if err := pr.Start(); err != nil {
 			in.fail(err)
 		}
 		in.mu.Lock()
@@ -227,7 +229,7 @@ func (in *injector) overload(ctx context.Context) {
 	in.mu.Lock()
 	in.p.sims = append(in.p.sims, pr)
 	in.mu.Unlock()
-	if err := pr.start(); err != nil {
+	if err := pr.Start(); err != nil {
 		in.fail(fmt.Errorf("scheduler overload: %w", err))
 		return
 	}
@@ -235,10 +237,10 @@ func (in *injector) overload(ctx context.Context) {
 	in.out("fault: scheduler overload: %d extra hosts for %s", o.BurstHosts, o.BurstFor)
 	select {
 	case <-ctx.Done():
-	case <-pr.done:
+	case <-pr.Done():
 	case <-time.After(o.BurstFor + time.Minute):
 	}
-	if err := pr.stop(30 * time.Second); err != nil {
+	if err := stopRunning(pr, 30*time.Second); err != nil {
 		in.fail(fmt.Errorf("scheduler overload: %w", err))
 	}
 }

@@ -16,7 +16,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/dbproxy"
+	"github.com/taskserver/taskserver/internal/projectrun"
 )
 
 // LoadOptions configures a load run (`chaos load`, `make load`): the chaos
@@ -232,11 +234,11 @@ type loadRun struct {
 	out   func(string, ...any)
 
 	mu   sync.Mutex
-	held map[*proc]bool // stopped on purpose: the work generator after Duration
+	held map[*projectrun.Proc]bool // stopped on purpose: the work generator after Duration
 	cut  DBCut
 }
 
-func (l *loadRun) isHeld(pr *proc) bool {
+func (l *loadRun) isHeld(pr *projectrun.Proc) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.held[pr]
@@ -289,7 +291,7 @@ func RunLoad(ctx context.Context, lo LoadOptions) (*LoadReport, error) {
 	if err := p.writeConfig(cfg.FormatDSN()); err != nil {
 		return nil, err
 	}
-	l := &loadRun{lo: lo, p: p, proxy: proxy, out: out, held: map[*proc]bool{}}
+	l := &loadRun{lo: lo, p: p, proxy: proxy, out: out, held: map[*projectrun.Proc]bool{}}
 
 	runCtx, cancel := context.WithTimeout(ctx, lo.Duration+lo.DrainTimeout+2*time.Minute)
 	defer cancel()
@@ -298,7 +300,7 @@ func RunLoad(ctx context.Context, lo LoadOptions) (*LoadReport, error) {
 	}
 	sim := p.simclient("hosts", lo.Hosts, lo.Seed, 0, o.FailFrac, o.CheatFrac)
 	p.sims = append(p.sims, sim)
-	if err := sim.start(); err != nil {
+	if err := sim.Start(); err != nil {
 		return nil, errors.Join(err, p.stopAll())
 	}
 	out("project running: scheduler %s, database through %s, logs in %s", p.urlBase, proxy.Addr(), filepath.Join(p.dir, "logs"))
@@ -335,9 +337,7 @@ func RunLoad(ctx context.Context, lo LoadOptions) (*LoadReport, error) {
 	r.ElapsedSeconds = time.Since(started).Seconds()
 	r.Faults = map[string]int{FaultDBCut: 1}
 	for _, d := range p.daemons {
-		d.mu.Lock()
-		r.UnexpectedExits += d.crashes
-		d.mu.Unlock()
+		r.UnexpectedExits += d.Crashes()
 	}
 	if stopErr != nil {
 		r.Notes = append(r.Notes, "stop: "+stopErr.Error())
@@ -392,7 +392,7 @@ func (l *loadRun) drain(ctx context.Context) error {
 	l.mu.Lock()
 	l.held[gen] = true
 	l.mu.Unlock()
-	if err := gen.stop(30 * time.Second); err != nil {
+	if err := stopRunning(gen, 30*time.Second); err != nil {
 		return fmt.Errorf("stop generation: %w", err)
 	}
 	l.out("load over: generation stopped, draining")
@@ -444,7 +444,7 @@ func (l *loadRun) cutDatabase(ctx context.Context, s *sampler, start time.Time) 
 	// The baseline before the return: nothing is sent while cut.
 	sched := l.p.daemon("scheduler")
 	baseline := math.NaN()
-	if _, addr := sched.current(); addr != "" {
+	if addr := sched.Addr(daemon.AdminListener); addr != "" {
 		if fams, err := scrape(ctx, s.client, addr); err == nil {
 			baseline = metricValue(fams, metricSchedSent, "", "")
 		}
@@ -462,7 +462,7 @@ func (l *loadRun) cutDatabase(ctx context.Context, s *sampler, start time.Time) 
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, addr := sched.current(); addr != "" {
+		if addr := sched.Addr(daemon.AdminListener); addr != "" {
 			if fams, err := scrape(ctx, s.client, addr); err == nil {
 				v := metricValue(fams, metricSchedSent, "", "")
 				switch {

@@ -3,8 +3,6 @@ package chaos
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,10 +15,9 @@ import (
 
 	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/config"
-	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/privatedb"
-	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/projectrun"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -33,11 +30,14 @@ const uploadDiskSize = "128m"
 
 // project is the state of one chaos run.
 type project struct {
-	opts       Options
-	dir        string // the project directory, under OutDir
-	db         *privatedb.Server
-	dsn        string
-	st         *store.Store
+	opts Options
+	dir  string // the project directory, under OutDir
+	db   *privatedb.Server
+	dsn  string
+	st   *store.Store
+	// schedAddr is the scheduler's address, port 0 until its first start
+	// reports the port it got; it starts again there after a kill, where
+	// the hosts look for it. urlBase is "http://" and schedAddr.
 	schedAddr  string
 	urlBase    string
 	shmPath    string
@@ -49,8 +49,8 @@ type project struct {
 	// mount failed (not root, no permission) and diskFullSkip says why.
 	uploadMount  string
 	diskFullSkip string
-	daemons      []*proc
-	sims         []*proc
+	daemons      []*projectrun.Proc
+	sims         []*projectrun.Proc
 
 	// What differs between a chaos run and a load run, set before the
 	// programs start: the work generator's --total-jobs (0: no end) and
@@ -73,7 +73,7 @@ func setup(ctx context.Context, o Options) (*project, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &project{opts: o, dir: dir, shmPath: shmPath, totalJobs: o.Jobs, unsentTarget: 200}
+	p := &project{opts: o, dir: dir, shmPath: shmPath, totalJobs: o.Jobs, unsentTarget: 200, schedAddr: anyPort}
 	if err := os.RemoveAll(p.dir); err != nil {
 		return nil, fmt.Errorf("clear project directory: %w", err)
 	}
@@ -112,18 +112,13 @@ func setup(ctx context.Context, o Options) (*project, error) {
 	if err := p.seed(ctx); err != nil {
 		return p, err
 	}
-	port, err := freePort()
-	if err != nil {
-		return p, err
-	}
-	p.schedAddr = fmt.Sprintf("127.0.0.1:%d", port)
-	p.urlBase = "http://" + p.schedAddr
 	p.configPath = filepath.Join(p.dir, "project.yaml")
 	return p, nil
 }
 
 // writeConfig writes the configuration every program reads, with dsn as
 // the database they reach: the server itself, or a proxy in front of it.
+// It names no url-base: the scheduler makes it of the address it got.
 func (p *project) writeConfig(dsn string) error {
 	conf := fmt.Sprintf(`# Chaos run configuration, shared by every program (keys are flag names).
 db-dsn: %q
@@ -133,8 +128,7 @@ upload-dir: upload
 shm-path: %q
 log-level: info
 app: demo
-url-base: %q
-`, dsn, p.dir, p.shmPath, p.urlBase)
+`, dsn, p.dir, p.shmPath)
 	if err := os.WriteFile(p.configPath, []byte(conf), 0o600); err != nil {
 		return fmt.Errorf("write project config: %w", err)
 	}
@@ -157,28 +151,12 @@ func (p *project) close() {
 // seed adds the demo platform, app and version, the users (their
 // authenticators in a file for the hosts) and the upload keys.
 func (p *project) seed(ctx context.Context) error {
-	now := time.Now().Unix()
-	pid, err := p.st.PlatformInsert(ctx, row.Platform{CreateTime: now, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on x86-64"})
+	if _, err := projectrun.SeedDemoApp(ctx, p.st); err != nil {
+		return err
+	}
+	auths, err := projectrun.SeedUsers(ctx, p.st, p.opts.Users, "volunteer")
 	if err != nil {
 		return err
-	}
-	aid, err := p.st.AppInsert(ctx, row.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
-	if err != nil {
-		return err
-	}
-	if _, err := p.st.AppVersionInsert(ctx, row.AppVersion{CreateTime: now, AppID: aid, VersionNum: 100, PlatformID: pid}); err != nil {
-		return err
-	}
-	var auths []string
-	for i := 0; i < p.opts.Users; i++ {
-		b := make([]byte, 16)
-		_, _ = rand.Read(b)
-		auth := hex.EncodeToString(b)
-		if _, err := p.st.UserInsert(ctx, row.User{CreateTime: now, EmailAddr: fmt.Sprintf("volunteer%d@example.org", i),
-			Name: fmt.Sprintf("volunteer%d", i), Authenticator: auth}); err != nil {
-			return err
-		}
-		auths = append(auths, auth)
 	}
 	p.authPath = filepath.Join(p.dir, "authenticators.txt")
 	if err := os.WriteFile(p.authPath, []byte(strings.Join(auths, "\n")+"\n"), 0o600); err != nil {
@@ -233,39 +211,57 @@ func (p *project) unmountUpload() error {
 	return nil
 }
 
+// anyPort has a daemon listen on a port of the kernel's choice, which it
+// reports (--addr-file).
+const anyPort = "127.0.0.1:0"
+
 // programs describes every daemon, in start order.
-func (p *project) programs() []*proc {
+func (p *project) programs() []*projectrun.Proc {
 	bin := func(n string) string { return filepath.Join(p.opts.BinDir, n) }
 	logs := filepath.Join(p.dir, "logs")
-	with := func(args ...string) func() []string {
-		return func() []string {
-			return append([]string{"--config", p.configPath, "--listen", listenAddr()}, args...)
-		}
+	daemon := func(name, program string, args ...string) *projectrun.Proc {
+		return projectrun.New(projectrun.Spec{Name: name, Bin: bin(program), LogDir: logs, ReportsAddrs: true,
+			Args: append([]string{"--config", p.configPath, "--listen", anyPort}, args...)})
 	}
 	handler := strings.Join([]string{bin("chaos"), "record", "--log", p.handledLog}, " ")
-	return []*proc{
-		newProc("feeder", bin("feeder"), logs, with("--sleep", "200ms")),
-		newProc("scheduler", bin("scheduler"), logs, func() []string {
-			return append([]string{"--config", p.configPath, "--addr", p.schedAddr, "--listen", listenAddr(), "--url-base", p.urlBase,
-				"--upload-key", filepath.Join(p.dir, "keys", "upload_private"),
-				"--upload-cert-key", filepath.Join(p.dir, "keys", keys.Ed25519PrivateFile), "--request-delay", "1s"}, p.schedArgs...)
-		}),
-		newProc("transitioner.0", bin("transitioner"), logs, with("--mod", "2", "--mod-index", "0", "--sleep", "500ms")),
-		newProc("transitioner.1", bin("transitioner"), logs, with("--mod", "2", "--mod-index", "1", "--sleep", "500ms")),
-		newProc("validator", bin("validator"), logs, with("--sleep", "500ms")),
-		newProc("assimilator", bin("assimilator"), logs, with("--sleep", "500ms", "--handler", "command",
-			"--handler-cmd", handler, "--handler-timeout", "1m")),
-		newProc("file_deleter", bin("file_deleter"), logs, with("--sleep", "500ms")),
-		newProc("db_purge", bin("db_purge"), logs, with("--sleep", "1s", "--archive-dir", "archives")),
-		newProc("work_generator", bin("work_generator"), logs, with("--sleep", "500ms",
+	return []*projectrun.Proc{
+		daemon("feeder", "feeder", "--sleep", "200ms"),
+		daemon("scheduler", "scheduler", p.schedulerArgs()...),
+		daemon("transitioner.0", "transitioner", "--mod", "2", "--mod-index", "0", "--sleep", "500ms"),
+		daemon("transitioner.1", "transitioner", "--mod", "2", "--mod-index", "1", "--sleep", "500ms"),
+		daemon("validator", "validator", "--sleep", "500ms"),
+		daemon("assimilator", "assimilator", "--sleep", "500ms", "--handler", "command",
+			"--handler-cmd", handler, "--handler-timeout", "1m"),
+		daemon("file_deleter", "file_deleter", "--sleep", "500ms"),
+		daemon("db_purge", "db_purge", "--sleep", "1s", "--archive-dir", "archives"),
+		daemon("work_generator", "work_generator", "--sleep", "500ms",
 			"--unsent-target", strconv.Itoa(p.unsentTarget), "--total-jobs", strconv.Itoa(p.totalJobs),
-			"--delay-bound", p.opts.DelayBound.String(), "--min-quorum", "2", "--target-nresults", "2", "--rsc-fpops-est", "1e10")),
+			"--delay-bound", p.opts.DelayBound.String(), "--min-quorum", "2", "--target-nresults", "2", "--rsc-fpops-est", "1e10"),
 	}
+}
+
+// schedulerArgs are the scheduler's own arguments, on schedAddr.
+func (p *project) schedulerArgs() []string {
+	return append([]string{"--addr", p.schedAddr, "--url-base", p.urlBase,
+		"--upload-key", filepath.Join(p.dir, "keys", "upload_private"),
+		"--upload-cert-key", filepath.Join(p.dir, "keys", keys.Ed25519PrivateFile), "--request-delay", "1s"}, p.schedArgs...)
+}
+
+// schedulerListens waits for the scheduler's first start to report its
+// address and pins it for the starts after a kill.
+func (p *project) schedulerListens(ctx context.Context, sched *projectrun.Proc) error {
+	addr, err := sched.WaitAddr(ctx, "addr")
+	if err != nil {
+		return err
+	}
+	p.schedAddr, p.urlBase = addr, "http://"+addr
+	sched.SetArgs(append([]string{"--config", p.configPath, "--listen", anyPort}, p.schedulerArgs()...))
+	return nil
 }
 
 // simclient describes a simclient process of hosts hosts with its own
 // acknowledgement log; duration 0 runs until stopped.
-func (p *project) simclient(name string, hosts int, seed uint64, duration time.Duration, failFrac, cheatFrac float64) *proc {
+func (p *project) simclient(name string, hosts int, seed uint64, duration time.Duration, failFrac, cheatFrac float64) *projectrun.Proc {
 	ack := filepath.Join(filepath.Dir(p.dir), name+".acks")
 	_ = os.Remove(ack)
 	p.ackLogs = append(p.ackLogs, ack)
@@ -278,5 +274,5 @@ func (p *project) simclient(name string, hosts int, seed uint64, duration time.D
 	if duration > 0 {
 		args = append(args, "--duration", duration.String())
 	}
-	return newProc(name, filepath.Join(p.opts.BinDir, "simclient"), filepath.Join(p.dir, "logs"), func() []string { return args })
+	return projectrun.New(projectrun.Spec{Name: name, Bin: filepath.Join(p.opts.BinDir, "simclient"), LogDir: filepath.Join(p.dir, "logs"), Args: args})
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/taskserver/taskserver/internal/projectrun"
 )
 
 // Run sets up the project, runs the jobs under faults until every job is
@@ -50,7 +52,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	sim := p.simclient("hosts", o.Hosts, o.Seed, 0, o.FailFrac, o.CheatFrac)
 	p.sims = append(p.sims, sim)
-	if err := sim.start(); err != nil {
+	if err := sim.Start(); err != nil {
 		return nil, errors.Join(err, p.stopAll())
 	}
 	out("project running: scheduler %s, logs in %s", p.urlBase, filepath.Join(p.dir, "logs"))
@@ -78,9 +80,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	faultErrs := errors.Join(in.errs...)
 	in.mu.Unlock()
 	for _, d := range p.daemons {
-		d.mu.Lock()
-		r.UnexpectedExits += d.crashes
-		d.mu.Unlock()
+		r.UnexpectedExits += d.Crashes()
 	}
 	for _, k := range []string{FaultDBRestart, FaultDiskFull, FaultOverload} {
 		if _, ok := r.Faults[k]; !ok {
@@ -152,13 +152,13 @@ func (in *injector) snapshot() map[string]int {
 func (p *project) startDaemons(ctx context.Context) error {
 	p.daemons = p.programs()
 	for _, d := range p.daemons {
-		err := d.start()
+		err := d.Start()
 		if err == nil {
-			switch d.name {
+			switch d.Name() {
 			case "feeder":
-				err = waitFile(ctx, p.shmPath, d)
+				err = d.WaitFile(ctx, p.shmPath)
 			case "scheduler":
-				err = waitTCP(ctx, p.schedAddr, d)
+				err = p.schedulerListens(ctx, d)
 			}
 		}
 		if err != nil {
@@ -172,36 +172,45 @@ func (p *project) startDaemons(ctx context.Context) error {
 func (p *project) stopAll() error {
 	var errs []error
 	for i := len(p.sims) - 1; i >= 0; i-- {
-		errs = append(errs, p.sims[i].stop(30*time.Second))
+		errs = append(errs, stopRunning(p.sims[i], 30*time.Second))
 	}
 	for i := len(p.daemons) - 1; i >= 0; i-- {
-		errs = append(errs, p.daemons[i].stop(30*time.Second))
+		errs = append(errs, stopRunning(p.daemons[i], 30*time.Second))
 	}
 	return errors.Join(errs...)
+}
+
+// stopRunning stops pr if it runs. A run that already ended is no error
+// here: killed on purpose, or counted as an unexpected exit.
+func stopRunning(pr *projectrun.Proc, grace time.Duration) error {
+	if !pr.Running() {
+		return nil
+	}
+	return pr.Stop(grace)
 }
 
 // restartExited starts again the daemons that exited on their own (not
 // those held down on purpose), and fails when the steady hosts exited: the
 // run cannot go on without them.
-func (p *project) restartExited(held func(*proc) bool, out func(string, ...any)) error {
+func (p *project) restartExited(held func(*projectrun.Proc) bool, out func(string, ...any)) error {
 	for _, d := range p.daemons {
-		if !d.running() && !held(d) {
-			out("%s exited on its own (%v), started again (see %s)", d.name, d.err, d.log)
-			if err := d.start(); err != nil {
+		if !d.Running() && !held(d) {
+			out("%s exited on its own (%v), started again (see %s)", d.Name(), d.Err(), d.LogPath())
+			if err := d.Start(); err != nil {
 				return err
 			}
 		}
 	}
-	if !p.sims[0].running() {
-		return fmt.Errorf("simclient exited: %v (see %s)", p.sims[0].err, p.sims[0].log)
+	if !p.sims[0].Running() {
+		return fmt.Errorf("simclient exited: %v (see %s)", p.sims[0].Err(), p.sims[0].LogPath())
 	}
 	return nil
 }
 
 // daemon is the daemon called name; nil if there is none.
-func (p *project) daemon(name string) *proc {
+func (p *project) daemon(name string) *projectrun.Proc {
 	for _, d := range p.daemons {
-		if d.name == name {
+		if d.Name() == name {
 			return d
 		}
 	}

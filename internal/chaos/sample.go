@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/procstat"
 )
 
@@ -102,7 +103,7 @@ func (s *sampler) run(ctx context.Context, every time.Duration) {
 func (s *sampler) sampleAll(ctx context.Context) {
 	at := time.Since(s.start).Seconds()
 	for _, d := range s.p.daemons {
-		pid, addr := d.current()
+		pid, addr := d.PID(), d.Addr(daemon.AdminListener)
 		if pid == 0 {
 			continue
 		}
@@ -121,12 +122,12 @@ func (s *sampler) sampleAll(ctx context.Context) {
 			m.sockets = float64(n)
 		}
 		s.mu.Lock()
-		s.series[d.name] = append(s.series[d.name], m)
-		if s.cpu[d.name] == nil {
-			s.cpu[d.name] = &counter{}
+		s.series[d.Name()] = append(s.series[d.Name()], m)
+		if s.cpu[d.Name()] == nil {
+			s.cpu[d.Name()] = &counter{}
 		}
-		s.cpu[d.name].add(u.CPUSeconds)
-		if d.name == "scheduler" && err == nil {
+		s.cpu[d.Name()].add(u.CPUSeconds)
+		if d.Name() == "scheduler" && err == nil {
 			s.requests.add(metricValue(fams, metricSchedRequests, "outcome", outcomeOK))
 			s.refused.add(metricValue(fams, metricSchedRequests, "outcome", outcomeUnavailable))
 			s.sent.add(metricValue(fams, metricSchedSent, "", ""))

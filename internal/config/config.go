@@ -34,6 +34,7 @@ const (
 	FlagFanout      = "fanout"
 	FlagLogLevel    = "log-level"
 	FlagListen      = "listen"
+	FlagAddrFile    = "addr-file"
 	FlagMod         = "mod"
 	FlagModIndex    = "mod-index"
 	FlagOnePass     = "one-pass"
@@ -68,7 +69,8 @@ func CommonFlags(listenDefault string) []cli.Flag {
 		&cli.StringFlag{Name: FlagUploadDir, Value: "upload", Usage: "directory where uploaded output files are stored", EnvVars: []string{EnvName(FlagUploadDir)}},
 		&cli.IntFlag{Name: FlagFanout, Value: 1024, Usage: "number of hashed sub-directories under the download and upload directories", EnvVars: []string{EnvName(FlagFanout)}},
 		&cli.StringFlag{Name: FlagLogLevel, Value: "info", Usage: "log level: debug, info, warn, error", EnvVars: []string{EnvName(FlagLogLevel)}},
-		&cli.StringFlag{Name: FlagListen, Value: listenDefault, Usage: "address of the /metrics and /healthz listener (empty: none)", EnvVars: []string{EnvName(FlagListen)}},
+		&cli.StringFlag{Name: FlagListen, Value: listenDefault, Usage: "address of the /metrics and /healthz listener (empty: none; port 0: any free port, see --" + FlagAddrFile + ")", EnvVars: []string{EnvName(FlagListen)}},
+		&cli.StringFlag{Name: FlagAddrFile, Usage: "file to write, once listening, the address each listener bound, one line \"<flag name> <host:port>\" (e.g. \"listen 127.0.0.1:40123\"); for a program started with port 0; one file per program, so not in the shared configuration file", EnvVars: []string{EnvName(FlagAddrFile)}},
 	}
 }
 
@@ -218,6 +220,9 @@ type Common struct {
 	Fanout      int
 	LogLevel    string
 	Listen      string
+	// AddrFile is where the program reports the addresses its listeners
+	// bound; "" reports none.
+	AddrFile string
 }
 
 // Loop is the validated configuration of an enumerating daemon.
@@ -241,6 +246,7 @@ func CommonFrom(c *cli.Context) (Common, error) {
 		Fanout:      c.Int(FlagFanout),
 		LogLevel:    c.String(FlagLogLevel),
 		Listen:      c.String(FlagListen),
+		AddrFile:    c.String(FlagAddrFile),
 	}
 	cfg.DownloadDir = cfg.Path(cfg.DownloadDir)
 	cfg.UploadDir = cfg.Path(cfg.UploadDir)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -291,31 +290,37 @@ func AdminMux(reg *prometheus.Registry, h http.Handler) *http.ServeMux {
 	return mux
 }
 
+// AdminListener is the name of the --listen listener (/metrics and
+// /healthz) in an --addr-file.
+const AdminListener = "listen"
+
 // Serve runs an HTTP server for handler on addr until ctx ends, then shuts
 // it down, letting requests in flight finish for up to 10 s. An empty addr
-// serves nothing and waits for ctx.
-func Serve(ctx context.Context, log *slog.Logger, addr string, handler http.Handler) error {
+// serves nothing and waits for ctx. The address bound (port 0 is any free
+// port) is logged and recorded in addrs as AdminListener.
+func Serve(ctx context.Context, log *slog.Logger, addr string, addrs *httpserve.AddrFile, handler http.Handler) error {
 	if addr == "" {
 		<-ctx.Done()
 		return nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := httpserve.Listen(addr, AdminListener, addrs)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+		return err
 	}
 	log.Info("listening", "addr", ln.Addr().String())
 	return httpserve.Serve(ctx, httpserve.New(handler, httpserve.Options{}), ln)
 }
 
-// RunLoop runs svc's loop and the admin listener side by side until ctx
-// ends or the loop returns (one pass), and returns the first error.
-// /healthz answers for the loop's passes (m.Health).
-func RunLoop(ctx context.Context, log *slog.Logger, reg *prometheus.Registry, listen string, m *LoopMetrics, svc Service, opts LoopOptions) error {
+// RunLoop runs svc's loop and the admin listener on listen (recorded in
+// addrs) side by side until ctx ends or the loop returns (one pass), and
+// returns the first error. /healthz answers for the loop's passes
+// (m.Health).
+func RunLoop(ctx context.Context, log *slog.Logger, reg *prometheus.Registry, listen string, addrs *httpserve.AddrFile, m *LoopMetrics, svc Service, opts LoopOptions) error {
 	if opts.OnePass {
 		return Loop(ctx, log, m, svc, opts)
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return Serve(gctx, log, listen, AdminMux(reg, m.Health())) })
+	g.Go(func() error { return Serve(gctx, log, listen, addrs, AdminMux(reg, m.Health())) })
 	g.Go(func() error {
 		err := Loop(gctx, log, m, svc, opts)
 		if err == nil && ctx.Err() == nil {

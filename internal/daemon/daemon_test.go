@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
+
+	"github.com/taskserver/taskserver/internal/httpserve"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -166,16 +169,37 @@ func TestAdminMuxServesMetricsAndHealth(t *testing.T) {
 	}
 }
 
+// TestRunLoopStopsOnCancel also proves the admin listener on port 0
+// reports the port it bound: /healthz answers there.
 func TestRunLoopStopsOnCancel(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := NewLoopMetrics(reg, "test")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
+	addrFile := filepath.Join(t.TempDir(), "addrs")
 	go func() {
-		done <- RunLoop(ctx, quiet, reg, "127.0.0.1:0", m, serviceFunc(func(context.Context) (int, error) { return 0, nil }), LoopOptions{Sleep: time.Millisecond})
+		done <- RunLoop(ctx, quiet, reg, "127.0.0.1:0", httpserve.NewAddrFile(addrFile), m,
+			serviceFunc(func(context.Context) (int, error) { return 0, nil }), LoopOptions{Sleep: time.Millisecond})
 	}()
-	time.Sleep(20 * time.Millisecond)
+	var addr string
+	for deadline := time.Now().Add(5 * time.Second); addr == ""; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no %q line in the address file within 5s", AdminListener)
+		}
+		addrs, _ := httpserve.ReadAddrFile(addrFile)
+		addr = addrs[AdminListener]
+	}
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Errorf("/healthz at the reported %s: %v", addr, err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("/healthz at the reported %s = %d, want 200", addr, resp.StatusCode)
+		}
+	}
 	cancel()
 	select {
 	case err := <-done:

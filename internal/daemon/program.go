@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/httpserve"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -134,6 +135,6 @@ func runLoopProgram(ctx context.Context, c *cli.Context, p LoopProgram) (err err
 	if cleanup != nil {
 		defer func() { err = errors.Join(err, cleanup()) }()
 	}
-	return RunLoop(ctx, log, reg, common.Listen, NewLoopMetrics(reg, p.Name), svc,
+	return RunLoop(ctx, log, reg, common.Listen, httpserve.NewAddrFile(common.AddrFile), NewLoopMetrics(reg, p.Name), svc,
 		LoopOptions{Sleep: loop.Sleep, OnePass: loop.OnePass, PassTimeout: loop.PassTimeout})
 }

@@ -51,7 +51,7 @@ func TestStuckDatabaseFailsHealthzThenItRecovers(t *testing.T) {
 	log := slog.New(listenCatcher{addr: listening})
 	done := make(chan error, 1)
 	go func() {
-		done <- daemon.RunLoop(ctx, log, reg, "127.0.0.1:0", m, svc, daemon.LoopOptions{
+		done <- daemon.RunLoop(ctx, log, reg, "127.0.0.1:0", nil, m, svc, daemon.LoopOptions{
 			Sleep: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, PassTimeout: 300 * time.Millisecond})
 	}()
 	var addr string

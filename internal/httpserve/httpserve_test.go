@@ -110,3 +110,47 @@ func TestSlowHandlerIsNotCut(t *testing.T) {
 		t.Fatalf("answer of a handler that works 3 s with a 1 s window = %q, %v", got, err)
 	}
 }
+
+// TestListenRecordsEveryAddress listens twice on port 0 into one address
+// file and reads both bound addresses back, each one accepting.
+func TestListenRecordsEveryAddress(t *testing.T) {
+	path := t.TempDir() + "/addrs"
+	f := NewAddrFile(path)
+	a, err := Listen("127.0.0.1:0", "addr", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Listen("127.0.0.1:0", "listen", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got, err := ReadAddrFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"addr": a.Addr().String(), "listen": b.Addr().String()}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("address file = %v, want %v", got, want)
+	}
+	for name, addr := range got {
+		if strings.HasSuffix(addr, ":0") {
+			t.Errorf("%s recorded as %s, not the bound port", name, addr)
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Errorf("%s: dial the recorded %s: %v", name, addr, err)
+			continue
+		}
+		c.Close()
+	}
+	if _, err := Listen("127.0.0.1:0", "no name", f); err == nil {
+		t.Error("a listener name with a space was recorded")
+	}
+	if ln, err := Listen("127.0.0.1:0", "x", nil); err != nil {
+		t.Errorf("Listen with no address file: %v", err)
+	} else {
+		ln.Close()
+	}
+}

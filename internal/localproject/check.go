@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/taskserver/taskserver/internal/dbpurge"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/outputfile"
+	"github.com/taskserver/taskserver/internal/projectrun"
 )
 
 // Progress is a snapshot of the project while it runs.
@@ -33,27 +31,11 @@ func (p Progress) String() string {
 
 func (p *project) progress(ctx context.Context) (Progress, error) {
 	var pg Progress
-	db := p.st.DB()
-	if err := db.GetContext(ctx, &pg.JobsLive, `SELECT COUNT(*) FROM workunit`); err != nil {
+	c, err := projectrun.CountLive(ctx, p.st.DB())
+	if err != nil {
 		return pg, err
 	}
-	rows := []struct {
-		State int `db:"server_state"`
-		N     int `db:"n"`
-	}{}
-	if err := db.SelectContext(ctx, &rows, `SELECT server_state, COUNT(*) AS n FROM result GROUP BY server_state`); err != nil {
-		return pg, err
-	}
-	for _, r := range rows {
-		switch r.State {
-		case 2:
-			pg.Unsent = r.N
-		case 4:
-			pg.InProgress = r.N
-		case 5:
-			pg.Over = r.N
-		}
-	}
+	pg.JobsLive, pg.Unsent, pg.InProgress, pg.Over = c.Jobs, c.Unsent, c.InProgress, c.Over
 	entries, err := os.ReadDir(filepath.Join(p.opts.ProjectDir, "results"))
 	if err != nil {
 		return pg, err
@@ -63,87 +45,12 @@ func (p *project) progress(ctx context.Context) (Progress, error) {
 			pg.Assimilated++
 		}
 	}
-	wus, _, err := readArchives(filepath.Join(p.opts.ProjectDir, "archives"), true)
+	wus, _, err := projectrun.ReadArchives(filepath.Join(p.opts.ProjectDir, "archives"), true)
 	if err != nil {
 		return pg, err
 	}
 	pg.Archived = len(wus)
 	return pg, nil
-}
-
-// record is one archived or live row, by column name.
-type record map[string]string
-
-func (r record) int(col string) int64 {
-	v, _ := strconv.ParseFloat(strings.TrimSpace(r[col]), 64)
-	return int64(v)
-}
-
-// readArchives reads every archive file of db_purge. Lenient reading (for
-// progress lines while db_purge is appending) counts what is readable.
-func readArchives(dir string, lenient bool) (wus, results []record, err error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.xml.gz"))
-	if err != nil {
-		return nil, nil, err
-	}
-	sort.Strings(files)
-	for _, f := range files {
-		w, r, err := readArchive(f)
-		if err != nil && !lenient {
-			return nil, nil, fmt.Errorf("archive %s: %w", filepath.Base(f), err)
-		}
-		wus = append(wus, w...)
-		results = append(results, r...)
-	}
-	return wus, results, nil
-}
-
-func readArchive(path string) (wus, results []record, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	recs, err := dbpurge.ReadArchive(f)
-	for _, r := range recs {
-		switch r.Table {
-		case "workunit":
-			wus = append(wus, record(r.Columns))
-		case "result":
-			results = append(results, record(r.Columns))
-		}
-	}
-	return wus, results, err
-}
-
-// liveRecords reads the rows still in the database in the same shape as
-// the archives, so live and purged rows are checked alike.
-func (p *project) liveRecords(ctx context.Context, table string, cols []string) ([]record, error) {
-	rows, err := p.st.DB().QueryxContext(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM "+table)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []record
-	for rows.Next() {
-		vals, err := rows.SliceScan()
-		if err != nil {
-			return nil, err
-		}
-		r := record{}
-		for i, c := range cols {
-			switch v := vals[i].(type) {
-			case []byte:
-				r[c] = string(v)
-			case nil:
-				r[c] = ""
-			default:
-				r[c] = fmt.Sprint(v)
-			}
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
 }
 
 // Summary is what flowed through a run and what its checks found.
@@ -200,21 +107,21 @@ var resultCols = []string{"id", "workunitid", "userid", "server_state", "outcome
 // together, and checks the invariants.
 func (p *project) summarize(ctx context.Context) (Summary, error) {
 	var s Summary
-	liveWU, err := p.liveRecords(ctx, "workunit", wuCols)
+	liveWU, err := projectrun.LiveRecords(ctx, p.st.DB(), "workunit", wuCols)
 	if err != nil {
 		return s, fmt.Errorf("read workunits: %w", err)
 	}
-	liveRes, err := p.liveRecords(ctx, "result", resultCols)
+	liveRes, err := projectrun.LiveRecords(ctx, p.st.DB(), "result", resultCols)
 	if err != nil {
 		return s, fmt.Errorf("read results: %w", err)
 	}
-	arcWU, arcRes, err := readArchives(filepath.Join(p.opts.ProjectDir, "archives"), false)
+	arcWU, arcRes, err := projectrun.ReadArchives(filepath.Join(p.opts.ProjectDir, "archives"), false)
 	if err != nil {
 		return s, err
 	}
 	violate := func(format string, args ...any) { s.Violations = append(s.Violations, fmt.Sprintf(format, args...)) }
 
-	jobs := map[string]record{}
+	jobs := map[string]projectrun.Record{}
 	archivedTimes := map[string]int{}
 	for _, w := range arcWU {
 		archivedTimes[w["name"]]++
@@ -235,27 +142,27 @@ func (p *project) summarize(ctx context.Context) (Summary, error) {
 	}
 	s.JobsCreated = len(jobs)
 
-	results := map[string]record{}
+	results := map[string]projectrun.Record{}
 	for _, r := range append(arcRes, liveRes...) {
 		results[r["name"]] = r
 	}
 	s.InstancesCreated = len(results)
 	perUser := map[[2]int64]int{}
 	for _, r := range results {
-		if r.int("sent_time") > 0 {
+		if r.Int("sent_time") > 0 {
 			s.InstancesSent++
 		}
-		if r.int("received_time") > 0 {
+		if r.Int("received_time") > 0 {
 			s.Reported++
 		}
-		switch r.int("validate_state") {
+		switch r.Int("validate_state") {
 		case 1:
 			s.Valid++
 		case 2:
 			s.Invalid++
 		}
-		if u := r.int("userid"); u != 0 {
-			perUser[[2]int64{r.int("workunitid"), u}]++
+		if u := r.Int("userid"); u != 0 {
+			perUser[[2]int64{r.Int("workunitid"), u}]++
 		}
 	}
 	for k, n := range perUser {
@@ -282,23 +189,23 @@ func (p *project) summarize(ctx context.Context) (Summary, error) {
 		}
 		if hasOK {
 			s.JobsAssimilated++
-			if w.int("canonical_resultid") == 0 || w.int("error_mask") != 0 {
+			if w.Int("canonical_resultid") == 0 || w.Int("error_mask") != 0 {
 				violate("job %s has an output but no canonical result or an error mask", name)
 			}
 		}
 		if hasErr {
 			s.JobsErrored++
-			if w.int("error_mask") == 0 {
+			if w.Int("error_mask") == 0 {
 				violate("job %s recorded as failed but its error_mask is 0", name)
 			}
 		}
-		if w.int("assimilate_state") == 2 && !hasOK && !hasErr {
+		if w.Int("assimilate_state") == 2 && !hasOK && !hasErr {
 			s.MissingOutcome++
 			violate("job %s marked assimilated but nothing in %s", name, resultsDir)
 		}
-		if w.int("assimilate_state") != 2 {
+		if w.Int("assimilate_state") != 2 {
 			s.JobsUnfinished++
-		} else if w.int("error_mask") == 0 && !hasOK {
+		} else if w.Int("error_mask") == 0 && !hasOK {
 			violate("job %s succeeded but its output is missing", name)
 		}
 	}

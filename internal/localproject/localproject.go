@@ -8,9 +8,7 @@ package localproject
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,9 +21,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/taskserver/taskserver/db/schema"
-	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
-	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/projectrun"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -149,34 +146,20 @@ func setup(ctx context.Context, o Options) (*project, error) {
 
 // seed adds the demo platform, app, app version, users and keys once.
 func (p *project) seed(ctx context.Context) error {
-	now := time.Now().Unix()
 	apps, err := p.st.AppList(ctx)
 	if err != nil {
 		return err
 	}
 	if len(apps) == 0 {
-		pid, err := p.st.PlatformInsert(ctx, row.Platform{CreateTime: now, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux on x86-64"})
-		if err != nil {
-			return err
-		}
-		aid, err := p.st.AppInsert(ctx, row.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
-		if err != nil {
-			return err
-		}
-		if _, err := p.st.AppVersionInsert(ctx, row.AppVersion{CreateTime: now, AppID: aid, VersionNum: 100, PlatformID: pid}); err != nil {
+		if _, err := projectrun.SeedDemoApp(ctx, p.st); err != nil {
 			return err
 		}
 	}
 	p.authPath = filepath.Join(p.opts.ProjectDir, "authenticators.txt")
 	if _, err := os.Stat(p.authPath); errors.Is(err, os.ErrNotExist) {
-		var lines []string
-		for i := 0; i < p.opts.Users; i++ {
-			auth := randomHex(16)
-			if _, err := p.st.UserInsert(ctx, row.User{CreateTime: now, EmailAddr: fmt.Sprintf("volunteer%d@example.org", i),
-				Name: fmt.Sprintf("volunteer%d", i), Authenticator: auth}); err != nil {
-				return err
-			}
-			lines = append(lines, auth)
+		lines, err := projectrun.SeedUsers(ctx, p.st, p.opts.Users, "volunteer")
+		if err != nil {
+			return err
 		}
 		if err := os.WriteFile(p.authPath, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 			return fmt.Errorf("write authenticators: %w", err)
@@ -211,10 +194,4 @@ func (p *project) seed(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

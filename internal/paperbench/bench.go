@@ -21,6 +21,7 @@ import (
 	"github.com/taskserver/taskserver/internal/daemon"
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/procstat"
+	"github.com/taskserver/taskserver/internal/projectrun"
 )
 
 // The phases, in the order a job lives through them.
@@ -89,14 +90,17 @@ func (o *Options) defaults() error {
 	return nil
 }
 
+// anyPort has every program listen on a port of the kernel's choice, which
+// it reports (--addr-file).
+const anyPort = "127.0.0.1:0"
+
 // bench is one run's state.
 type bench struct {
 	opts    Options
 	proj    *project
 	db      *sql.DB // completion checks only
 	dbPID   int
-	urlBase string
-	addr    string // the scheduler's
+	urlBase string // the scheduler's, once it runs
 	http    *http.Client
 }
 
@@ -168,14 +172,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	b.addr = "127.0.0.1:" + strconv.Itoa(port)
-	b.urlBase = "http://" + b.addr
 	users := o.Conns * o.HostsPerConn
-	if b.proj, err = setupProject(ctx, dir, dsn, users, b.urlBase); err != nil {
+	if b.proj, err = setupProject(ctx, dir, dsn, users); err != nil {
 		return nil, fmt.Errorf("set up project: %w", err)
 	}
 	defer b.proj.removeShm()
@@ -212,7 +210,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 type progSpec struct {
 	name string
 	args []string
-	// scheduler: serves on b.addr and needs the feeder's cache.
+	// scheduler: sets b.urlBase and needs the feeder's cache.
 	scheduler bool
 	// feeder: wait for its cache file before going on.
 	feeder bool
@@ -258,7 +256,7 @@ func (b *bench) phases() []phaseSpec {
 		name: PhaseDispatch, rows: 2 * n,
 		programs: []progSpec{
 			{name: "feeder", feeder: true},
-			{name: "scheduler", scheduler: true, args: []string{"--addr", b.addr, "--url-base", b.urlBase,
+			{name: "scheduler", scheduler: true, args: []string{"--addr", anyPort, "--url-base", "",
 				"--upload-key", keyFile, "--max-results-per-rpc", "1", "--request-delay", "1s"}},
 		},
 		prepare: b.stageOutputs,
@@ -389,7 +387,7 @@ func (b *bench) runPhase(ctx context.Context, spec phaseSpec) (Phase, error) {
 	stopAll := func() error {
 		var errs []error
 		for i := len(progs) - 1; i >= 0; i-- {
-			errs = append(errs, progs[i].stop(30*time.Second))
+			errs = append(errs, progs[i].Stop(30*time.Second))
 		}
 		return errors.Join(errs...)
 	}
@@ -448,10 +446,10 @@ func (b *bench) runPhase(ctx context.Context, spec phaseSpec) (Phase, error) {
 	for _, p := range progs {
 		p.sample()
 		first, last, peak := p.usage()
-		ph.CPUS[p.name] = round3(ph.CPUS[p.name] + last.CPUSeconds)
-		ph.PeakRSSBytes[p.name] = peak
-		ph.StartRSSBytes[p.name] = first.RSSBytes
-		ph.EndRSSBytes[p.name] = last.RSSBytes
+		ph.CPUS[p.Name()] = round3(ph.CPUS[p.Name()] + last.CPUSeconds)
+		ph.PeakRSSBytes[p.Name()] = peak
+		ph.StartRSSBytes[p.Name()] = first.RSSBytes
+		ph.EndRSSBytes[p.Name()] = last.RSSBytes
 	}
 	if err := stopAll(); err != nil {
 		waitErr = errors.Join(waitErr, err)
@@ -470,27 +468,25 @@ func (b *bench) runPhase(ctx context.Context, spec phaseSpec) (Phase, error) {
 // launch starts one program of a phase and waits until it is ready to be
 // measured against: the feeder has made its cache, the scheduler listens.
 func (b *bench) launch(ctx context.Context, ps progSpec) (*program, error) {
-	port, err := freePort()
+	args := append([]string{"--config", b.proj.configPath, "--listen", anyPort}, ps.args...)
+	pr, err := projectrun.Start(projectrun.Spec{Name: ps.name, Bin: filepath.Join(b.opts.BinDir, ps.name),
+		LogDir: filepath.Join(b.proj.dir, "logs"), Args: args, ReportsAddrs: true})
 	if err != nil {
 		return nil, err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	args := []string{"--config", b.proj.configPath, "--listen", addr}
-	metrics := "http://" + addr + "/metrics"
-	args = append(args, ps.args...)
-	p, err := startProgram(b.opts.BinDir, ps.name, ps.name, filepath.Join(b.proj.dir, "logs"), args...)
-	if err != nil {
-		return nil, err
-	}
-	p.metricsURL = metrics
+	// No sample yet: the first, a second in, is the program's size once
+	// it is running, which "memory flat over the run" compares against.
+	p := &program{Proc: pr}
 	switch {
 	case ps.feeder:
-		err = waitFile(ctx, b.proj.shmPath, p)
+		err = pr.WaitFile(ctx, b.proj.shmPath)
 	case ps.scheduler:
-		err = waitTCP(ctx, b.addr, p)
+		var addr string
+		addr, err = pr.WaitAddr(ctx, "addr")
+		b.urlBase = "http://" + addr
 	}
 	if err != nil {
-		return p, errors.Join(err, p.stop(10*time.Second))
+		return p, errors.Join(err, pr.Stop(10*time.Second))
 	}
 	return p, nil
 }
@@ -512,8 +508,8 @@ func (b *bench) watch(ctx context.Context, spec phaseSpec, progs []*program, pol
 		case <-t.C:
 		}
 		for _, p := range progs {
-			if !p.running() {
-				return fmt.Errorf("%s exited: %v (see %s)", p.name, p.err, p.logPath)
+			if !p.Running() {
+				return fmt.Errorf("%s exited: %v (see %s)", p.Name(), p.Err(), p.LogPath())
 			}
 		}
 		var items float64

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/projectrun"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/state"
 )
@@ -157,7 +158,7 @@ func (g *loadGen) rpc(ctx context.Context, client *http.Client, h *simHost) (tim
 		WorkReqSeconds:           1,
 		CPUReqSecs:               1,
 		CPUReqInstances:          1,
-		PlatformName:             platformName,
+		PlatformName:             projectrun.DemoPlatform,
 		TimeStats:                protocol.TimeStats{OnFrac: 1, ConnectedFrac: 1, CPUAndNetworkAvailableFrac: 1, ActiveFrac: 1, GPUActiveFrac: 1},
 		HostInfo: protocol.HostInfo{DomainName: fmt.Sprintf("bench%d.example.org", h.index), IPAddr: "127.0.0.1",
 			HostCPID: h.cpid, PNCPUs: 1, PVendor: "Benchmark", PModel: "paperbench", PFpops: 1e9, PIops: 1e9,
@@ -241,7 +242,7 @@ func (g *loadGen) compute(res protocol.Result, maxBytes map[string]float64) (pro
 	sum := md5.Sum(data)
 	rr := protocol.ReportResult{
 		Name: res.Name, FinalCPUTime: 10, FinalElapsedTime: 10, ExitStatus: 0,
-		State: int(state.ClientFilesUploaded), Platform: platformName, VersionNum: appVersionNum, AppVersionNum: appVersionNum,
+		State: int(state.ClientFilesUploaded), Platform: projectrun.DemoPlatform, VersionNum: projectrun.DemoVersionNum, AppVersionNum: projectrun.DemoVersionNum,
 		StderrOut: "<core_client_version>7.20.5</core_client_version>\n<stderr_txt>\n</stderr_txt>\n",
 	}
 	for _, ref := range res.FileRefs {

@@ -49,6 +49,4 @@ func withDatabase(serverDSN, name string) (string, error) {
 	return cfg.FormatDSN(), nil
 }
 
-func freePort() (int, error) { return privatedb.FreePort() }
-
 func tail(b []byte, n int) []byte { return privatedb.Tail(b, n) }

@@ -10,17 +10,9 @@ import (
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/keys"
-	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/projectrun"
 	"github.com/taskserver/taskserver/internal/store"
-	"github.com/taskserver/taskserver/internal/taskctl"
 )
-
-// platformName is the one platform of the benchmark's app version, the one
-// the simulated hosts claim.
-const platformName = "x86_64-pc-linux-gnu"
-
-// appVersionNum is the benchmark app's one version.
-const appVersionNum = 100
 
 // project is the benchmark's project: its directory, database and config.
 type project struct {
@@ -34,8 +26,9 @@ type project struct {
 
 // setupProject applies the schema to the (empty) database at dsn and adds
 // the demo app with one platform and app version, the volunteer accounts and
-// the upload keys; it writes the config file every program reads.
-func setupProject(ctx context.Context, dir, dsn string, users int, urlBase string) (*project, error) {
+// the upload keys; it writes the config file every program reads (no
+// url-base: the scheduler starts on port 0 and makes it of its address).
+func setupProject(ctx context.Context, dir, dsn string, users int) (*project, error) {
 	// A used directory would carry the work generator's counter file, and
 	// with it the jobs of an earlier run into --total-jobs.
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
@@ -60,28 +53,11 @@ func setupProject(ctx context.Context, dir, dsn string, users int, urlBase strin
 		return nil, err
 	}
 	p := &project{dir: dir, dsn: dsn, configPath: filepath.Join(dir, "project.yaml"), shmPath: shmPath}
-	t := now.Unix()
-	pid, err := st.PlatformInsert(ctx, row.Platform{CreateTime: t, Name: platformName, UserFriendlyName: "Linux on x86-64"})
-	if err != nil {
+	if p.appID, err = projectrun.SeedDemoApp(ctx, st); err != nil {
 		return nil, err
 	}
-	p.appID, err = st.AppInsert(ctx, row.App{CreateTime: t, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
-	if err != nil {
+	if p.auths, err = projectrun.SeedUsers(ctx, st, users, "bench"); err != nil {
 		return nil, err
-	}
-	if _, err := st.AppVersionInsert(ctx, row.AppVersion{CreateTime: t, AppID: p.appID, VersionNum: appVersionNum, PlatformID: pid}); err != nil {
-		return nil, err
-	}
-	for i := range users {
-		auth, err := taskctl.NewAuthenticator()
-		if err != nil {
-			return nil, err
-		}
-		if _, err := st.UserInsert(ctx, row.User{CreateTime: t, EmailAddr: fmt.Sprintf("bench%d@example.org", i),
-			Name: fmt.Sprintf("bench%d", i), Authenticator: auth}); err != nil {
-			return nil, err
-		}
-		p.auths = append(p.auths, auth)
 	}
 	k, err := keys.Generate()
 	if err != nil {
@@ -111,8 +87,7 @@ upload-dir: upload
 shm-path: %q
 log-level: info
 app: %s
-url-base: %q
-`, dsn, dir, p.shmPath, demoapp.AppName, urlBase)
+`, dsn, dir, p.shmPath, demoapp.AppName)
 	if err := os.WriteFile(p.configPath, []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("write project config: %w", err)
 	}

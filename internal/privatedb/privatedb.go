@@ -1,11 +1,13 @@
 // Package privatedb starts a MariaDB server of its own for one run: a fresh
-// data directory, a free loopback port, root without a password. The
+// data directory, a free loopback port (another one if the port is taken
+// before the server binds it), root without a password. The
 // benchmark uses it to measure a server nothing else touches; the chaos
 // tool uses it because it must be able to kill the database server and
 // start it again on the same port and data directory.
 package privatedb
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -16,12 +18,12 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
 	"time"
 
 	// The server speaks the MySQL protocol.
 	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/taskserver/taskserver/internal/projectrun"
 )
 
 // ErrNoMariaDB says no MariaDB (or MySQL) server program is installed, so a
@@ -49,12 +51,8 @@ type Server struct {
 	dir  string
 	opts Options
 	port int
-	args []string
-	bin  string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	args []string // of the next start
+	proc *projectrun.Proc
 }
 
 // lookProgram finds the first of names on PATH or in the usual sbin
@@ -114,51 +112,53 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w\n%s", filepath.Base(install), err, Tail(out, 2000))
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
+	// Its log is the error log, in dir, kept across restarts.
+	s := &Server{dir: dir, opts: o, proc: projectrun.New(projectrun.Spec{Name: "mariadbd", Bin: server, LogDir: dir})}
+	// MariaDB takes no port 0 it would tell us about: pick a free port,
+	// and if someone binds it before the server does, pick another.
+	for attempt := 1; ; attempt++ {
+		if s.port, err = freePort(); err != nil {
+			return nil, err
+		}
+		s.args = []string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(dir, "sock"),
+			"--pid-file=" + filepath.Join(dir, "pid"), "--port=" + strconv.Itoa(s.port), "--bind-address=127.0.0.1",
+			"--skip-name-resolve", "--user=" + u.Username, "--innodb-buffer-pool-size=" + o.BufferPool,
+			// No character set: the server keeps the latin1 of a server without
+			// a configuration file, as on a fresh machine; the schema and the
+			// connection name utf8mb4 themselves.
+			"--max-connections=" + strconv.Itoa(o.MaxConnections)}
+		if o.LogFileSize != "" {
+			s.args = append(s.args, "--innodb-log-file-size="+o.LogFileSize)
+		}
+		err := s.launch(ctx)
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errAddrInUse) || attempt == startAttempts {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
 	}
-	s := &Server{dir: dir, opts: o, port: port, bin: server}
-	s.args = []string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(dir, "sock"),
-		"--pid-file=" + filepath.Join(dir, "pid"), "--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
-		"--skip-name-resolve", "--user=" + u.Username, "--innodb-buffer-pool-size=" + o.BufferPool,
-		// No character set: the server keeps the latin1 of a server without
-		// a configuration file, as on a fresh machine; the schema and the
-		// connection name utf8mb4 themselves.
-		"--max-connections=" + strconv.Itoa(o.MaxConnections)}
-	if o.LogFileSize != "" {
-		s.args = append(s.args, "--innodb-log-file-size="+o.LogFileSize)
-	}
-	if err := s.launch(ctx); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	return s, nil
 }
+
+// startAttempts bounds the ports Start tries.
+const startAttempts = 5
+
+// errAddrInUse says the server could not bind its port: another program
+// took it after freePort found it free.
+var errAddrInUse = errors.New("port already in use")
 
 // launch starts the server process and waits until it answers.
 func (s *Server) launch(ctx context.Context) error {
-	logf, err := os.OpenFile(s.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+	// The log is kept across starts: this start's lines begin here.
+	var logStart int64
+	if fi, err := os.Stat(s.LogPath()); err == nil {
+		logStart = fi.Size()
+	}
+	s.proc.SetArgs(s.args)
+	if err := s.proc.Start(); err != nil {
 		return err
 	}
-	cmd := exec.Command(s.bin, s.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group: a Ctrl-C reaches only us, and we stop it last.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", filepath.Base(s.bin), err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(done)
-	}()
-	s.mu.Lock()
-	s.cmd, s.done = cmd, done
-	s.mu.Unlock()
 	deadline := time.Now().Add(s.opts.StartTimeout)
 	for {
 		err := Ping(ctx, s.DSN())
@@ -171,8 +171,11 @@ func (s *Server) launch(ctx context.Context) error {
 			return fmt.Errorf("private database did not answer: %w\n%s", errors.Join(err, ctx.Err()), Tail(log, 2000))
 		}
 		select {
-		case <-done:
+		case <-s.proc.Done():
 			log, _ := os.ReadFile(s.LogPath())
+			if int64(len(log)) >= logStart && bytes.Contains(log[logStart:], []byte("Address already in use")) {
+				return fmt.Errorf("private database on port %d: %w", s.port, errAddrInUse)
+			}
 			return fmt.Errorf("private database exited at start:\n%s", Tail(log, 2000))
 		case <-time.After(200 * time.Millisecond):
 		}
@@ -183,35 +186,20 @@ func (s *Server) launch(ctx context.Context) error {
 func (s *Server) DSN() string { return fmt.Sprintf("root@tcp(127.0.0.1:%d)/", s.port) }
 
 // LogPath is the server's error log, kept across restarts.
-func (s *Server) LogPath() string { return filepath.Join(s.dir, "mariadbd.log") }
+func (s *Server) LogPath() string { return s.proc.LogPath() }
 
 // PID is the running server's process id, whose CPU and I/O are the
 // database's.
-func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cmd.Process.Pid
-}
+func (s *Server) PID() int { return s.proc.PID() }
 
 // Kill kills the server with SIGKILL, as a crash would, and waits for it.
-func (s *Server) Kill() {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.mu.Unlock()
-	_ = cmd.Process.Kill()
-	<-done
-}
+func (s *Server) Kill() { s.proc.Kill() }
 
 // Restart starts the server again on the same port and data directory
 // after Kill (InnoDB recovers what was committed) and waits until it
 // answers.
 func (s *Server) Restart(ctx context.Context) error {
-	s.mu.Lock()
-	done := s.done
-	s.mu.Unlock()
-	select {
-	case <-done:
-	default:
+	if s.proc.Running() {
 		return errors.New("restart private database: still running")
 	}
 	return s.launch(ctx)
@@ -220,20 +208,8 @@ func (s *Server) Restart(ctx context.Context) error {
 // Stop shuts the server down (SIGTERM, a minute's grace, then SIGKILL) and
 // removes its directory.
 func (s *Server) Stop() {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.mu.Unlock()
-	select {
-	case <-done:
-	default:
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(time.Minute):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
+	// How it ended is nobody's concern: the directory goes with it.
+	_ = s.proc.Stop(time.Minute)
 	_ = os.RemoveAll(s.dir)
 }
 
@@ -249,8 +225,8 @@ func Ping(ctx context.Context, dsn string) error {
 	return db.PingContext(pctx)
 }
 
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort() (int, error) {
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)

@@ -3,15 +3,19 @@ package privatedb
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
 
-// TestKillAndRestartKeepsCommittedRows is what the chaos run relies on: a
-// SIGKILLed server comes back on the same DSN with every committed row.
-func TestKillAndRestartKeepsCommittedRows(t *testing.T) {
+// startServer starts a small private server for a parallel test, stopped
+// when the test ends.
+func startServer(ctx context.Context, t *testing.T) *Server {
+	t.Helper()
 	if !Available() {
 		if os.Getenv("CI") == "true" || os.Getenv("TASKSERVER_REAL_CLIENT") == "1" {
 			t.Fatal("no MariaDB server program installed (scripts/db-up.sh installs it)")
@@ -19,13 +23,20 @@ func TestKillAndRestartKeepsCommittedRows(t *testing.T) {
 		t.Skip("no MariaDB server program installed")
 	}
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	s, err := Start(ctx, filepath.Join(t.TempDir(), "db"), Options{BufferPool: "64M", MaxConnections: 20})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	defer s.Stop()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// TestKillAndRestartKeepsCommittedRows is what the chaos run relies on: a
+// SIGKILLed server comes back on the same DSN with every committed row.
+func TestKillAndRestartKeepsCommittedRows(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s := startServer(ctx, t)
 	dsn := s.DSN()
 	exec := func(q string) {
 		t.Helper()
@@ -60,5 +71,30 @@ func TestKillAndRestartKeepsCommittedRows(t *testing.T) {
 	var n int
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM d.t").Scan(&n); err != nil || n != 2 {
 		t.Fatalf("rows after restart = %d, %v; want 2, nil", n, err)
+	}
+}
+
+// TestLaunchOnATakenPortSaysSo checks what Start's retry relies on: a
+// server whose port another program bound first fails with errAddrInUse,
+// not with a bare start failure.
+func TestLaunchOnATakenPortSaysSo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s := startServer(ctx, t)
+	s.Kill()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := strconv.Itoa(s.port)
+	s.port = taken.Addr().(*net.TCPAddr).Port
+	for i, a := range s.args {
+		if a == "--port="+port {
+			s.args[i] = "--port=" + strconv.Itoa(s.port)
+		}
+	}
+	if err := s.launch(ctx); !errors.Is(err, errAddrInUse) {
+		t.Fatalf("launch on a taken port = %v, want errAddrInUse", err)
 	}
 }

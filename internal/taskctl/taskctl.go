@@ -54,7 +54,9 @@ func NewApp(opts Options) *cli.App {
 	}
 	var flags []cli.Flag
 	for _, f := range config.CommonFlags("") {
-		if f.Names()[0] != config.FlagListen { // the tool serves nothing
+		switch f.Names()[0] {
+		case config.FlagListen, config.FlagAddrFile: // the tool serves nothing
+		default:
 			flags = append(flags, f)
 		}
 	}
