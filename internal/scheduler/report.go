@@ -17,6 +17,7 @@ import (
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/scheduler/decide"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -211,7 +212,7 @@ func (s *Service) prepareReport(x *rpc, name string, rr *protocol.ReportResult, 
 		x.host.ConsecutiveValid = 0
 	case state.OutcomeSuccess:
 		if r.SentTime > 0 && x.now > r.SentTime {
-			x.host.AvgTurnaround = store.NextAvgTurnaround(x.host.AvgTurnaround, float64(x.now-r.SentTime))
+			x.host.AvgTurnaround = decide.NextAvgTurnaround(x.host.AvgTurnaround, float64(x.now-r.SentTime))
 		}
 	}
 	return pr
@@ -303,7 +304,7 @@ func reportable(r store.ReportedResult, hostID, userID int64) bool {
 	if r.HostID != hostID && (r.HostID == 0 || r.UserID != userID) {
 		return false
 	}
-	return r.ServerState == state.ServerInProgress || (r.ServerState == state.ServerOver && store.LateOutcome(r.Outcome))
+	return r.ServerState == state.ServerInProgress || (r.ServerState == state.ServerOver && decide.LateOutcome(r.Outcome))
 }
 
 // reportOutcome is BOINC's rule: success iff the client uploaded the outputs

@@ -14,6 +14,7 @@ import (
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/scheduler/decide"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -310,20 +311,20 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				covered += q.runtime(cd.e.RscFpopsEst)
 				q.add(cd.e.RscFpopsEst, cd.e.RscDiskBound)
 				w.skipJob[cd.e.WorkunitID] = true
-			case errors.Is(err, store.ErrAlreadySentToUser):
+			case errors.Is(err, decide.ErrAlreadySentToUser):
 				// Another user may take it.
 				c.Unclaim(cd.cl)
 				s.m.claims.WithLabelValues(claimOnePerUser).Inc()
 				w.reject(cd.slot, cd.e, reasonOnePerUser)
 				w.skipJob[cd.e.WorkunitID] = true
-			case errors.Is(err, store.ErrHRMismatch):
+			case errors.Is(err, decide.ErrHRMismatch):
 				// Bound to another class since the feeder cached it: hosts of
 				// that class may take it.
 				c.Unclaim(cd.cl)
 				s.m.claims.WithLabelValues(claimHRMismatch).Inc()
 				w.reject(cd.slot, cd.e, reasonHR)
 				w.hrBound[cd.e.WorkunitID] = true
-			case errors.Is(err, store.ErrCouldntSend):
+			case errors.Is(err, decide.ErrCouldntSend):
 				// No host could run it: the transitioner now deals with the
 				// job. Its other cached instances meet the same fate when
 				// tried, which clears them from the cache.

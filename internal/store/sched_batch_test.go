@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/scheduler/decide"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -149,7 +150,7 @@ func TestSchedulerCommitHostCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, _ := f.st.HostGet(ctx, f.host1)
-	want := store.NextAvgTurnaround(store.NextAvgTurnaround(100, 50), 200)
+	want := decide.NextAvgTurnaround(decide.NextAvgTurnaround(100, 50), 200)
 	if h.ErrorStreak != 1 || h.ConsecutiveValid != 0 || math.Abs(h.AvgTurnaround-want) > 1e-9 {
 		t.Fatalf("host = streak %d valid %d avg %v; want 1, 0, %v", h.ErrorStreak, h.ConsecutiveValid, h.AvgTurnaround, want)
 	}

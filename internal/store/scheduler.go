@@ -8,13 +8,13 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/scheduler/decide"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
-// ErrAlreadySentToUser means the job already has an instance that went to
-// this user (on any of their hosts): BOINC never lets one volunteer return
-// two instances of one job, or they could validate their own forgery.
-var ErrAlreadySentToUser = errors.New("job already sent to this user")
+// ErrAlreadySentToUser is decide.ErrAlreadySentToUser, which ResultSend
+// returns.
+var ErrAlreadySentToUser = decide.ErrAlreadySentToUser
 
 const resultGetByName = `SELECT ` + ResultColumns + ` FROM result WHERE name = ?`
 
@@ -86,19 +86,9 @@ func (s *Store) ResultListHostInProgress(ctx context.Context, hostID int64, limi
 	return out, nil
 }
 
-// TurnaroundWeight is the weight of the newest sample in host.avg_turnaround,
-// an exponential average of the time from send to report.
-const TurnaroundWeight = 0.3
-
-// NextAvgTurnaround is host.avg_turnaround after a result that took sample
-// seconds from send to report; a host with no average yet (0) takes the
-// sample as it is. ResultReport computes the same in SQL.
-func NextAvgTurnaround(old, sample float64) float64 {
-	if old <= 0 {
-		return sample
-	}
-	return old*(1-TurnaroundWeight) + sample*TurnaroundWeight
-}
+// TurnaroundWeight is decide.TurnaroundWeight, which ResultReport computes
+// with in SQL.
+const TurnaroundWeight = decide.TurnaroundWeight
 
 // ResultReportParams is what a host reported about one instance it was sent.
 type ResultReportParams struct {
@@ -126,12 +116,8 @@ type ResultReportParams struct {
 	Now        int64
 }
 
-// LateOutcome reports whether an instance that is OVER with outcome o may
-// still be reported by its host: it timed out, or was taken from a host that
-// seemed to have detached. Its result is better late than lost.
-func LateOutcome(o state.Outcome) bool {
-	return o == state.OutcomeNoReply || o == state.OutcomeClientDetached
-}
+// LateOutcome is decide.LateOutcome, which ResultReport checks.
+var LateOutcome = decide.LateOutcome
 
 // The "- 1" makes the value change on every report even when it already is
 // at most now: the transitioner clears transition_time with an update
@@ -215,38 +201,15 @@ func (s *Store) ResultReport(ctx context.Context, p ResultReportParams) error {
 	return nil
 }
 
-// ErrHRMismatch means the job is already bound to another homogeneous
-// redundancy class than the host's: nothing changed, and a host of its class
-// may take the instance.
-var ErrHRMismatch = errors.New("job bound to another host class")
+// ErrHRMismatch is decide.ErrHRMismatch, which ResultSend returns.
+var ErrHRMismatch = decide.ErrHRMismatch
 
-// ErrCouldntSend means the instance's job cannot be sent to any host (its
-// description is unusable): the instance was set OVER with outcome
-// COULDNT_SEND and the job woken, so the transitioner deals with it.
-var ErrCouldntSend = errors.New("job cannot be sent")
+// ErrCouldntSend is decide.ErrCouldntSend, which ResultSend wraps.
+var ErrCouldntSend = decide.ErrCouldntSend
 
-// ResultSendParams is one unsent instance being sent to a host.
-type ResultSendParams struct {
-	ResultID       int64
-	WorkunitID     int64
-	HostID         int64
-	UserID         int64
-	AppVersionID   int64
-	AppVersionNum  int
-	ReportDeadline int64
-	Now            int64
-	// HRClass is the host's homogeneous redundancy class when the job's app
-	// uses homogeneous redundancy, else 0. The job is bound to the class of
-	// the first host it goes to; another class gets ErrHRMismatch.
-	HRClass int
-	// Replicate raises the job's min_quorum and target_nresults to its
-	// replication_quorum (adaptive replication: the host is not trusted, or
-	// is being spot-checked) and wakes the transitioner to add instances.
-	Replicate bool
-	// CheckWorkunit, if set, is given the locked job; an error means the
-	// job cannot be sent at all, and the instance is set COULDNT_SEND.
-	CheckWorkunit func(row.Workunit) error
-}
+// ResultSendParams is one unsent instance being sent to a host: a
+// decide.Send, as SchedulerCommit takes it.
+type ResultSendParams = decide.Send
 
 const workunitLockForSend = `SELECT ` + WorkunitColumns + ` FROM workunit WHERE id = ? FOR UPDATE`
 

@@ -3,8 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math"
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/row"
@@ -308,26 +306,6 @@ func TestResultDetachHost(t *testing.T) {
 		FromState: state.ServerOver, FromOutcome: state.OutcomeClientDetached, Outcome: state.OutcomeSuccess,
 		ClientState: state.ClientFilesUploaded, Now: 3200}); err != nil {
 		t.Fatalf("late report of a detached instance = %v, want nil", err)
-	}
-}
-
-func TestNextAvgTurnaround(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		old, sample, want float64
-	}{
-		{0, 500, 500},        // no average yet: the sample
-		{-1, 500, 500},       // nonsense treated as none
-		{1000, 1000, 1000},   // steady
-		{1000, 0, 700},       // 0.7 × old
-		{100, 1100, 400},     // 0.7 × 100 + 0.3 × 1100
-		{86400, 3600, 61560}, // a slow host speeding up
-	} {
-		t.Run(fmt.Sprint(tt.old, "_", tt.sample), func(t *testing.T) {
-			if got := store.NextAvgTurnaround(tt.old, tt.sample); math.Abs(got-tt.want) > 1e-9 {
-				t.Fatalf("NextAvgTurnaround(%v, %v) = %v, want %v", tt.old, tt.sample, got, tt.want)
-			}
-		})
 	}
 }
 
