@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/state"
@@ -42,7 +41,7 @@ func (s *Service) abortUnneeded(ctx context.Context, x *rpc) {
 		name := strings.TrimSpace(o.Name)
 		// A name no result can have is ignored, not echoed: it may not
 		// even be valid in the reply's XML.
-		if name == "" || len(name) > 254 || !utf8.ValidString(name) || seen[name] || x.reported[name] {
+		if name == "" || !resultName(name) || seen[name] || x.reported[name] {
 			continue
 		}
 		seen[name] = true

@@ -185,6 +185,39 @@ type HostDelta struct {
 	Samples []float64
 }
 
+// Turnaround is the seconds from an instance's send to its report at now,
+// 0 when unknown (never sent, or the clock went back).
+func Turnaround(sent, now int64) float64 {
+	if sent > 0 && now > sent {
+		return float64(now - sent)
+	}
+	return 0
+}
+
+// Add counts a recorded report with outcome o that took turnaround seconds.
+func (d *HostDelta) Add(o state.Outcome, turnaround float64) {
+	switch {
+	case o == state.OutcomeClientError:
+		d.Errors++
+	case o == state.OutcomeSuccess && turnaround > 0:
+		d.Samples = append(d.Samples, turnaround)
+	}
+}
+
+// Apply is host h as the delta leaves it, as the store writes it: the
+// scheduler's later decisions in the same request (quarantine, trust) see
+// the host as its reports will leave it.
+func (d HostDelta) Apply(h row.Host) row.Host {
+	h.ErrorStreak += d.Errors
+	if d.Errors > 0 {
+		h.ConsecutiveValid = 0
+	}
+	for _, t := range d.Samples {
+		h.AvgTurnaround = NextAvgTurnaround(h.AvgTurnaround, t)
+	}
+	return h
+}
+
 // TurnaroundFold is avg_turnaround after the delta's samples, as a*old + b
 // for a host with an average, and c for one without (the first sample
 // starts it): NextAvgTurnaround applied once per sample, in a form one
@@ -324,10 +357,7 @@ func (p *Plan) report(r Report, wus map[int64]*row.Workunit, res map[int64]*row.
 	if fds == state.FileDeleteDone {
 		fds = state.FileDeleteReady
 	}
-	var turnaround float64
-	if inst.SentTime > 0 && r.Now > inst.SentTime {
-		turnaround = float64(r.Now - inst.SentTime)
-	}
+	turnaround := Turnaround(inst.SentTime, r.Now)
 	p.ReportWrites = append(p.ReportWrites, ReportWrite{Report: r, FromState: inst.ServerState, FromOutcome: inst.Outcome,
 		ValidateState: vs, FileDeleteState: fds})
 	d := p.Hosts[r.HostID]
@@ -335,12 +365,7 @@ func (p *Plan) report(r Report, wus map[int64]*row.Workunit, res map[int64]*row.
 		d = &HostDelta{}
 		p.Hosts[r.HostID] = d
 	}
-	switch {
-	case r.Outcome == state.OutcomeClientError:
-		d.Errors++
-	case r.Outcome == state.OutcomeSuccess && turnaround > 0:
-		d.Samples = append(d.Samples, turnaround)
-	}
+	d.Add(r.Outcome, turnaround)
 	late := inst.ServerState == state.ServerOver
 	// A second report of the instance in this batch finds it over.
 	inst.ServerState, inst.Outcome, inst.HostID = state.ServerOver, r.Outcome, r.HostID
