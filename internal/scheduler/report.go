@@ -339,10 +339,18 @@ func (s *Service) ackReports(x *rpc) {
 // instance r: it is one of the user's hosts' (BOINC's "same user" rule), and
 // in progress or over without a result (timed out or detached).
 func reportable(r store.ReportedResult, hostID, userID int64) bool {
-	if r.HostID != hostID && (r.HostID == 0 || r.UserID != userID) {
+	if !usersHost(r.HostID, r.UserID, hostID, userID) {
 		return false
 	}
 	return r.ServerState == state.ServerInProgress || (r.ServerState == state.ServerOver && decide.LateOutcome(r.Outcome))
+}
+
+// usersHost reports whether an instance on host onHost of user onUser is
+// host hostID's of user userID to report or keep: it is on that host, or on
+// another host of the same user (a client restored from a backup has a new
+// host id).
+func usersHost(onHost, onUser, hostID, userID int64) bool {
+	return onHost == hostID || (onHost != 0 && onUser == userID)
 }
 
 // reportOutcome is BOINC's rule: success iff the client uploaded the outputs

@@ -53,6 +53,8 @@ func TestReportTarget(t *testing.T) {
 		{name: "another user's host", report: "read_0",
 			row: read(otherHost, otherUser, state.ServerInProgress, state.OutcomeInit), want: reportIgnored,
 			why: whyNotOnHost},
+		{name: "on no host, of this user", report: "read_0", row: read(0, user, state.ServerInProgress, state.OutcomeInit),
+			want: reportIgnored, why: whyNotOnHost},
 		{name: "unknown name", report: "nobody_0", want: reportIgnored, why: whyUnknown},
 		{name: "lookup failed: not acked", report: "read_0", lookupErr: lookupFailed, want: reportError, why: whyLookup},
 		{name: "name too long", report: strings.Repeat("x", 255), want: reportIgnored, why: whyBadName},
@@ -293,6 +295,48 @@ func TestReplicates(t *testing.T) {
 			draw := func() float64 { n++; return tt.draw }
 			if got := replicates(tt.app, tt.host, 10, 0.1, tt.quar, draw); got != tt.want || n != tt.draws {
 				t.Fatalf("replicates = %v after %d draws, want %v after %d", got, n, tt.want, tt.draws)
+			}
+		})
+	}
+}
+
+// What the host is told of a task it lists and does not hold in progress
+// here.
+func TestAbortKind(t *testing.T) {
+	t.Parallel()
+	const host, otherHost, user, otherUser = 5, 6, 7, 8
+	on := func(hostID, userID int64, ss state.ServerState, o state.Outcome) store.ResultByName {
+		return store.ResultByName{Name: "r_0", HostID: hostID, UserID: userID, ServerState: ss, Outcome: o}
+	}
+	jobDone := on(otherHost, user, state.ServerInProgress, state.OutcomeInit)
+	jobDone.CanonicalResultID = 3
+	jobFailed := on(otherHost, user, state.ServerInProgress, state.OutcomeInit)
+	jobFailed.ErrorMask = state.ErrTooManyErrorResults
+	for _, tt := range []struct {
+		name  string
+		r     store.ResultByName
+		found bool
+		want  string
+	}{
+		{"unknown to the server", store.ResultByName{}, false, abortNow},
+		{"another user's", on(otherHost, otherUser, state.ServerInProgress, state.OutcomeInit), true, abortNow},
+		{"never sent", on(0, 0, state.ServerUnsent, state.OutcomeInit), true, abortNow},
+		{"on no host, of this user", on(0, user, state.ServerInProgress, state.OutcomeInit), true, abortNow},
+		{"in progress on another host of the user, job needed", on(otherHost, user, state.ServerInProgress,
+			state.OutcomeInit), true, ""},
+		{"in progress, job done", jobDone, true, abortIfNotStarted},
+		{"in progress, job failed", jobFailed, true, abortIfNotStarted},
+		{"timed out", on(host, user, state.ServerOver, state.OutcomeNoReply), true, abortNow},
+		{"cancelled", on(host, user, state.ServerOver, state.OutcomeDidntNeed), true, abortNow},
+		{"detached", on(host, user, state.ServerOver, state.OutcomeClientDetached), true, abortNow},
+		{"finished and recorded: success", on(host, user, state.ServerOver, state.OutcomeSuccess), true, ""},
+		{"finished and recorded: error", on(host, user, state.ServerOver, state.OutcomeClientError), true, ""},
+		{"finished and recorded: invalid", on(host, user, state.ServerOver, state.OutcomeValidateError), true, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := abortKind(tt.r, tt.found, host, user); got != tt.want {
+				t.Fatalf("abortKind = %q, want %q", got, tt.want)
 			}
 		})
 	}
