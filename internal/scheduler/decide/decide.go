@@ -8,6 +8,7 @@ package decide
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
@@ -282,15 +283,16 @@ type Plan struct {
 func Batch(in Input) Plan {
 	p := Plan{Reports: make([]ReportOutcome, len(in.Reports)), Sends: make([]error, len(in.Sends)),
 		Hosts: map[int64]*HostDelta{}}
-	wus := make(map[int64]*row.Workunit, len(in.Workunits))
-	for i := range in.Workunits {
-		wu := in.Workunits[i]
-		wus[wu.ID] = &wu
+	// The rows as the batch leaves them: copies, so that a retried batch
+	// decides on the rows as read.
+	wuRows, resRows := slices.Clone(in.Workunits), slices.Clone(in.Results)
+	wus := make(map[int64]*row.Workunit, len(wuRows))
+	for i := range wuRows {
+		wus[wuRows[i].ID] = &wuRows[i]
 	}
-	res := make(map[int64]*row.Result, len(in.Results))
-	for i := range in.Results {
-		r := in.Results[i]
-		res[r.ID] = &r
+	res := make(map[int64]*row.Result, len(resRows))
+	for i := range resRows {
+		res[resRows[i].ID] = &resRows[i]
 	}
 	sentTo := make(map[UserJob]bool, len(in.SentTo))
 	for _, uj := range in.SentTo {
