@@ -75,17 +75,9 @@ type pendingReport struct {
 // statement. Later decisions in this request (quarantine, trust) see the
 // host as the reports will leave it.
 func (s *Service) prepareReports(ctx context.Context, x *rpc) {
-	var names []string
-	for i := range x.req.Results {
-		name := strings.TrimSpace(x.req.Results[i].Name)
-		if name == "" || x.reported[name] {
-			// Reported twice in one request: the first is the one.
-			continue
-		}
-		x.reported[name] = true
-		if _, ok := x.held[name]; !ok && resultName(name) && len(names) < store.MaxReportedNames {
-			names = append(names, name)
-		}
+	reports, names := reportsToRead(x.req.Results, x.held)
+	for _, i := range reports {
+		x.reported[strings.TrimSpace(x.req.Results[i].Name)] = true
 	}
 	var byName map[string]store.ReportedResult
 	var lookupErr error
@@ -100,20 +92,35 @@ func (s *Service) prepareReports(ctx context.Context, x *rpc) {
 			byName[r.Name] = r
 		}
 	}
-	done := map[string]bool{}
-	for i := range x.req.Results {
+	for _, i := range reports {
 		rr := &x.req.Results[i]
-		name := strings.TrimSpace(rr.Name)
-		if name == "" || done[name] {
-			continue
-		}
-		done[name] = true
-		pr := s.prepareReport(x, name, rr, byName, lookupErr)
+		pr := s.prepareReport(x, strings.TrimSpace(rr.Name), rr, byName, lookupErr)
 		if pr.outcome == reportError {
 			x.dbErr = true
 		}
 		x.reports = append(x.reports, pr)
 	}
+}
+
+// reportsToRead returns the indexes of a request's reports to handle, each
+// name once (reported twice in one request, the first is the one; a blank
+// name is none), and the names to read by name: those the host does not
+// hold in progress (held) that a result can have, at most
+// store.MaxReportedNames.
+func reportsToRead(results []protocol.ReportResult, held map[string]store.HostResult) (reports []int, names []string) {
+	seen := map[string]bool{}
+	for i := range results {
+		name := strings.TrimSpace(results[i].Name)
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		reports = append(reports, i)
+		if _, ok := held[name]; !ok && resultName(name) && len(names) < store.MaxReportedNames {
+			names = append(names, name)
+		}
+	}
+	return reports, names
 }
 
 // prepareReport checks one reported result (reportTarget), closes or

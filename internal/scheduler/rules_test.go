@@ -341,3 +341,46 @@ func TestAbortKind(t *testing.T) {
 		})
 	}
 }
+
+// Which of a request's reports are handled, and which are read by name.
+func TestReportsToRead(t *testing.T) {
+	t.Parallel()
+	held := map[string]store.HostResult{"held_0": {ID: 1}}
+	rep := func(names ...string) []protocol.ReportResult {
+		var out []protocol.ReportResult
+		for _, n := range names {
+			out = append(out, protocol.ReportResult{Name: n})
+		}
+		return out
+	}
+	many := make([]string, store.MaxReportedNames+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("r_%d", i)
+	}
+	for _, tt := range []struct {
+		name        string
+		results     []protocol.ReportResult
+		wantReports []int
+		wantNames   []string
+	}{
+		{"none", nil, nil, nil},
+		{"held: not read", rep("held_0"), []int{0}, nil},
+		{"not held: read", rep("late_0"), []int{0}, []string{"late_0"}},
+		{"twice: the first is the one", rep("a_0", "b_0", " a_0 "), []int{0, 1}, []string{"a_0", "b_0"}},
+		{"blank names are none", rep("", "  ", "a_0"), []int{2}, []string{"a_0"}},
+		{"a name no result can have: handled, not read", rep(strings.Repeat("x", 255)), []int{0}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			reports, names := reportsToRead(tt.results, held)
+			if fmt.Sprint(reports) != fmt.Sprint(tt.wantReports) || fmt.Sprint(names) != fmt.Sprint(tt.wantNames) {
+				t.Fatalf("reportsToRead = %v, %q; want %v, %q", reports, names, tt.wantReports, tt.wantNames)
+			}
+		})
+	}
+	reports, names := reportsToRead(rep(many...), held)
+	if len(reports) != len(many) || len(names) != store.MaxReportedNames {
+		t.Fatalf("%d reports: %d handled, %d read; want all handled, %d read", len(many), len(reports), len(names),
+			store.MaxReportedNames)
+	}
+}
