@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/state"
@@ -42,7 +41,7 @@ func (s *Service) abortUnneeded(ctx context.Context, x *rpc) {
 		name := strings.TrimSpace(o.Name)
 		// A name no result can have is ignored, not echoed: it may not
 		// even be valid in the reply's XML.
-		if name == "" || len(name) > 254 || !utf8.ValidString(name) || seen[name] || x.reported[name] {
+		if name == "" || !resultName(name) || seen[name] || x.reported[name] {
 			continue
 		}
 		seen[name] = true
@@ -76,25 +75,7 @@ func (s *Service) abortUnneeded(ctx context.Context, x *rpc) {
 	}
 	for _, name := range names {
 		r, ok := byName[name]
-		kind := ""
-		switch {
-		case !ok || r.HostID != x.host.ID && (r.HostID == 0 || r.UserID != x.user.ID):
-			kind = abortNow
-		case r.ServerState == state.ServerInProgress:
-			if r.CanonicalResultID != 0 || r.ErrorMask != 0 {
-				kind = abortIfNotStarted
-			}
-		case r.ServerState == state.ServerOver:
-			switch r.Outcome {
-			case state.OutcomeSuccess, state.OutcomeClientError, state.OutcomeValidateError:
-				// The host finished it and it was recorded: it only
-				// waits to be reported again or acked.
-			default:
-				kind = abortNow
-			}
-		default:
-			kind = abortNow
-		}
+		kind := abortKind(r, ok, x.host.ID, x.user.ID)
 		switch kind {
 		case abortNow:
 			x.reply.ResultAborts = append(x.reply.ResultAborts, protocol.NameElement{Name: name})
@@ -106,4 +87,27 @@ func (s *Service) abortUnneeded(ctx context.Context, x *rpc) {
 		s.m.resultsAborted.WithLabelValues(kind).Inc()
 		s.log.Debug("abort listed result", "result", name, "host_id", x.host.ID, "kind", kind)
 	}
+}
+
+// abortKind decides a task the host lists and does not hold in progress
+// here, r being its row if found: abortNow, abortIfNotStarted, or "" to
+// leave it to the host.
+func abortKind(r store.ResultByName, found bool, hostID, userID int64) string {
+	switch {
+	case !found || !usersHost(r.HostID, r.UserID, hostID, userID):
+		return abortNow
+	case r.ServerState == state.ServerInProgress:
+		if r.CanonicalResultID != 0 || r.ErrorMask != 0 {
+			return abortIfNotStarted
+		}
+		return ""
+	case r.ServerState == state.ServerOver:
+		switch r.Outcome {
+		case state.OutcomeSuccess, state.OutcomeClientError, state.OutcomeValidateError:
+			// The host finished it and it was recorded: it only waits to
+			// be reported again or acked.
+			return ""
+		}
+	}
+	return abortNow
 }

@@ -32,6 +32,13 @@
 // candidates (decide.go) with a dry mode, no claims and no writes, which
 // Explain runs for one host: taskctl host explain.
 //
+// The rules live apart from the I/O: package decide decides every report
+// and send of a commit on the rows the store locked (store.SchedulerCommit
+// reads, calls decide.Batch, writes), and this package's rules of a request
+// (the walk's check and shortfall, which instance a report names and what
+// it amounts to, what becomes of the tasks a host holds, what a refused
+// send means for its cache slot) are pure functions with table tests.
+//
 // Reports are recorded while the instance is in progress, and also after it
 // timed out or was marked detached (late results are never dropped); a
 // success for a job already failed or assimilated is TOO_LATE. A client

@@ -166,6 +166,14 @@ func clamp01(f float64) float64 {
 	return min(f, 1)
 }
 
+// replicates decides whether a send of one of app's jobs to host h raises
+// the job's quorum (Send.Replicate), draw drawing uniformly from [0, 1):
+// only under adaptive replication, with replicationProbability. Nothing is
+// drawn for another app.
+func replicates(app row.App, h row.Host, trustValid int, spotCheck float64, quarantine bool, draw func() float64) bool {
+	return app.AdaptiveReplication && draw() < replicationProbability(h, trustValid, spotCheck, quarantine)
+}
+
 // reliableHost reports whether a host may get a reliable-only instance
 // (row.SendReliableOnly, a tail copy meant to finish a batch quickly) of a
 // job with the given delay bound: trusted, and known to report within a

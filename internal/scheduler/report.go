@@ -17,6 +17,7 @@ import (
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/scheduler/decide"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -25,11 +26,16 @@ import (
 // fail, and the client would report the result again forever.
 const maxBlob = 65535
 
+// asksWork reports whether req asks for work: some seconds of it, and not
+// told by its user to send none.
+func asksWork(req *protocol.SchedulerRequest) bool {
+	return (finite(req.WorkReqSeconds) > 0 || finite(req.CPUReqSecs) > 0) && req.DontSendWork == 0
+}
+
 // needsHeld reports whether req needs its host's instances in progress:
 // it reports, lists or asks for anything.
 func needsHeld(req *protocol.SchedulerRequest) bool {
-	asked := (finite(req.WorkReqSeconds) > 0 || finite(req.CPUReqSecs) > 0) && req.DontSendWork == 0
-	return len(req.Results) > 0 || asked || req.HasOtherResults || len(req.OtherResults) > 0
+	return len(req.Results) > 0 || asksWork(req) || req.HasOtherResults || len(req.OtherResults) > 0
 }
 
 // listHeld reads the host's instances in progress once, when the request
@@ -69,17 +75,9 @@ type pendingReport struct {
 // statement. Later decisions in this request (quarantine, trust) see the
 // host as the reports will leave it.
 func (s *Service) prepareReports(ctx context.Context, x *rpc) {
-	var names []string
-	for i := range x.req.Results {
-		name := strings.TrimSpace(x.req.Results[i].Name)
-		if name == "" || x.reported[name] {
-			// Reported twice in one request: the first is the one.
-			continue
-		}
-		x.reported[name] = true
-		if _, ok := x.held[name]; !ok && len(name) <= 254 && utf8.ValidString(name) && len(names) < store.MaxReportedNames {
-			names = append(names, name)
-		}
+	reports, names := reportsToRead(x.req.Results, x.held)
+	for _, i := range reports {
+		x.reported[strings.TrimSpace(x.req.Results[i].Name)] = true
 	}
 	var byName map[string]store.ReportedResult
 	var lookupErr error
@@ -94,15 +92,9 @@ func (s *Service) prepareReports(ctx context.Context, x *rpc) {
 			byName[r.Name] = r
 		}
 	}
-	done := map[string]bool{}
-	for i := range x.req.Results {
+	for _, i := range reports {
 		rr := &x.req.Results[i]
-		name := strings.TrimSpace(rr.Name)
-		if name == "" || done[name] {
-			continue
-		}
-		done[name] = true
-		pr := s.prepareReport(x, name, rr, byName, lookupErr)
+		pr := s.prepareReport(x, strings.TrimSpace(rr.Name), rr, byName, lookupErr)
 		if pr.outcome == reportError {
 			x.dbErr = true
 		}
@@ -110,41 +102,39 @@ func (s *Service) prepareReports(ctx context.Context, x *rpc) {
 	}
 }
 
-// prepareReport checks one reported result. An instance is recorded while
-// IN_PROGRESS, and also after it timed out or was marked detached: a late
-// result is still a result, and the transitioner and validator take it as
-// it comes. It must be this host's, or, as BOINC allows it, another host's
-// of the same user: a client restored from a backup reports under a new
-// host id the tasks its old id was sent, and they are recorded as this
-// host's.
+// reportsToRead returns the indexes of a request's reports to handle, each
+// name once (reported twice in one request, the first is the one; a blank
+// name is none), and the names to read by name: those the host does not
+// hold in progress (held) that a result can have, at most
+// store.MaxReportedNames.
+func reportsToRead(results []protocol.ReportResult, held map[string]store.HostResult) (reports []int, names []string) {
+	seen := map[string]bool{}
+	for i := range results {
+		name := strings.TrimSpace(results[i].Name)
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		reports = append(reports, i)
+		if _, ok := held[name]; !ok && resultName(name) && len(names) < store.MaxReportedNames {
+			names = append(names, name)
+		}
+	}
+	return reports, names
+}
+
+// prepareReport checks one reported result (reportTarget), closes or
+// checks its outputs, and decides what it amounts to (reportedOutcome).
 func (s *Service) prepareReport(x *rpc, name string, rr *protocol.ReportResult, byName map[string]store.ReportedResult,
 	lookupErr error) pendingReport {
 	pr := pendingReport{name: name}
-	if len(name) > 254 || !utf8.ValidString(name) {
-		pr.outcome = reportIgnored // no result has such a name
-		return pr
-	}
-	var r store.ReportedResult
-	if hr, ok := x.held[name]; ok {
-		r = store.ReportedResult{ID: hr.ID, WorkunitID: hr.WorkunitID, HostID: x.host.ID, UserID: x.user.ID,
-			ServerState: state.ServerInProgress, Outcome: state.OutcomeInit, SentTime: hr.SentTime, XMLDocIn: hr.XMLDocIn,
-			FileDeleteState: hr.FileDeleteState}
-	} else {
-		if lookupErr != nil {
-			pr.outcome = reportError
-			return pr
+	r, refused, why := reportTarget(name, x.held, byName, lookupErr, x.host.ID, x.user.ID)
+	if refused != "" {
+		if why != whyBadName {
+			s.log.Debug("report not recorded: "+why, "result", name, "host_id", x.host.ID, "result_id", r.ID,
+				"result_host_id", r.HostID, "server_state", r.ServerState.String(), "outcome", r.Outcome.String())
 		}
-		var ok bool
-		if r, ok = byName[name]; !ok {
-			s.log.Debug("report of unknown result", "result", name, "host_id", x.host.ID)
-			pr.outcome = reportIgnored
-			return pr
-		}
-	}
-	if !reportable(r, x.host.ID, x.user.ID) {
-		s.log.Debug("report of a result not in progress on this user's hosts", "result_id", r.ID, "host_id", x.host.ID,
-			"result_host_id", r.HostID, "server_state", r.ServerState.String(), "outcome", r.Outcome.String())
-		pr.outcome = reportIgnored
+		pr.outcome = refused
 		return pr
 	}
 	if r.HostID != x.host.ID {
@@ -152,8 +142,6 @@ func (s *Service) prepareReport(x *rpc, name string, rr *protocol.ReportResult, 
 			"host_id", x.host.ID, "result_host_id", r.HostID, "user_id", x.user.ID)
 	}
 	outputs, _ := jobxml.ParseResult(r.XMLDocIn)
-	outcome, clientErr := reportOutcome(rr)
-	successIfDeleted := false
 	// Every output is closed whatever the outcome: the result is over, and
 	// its certificates must write nothing more. Not once the files are
 	// marked for deletion: the file deleter may have run, and a closed
@@ -172,22 +160,10 @@ func (s *Service) prepareReport(x *rpc, name string, rr *protocol.ReportResult, 
 		pr.outcome = reportError
 		return pr
 	}
-	if !clientErr {
-		if missing != "" && r.ServerState == state.ServerOver && r.FileDeleteState != state.FileDeleteInit {
-			// A late report after the job was finished and its files
-			// marked for deletion: the file deleter may have removed the
-			// output the host just uploaded. Nothing will validate it; it
-			// is recorded as the success it was (TOO_LATE), not held
-			// against the host.
-			missing = ""
-		}
-		if missing != "" {
-			s.log.Debug("result reported as success without its output", "result_id", r.ID,
-				"host_id", x.host.ID, "file", missing)
-			// Should the instance time out and its files be marked for
-			// deletion before the commit, the rule above applies there.
-			outcome, successIfDeleted = state.OutcomeClientError, true
-		}
+	outcome, successIfDeleted := reportedOutcome(rr, r, missing)
+	if successIfDeleted {
+		s.log.Debug("result reported as success without its output", "result_id", r.ID, "host_id", x.host.ID,
+			"file", missing)
 	}
 	pr.p = store.SchedReport{
 		ResultID:         r.ID,
@@ -205,16 +181,81 @@ func (s *Service) prepareReport(x *rpc, name string, rr *protocol.ReportResult, 
 		ClaimedCredit:    claimedCredit(rr.FinalCPUTime, rr.FinalElapsedTime, x.host.PFpops),
 		Now:              x.now,
 	}
-	switch outcome {
-	case state.OutcomeClientError:
-		x.host.ErrorStreak++
-		x.host.ConsecutiveValid = 0
-	case state.OutcomeSuccess:
-		if r.SentTime > 0 && x.now > r.SentTime {
-			x.host.AvgTurnaround = store.NextAvgTurnaround(x.host.AvgTurnaround, float64(x.now-r.SentTime))
-		}
-	}
+	// Later decisions in this request see the host as the report will
+	// leave it.
+	var d decide.HostDelta
+	d.Add(outcome, decide.Turnaround(r.SentTime, x.now))
+	x.host = d.Apply(x.host)
 	return pr
+}
+
+// Why reportTarget refuses a report.
+const (
+	whyBadName   = "no result can have this name"
+	whyLookup    = "the reported results could not be read"
+	whyUnknown   = "unknown result"
+	whyNotOnHost = "not in progress on this user's hosts"
+)
+
+// reportTarget finds the instance a report names and decides whether the
+// host may report it: the host's own instances in progress first (held),
+// then those read by name (byName, unless lookupErr). An instance is
+// recorded while IN_PROGRESS, and also after it timed out or was marked
+// detached: a late result is still a result, and the transitioner and
+// validator take it as it comes. It must be this host's, or, as BOINC
+// allows it, another host's of the same user: a client restored from a
+// backup reports under a new host id the tasks its old id was sent.
+//
+// It returns the instance, or the report's metric outcome instead
+// (reportIgnored: acked, nothing changes; reportError: not acked, the host
+// reports again) and why.
+func reportTarget(name string, held map[string]store.HostResult, byName map[string]store.ReportedResult,
+	lookupErr error, hostID, userID int64) (r store.ReportedResult, outcome, why string) {
+	if !resultName(name) {
+		return r, reportIgnored, whyBadName
+	}
+	if hr, ok := held[name]; ok {
+		return store.ReportedResult{ID: hr.ID, Name: name, WorkunitID: hr.WorkunitID, HostID: hostID, UserID: userID,
+			ServerState: state.ServerInProgress, Outcome: state.OutcomeInit, SentTime: hr.SentTime, XMLDocIn: hr.XMLDocIn,
+			FileDeleteState: hr.FileDeleteState}, "", ""
+	}
+	if lookupErr != nil {
+		return r, reportError, whyLookup
+	}
+	r, ok := byName[name]
+	switch {
+	case !ok:
+		return r, reportIgnored, whyUnknown
+	case !reportable(r, hostID, userID):
+		return r, reportIgnored, whyNotOnHost
+	}
+	return r, "", ""
+}
+
+// resultName reports whether a result can be called name: the column holds
+// 254 bytes of UTF-8.
+func resultName(name string) bool {
+	return len(name) <= 254 && utf8.ValidString(name)
+}
+
+// reportedOutcome is what a report of instance r amounts to: reportOutcome,
+// but a success whose output missing ("" when none is) does not count is a
+// CLIENT_ERROR. A late report after the job's files were marked for
+// deletion is the success it was instead: the file deleter may have removed
+// the output the host just uploaded, nothing will validate it (TOO_LATE),
+// and it is not held against the host. successIfDeleted marks a
+// CLIENT_ERROR that the commit records as a success should the instance
+// time out and its files be marked by then (decide.Report).
+func reportedOutcome(rr *protocol.ReportResult, r store.ReportedResult, missing string) (o state.Outcome,
+	successIfDeleted bool) {
+	o, clientErr := reportOutcome(rr)
+	if clientErr || missing == "" {
+		return o, false
+	}
+	if r.ServerState == state.ServerOver && r.FileDeleteState != state.FileDeleteInit {
+		return o, false
+	}
+	return state.OutcomeClientError, true
 }
 
 // commitRound writes sends, with the request's reports and host row if
@@ -264,16 +305,7 @@ func (s *Service) commitRound(ctx context.Context, x *rpc, sends []store.SchedSe
 		for k, i := range queued {
 			o := out.Reports[k]
 			pr := &x.reports[i]
-			switch {
-			case o.Err != nil:
-				// Changed since it was read: reported by a concurrent
-				// request, or taken from the host.
-				pr.outcome = reportIgnored
-			case o.Outcome == state.OutcomeClientError:
-				pr.outcome = reportClientError
-			default:
-				pr.outcome = reportSuccess
-			}
+			pr.outcome = reportMetric(o)
 			if o.Err == nil && o.Late {
 				s.m.lateReports.Inc()
 			}
@@ -283,6 +315,20 @@ func (s *Service) commitRound(ctx context.Context, x *rpc, sends []store.SchedSe
 		s.ackReports(x)
 	}
 	return out.Sends, nil
+}
+
+// reportMetric is the results_reported_total outcome of a report the commit
+// decided.
+func reportMetric(o store.SchedReportOutcome) string {
+	switch {
+	case o.Err != nil:
+		// Changed since it was read: reported by a concurrent request, or
+		// taken from the host.
+		return reportIgnored
+	case o.Outcome == state.OutcomeClientError:
+		return reportClientError
+	}
+	return reportSuccess
 }
 
 // ackReports counts the request's reports and acks all but those that
@@ -300,10 +346,18 @@ func (s *Service) ackReports(x *rpc) {
 // instance r: it is one of the user's hosts' (BOINC's "same user" rule), and
 // in progress or over without a result (timed out or detached).
 func reportable(r store.ReportedResult, hostID, userID int64) bool {
-	if r.HostID != hostID && (r.HostID == 0 || r.UserID != userID) {
+	if !usersHost(r.HostID, r.UserID, hostID, userID) {
 		return false
 	}
-	return r.ServerState == state.ServerInProgress || (r.ServerState == state.ServerOver && store.LateOutcome(r.Outcome))
+	return r.ServerState == state.ServerInProgress || (r.ServerState == state.ServerOver && decide.LateOutcome(r.Outcome))
+}
+
+// usersHost reports whether an instance on host onHost of user onUser is
+// host hostID's of user userID to report or keep: it is on that host, or on
+// another host of the same user (a client restored from a backup has a new
+// host id).
+func usersHost(onHost, onUser, hostID, userID int64) bool {
+	return onHost == hostID || (onHost != 0 && onUser == userID)
 }
 
 // reportOutcome is BOINC's rule: success iff the client uploaded the outputs

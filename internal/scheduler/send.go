@@ -14,6 +14,7 @@ import (
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/scheduler/decide"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -46,12 +47,51 @@ type sendItem struct {
 	resent   bool
 }
 
+// taskFate is what becomes of a task the host holds, as its request tells.
+type taskFate int
+
+const (
+	// taskKept is still on the host: it counts in the host's queue.
+	taskKept taskFate = iota
+	// taskReported is finished: reported in this request, whose report
+	// failed if the task is still held; it will come again.
+	taskReported
+	// taskLost is missing from the client's complete list of its tasks and
+	// still needed: it is resent.
+	taskLost
+	// taskDropped is lost and past its deadline (the transitioner times it
+	// out) or its job no longer needs it (as BOINC, no resend).
+	taskDropped
+)
+
+// completeList reports whether req lists every task its client holds: it
+// lists them, and no reports were left unread past the parser's limits
+// (their names are unknown, so no task can be taken for lost).
+func completeList(req *protocol.SchedulerRequest) bool {
+	return req.HasOtherResults && req.ReportsLeft == 0
+}
+
+// heldFate decides a task the host holds from what the request says of it:
+// reported in it, listed among the client's tasks, and whether that list is
+// complete (completeList).
+func heldFate(hr store.HostResult, reported, listed, complete bool, now int64) taskFate {
+	switch {
+	case reported:
+		return taskReported
+	case !complete || listed:
+		return taskKept
+	case hr.ReportDeadline <= now || hr.JobDone:
+		return taskDropped
+	}
+	return taskLost
+}
+
 // sendWork resends results the host has lost and sends new ones from the
 // cache, then puts them all in the reply. The request's reports and host row
 // are committed with its first sends; an error means that commit failed.
 func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	req := x.req
-	asked := (finite(req.WorkReqSeconds) > 0 || finite(req.CPUReqSecs) > 0) && req.DontSendWork == 0
+	asked := asksWork(req)
 	if !asked && !req.HasOtherResults {
 		return nil
 	}
@@ -82,9 +122,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	for _, o := range req.OtherResults {
 		listed[o.Name] = true
 	}
-	// Reports past the parser's limits were not read: their names are
-	// unknown, so no task can be taken for lost.
-	complete := req.HasOtherResults && req.ReportsLeft == 0
+	complete := completeList(req)
 	held := make([]store.HostResult, 0, len(x.held))
 	for _, hr := range x.held {
 		held = append(held, hr)
@@ -95,16 +133,10 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	hostJobs := map[int64]bool{}
 	for _, hr := range held {
 		hostJobs[hr.WorkunitID] = true
-		if x.reported[hr.Name] {
-			continue // finished; its report failed and will come again
-		}
-		if complete && !listed[hr.Name] {
-			if hr.ReportDeadline <= x.now {
-				continue // lost and late: the transitioner times it out
-			}
-			if hr.JobDone {
-				continue // lost, and its job no longer needs it: as BOINC, no resend
-			}
+		switch heldFate(hr, x.reported[hr.Name], listed[hr.Name], complete, x.now) {
+		case taskReported, taskDropped:
+			continue
+		case taskLost:
 			if cat == nil {
 				continue
 			}
@@ -238,8 +270,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 					s.m.claims.WithLabelValues(claimConflict).Inc()
 					continue
 				}
-				replicate = v.app.AdaptiveReplication &&
-					s.opts.Rand() < replicationProbability(x.host, s.opts.ARTrustValid, s.opts.ARSpotCheck, w.quar)
+				replicate = replicates(v.app, x.host, s.opts.ARTrustValid, s.opts.ARSpotCheck, w.quar, s.opts.Rand)
 			}
 			round = append(round, candidate{slot: i, cl: cl, e: e, v: v, replicate: replicate, p: store.SchedSend{
 				ResultID:       e.ResultID,
@@ -310,36 +341,67 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				covered += q.runtime(cd.e.RscFpopsEst)
 				q.add(cd.e.RscFpopsEst, cd.e.RscDiskBound)
 				w.skipJob[cd.e.WorkunitID] = true
-			case errors.Is(err, store.ErrAlreadySentToUser):
-				// Another user may take it.
-				c.Unclaim(cd.cl)
-				s.m.claims.WithLabelValues(claimOnePerUser).Inc()
-				w.reject(cd.slot, cd.e, reasonOnePerUser)
-				w.skipJob[cd.e.WorkunitID] = true
-			case errors.Is(err, store.ErrHRMismatch):
-				// Bound to another class since the feeder cached it: hosts of
-				// that class may take it.
-				c.Unclaim(cd.cl)
-				s.m.claims.WithLabelValues(claimHRMismatch).Inc()
-				w.reject(cd.slot, cd.e, reasonHR)
-				w.hrBound[cd.e.WorkunitID] = true
-			case errors.Is(err, store.ErrCouldntSend):
-				// No host could run it: the transitioner now deals with the
-				// job. Its other cached instances meet the same fate when
-				// tried, which clears them from the cache.
-				c.Release(cd.cl)
-				s.m.claims.WithLabelValues(claimCouldntSend).Inc()
-				s.log.Warn("job cannot be sent: instance set COULDNT_SEND", "result_id", cd.e.ResultID,
-					"workunit_id", cd.e.WorkunitID, "error", err)
 			default:
-				// No longer unsent (timed out, cancelled, sent by a
-				// scheduler on another host): the entry is stale.
-				c.Release(cd.cl)
-				s.m.claims.WithLabelValues(claimConflict).Inc()
+				r := refusalOf(err)
+				if r.keep {
+					c.Unclaim(cd.cl)
+				} else {
+					c.Release(cd.cl)
+				}
+				s.m.claims.WithLabelValues(r.claim).Inc()
+				if r.reason != "" {
+					w.reject(cd.slot, cd.e, r.reason)
+				}
+				if r.skipJob {
+					w.skipJob[cd.e.WorkunitID] = true
+				}
+				if r.hrBound {
+					w.hrBound[cd.e.WorkunitID] = true
+				}
+				if r.claim == claimCouldntSend {
+					s.log.Warn("job cannot be sent: instance set COULDNT_SEND", "result_id", cd.e.ResultID,
+						"workunit_id", cd.e.WorkunitID, "error", err)
+				}
 			}
 		}
 	}
 	return sent, w.short(len(sent), covered, wantSecs, wantJobs, s.opts.MaxResultsPerRPC), nil
+}
+
+// refusal is what a send the commit refused means for its cache slot and
+// the rest of the walk.
+type refusal struct {
+	claim string // label of claims_total
+	// keep puts the instance back in the cache for other hosts (Unclaim);
+	// otherwise its slot is emptied (Release).
+	keep bool
+	// reason is the candidate's rejection, "" for none.
+	reason string
+	// skipJob turns down the job's other instances for this host, hrBound
+	// marks the job bound to another host class.
+	skipJob, hrBound bool
+}
+
+// refusalOf decides a send the commit refused with err:
+//   - the job went to this user already: another user may take the
+//     instance, this host no instance of the job;
+//   - the job was bound to another host class since the feeder cached it:
+//     hosts of that class may take it;
+//   - the job cannot be sent to any host: the transitioner now deals with
+//     it; its other cached instances meet the same fate when tried, which
+//     clears them from the cache;
+//   - otherwise the instance is no longer unsent (timed out, cancelled,
+//     sent by a scheduler on another host): the entry is stale.
+func refusalOf(err error) refusal {
+	switch {
+	case errors.Is(err, decide.ErrAlreadySentToUser):
+		return refusal{claim: claimOnePerUser, keep: true, reason: reasonOnePerUser, skipJob: true}
+	case errors.Is(err, decide.ErrHRMismatch):
+		return refusal{claim: claimHRMismatch, keep: true, reason: reasonHR, hrBound: true}
+	case errors.Is(err, decide.ErrCouldntSend):
+		return refusal{claim: claimCouldntSend}
+	}
+	return refusal{claim: claimConflict}
 }
 
 // sendable returns why a job cannot be sent to any host, or nil: its

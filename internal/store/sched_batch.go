@@ -10,53 +10,18 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskserver/taskserver/internal/row"
-	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/scheduler/decide"
 )
 
 // SchedReport is one instance a host reported, for SchedulerCommit.
-type SchedReport struct {
-	ResultID   int64
-	WorkunitID int64
-	// HostID is the host that reported the instance, whose it becomes.
-	HostID int64
-	// FromHostID is the host the instance was on as read, when another
-	// host of the same user reports it (a client restored from a backup
-	// has a new host id); 0 means HostID.
-	FromHostID int64
-	// Outcome is what the host's report amounts to.
-	Outcome state.Outcome
-	// SuccessIfDeleted marks an Outcome of CLIENT_ERROR that is only there
-	// because an output file is missing from the upload directory: if the
-	// instance turns out to be OVER with its files already marked for
-	// deletion, the file deleter may have removed that output, and the
-	// report is recorded as the success it was.
-	SuccessIfDeleted bool
-	ClientState      state.ClientState
-	ExitStatus       int
-	CPUTime          float64
-	ElapsedTime      float64
-	StderrOut        string
-	XMLDocOut        string
-	ClaimedCredit    float64
-	Now              int64
-}
+type SchedReport = decide.Report
 
-// SchedReportOutcome is what became of one SchedReport.
-type SchedReportOutcome struct {
-	// Err is nil when the report was recorded, ErrConflict when the
-	// instance is not (or no longer) one the host may report: nothing
-	// changed.
-	Err error
-	// Outcome is the outcome recorded.
-	Outcome state.Outcome
-	// Late is set when the instance had timed out or been marked detached.
-	Late bool
-	// Turnaround is the seconds from send to report, 0 when unknown.
-	Turnaround float64
-}
+// SchedReportOutcome is what became of one SchedReport; its Err is nil or
+// ErrConflict.
+type SchedReportOutcome = decide.ReportOutcome
 
-// SchedSend is one unsent instance going to a host: ResultSendParams.
-type SchedSend = ResultSendParams
+// SchedSend is one unsent instance going to a host, for SchedulerCommit.
+type SchedSend = decide.Send
 
 // SchedHost is what one scheduler request says about its host.
 type SchedHost struct {
@@ -79,8 +44,8 @@ type SchedBatch struct {
 }
 
 // SchedOutcome is, index for index, what became of a SchedBatch's reports
-// and sends. A send's error is nil, ErrConflict, ErrAlreadySentToUser,
-// ErrHRMismatch, or one wrapping ErrCouldntSend.
+// and sends. A send's error is nil, ErrConflict, decide.ErrAlreadySentToUser,
+// decide.ErrHRMismatch, or one wrapping decide.ErrCouldntSend.
 type SchedOutcome struct {
 	Reports []SchedReportOutcome
 	Sends   []error
@@ -109,10 +74,12 @@ type wuUser struct {
 }
 
 // SchedulerCommit records the writes of concurrent scheduler requests in one
-// transaction with a few multi-row statements, and decides each row on its own:
+// transaction with a few multi-row statements, and decides each row on its
+// own:
 //   - the jobs of every report and send are locked first, by id (the lock
-//     order every program uses), then the instances, by id;
-//   - from the locked rows, each report and send is decided in Go in
+//     order every program uses), then the instances, by id, and the sends'
+//     workunit_user rows are read;
+//   - from the locked rows, decide.Batch decides each report and send in
 //     batch order: one that may not happen (the instance changed, the job
 //     went to this user already, even earlier in this batch, or is bound
 //     to another host class) changes nothing and gets its own error, and
@@ -124,13 +91,8 @@ type wuUser struct {
 //     whole batch (nothing is written);
 //   - a deadlock retries the whole batch.
 //
-// A report accepts an instance on FromHostID (the reporting host, or
-// another of its user's), IN_PROGRESS, or OVER with an outcome LateOutcome
-// accepts (recorded late), and moves it to the reporting host; its job is triggered; a
-// success for a job already done gets validate_state TOO_LATE. The host
-// row moves with its reports: a CLIENT_ERROR adds one to error_streak and
-// zeroes consecutive_valid; a SUCCESS folds its turnaround into
-// avg_turnaround (NextAvgTurnaround). An error means nothing was written.
+// The rules are decide.Batch's; an instance that is no longer as the request
+// read it is ErrConflict here. An error means nothing was written.
 func (s *Store) SchedulerCommit(ctx context.Context, b SchedBatch) (SchedOutcome, error) {
 	var out SchedOutcome
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -148,15 +110,37 @@ func (s *Store) SchedulerCommit(ctx context.Context, b SchedBatch) (SchedOutcome
 	return out, nil
 }
 
-// hostDelta is what a batch's reports do to one host.
-type hostDelta struct {
-	errors int
-	// samples are turnarounds of successes, in order.
-	samples []float64
+// schedCommit locks and reads the batch's rows, has decide.Batch decide
+// every report and send on them, and writes the plan.
+func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, error) {
+	in, err := schedRead(ctx, tx, b)
+	if err != nil {
+		return SchedOutcome{}, err
+	}
+	plan := decide.Batch(in)
+	if err := schedWrite(ctx, tx, b.Hosts, plan); err != nil {
+		return SchedOutcome{}, err
+	}
+	out := SchedOutcome{Reports: plan.Reports, Sends: plan.Sends, Workunits: plan.SentWorkunits,
+		Results: plan.SentResults}
+	for i := range out.Reports {
+		if errors.Is(out.Reports[i].Err, decide.ErrChanged) {
+			out.Reports[i].Err = ErrConflict
+		}
+	}
+	for i, err := range out.Sends {
+		if errors.Is(err, decide.ErrChanged) {
+			out.Sends[i] = ErrConflict
+		}
+	}
+	return out, nil
 }
 
-func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, error) {
-	out := SchedOutcome{Reports: make([]SchedReportOutcome, len(b.Reports)), Sends: make([]error, len(b.Sends))}
+// schedRead locks the jobs of every report and send first, by id (the lock
+// order every program uses), then the instances, by id, and reads the
+// workunit_user rows of the sends' jobs.
+func schedRead(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (decide.Input, error) {
+	in := decide.Input{Reports: b.Reports, Sends: b.Sends}
 	var wuIDs, resIDs, sendWUs []int64
 	for _, r := range b.Reports {
 		wuIDs = append(wuIDs, r.WorkunitID)
@@ -167,193 +151,80 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 		resIDs = append(resIDs, p.ResultID)
 		sendWUs = append(sendWUs, p.WorkunitID)
 	}
-	wus := map[int64]*row.Workunit{}
-	orig := map[int64]row.Workunit{}
+	var err error
 	if len(wuIDs) > 0 {
-		rows, err := txSelectIn[row.Workunit](ctx, tx, schedLockWorkunits, uniq(wuIDs))
-		if err != nil {
-			return out, err
-		}
-		for i := range rows {
-			wus[rows[i].ID] = &rows[i]
-			orig[rows[i].ID] = rows[i]
+		if in.Workunits, err = txSelectIn[row.Workunit](ctx, tx, schedLockWorkunits, uniq(wuIDs)); err != nil {
+			return in, err
 		}
 	}
-	res := map[int64]*row.Result{}
 	if len(resIDs) > 0 {
-		rows, err := txSelectIn[row.Result](ctx, tx, schedLockResults, uniq(resIDs))
-		if err != nil {
-			return out, err
-		}
-		for i := range rows {
-			res[rows[i].ID] = &rows[i]
+		if in.Results, err = txSelectIn[row.Result](ctx, tx, schedLockResults, uniq(resIDs)); err != nil {
+			return in, err
 		}
 	}
-	sentTo := map[wuUser]bool{}
 	if len(sendWUs) > 0 {
 		rows, err := txSelectIn[wuUser](ctx, tx, schedListWorkunitUsers, uniq(sendWUs))
 		if err != nil {
-			return out, err
+			return in, err
 		}
-		for _, r := range rows {
-			sentTo[r] = true
+		in.SentTo = make([]decide.UserJob, len(rows))
+		for i, r := range rows {
+			in.SentTo[i] = decide.UserJob{WorkunitID: r.WorkunitID, UserID: r.UserID}
 		}
 	}
+	return in, nil
+}
 
-	var (
-		reportRows  [][]any
-		sendRows    [][]any
-		couldntRows [][]any
-		userRows    [][]any
-		deltas      = map[int64]*hostDelta{}
-		sent        []int // indexes of the sends that go through
-	)
-	for i, r := range b.Reports {
-		if r.FromHostID == 0 {
-			r.FromHostID = r.HostID
-		}
-		row, ok := res[r.ResultID]
-		if !ok || row.HostID != r.FromHostID ||
-			!(row.ServerState == state.ServerInProgress || (row.ServerState == state.ServerOver && LateOutcome(row.Outcome))) {
-			out.Reports[i] = SchedReportOutcome{Err: ErrConflict}
-			continue
-		}
-		outcome := r.Outcome
-		if r.SuccessIfDeleted && row.ServerState == state.ServerOver && row.FileDeleteState != state.FileDeleteInit {
-			outcome = state.OutcomeSuccess
-		}
-		vs := state.ValidateInit
-		if wu, ok := wus[row.WorkunitID]; ok {
-			if outcome == state.OutcomeSuccess && (wu.ErrorMask != 0 || wu.AssimilateState == state.AssimilateDone) {
-				vs = state.ValidateTooLate
-			}
-			wu.TransitionTime = min(wu.TransitionTime-1, r.Now)
-		}
-		fds := row.FileDeleteState
-		if fds == state.FileDeleteDone {
-			fds = state.FileDeleteReady
-		}
-		var turnaround float64
-		if row.SentTime > 0 && r.Now > row.SentTime {
-			turnaround = float64(r.Now - row.SentTime)
-		}
-		reportRows = append(reportRows, []any{row.ID, r.HostID, r.FromHostID, row.ServerState, row.Outcome, outcome, r.ClientState,
-			r.ExitStatus, r.CPUTime, r.ElapsedTime, r.Now, []byte(r.StderrOut), []byte(r.XMLDocOut), vs, r.ClaimedCredit, fds})
-		out.Reports[i] = SchedReportOutcome{Outcome: outcome, Late: row.ServerState == state.ServerOver, Turnaround: turnaround}
-		d := deltas[r.HostID]
-		if d == nil {
-			d = &hostDelta{}
-			deltas[r.HostID] = d
-		}
-		switch {
-		case outcome == state.OutcomeClientError:
-			d.errors++
-		case outcome == state.OutcomeSuccess && turnaround > 0:
-			d.samples = append(d.samples, turnaround)
-		}
-		// A second report of the instance in this batch finds it over.
-		row.ServerState, row.Outcome, row.HostID = state.ServerOver, outcome, r.HostID
-	}
-
-	for i, p := range b.Sends {
-		wu, ok := wus[p.WorkunitID]
-		var unsendable error
-		switch {
-		case !ok:
-			unsendable = fmt.Errorf("workunit %d: %w", p.WorkunitID, ErrNotFound)
-		case p.CheckWorkunit != nil:
-			unsendable = p.CheckWorkunit(*wu)
-		}
-		row, rowOK := res[p.ResultID]
-		if unsendable != nil {
-			if !rowOK || row.ServerState != state.ServerUnsent {
-				out.Sends[i] = ErrConflict
-				continue
-			}
-			if ok {
-				wu.TransitionTime = min(wu.TransitionTime-1, p.Now)
-			}
-			couldntRows = append(couldntRows, []any{row.ID, p.Now})
-			row.ServerState, row.Outcome = state.ServerOver, state.OutcomeCouldntSend
-			out.Sends[i] = fmt.Errorf("result %d: %w: %w", p.ResultID, ErrCouldntSend, unsendable)
-			continue
-		}
-		switch {
-		case p.HRClass != 0 && wu.HRClass != p.HRClass && wu.HRClass != 0:
-			out.Sends[i] = ErrHRMismatch
-			continue
-		case sentTo[wuUser{p.WorkunitID, p.UserID}]:
-			out.Sends[i] = ErrAlreadySentToUser
-			continue
-		case !rowOK || row.ServerState != state.ServerUnsent:
-			out.Sends[i] = ErrConflict
-			continue
-		}
-		if p.HRClass != 0 {
-			wu.HRClass = p.HRClass
-		}
-		if p.Replicate && wu.ReplicationQuorum > wu.MinQuorum {
-			wu.MinQuorum = max(wu.MinQuorum, wu.ReplicationQuorum)
-			wu.TargetNResults = max(wu.TargetNResults, wu.ReplicationQuorum)
-			wu.TransitionTime = min(wu.TransitionTime-1, p.Now)
-		}
-		sentTo[wuUser{p.WorkunitID, p.UserID}] = true
-		userRows = append(userRows, []any{p.WorkunitID, p.UserID, p.ResultID})
-		wu.TransitionTime = min(wu.TransitionTime, p.ReportDeadline)
-		sendRows = append(sendRows, []any{row.ID, p.HostID, p.UserID, p.Now, p.ReportDeadline, p.AppVersionID,
-			p.AppVersionNum})
-		row.ServerState, row.HostID, row.UserID, row.SentTime, row.ReportDeadline = state.ServerInProgress, p.HostID, p.UserID, p.Now, p.ReportDeadline
-		row.AppVersionID, row.AppVersionNum, row.ModTime = p.AppVersionID, p.AppVersionNum, p.Now
-		sent = append(sent, i)
-	}
-
-	var wuRows [][]any
-	for _, id := range uniq(wuIDs) {
-		wu, ok := wus[id]
-		if !ok {
-			continue
-		}
-		o := orig[id]
-		if wu.TransitionTime != o.TransitionTime || wu.HRClass != o.HRClass || wu.MinQuorum != o.MinQuorum ||
-			wu.TargetNResults != o.TargetNResults {
-			wuRows = append(wuRows, []any{id, wu.TransitionTime, wu.HRClass, wu.MinQuorum, wu.TargetNResults})
-		}
+// schedWrite writes a plan: jobs, workunit_user rows, reported, sent and
+// unsendable instances, hosts. Each conditional update still carries its
+// condition, and a count that differs from the rows decided fails the
+// whole batch.
+func schedWrite(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, plan decide.Plan) error {
+	wuRows := make([][]any, len(plan.Workunits))
+	for i, w := range plan.Workunits {
+		wuRows[i] = []any{w.ID, w.TransitionTime, w.HRClass, w.MinQuorum, w.TargetNResults}
 	}
 	if err := execRows(ctx, tx, schedUpdateWorkunits, []string{"id", "tt", "hr", "mq", "tn"}, wuRows, -1); err != nil {
-		return out, err
+		return err
+	}
+	userRows := make([][]any, len(plan.UserJobs))
+	for i, u := range plan.UserJobs {
+		userRows[i] = []any{u.WorkunitID, u.UserID, u.ResultID}
 	}
 	if err := insertRows(ctx, tx, `INSERT INTO workunit_user (workunitid, userid, resultid) VALUES `, 3, userRows); err != nil {
-		return out, err
+		return err
+	}
+	reportRows := make([][]any, len(plan.ReportWrites))
+	for i, r := range plan.ReportWrites {
+		reportRows[i] = []any{r.ResultID, r.HostID, r.FromHostID, r.FromState, r.FromOutcome, r.Outcome, r.ClientState,
+			r.ExitStatus, r.CPUTime, r.ElapsedTime, r.Now, []byte(r.StderrOut), []byte(r.XMLDocOut), r.ValidateState,
+			r.ClaimedCredit, r.FileDeleteState}
 	}
 	if err := execRows(ctx, tx, schedUpdateReports, []string{"id", "hostid", "fh", "fs", "fo", "outcome", "cs", "es", "cpu",
 		"el", "now", "se", "xo", "vs", "cc", "fds"}, reportRows, len(reportRows)); err != nil {
-		return out, err
+		return err
+	}
+	sendRows := make([][]any, len(plan.SendWrites))
+	for i, p := range plan.SendWrites {
+		sendRows[i] = []any{p.ResultID, p.HostID, p.UserID, p.Now, p.ReportDeadline, p.AppVersionID, p.AppVersionNum}
 	}
 	if err := execRows(ctx, tx, schedUpdateSends, []string{"id", "hostid", "userid", "now", "deadline", "avid", "avnum"},
 		sendRows, len(sendRows)); err != nil {
-		return out, err
+		return err
+	}
+	couldntRows := make([][]any, len(plan.CouldntSends))
+	for i, c := range plan.CouldntSends {
+		couldntRows[i] = []any{c.ResultID, c.Now}
 	}
 	if err := execRows(ctx, tx, schedUpdateCouldntSend, []string{"id", "now"}, couldntRows, len(couldntRows)); err != nil {
-		return out, err
+		return err
 	}
-	if err := schedWriteHosts(ctx, tx, b.Hosts, deltas); err != nil {
-		return out, err
-	}
-	if len(sent) > 0 {
-		out.Workunits = make(map[int64]row.Workunit, len(sent))
-		out.Results = make(map[int64]row.Result, len(sent))
-		for _, i := range sent {
-			p := b.Sends[i]
-			out.Workunits[p.WorkunitID] = *wus[p.WorkunitID]
-			out.Results[p.ResultID] = *res[p.ResultID]
-		}
-	}
-	return out, nil
+	return schedWriteHosts(ctx, tx, hosts, plan.Hosts)
 }
 
 // The job rows are locked and their new values computed from what the lock
 // read: a trigger is LEAST(transition_time - 1, now), a wake LEAST(
-// transition_time, deadline).
+// transition_time, deadline), as the single-row statements write them.
 const schedUpdateWorkunits = `UPDATE workunit w STRAIGHT_JOIN (%s) d ON d.id = w.id
 SET w.transition_time = d.tt, w.hr_class = d.hr, w.min_quorum = d.mq, w.target_nresults = d.tn
 WHERE w.id IN (%s)`
@@ -382,7 +253,7 @@ const (
 )
 
 // Credit columns are the validator's; error_streak, consecutive_valid and
-// avg_turnaround are relative to the row as it is.
+// avg_turnaround are relative updates, so concurrent batches never lose one.
 const schedUpdateHostsRPC = `UPDATE host h STRAIGHT_JOIN (%s) d ON d.id = h.id
 SET h.rpc_seqno = d.seq, h.rpc_time = d.t, h.last_ip_addr = d.ip,
 h.error_streak = h.error_streak + d.errs, h.consecutive_valid = IF(d.errs > 0, 0, h.consecutive_valid),
@@ -404,27 +275,9 @@ var (
 		"ms", "dt", "df", "osn", "osv", "onf", "af")
 )
 
-// turnaroundFold is avg_turnaround after samples, as a*old + b for a host
-// with an average, and c for one without (the first sample starts it):
-// NextAvgTurnaround applied once per sample.
-func turnaroundFold(samples []float64) (a, b, c float64) {
-	a = 1
-	for _, t := range samples {
-		a *= 1 - TurnaroundWeight
-		b = b*(1-TurnaroundWeight) + t*TurnaroundWeight
-	}
-	if len(samples) > 0 {
-		c = samples[0]
-		for _, t := range samples[1:] {
-			c = NextAvgTurnaround(c, t)
-		}
-	}
-	return a, b, c
-}
-
 // schedWriteHosts writes each host once: the last request's RPC columns, the
 // last host_info that changed, and the reports' deltas.
-func schedWriteHosts(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, deltas map[int64]*hostDelta) error {
+func schedWriteHosts(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, deltas map[int64]*decide.HostDelta) error {
 	type merged struct {
 		last row.Host
 		info *row.Host
@@ -456,10 +309,10 @@ func schedWriteHosts(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, deltas
 		m := byID[id]
 		d := deltas[id]
 		if d == nil {
-			d = &hostDelta{}
+			d = &decide.HostDelta{}
 		}
-		a, bb, c := turnaroundFold(d.samples)
-		row := []any{id, m.last.RPCSeqno, m.last.RPCTime, m.last.LastIPAddr, d.errors, len(d.samples), a, bb, c}
+		a, bb, c := d.TurnaroundFold()
+		row := []any{id, m.last.RPCSeqno, m.last.RPCTime, m.last.LastIPAddr, d.Errors, len(d.Samples), a, bb, c}
 		if m.info == nil {
 			rpcRows = append(rpcRows, row)
 			continue
@@ -546,7 +399,8 @@ func derivedTable(cols []string, rows [][]any) (string, []any) {
 	return b.String(), args
 }
 
-// schedArg maps values a column cannot hold (NaN, an infinity) to 0.
+// schedArg maps values a column cannot hold to what the single-row
+// statements would have stored.
 func schedArg(v any) any {
 	if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
 		return 0.0

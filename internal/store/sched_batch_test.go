@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/scheduler/decide"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -71,7 +72,7 @@ func TestSchedulerCommitDecidesEachRow(t *testing.T) {
 	if err := out.Sends[0]; err != nil {
 		t.Fatalf("first send of the job to the user = %v, want nil", err)
 	}
-	if err := out.Sends[1]; !errors.Is(err, store.ErrAlreadySentToUser) {
+	if err := out.Sends[1]; !errors.Is(err, decide.ErrAlreadySentToUser) {
 		t.Fatalf("second send of the job to the user in the same batch = %v, want ErrAlreadySentToUser", err)
 	}
 	if err := out.Sends[2]; !errors.Is(err, store.ErrConflict) {
@@ -108,7 +109,7 @@ func TestSchedulerCommitDecidesEachRow(t *testing.T) {
 
 	// Unsendable: the instance becomes COULDNT_SEND, the job is woken.
 	out, err = f.st.SchedulerCommit(ctx, store.SchedBatch{Sends: []store.SchedSend{unsendable}})
-	if err != nil || !errors.Is(out.Sends[0], store.ErrCouldntSend) {
+	if err != nil || !errors.Is(out.Sends[0], decide.ErrCouldntSend) {
 		t.Fatalf("unsendable send = %v, %v; want ErrCouldntSend", out.Sends, err)
 	}
 	if r := storetest.Result(t, f.st, f.r2); r.ServerState != state.ServerOver || r.Outcome != state.OutcomeCouldntSend {
@@ -149,7 +150,7 @@ func TestSchedulerCommitHostCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, _ := f.st.HostGet(ctx, f.host1)
-	want := store.NextAvgTurnaround(store.NextAvgTurnaround(100, 50), 200)
+	want := decide.NextAvgTurnaround(decide.NextAvgTurnaround(100, 50), 200)
 	if h.ErrorStreak != 1 || h.ConsecutiveValid != 0 || math.Abs(h.AvgTurnaround-want) > 1e-9 {
 		t.Fatalf("host = streak %d valid %d avg %v; want 1, 0, %v", h.ErrorStreak, h.ConsecutiveValid, h.AvgTurnaround, want)
 	}

@@ -22,21 +22,3 @@ func TestSchedBatchStateLiterals(t *testing.T) {
 		}
 	}
 }
-
-func TestTurnaroundFoldMatchesStepByStep(t *testing.T) {
-	samples := []float64{50, 200, 7}
-	a, b, c := turnaroundFold(samples)
-	for _, old := range []float64{0, 100} {
-		want := old
-		for _, s := range samples {
-			want = NextAvgTurnaround(want, s)
-		}
-		got := c
-		if old > 0 {
-			got = old*a + b
-		}
-		if d := got - want; d > 1e-9 || d < -1e-9 {
-			t.Errorf("fold from %v = %v, step by step %v", old, got, want)
-		}
-	}
-}

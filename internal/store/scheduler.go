@@ -10,11 +10,6 @@ import (
 	"github.com/taskserver/taskserver/internal/state"
 )
 
-// ErrAlreadySentToUser means the job already has an instance that went to
-// this user (on any of their hosts): BOINC never lets one volunteer return
-// two instances of one job, or they could validate their own forgery.
-var ErrAlreadySentToUser = errors.New("job already sent to this user")
-
 const resultListByIDs = `SELECT ` + ResultColumns + ` FROM result WHERE id IN (?) ORDER BY id`
 
 // ResultListByIDs returns the instances with the given ids, by id; ids that
@@ -68,60 +63,6 @@ func (s *Store) ResultListHostInProgress(ctx context.Context, hostID int64, limi
 		return nil, fmt.Errorf("list results in progress on host %d: %w", hostID, err)
 	}
 	return out, nil
-}
-
-// TurnaroundWeight is the weight of the newest sample in host.avg_turnaround,
-// an exponential average of the time from send to report.
-const TurnaroundWeight = 0.3
-
-// NextAvgTurnaround is host.avg_turnaround after a result that took sample
-// seconds from send to report; a host with no average yet (0) takes the
-// sample as it is.
-func NextAvgTurnaround(old, sample float64) float64 {
-	if old <= 0 {
-		return sample
-	}
-	return old*(1-TurnaroundWeight) + sample*TurnaroundWeight
-}
-
-// LateOutcome reports whether an instance that is OVER with outcome o may
-// still be reported by its host: it timed out, or was taken from a host that
-// seemed to have detached. Its result is better late than lost.
-func LateOutcome(o state.Outcome) bool {
-	return o == state.OutcomeNoReply || o == state.OutcomeClientDetached
-}
-
-// ErrHRMismatch means the job is already bound to another homogeneous
-// redundancy class than the host's: nothing changed, and a host of its class
-// may take the instance.
-var ErrHRMismatch = errors.New("job bound to another host class")
-
-// ErrCouldntSend means the instance's job cannot be sent to any host (its
-// description is unusable): the instance was set OVER with outcome
-// COULDNT_SEND and the job woken, so the transitioner deals with it.
-var ErrCouldntSend = errors.New("job cannot be sent")
-
-// ResultSendParams is one unsent instance being sent to a host.
-type ResultSendParams struct {
-	ResultID       int64
-	WorkunitID     int64
-	HostID         int64
-	UserID         int64
-	AppVersionID   int64
-	AppVersionNum  int
-	ReportDeadline int64
-	Now            int64
-	// HRClass is the host's homogeneous redundancy class when the job's app
-	// uses homogeneous redundancy, else 0. The job is bound to the class of
-	// the first host it goes to; another class gets ErrHRMismatch.
-	HRClass int
-	// Replicate raises the job's min_quorum and target_nresults to its
-	// replication_quorum (adaptive replication: the host is not trusted, or
-	// is being spot-checked) and wakes the transitioner to add instances.
-	Replicate bool
-	// CheckWorkunit, if set, is given the locked job; an error means the
-	// job cannot be sent at all, and the instance is set COULDNT_SEND.
-	CheckWorkunit func(row.Workunit) error
 }
 
 // detachBatch bounds the instances ResultDetachHost reads per query.

@@ -3,11 +3,10 @@ package store_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math"
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/scheduler/decide"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -56,7 +55,7 @@ func TestSchedulerCommitSendHomogeneousRedundancy(t *testing.T) {
 	if got := f.workunit(t, f.wuID).HRClass; got != 2001003 {
 		t.Fatalf("hr_class after the first send = %d, want 2001003", got)
 	}
-	if err := send(f.r2, bob, 3002000); !errors.Is(err, store.ErrHRMismatch) {
+	if err := send(f.r2, bob, 3002000); !errors.Is(err, decide.ErrHRMismatch) {
 		t.Fatalf("send(r2, class 3002000) to a job bound to 2001003 = %v, want ErrHRMismatch", err)
 	}
 	if r := f.result(t, f.r2); r.ServerState != state.ServerUnsent || f.countUserRows(t, bob) != 0 {
@@ -126,7 +125,7 @@ func TestSchedulerCommitSendCouldntSend(t *testing.T) {
 		ReportDeadline: 5000, Now: 1000, HRClass: 7, Replicate: true,
 		CheckWorkunit: func(wu row.Workunit) error { seen = wu; return bad }}
 	err := f.send(t, p)
-	if !errors.Is(err, store.ErrCouldntSend) || !errors.Is(err, bad) {
+	if !errors.Is(err, decide.ErrCouldntSend) || !errors.Is(err, bad) {
 		t.Fatalf("send of a job its check refuses = %v, want ErrCouldntSend wrapping the reason", err)
 	}
 	if seen.ID != f.wuID || seen.Name != "wu" {
@@ -301,26 +300,6 @@ func TestResultDetachHost(t *testing.T) {
 	if o := f.report(t, store.SchedReport{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1,
 		Outcome: state.OutcomeSuccess, ClientState: state.ClientFilesUploaded, Now: 3200}); o.Err != nil || !o.Late {
 		t.Fatalf("late report of a detached instance = %+v, want recorded late", o)
-	}
-}
-
-func TestNextAvgTurnaround(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		old, sample, want float64
-	}{
-		{0, 500, 500},        // no average yet: the sample
-		{-1, 500, 500},       // nonsense treated as none
-		{1000, 1000, 1000},   // steady
-		{1000, 0, 700},       // 0.7 × old
-		{100, 1100, 400},     // 0.7 × 100 + 0.3 × 1100
-		{86400, 3600, 61560}, // a slow host speeding up
-	} {
-		t.Run(fmt.Sprint(tt.old, "_", tt.sample), func(t *testing.T) {
-			if got := store.NextAvgTurnaround(tt.old, tt.sample); math.Abs(got-tt.want) > 1e-9 {
-				t.Fatalf("NextAvgTurnaround(%v, %v) = %v, want %v", tt.old, tt.sample, got, tt.want)
-			}
-		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/scheduler/decide"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -94,7 +95,7 @@ func TestSchedulerCommitSendClaimsOncePerUser(t *testing.T) {
 	// Same user, other host, other instance of the same job: refused.
 	p2 := p
 	p2.ResultID, p2.HostID = f.r2, f.host2
-	if err := f.send(t, p2); !errors.Is(err, store.ErrAlreadySentToUser) {
+	if err := f.send(t, p2); !errors.Is(err, decide.ErrAlreadySentToUser) {
 		t.Fatalf("send(r2, same user) = %v, want ErrAlreadySentToUser", err)
 	}
 	if r, _ := f.st.ResultGet(ctx, f.r2); r.ServerState != state.ServerUnsent {
