@@ -17,7 +17,7 @@
 //     replication_quorum q) is sent alone to a trusted host (enough valid
 //     results in a row, no error since), except for random spot checks
 //     whose chance falls as the host proves itself; to any other host it is
-//     replicated: its quorum is raised to q in the send transaction;
+//     replicated: its quorum is raised to q in the commit that sends it;
 //   - quarantine: a host whose error streak reached --quarantine-streak
 //     gets one task at a time and is never trusted;
 //   - reliable-only instances (result.send_flags, tail copies of a batch's
@@ -48,11 +48,14 @@
 // Reads: user (by authenticator), host, result and workunit rows of the
 // requesting host, the result rows (joined to their workunit) the host lists
 // in <other_results>, the shared-memory cache (slots and static tables).
-// Writes, each state change in its own short transaction:
+// Writes: concurrent requests share one transaction (the committer's group
+// commit, store.SchedulerCommit), written with a few multi-row statements;
+// each row's change is still conditional on the state the batch read, and
+// one that may not happen fails alone. The changes:
 //   - host: a new row, or the host_info columns, rpc_seqno and rpc_time;
 //   - host: also error_streak and consecutive_valid on a reported client
 //     error, avg_turnaround on a reported success (relative updates, in
-//     the report's transaction);
+//     the same commit);
 //   - result: UNSENT → IN_PROGRESS on send (hostid, userid, sent_time,
 //     report_deadline, app_version_id, app_version_num), conditional on
 //     UNSENT; UNSENT → OVER/COULDNT_SEND; IN_PROGRESS (or OVER/NO_REPLY,
@@ -65,7 +68,7 @@
 //     transitioner looks at the job again;
 //   - workunit.hr_class (0 → the host's class, conditional) and, under
 //     adaptive replication, min_quorum and target_nresults (raised to
-//     replication_quorum), in the send transaction;
+//     replication_quorum), in the commit that sends it;
 //   - workunit_user: one row per (job, user) sent, whose primary key keeps
 //     two instances of one job from ever reaching one user.
 //
