@@ -254,8 +254,8 @@ func CommonFrom(c *cli.Context) (Common, error) {
 	if cfg.DBDSN == "" {
 		errs = append(errs, errors.New("--db-dsn is empty"))
 	}
-	if cfg.Fanout < 1 || cfg.Fanout > 1<<16 {
-		errs = append(errs, fmt.Errorf("--fanout %d: want 1..65536", cfg.Fanout))
+	if err := CheckFanout(cfg.Fanout); err != nil {
+		errs = append(errs, err)
 	}
 	switch cfg.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -263,6 +263,15 @@ func CommonFrom(c *cli.Context) (Common, error) {
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", cfg.LogLevel))
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// CheckFanout returns the problem with a --fanout of n, if any; the
+// Configs of the daemons that read the fan-out check it with the same words.
+func CheckFanout(n int) error {
+	if n < 1 || n > 1<<16 {
+		return fmt.Errorf("--%s %d: want 1..65536", FlagFanout, n)
+	}
+	return nil
 }
 
 // Path resolves p against the project directory unless it is absolute.

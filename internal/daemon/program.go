@@ -81,6 +81,27 @@ func RunLoopProgram[C Config](ctx context.Context, args []string, p LoopProgram[
 	return app.RunContext(ctx, args)
 }
 
+// joinDistinct joins errs, each a single or a joined error, reporting a
+// problem once: a setting shared by the common flags and a daemon's Config
+// (--fanout) is checked by both, in the same words.
+func joinDistinct(errs ...error) error {
+	var out []error
+	seen := map[string]bool{}
+	for _, err := range errs {
+		parts := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			parts = j.Unwrap()
+		}
+		for _, e := range parts {
+			if e != nil && !seen[e.Error()] {
+				seen[e.Error()] = true
+				out = append(out, e)
+			}
+		}
+	}
+	return errors.Join(out...)
+}
+
 // uniqueNames reports a flag name taken twice, which the flag package would
 // panic on: a project's own flag (see the public plug-in API) may collide
 // with the daemon's.
@@ -115,7 +136,7 @@ func runLoopProgram[C Config](ctx context.Context, c *cli.Context, p LoopProgram
 	common, cerr := config.CommonFrom(c)
 	loop, lerr := config.LoopFrom(c)
 	cfg := p.Config(c, common, loop)
-	if err := errors.Join(cerr, lerr, cfg.Validate()); err != nil {
+	if err := joinDistinct(cerr, lerr, cfg.Validate()); err != nil {
 		return err
 	}
 	log := NewLogger(p.Name, common.LogLevel)

@@ -21,15 +21,16 @@ import (
 type testConfig struct {
 	color                string
 	mod, modIndex, batch int
+	fanout               int // a common flag the Config checks too
 	ownErr               error
 }
 
 func (c testConfig) Validate() error {
-	return errors.Join(append(config.CheckPartition(c.mod, c.modIndex, c.batch), c.ownErr)...)
+	return errors.Join(append(config.CheckPartition(c.mod, c.modIndex, c.batch), config.CheckFanout(c.fanout), c.ownErr)...)
 }
 
-func testConfigFrom(c *cli.Context, _ config.Common, loop config.Loop) testConfig {
-	return testConfig{color: c.String("color"), mod: loop.Mod, modIndex: loop.ModIndex, batch: loop.Batch}
+func testConfigFrom(c *cli.Context, common config.Common, loop config.Loop) testConfig {
+	return testConfig{color: c.String("color"), mod: loop.Mod, modIndex: loop.ModIndex, batch: loop.Batch, fanout: common.Fanout}
 }
 
 func TestRunLoopProgramOnePass(t *testing.T) {
@@ -92,14 +93,14 @@ func TestRunLoopProgramRejectsBadFlagsBeforeTheDatabase(t *testing.T) {
 			return nil, nil, nil
 		},
 	}
-	args := []string{"test_program", "--db-dsn", "root@tcp(127.0.0.1:1)/none", "--listen", "", "--one-pass", "--mod", "0", "--sleep", "0s"}
+	args := []string{"test_program", "--db-dsn", "root@tcp(127.0.0.1:1)/none", "--listen", "", "--one-pass", "--mod", "0", "--sleep", "0s", "--fanout", "0"}
 	err := RunLoopProgram(context.Background(), args, p)
 	if err == nil || built {
 		t.Fatalf("RunLoopProgram(%v) = %v, built %v; want a validation error and no Build", args, err, built)
 	}
-	for _, want := range []string{"--mod 0", "--sleep 0s", "own flag is bad"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("RunLoopProgram(%v) = %q, want it to mention %q", args, err, want)
+	for _, want := range []string{"--mod 0", "--sleep 0s", "--fanout 0", "own flag is bad"} {
+		if n := strings.Count(err.Error(), want); n != 1 {
+			t.Errorf("RunLoopProgram(%v) = %q, mentions %q %d times, want once", args, err, want, n)
 		}
 	}
 	if strings.Contains(err.Error(), "127.0.0.1:1") {
@@ -127,7 +128,9 @@ func TestRunLoopProgramBuildError(t *testing.T) {
 // flag package's panic.
 func TestRunLoopProgramRefusesAFlagDefinedTwice(t *testing.T) {
 	p := LoopProgram[testConfig]{Name: "test_program", Flags: []cli.Flag{&cli.StringFlag{Name: "batch"}}, Config: testConfigFrom,
-		Build: func(*cli.Context, testConfig, Env) (Service, func() error, error) { return nil, nil, errors.New("built") }}
+		Build: func(*cli.Context, testConfig, Env) (Service, func() error, error) {
+			return nil, nil, errors.New("built")
+		}}
 	err := RunLoopProgram(context.Background(), []string{"test_program"}, p)
 	if err == nil || !strings.Contains(err.Error(), "--batch is defined twice") {
 		t.Errorf("RunLoopProgram with a second --batch = %v, want --batch is defined twice", err)

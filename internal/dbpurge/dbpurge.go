@@ -59,8 +59,8 @@ func (c Config) Validate() error {
 // Deps are db_purge's collaborators.
 type Deps struct {
 	Store   Store
-	Log     *slog.Logger // nil: discard
-	Metrics *Metrics     // nil: registered nowhere
+	Log     *slog.Logger     // nil: discard
+	Metrics *Metrics         // nil: registered nowhere
 	Now     func() time.Time // nil: time.Now
 }
 
