@@ -8,23 +8,25 @@
 // feeder, validator, assimilator, workgenerator, scheduler) is built the
 // same way:
 //
-//		func New(cfg Config, deps Deps) (*Service, error)
+//	func New(cfg Config, deps Deps) (*Service, error)
 //
-//	  - Config holds every setting, typed (durations as time.Duration), each
-//	    documented, with the rules of the flag it comes from: a setting whose
-//	    flag rejects 0 rejects 0, and a zero that means a default says so.
-//	    Config.Validate returns every problem at once (errors.Join), each
-//	    worded as the flag: "--tail-interval 0s: want at least 1s". Loop
-//	    daemons check their --mod, --mod-index and --batch with
-//	    config.CheckPartition.
-//	  - Deps holds the collaborators that are not settings, always in this
-//	    order: Store, then what the package alone needs (the shared-memory
-//	    cache, the job creator, the handler, the checker), then Log (nil: a
-//	    discarding logger), Metrics (the package's NewMetrics on the
-//	    program's registry; nil: registered nowhere) and Now (nil:
-//	    time.Now), the clock tests replace.
-//	  - New calls cfg.Validate and returns its error unwrapped, so a bad
-//	    setting reads the same from New as from the command line.
+// Its parts:
+//
+//   - Config holds every setting, typed (durations as time.Duration), each
+//     documented, with the rules of the flag it comes from: a setting whose
+//     flag rejects 0 rejects 0, and a zero that means a default says so.
+//     Config.Validate returns every problem at once (errors.Join), each
+//     worded as the flag: "--tail-interval 0s: want at least 1s". Loop
+//     daemons check their --mod, --mod-index and --batch with
+//     config.CheckPartition.
+//   - Deps holds the collaborators that are not settings, always in this
+//     order: Store, then what the package alone needs (the shared-memory
+//     cache, the job creator, the handler, the checker), then Log (nil: a
+//     discarding logger), Metrics (the package's NewMetrics on the
+//     program's registry; nil: registered nowhere) and Now (nil:
+//     time.Now), the clock tests replace.
+//   - New calls cfg.Validate and returns its error unwrapped, so a bad
+//     setting reads the same from New as from the command line.
 //
 // Flags become a Config only in the program layer: cmd/<daemon>/main.go, or
 // the program.go the public plug-in packages share. RunLoopProgram calls
