@@ -71,8 +71,10 @@ func newPipeline(t *testing.T) *pipeline {
 			t.Fatalf("HostInsert: %v", err)
 		}
 	}
-	p.trans = transitioner.New(p.st, log, transitioner.NewMetrics(prometheus.NewRegistry()),
-		transitioner.Options{Now: clock})
+	if p.trans, err = transitioner.New(transitioner.Config{Mod: 1, Batch: 500, MaxOutputBytes: transitioner.DefaultMaxOutputBytes,
+		TailInterval: transitioner.DefaultTailInterval}, transitioner.Deps{Store: p.st, Log: log, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
 	p.valid = validator.New(p.st, log, validator.NewMetrics(prometheus.NewRegistry()),
 		validator.Options{App: demoapp.AppName, UploadDir: p.upload, Fanout: fanoutN, Now: clock})
 	p.assim = assimilator.New(p.st, &assimilator.FileHandler{Dir: p.results, UploadDir: p.upload, Fanout: fanoutN}, log,
