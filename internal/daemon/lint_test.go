@@ -59,7 +59,7 @@ func programRegistries(t *testing.T) map[string]*prometheus.Registry {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cache.Close() })
-	feeder.New(st, cache, feeder.Config{}, quietLog, regs["feeder"])
+	feeder.NewMetrics(regs["feeder"])
 	feeder.RegisterBacklog(regs["feeder"], st)
 	filedeleter.NewMetrics(regs["file_deleter"])
 	filedeleter.RegisterBacklog(regs["file_deleter"], st)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -271,7 +270,11 @@ func TestDispatchBenchClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cache.Close()
-	fd := feeder.New(st, cache, feeder.Config{}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	fd, err := feeder.New(feeder.Config{Mod: 1, Batch: 500, Slots: 1000, ReclaimAfter: time.Minute, TablesInterval: 10 * time.Second},
+		feeder.Deps{Store: st, Cache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := fd.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
