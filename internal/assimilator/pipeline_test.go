@@ -75,8 +75,10 @@ func newPipeline(t *testing.T) *pipeline {
 		TailInterval: transitioner.DefaultTailInterval}, transitioner.Deps{Store: p.st, Log: log, Now: clock}); err != nil {
 		t.Fatal(err)
 	}
-	p.valid = validator.New(p.st, log, validator.NewMetrics(prometheus.NewRegistry()),
-		validator.Options{App: demoapp.AppName, UploadDir: p.upload, Fanout: fanoutN, Now: clock})
+	if p.valid, err = validator.New(validator.Config{App: demoapp.AppName, UploadDir: p.upload, Fanout: fanoutN,
+		Mod: 1, Batch: 500, Workers: validator.DefaultWorkers}, validator.Deps{Store: p.st, Log: log, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
 	p.assim = assimilator.New(p.st, &assimilator.FileHandler{Dir: p.results, UploadDir: p.upload, Fanout: fanoutN}, log,
 		assimilator.NewMetrics(prometheus.NewRegistry()), assimilator.Options{App: demoapp.AppName, Now: clock})
 	if p.jobID, err = p.st.WorkunitInsert(ctx, row.Workunit{CreateTime: t0, AppID: p.appID, Name: p.jobName,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,19 +88,42 @@ func RunLoopProgram[C Config](ctx context.Context, args []string, p LoopProgram[
 func joinDistinct(errs ...error) error {
 	var out []error
 	seen := map[string]bool{}
-	for _, err := range errs {
-		parts := []error{err}
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			parts = j.Unwrap()
-		}
-		for _, e := range parts {
-			if e != nil && !seen[e.Error()] {
-				seen[e.Error()] = true
-				out = append(out, e)
+	var add func(err error)
+	add = func(err error) {
+		if parts := joined(err); parts != nil {
+			for _, e := range parts {
+				add(e)
 			}
+			return
+		}
+		if err != nil && !seen[err.Error()] {
+			seen[err.Error()] = true
+			out = append(out, err)
 		}
 	}
+	for _, err := range errs {
+		add(err)
+	}
 	return errors.Join(out...)
+}
+
+// joined returns the errors err joins if it is an errors.Join (its message
+// is theirs, one a line), else nil: another error with several causes keeps
+// its own message.
+func joined(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return nil
+	}
+	parts := j.Unwrap()
+	msgs := make([]string, len(parts))
+	for i, e := range parts {
+		msgs[i] = e.Error()
+	}
+	if strings.Join(msgs, "\n") != err.Error() {
+		return nil
+	}
+	return parts
 }
 
 // uniqueNames reports a flag name taken twice, which the flag package would
