@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string) error {
 				Batch:       loop.Batch,
 				OrphanAge:   c.Duration(flagOrphanAge),
 				OrphanEvery: c.Duration(flagOrphanEvery),
-				UploadGrace: uploadGrace(c.Duration(flagUploadGrace)),
+				UploadGrace: scheduler.UploadGraceFromFlag(c.Duration(flagUploadGrace)),
 			}
 		},
 		Build: func(_ *cli.Context, cfg filedeleter.Config, env daemon.Env) (daemon.Service, func() error, error) {
@@ -63,16 +63,4 @@ func run(ctx context.Context, args []string) error {
 			return svc, svc.Close, nil
 		},
 	})
-}
-
-// uploadGrace reads --upload-grace as the scheduler reads its own
-// (scheduler.Options.UploadGrace): 0 is the default, negative is none.
-func uploadGrace(d time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return scheduler.DefaultUploadGrace
-	case d < 0:
-		return 0
-	}
-	return d
 }

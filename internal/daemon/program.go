@@ -82,10 +82,10 @@ func RunLoopProgram[C Config](ctx context.Context, args []string, p LoopProgram[
 	return app.RunContext(ctx, args)
 }
 
-// joinDistinct joins errs, each a single or a joined error, reporting a
+// JoinDistinct joins errs (nil, single or joined errors), reporting each
 // problem once: a setting shared by the common flags and a daemon's Config
 // (--fanout) is checked by both, in the same words.
-func joinDistinct(errs ...error) error {
+func JoinDistinct(errs ...error) error {
 	var out []error
 	seen := map[string]bool{}
 	var add func(err error)
@@ -160,7 +160,7 @@ func runLoopProgram[C Config](ctx context.Context, c *cli.Context, p LoopProgram
 	common, cerr := config.CommonFrom(c)
 	loop, lerr := config.LoopFrom(c)
 	cfg := p.Config(c, common, loop)
-	if err := joinDistinct(cerr, lerr, cfg.Validate()); err != nil {
+	if err := JoinDistinct(cerr, lerr, cfg.Validate()); err != nil {
 		return err
 	}
 	log := NewLogger(p.Name, common.LogLevel)

@@ -94,8 +94,9 @@ func BenchmarkDispatch(b *testing.B) {
 		b.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	svc, err := New(Options{Store: st, Cache: NewCacheFile(cfg.CachePath), UploadKey: key, UploadCertKey: edKey,
-		URLBase: "http://127.0.0.1:8080", Fanout: 1024, ProjectName: "bench", Registerer: reg})
+	schedCfg := testConfig()
+	schedCfg.Fanout, schedCfg.ProjectName, schedCfg.RequestDelay = 1024, "bench", 5*time.Second
+	svc, err := New(schedCfg, Deps{Store: st, Cache: NewCacheFile(cfg.CachePath), UploadKey: key, UploadCertKey: edKey, Metrics: NewMetrics(reg)})
 	if err != nil {
 		b.Fatal(err)
 	}
