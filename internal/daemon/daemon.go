@@ -21,12 +21,17 @@
 //     config.CheckPartition.
 //   - Deps holds the collaborators that are not settings, always in this
 //     order: Store, then what the package alone needs (the shared-memory
-//     cache, the job creator, the handler, the checker), then Log (nil: a
-//     discarding logger), Metrics (the package's NewMetrics on the
-//     program's registry; nil: registered nowhere) and Now (nil:
-//     time.Now), the clock tests replace.
+//     cache, the job creator and input maker, the handler, the checker, the
+//     scheduler's keys), then Log (nil: a discarding logger), Metrics (the
+//     package's NewMetrics on the program's registry; nil: registered
+//     nowhere) and Now (nil: time.Now), then what tests replace besides
+//     the clock (random draws, the process probe), nil meaning the real one.
 //   - New calls cfg.Validate and returns its error unwrapped, so a bad
-//     setting reads the same from New as from the command line.
+//     setting reads the same from New as from the command line; a missing
+//     collaborator New cannot do without (the handler, the job creator,
+//     the scheduler's store, cache and key) is an error too.
+//   - A setting without a flag (a worker count, a wait, a timeout) may take
+//     its default from 0, and its doc says so; no other zero is a default.
 //
 // Flags become a Config only in the program layer: cmd/<daemon>/main.go, or
 // the program.go the public plug-in packages share. RunLoopProgram calls
