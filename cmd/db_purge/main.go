@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,7 +15,7 @@ import (
 func main() { daemon.Main(run) }
 
 func run(ctx context.Context, args []string) error {
-	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
+	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram[dbpurge.Config]{
 		Name:   "db_purge",
 		Usage:  "archive finished jobs and their instances, then delete their rows",
 		Listen: "127.0.0.1:9107",
@@ -25,15 +24,18 @@ func run(ctx context.Context, args []string) error {
 			&cli.DurationFlag{Name: "min-age", Value: 0, Usage: "how long a finished job is kept after its files were deleted", EnvVars: []string{config.EnvName("min-age")}},
 			&cli.IntFlag{Name: "max-archive-rows", Value: 10000, Usage: "rows per archive file before a new one is started", EnvVars: []string{config.EnvName("max-archive-rows")}},
 		},
-		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
-			svc, err := dbpurge.New(env.Store, dbpurge.Config{
-				ArchiveDir:     env.Common.Path(c.String("archive-dir")),
+		Config: func(c *cli.Context, common config.Common, loop config.Loop) dbpurge.Config {
+			return dbpurge.Config{
+				ArchiveDir:     common.Path(c.String("archive-dir")),
 				MinAge:         c.Duration("min-age"),
 				MaxArchiveRows: c.Int("max-archive-rows"),
-				Mod:            env.Loop.Mod,
-				ModIndex:       env.Loop.ModIndex,
-				Batch:          env.Loop.Batch,
-			}, env.Log, dbpurge.NewMetrics(env.Registry), time.Now)
+				Mod:            loop.Mod,
+				ModIndex:       loop.ModIndex,
+				Batch:          loop.Batch,
+			}
+		},
+		Build: func(_ *cli.Context, cfg dbpurge.Config, env daemon.Env) (daemon.Service, func() error, error) {
+			svc, err := dbpurge.New(cfg, dbpurge.Deps{Store: env.Store, Log: env.Log, Metrics: dbpurge.NewMetrics(env.Registry)})
 			if err != nil {
 				return nil, nil, err
 			}

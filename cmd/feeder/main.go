@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -27,7 +26,7 @@ const (
 func main() { daemon.Main(run) }
 
 func run(ctx context.Context, args []string) error {
-	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
+	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram[feeder.Config]{
 		Name:   "feeder",
 		Usage:  "keep the shared-memory cache of unsent results full for the schedulers of this host",
 		Listen: "127.0.0.1:9103",
@@ -37,24 +36,32 @@ func run(ctx context.Context, args []string) error {
 		Sleep:      50 * time.Millisecond,
 		Flags:      flags(),
 		MaxDBConns: 2,
-		Check:      check,
-		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
+		Config: func(c *cli.Context, _ config.Common, loop config.Loop) feeder.Config {
+			return feeder.Config{
+				Mod:            loop.Mod,
+				ModIndex:       loop.ModIndex,
+				Batch:          loop.Batch,
+				Slots:          c.Int(flagSlots),
+				ReclaimAfter:   c.Duration(flagReclaimAfter),
+				TablesInterval: c.Duration(flagTablesInterval),
+				RefillAt:       c.Int(flagRefillAt),
+			}
+		},
+		Build: func(c *cli.Context, cfg feeder.Config, env daemon.Env) (daemon.Service, func() error, error) {
+			// The path is where the cache lives, not how the feeder fills
+			// it: like the store's DSN, it is not in the Config.
 			path, err := env.Common.ShmPath(c.String(config.FlagShmPath))
 			if err != nil {
 				return nil, nil, err
 			}
-			cache, err := shmcache.Create(path, c.Int(flagSlots))
+			cache, err := shmcache.Create(path, cfg.Slots)
 			if err != nil {
 				return nil, nil, err
 			}
-			svc := feeder.New(env.Store, cache, feeder.Config{
-				Mod:            env.Loop.Mod,
-				ModIndex:       env.Loop.ModIndex,
-				Batch:          env.Loop.Batch,
-				ReclaimAfter:   c.Duration(flagReclaimAfter),
-				TablesInterval: c.Duration(flagTablesInterval),
-				RefillAt:       c.Int(flagRefillAt),
-			}, env.Log, env.Registry)
+			svc, err := feeder.New(cfg, feeder.Deps{Store: env.Store, Cache: cache, Log: env.Log, Metrics: feeder.NewMetrics(env.Registry)})
+			if err != nil {
+				return nil, nil, errors.Join(err, cache.Close())
+			}
 			feeder.RegisterBacklog(env.Registry, env.Store)
 			env.Log.Info("feeding", "shm_path", cache.Path(), "slots", cache.NSlots())
 			return svc, cache.Close, nil
@@ -78,22 +85,4 @@ func flags() []cli.Flag {
 			Usage:   "query for unsent results once this many slots are empty (fewer wait up to a second); 0: a quarter of the slots, at most --batch",
 			EnvVars: []string{config.EnvName(flagRefillAt)}},
 	}
-}
-
-// check validates the feeder's own flags.
-func check(c *cli.Context, _ config.Common, _ config.Loop) error {
-	var errs []error
-	if slots := c.Int(flagSlots); slots < 1 || slots > shmcache.MaxSlots {
-		errs = append(errs, fmt.Errorf("--%s %d: want 1..%d", flagSlots, slots, shmcache.MaxSlots))
-	}
-	if d := c.Duration(flagReclaimAfter); d < time.Second {
-		errs = append(errs, fmt.Errorf("--%s %s: want at least 1s", flagReclaimAfter, d))
-	}
-	if n := c.Int(flagRefillAt); n < 0 || n > c.Int(flagSlots) {
-		errs = append(errs, fmt.Errorf("--%s %d: want 0..--%s", flagRefillAt, n, flagSlots))
-	}
-	if d := c.Duration(flagTablesInterval); d <= 0 {
-		errs = append(errs, fmt.Errorf("--%s %s: want a positive duration", flagTablesInterval, d))
-	}
-	return errors.Join(errs...)
 }

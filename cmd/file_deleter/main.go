@@ -5,8 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -26,7 +24,7 @@ const (
 )
 
 func run(ctx context.Context, args []string) error {
-	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
+	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram[filedeleter.Config]{
 		Name:   "file_deleter",
 		Usage:  "delete the files of workunits and results marked ready for deletion",
 		Listen: "127.0.0.1:9106",
@@ -43,42 +41,26 @@ func run(ctx context.Context, args []string) error {
 				Usage:   "the scheduler's --" + flagUploadGrace + ", which must match it (set upload-grace in the project file both read): an output deleted while its upload certificate is still good (until the task's report deadline plus this) is replaced by an empty closed tombstone until then, so the certificate cannot create it again; 0 is the default, negative is none",
 				EnvVars: []string{config.EnvName(flagUploadGrace)}},
 		},
-		Check: func(c *cli.Context, _ config.Common, _ config.Loop) error {
-			var errs []error
-			if d := c.Duration(flagOrphanAge); d < 0 {
-				errs = append(errs, fmt.Errorf("--%s %s: want 0 (off) or a positive duration", flagOrphanAge, d))
-			}
-			if d := c.Duration(flagOrphanEvery); d <= 0 {
-				errs = append(errs, fmt.Errorf("--%s %s: want a positive duration", flagOrphanEvery, d))
-			}
-			return errors.Join(errs...)
-		},
-		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
-			filedeleter.RegisterBacklog(env.Registry, env.Store)
-			svc := filedeleter.New(env.Store, filedeleter.Config{
-				DownloadDir: env.Common.DownloadDir,
-				UploadDir:   env.Common.UploadDir,
-				Fanout:      env.Common.Fanout,
-				Mod:         env.Loop.Mod,
-				ModIndex:    env.Loop.ModIndex,
-				Batch:       env.Loop.Batch,
+		Config: func(c *cli.Context, common config.Common, loop config.Loop) filedeleter.Config {
+			return filedeleter.Config{
+				DownloadDir: common.DownloadDir,
+				UploadDir:   common.UploadDir,
+				Fanout:      common.Fanout,
+				Mod:         loop.Mod,
+				ModIndex:    loop.ModIndex,
+				Batch:       loop.Batch,
 				OrphanAge:   c.Duration(flagOrphanAge),
 				OrphanEvery: c.Duration(flagOrphanEvery),
-				UploadGrace: uploadGrace(c.Duration(flagUploadGrace)),
-			}, env.Log, filedeleter.NewMetrics(env.Registry), time.Now)
+				UploadGrace: scheduler.UploadGraceFromFlag(c.Duration(flagUploadGrace)),
+			}
+		},
+		Build: func(_ *cli.Context, cfg filedeleter.Config, env daemon.Env) (daemon.Service, func() error, error) {
+			filedeleter.RegisterBacklog(env.Registry, env.Store)
+			svc, err := filedeleter.New(cfg, filedeleter.Deps{Store: env.Store, Log: env.Log, Metrics: filedeleter.NewMetrics(env.Registry)})
+			if err != nil {
+				return nil, nil, err
+			}
 			return svc, svc.Close, nil
 		},
 	})
-}
-
-// uploadGrace reads --upload-grace as the scheduler reads its own
-// (scheduler.Options.UploadGrace): 0 is the default, negative is none.
-func uploadGrace(d time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return scheduler.DefaultUploadGrace
-	case d < 0:
-		return 0
-	}
-	return d
 }

@@ -119,50 +119,29 @@ func flags() []cli.Flag {
 
 func serve(ctx context.Context, c *cli.Context) error {
 	cfg, err := config.CommonFrom(c)
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if d := c.Duration(flagRequestDelay); d <= 0 {
-		errs = append(errs, fmt.Errorf("--%s %s: want a positive duration", flagRequestDelay, d))
-	}
-	for _, f := range []string{flagMaxResultsPerRPC, flagMaxInProgressPerCPU, flagMaxConns, flagCommitLanes} {
-		if n := c.Int(f); n < 1 {
-			errs = append(errs, fmt.Errorf("--%s %d: want at least 1", f, n))
-		}
-	}
-	if n := c.Int64(flagMaxBodyBytes); n < 4096 {
-		errs = append(errs, fmt.Errorf("--%s %d: want at least 4096", flagMaxBodyBytes, n))
-	}
-	if d := c.Duration(flagNextRPCDelay); d < 0 {
-		errs = append(errs, fmt.Errorf("--%s %s: want 0 or a positive duration", flagNextRPCDelay, d))
-	}
-	if n := c.Int(flagARTrustValid); n < 1 {
-		errs = append(errs, fmt.Errorf("--%s %d: want at least 1", flagARTrustValid, n))
-	}
-	if p := c.Float64(flagARSpotCheck); !(p >= 0 && p <= 1) {
-		errs = append(errs, fmt.Errorf("--%s %v: want a probability between 0 and 1", flagARSpotCheck, p))
-	}
-	if n := c.Int(flagQuarantineStreak); n < 0 {
-		errs = append(errs, fmt.Errorf("--%s %d: want 0 (off) or more", flagQuarantineStreak, n))
+	errs := []error{err}
+	if n := c.Int(flagMaxConns); n < 1 {
+		errs = append(errs, fmt.Errorf("--%s %d: want at least 1", flagMaxConns, n))
 	}
 	if c.String(flagAddr) == "" {
 		errs = append(errs, fmt.Errorf("--%s is empty", flagAddr))
 	}
 	rateLimit, err := rateLimitFrom(c)
-	if err != nil {
-		errs = append(errs, err)
+	errs = append(errs, err)
+	schedCfg := schedulerConfig(c, cfg, rateLimit)
+	// An empty --url-base is the address --addr binds, known only once it
+	// is bound; until then --addr stands in for it.
+	check := schedCfg
+	if check.URLBase == "" {
+		check.URLBase = "http://" + c.String(flagAddr)
 	}
+	errs = append(errs, check.Validate())
 	nofile, fileLimitErr := connlimit.RaiseFileLimit()
 	netCfg, err := netSettingsFrom(c, nofile)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, err)
 	accountLimit, err := accountLimitFrom(c, rateLimit)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
+	errs = append(errs, err)
+	if err := daemon.JoinDistinct(errs...); err != nil {
 		return err
 	}
 	log := daemon.NewLogger(program, cfg.LogLevel)
@@ -223,35 +202,19 @@ func serve(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	defer ln.Close()
-	urlBase := strings.TrimRight(c.String(flagURLBase), "/")
-	if urlBase == "" {
-		urlBase = "http://" + ln.Addr().String()
+	if schedCfg.URLBase == "" {
+		schedCfg.URLBase = "http://" + ln.Addr().String()
 	}
-	svc, err := scheduler.New(scheduler.Options{
+	urlBase := strings.TrimRight(schedCfg.URLBase, "/")
+	svc, err := scheduler.New(schedCfg, scheduler.Deps{
 		Store:                st,
 		Cache:                cache,
 		UploadKey:            uploadKeys.rsa,
 		UploadCertKey:        uploadKeys.ed,
 		CodeSignKey:          codeSignKey,
 		CodeSignKeySignature: rotationSig,
-		URLBase:              urlBase,
-		Fanout:               cfg.Fanout,
-		UploadDir:            cfg.UploadDir,
-		UploadGrace:          c.Duration(flagUploadGrace),
-		NextRPCDelay:         c.Duration(flagNextRPCDelay),
-		ReportImmediately:    c.Bool(flagReportImmediately),
-		ProjectName:          c.String(flagProjectName),
-		RequestDelay:         c.Duration(flagRequestDelay),
-		MaxResultsPerRPC:     c.Int(flagMaxResultsPerRPC),
-		MaxInProgressPerCPU:  c.Int(flagMaxInProgressPerCPU),
-		MaxBodyBytes:         c.Int64(flagMaxBodyBytes),
-		CommitLanes:          c.Int(flagCommitLanes),
-		ARTrustValid:         c.Int(flagARTrustValid),
-		ARSpotCheck:          c.Float64(flagARSpotCheck),
-		QuarantineStreak:     c.Int(flagQuarantineStreak),
-		RateLimit:            rateLimit,
-		Logger:               log,
-		Registerer:           reg,
+		Log:                  log,
+		Metrics:              scheduler.NewMetrics(reg),
 	})
 	if err != nil {
 		return err
@@ -303,6 +266,29 @@ func serve(ctx context.Context, c *cli.Context) error {
 		log.Info("stopped")
 	}
 	return err
+}
+
+// schedulerConfig reads the scheduler service's flags; an empty URLBase is
+// the address --addr binds.
+func schedulerConfig(c *cli.Context, common config.Common, rateLimit scheduler.RateLimit) scheduler.Config {
+	return scheduler.Config{
+		URLBase:             strings.TrimRight(c.String(flagURLBase), "/"),
+		Fanout:              common.Fanout,
+		UploadDir:           common.UploadDir,
+		UploadGrace:         scheduler.UploadGraceFromFlag(c.Duration(flagUploadGrace)),
+		NextRPCDelay:        c.Duration(flagNextRPCDelay),
+		ReportImmediately:   c.Bool(flagReportImmediately),
+		ProjectName:         c.String(flagProjectName),
+		RequestDelay:        c.Duration(flagRequestDelay),
+		MaxResultsPerRPC:    c.Int(flagMaxResultsPerRPC),
+		MaxInProgressPerCPU: c.Int(flagMaxInProgressPerCPU),
+		MaxBodyBytes:        c.Int64(flagMaxBodyBytes),
+		CommitLanes:         c.Int(flagCommitLanes),
+		ARTrustValid:        c.Int(flagARTrustValid),
+		ARSpotCheck:         c.Float64(flagARSpotCheck),
+		QuarantineStreak:    c.Int(flagQuarantineStreak),
+		RateLimit:           rateLimit,
+	}
 }
 
 // readCodeSignKey returns the code-signing public key text to send, or ""

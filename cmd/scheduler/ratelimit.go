@@ -36,18 +36,16 @@ func rateLimitFlags() []cli.Flag {
 	}
 }
 
-// rateLimitFrom reads and checks the rate limit flags.
+// rateLimitFrom reads the rate limit flags and checks what only the flags
+// require.
 func rateLimitFrom(c *cli.Context) (scheduler.RateLimit, error) {
 	rl := scheduler.RateLimit{
 		HostBurst: c.Int(flagRateLimitHostBurst), HostEvery: c.Duration(flagRateLimitHostEvery),
 		AddrBurst: c.Int(flagRateLimitAddrBurst), AddrEvery: c.Duration(flagRateLimitAddrEvery),
 	}
+	// A negative burst, or a limit without an interval, is the Config's to
+	// report; an interval is wanted even for a scope turned off.
 	var errs []error
-	for _, f := range []string{flagRateLimitHostBurst, flagRateLimitAddrBurst} {
-		if n := c.Int(f); n < 0 {
-			errs = append(errs, fmt.Errorf("--%s %d: want 0 (off) or more", f, n))
-		}
-	}
 	for _, f := range []string{flagRateLimitHostEvery, flagRateLimitAddrEvery} {
 		if d := c.Duration(f); d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s %s: want a positive duration", f, d))

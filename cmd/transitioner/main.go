@@ -8,8 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -22,7 +20,7 @@ import (
 func main() { daemon.Main(run) }
 
 func run(ctx context.Context, args []string) error {
-	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
+	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram[transitioner.Config]{
 		Name:   "transitioner",
 		Usage:  "create, time out and finish job instances (the job state machine)",
 		Listen: "127.0.0.1:9102",
@@ -40,30 +38,22 @@ func run(ctx context.Context, args []string) error {
 				Usage:   "a straggler is one whose instance has been out longer than this fraction of its delay bound",
 				EnvVars: []string{config.EnvName("tail-after")}},
 		},
-		Check: func(c *cli.Context, _ config.Common, _ config.Loop) error {
-			var errs []error
-			if maxOut := c.Int64("max-output-bytes"); maxOut < 1 {
-				errs = append(errs, fmt.Errorf("--max-output-bytes %d: want at least 1", maxOut))
-			}
-			if d := c.Duration("tail-interval"); d < time.Second {
-				errs = append(errs, fmt.Errorf("--tail-interval %v: want at least 1s", d))
-			}
-			if f := c.Float64("tail-fraction"); !(f >= 0 && f <= 1) {
-				errs = append(errs, fmt.Errorf("--tail-fraction %v: want 0 to 1", f))
-			}
-			if f := c.Float64("tail-after"); !(f >= 0 && f <= 10) {
-				errs = append(errs, fmt.Errorf("--tail-after %v: want 0 to 10", f))
-			}
-			return errors.Join(errs...)
-		},
-		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
-			transitioner.RegisterBacklog(env.Registry, env.Store, time.Now)
-			return transitioner.New(env.Store, env.Log, transitioner.NewMetrics(env.Registry), transitioner.Options{
-				Mod: env.Loop.Mod, ModIndex: env.Loop.ModIndex, Batch: env.Loop.Batch,
-				MaxOutputBytes: float64(c.Int64("max-output-bytes")),
+		Config: func(c *cli.Context, _ config.Common, loop config.Loop) transitioner.Config {
+			return transitioner.Config{
+				Mod: loop.Mod, ModIndex: loop.ModIndex, Batch: loop.Batch,
+				MaxOutputBytes: c.Int64("max-output-bytes"),
 				TailInterval:   c.Duration("tail-interval"),
 				TailFraction:   c.Float64("tail-fraction"),
-				TailAfter:      c.Float64("tail-after")}), nil, nil
+				TailAfter:      c.Float64("tail-after"),
+			}
+		},
+		Build: func(_ *cli.Context, cfg transitioner.Config, env daemon.Env) (daemon.Service, func() error, error) {
+			transitioner.RegisterBacklog(env.Registry, env.Store, time.Now)
+			svc, err := transitioner.New(cfg, transitioner.Deps{Store: env.Store, Log: env.Log, Metrics: transitioner.NewMetrics(env.Registry)})
+			if err != nil {
+				return nil, nil, err
+			}
+			return svc, nil, nil
 		},
 	})
 }

@@ -8,6 +8,9 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -19,23 +22,45 @@ type Store interface {
 	WorkunitMarkAssimilatedBatch(ctx context.Context, ids []int64, now int64) ([]int64, error)
 }
 
-// Options configures a Service.
-type Options struct {
-	// App is the name of the app whose jobs this assimilator handles.
+// Config is the assimilator's configuration; each setting has the rules of
+// its flag.
+type Config struct {
+	// App is the name of the app whose jobs this assimilator handles
+	// (--app).
 	App string
-	// Mod and ModIndex select this replica's jobs (id % Mod = ModIndex).
-	// Mod 0 means 1.
+	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex
+	// (--mod, --mod-index).
 	Mod, ModIndex int
-	// Batch bounds the jobs tried per pass, and the rows read per query;
-	// 0 means 500.
+	// Batch bounds the jobs tried per pass, and the rows read per query
+	// (--batch).
 	Batch int
-	// ScanPages bounds the queries of one pass; 0 means 10. Jobs backing
-	// off are skipped in memory, so a pass reads on past them, up to
-	// ScanPages × Batch rows, and the next pass goes on from where it
+	// ScanPages bounds the queries of one pass; 0 means 10 (no flag). Jobs
+	// backing off are skipped in memory, so a pass reads on past them, up
+	// to ScanPages × Batch rows, and the next pass goes on from where it
 	// stopped: failing jobs at the head of the queue never hold up the rest.
 	ScanPages int
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+}
+
+// Validate returns every problem with c, each naming its flag.
+func (c Config) Validate() error {
+	errs := config.CheckPartition(c.Mod, c.ModIndex, c.Batch)
+	if c.App == "" {
+		errs = append(errs, errAppMissing)
+	}
+	if c.ScanPages < 0 {
+		errs = append(errs, fmt.Errorf("scan pages %d: want 0 (the default) or more", c.ScanPages))
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are the assimilator's collaborators.
+type Deps struct {
+	Store Store
+	// Handler is the project's code each finished job is handed to.
+	Handler Handler
+	Log     *slog.Logger     // nil: discard
+	Metrics *Metrics         // nil: registered nowhere
+	Now     func() time.Time // nil: time.Now
 	// Rand gives the back-off jitter, in [0, 1); nil means math/rand.
 	Rand func() float64
 }
@@ -48,31 +73,41 @@ type Service struct {
 	h          Handler
 	log        *slog.Logger
 	m          *Metrics
-	opts       Options
+	opts       Config
+	now        func() time.Time
 	appID      int64
 	retry      *backoff
 	// after is where the scan of READY jobs goes on: the last id looked at.
 	after int64
 }
 
-// New returns an assimilator handing jobs to h.
-func New(st Store, h Handler, log *slog.Logger, m *Metrics, opts Options) *Service {
-	if opts.Mod <= 0 {
-		opts.Mod = 1
+// New returns an assimilator handing jobs to deps.Handler.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if opts.Batch <= 0 {
-		opts.Batch = 500
+	if deps.Handler == nil {
+		return nil, errors.New("assimilator: no handler")
 	}
-	if opts.ScanPages <= 0 {
-		opts.ScanPages = 10
+	if cfg.ScanPages == 0 {
+		cfg.ScanPages = 10
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	random := deps.Rand
+	if random == nil {
+		random = rand.Float64
 	}
-	if opts.Rand == nil {
-		opts.Rand = rand.Float64
+	s := &Service{st: deps.Store, h: deps.Handler, log: deps.Log, m: deps.Metrics, opts: cfg, now: deps.Now,
+		retry: newBackoff(random)}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{st: st, h: h, log: log, m: m, opts: opts, retry: newBackoff(opts.Rand)}
+	if s.m == nil {
+		s.m = NewMetrics(prometheus.NewRegistry())
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
 }
 
 // pass tallies one RunOnce.
@@ -83,7 +118,7 @@ type pass struct {
 	firstErr error
 }
 
-// RunOnce tries up to Options.Batch READY jobs and returns how many it
+// RunOnce tries up to Config.Batch READY jobs and returns how many it
 // tried. A job whose handler fails stays READY and is tried again after its
 // back-off (RetryMin doubling to RetryMax); meanwhile the scan steps past
 // it. Only a failure to read the queue is returned as an error: a failing
@@ -129,7 +164,7 @@ func (s *Service) scan(ctx context.Context, p *pass) error {
 		full, ran := false, false
 		for _, j := range jobs {
 			s.after = j.Workunit.ID
-			if s.retry.waiting(j.Workunit.ID, s.opts.Now()) {
+			if s.retry.waiting(j.Workunit.ID, s.now()) {
 				continue
 			}
 			p.tried++
@@ -202,7 +237,7 @@ func (s *Service) flush(ctx context.Context, handled []handledJob, p *pass) []ha
 // failed records a job's failure for its back-off.
 func (s *Service) failed(id int64, fail string, err error, p *pass) {
 	s.m.handlerErrors.WithLabelValues(fail).Inc()
-	delay, failures := s.retry.fail(id, s.opts.Now())
+	delay, failures := s.retry.fail(id, s.now())
 	p.failed++
 	if p.firstErr == nil {
 		p.firstErr = err
@@ -249,7 +284,7 @@ func (s *Service) mark(ctx context.Context, handled []handledJob, p *pass) {
 	for i, h := range handled {
 		ids[i] = h.id
 	}
-	done, err := s.st.WorkunitMarkAssimilatedBatch(ctx, ids, s.opts.Now().Unix())
+	done, err := s.st.WorkunitMarkAssimilatedBatch(ctx, ids, s.now().Unix())
 	if err != nil {
 		err = fmt.Errorf("assimilator: %w", err)
 		for _, h := range handled {

@@ -3,7 +3,7 @@ package assimilator
 import (
 	"cmp"
 	"context"
-	"log/slog"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,17 +54,26 @@ func setup(t *testing.T) *bundle {
 
 func (b *bundle) service(mod, index int) *Service {
 	return b.serviceWith(&FileHandler{Dir: b.results, UploadDir: b.upload, Fanout: fanoutN}, b.st,
-		Options{Mod: mod, ModIndex: index})
+		Config{Mod: mod, ModIndex: index})
 }
 
 // serviceWith returns an assimilator of app demo with handler h over st,
 // reading 10 jobs at a time, on the bundle's clock, without jitter.
-func (b *bundle) serviceWith(h Handler, st Store, opts Options) *Service {
-	opts.App = "demo"
-	opts.Batch = cmp.Or(opts.Batch, 10)
-	opts.Now = func() time.Time { return time.Unix(b.now.Load(), 0) }
-	opts.Rand = func() float64 { return 0 }
-	return New(st, h, slog.New(slog.DiscardHandler), b.m, opts)
+func (b *bundle) serviceWith(h Handler, st Store, cfg Config) *Service {
+	cfg.App = "demo"
+	cfg.Mod = cmp.Or(cfg.Mod, 1)
+	cfg.Batch = cmp.Or(cfg.Batch, 10)
+	return mustNew(New(cfg, Deps{Store: st, Handler: h, Metrics: b.m,
+		Now: func() time.Time { return time.Unix(b.now.Load(), 0) }, Rand: func() float64 { return 0 }}))
+}
+
+// mustNew returns the Service New made, and panics with New's error for a
+// test's invalid Config.
+func mustNew(s *Service, err error) *Service {
+	if err != nil {
+		panic(fmt.Sprintf("assimilator.New: %v", err))
+	}
+	return s
 }
 
 // advance moves the clock on by d.
@@ -270,7 +279,7 @@ func TestMarkAssimilatedTwiceConflicts(t *testing.T) {
 	b := setup(t)
 	x := b.addJob(t, "x", state.ErrCancelled)
 	y := b.addJob(t, "y", state.ErrCancelled)
-	s := b.serviceWith(markedMeanwhile{st: b.st, name: "x", now: t0 - 100}, b.st, Options{})
+	s := b.serviceWith(markedMeanwhile{st: b.st, name: "x", now: t0 - 100}, b.st, Config{})
 	if n := runOnce(t, s); n != 2 {
 		t.Fatalf("RunOnce = %d jobs, want 2", n)
 	}

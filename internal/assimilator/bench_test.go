@@ -3,14 +3,11 @@ package assimilator
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
@@ -73,8 +70,8 @@ func benchAssimilate(b *testing.B, newHandler func(upload, results string) Handl
 		dir := b.TempDir()
 		upload, results := filepath.Join(dir, "upload"), filepath.Join(dir, "results")
 		benchJobsInsert(b, st, appID, upload, fmt.Sprintf("it%d", i))
-		svc := New(st, newHandler(upload, results), slog.New(slog.DiscardHandler),
-			NewMetrics(prometheus.NewRegistry()), Options{App: "demo", Now: func() time.Time { return time.Unix(t0+3600, 0) }})
+		svc := mustNew(New(Config{App: "demo", Mod: 1, Batch: 500},
+			Deps{Store: st, Handler: newHandler(upload, results), Now: func() time.Time { return time.Unix(t0+3600, 0) }}))
 		m.Start(b)
 		for done := 0; done < benchJobs; {
 			n, err := svc.RunOnce(ctx)

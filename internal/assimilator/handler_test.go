@@ -92,7 +92,7 @@ func TestOutputsAreHardLinkedWhereTheyCanBe(t *testing.T) {
 	single := b.addJob(t, "single", 0, []byte("digest 42\n"))
 	multi := b.addJob(t, "multi", 0, []byte("zero"), []byte("one"))
 	failed := b.addJob(t, "failed", state.ErrCancelled)
-	runOnce(t, b.serviceWith(b.fileHandler(false), b.st, Options{}))
+	runOnce(t, b.serviceWith(b.fileHandler(false), b.st, Config{}))
 	for _, id := range []int64{single, multi, failed} {
 		if st := b.state(t, id); st != state.AssimilateDone {
 			t.Errorf("job %d = %v, want done", id, st)
@@ -133,7 +133,7 @@ func TestOutputsAreCopiedWhereLinkingFails(t *testing.T) {
 	if _, err := b.st.DB().Exec(`UPDATE workunit SET canonical_resultid = ?, error_mask = 0 WHERE id = ?`, rid, ids[2]); err != nil {
 		t.Fatal(err)
 	}
-	runOnce(t, b.serviceWith(b.fileHandler(true), b.st, Options{}))
+	runOnce(t, b.serviceWith(b.fileHandler(true), b.st, Config{}))
 	for _, id := range ids {
 		if st := b.state(t, id); st != state.AssimilateDone {
 			t.Errorf("job %d = %v, want done", id, st)
@@ -156,7 +156,7 @@ func TestLinkReplacesAStaleResultFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(b.results, "job"), []byte("stale"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runOnce(t, b.serviceWith(b.fileHandler(false), b.st, Options{}))
+	runOnce(t, b.serviceWith(b.fileHandler(false), b.st, Config{}))
 	if st := b.state(t, id); st != state.AssimilateDone {
 		t.Errorf("job = %v, want done", st)
 	}
@@ -182,14 +182,14 @@ func TestCrashBeforeFlushLeavesJobsReadyAndARerunIsHarmless(t *testing.T) {
 			b := setup(t)
 			ids := []int64{b.addJob(t, "a", 0, []byte("alpha")), b.addJob(t, "b", 0, []byte("beta"), []byte("gamma")),
 				b.addJob(t, "c", state.ErrTooManyErrorResults)}
-			runOnce(t, b.serviceWith(crashingHandler{b.fileHandler(copyOnly)}, b.st, Options{}))
+			runOnce(t, b.serviceWith(crashingHandler{b.fileHandler(copyOnly)}, b.st, Config{}))
 			for _, id := range ids {
 				if st := b.state(t, id); st != state.AssimilateReady {
 					t.Errorf("job %d after a crash before Flush = %v, want still ready", id, st)
 				}
 			}
 			// The restarted process handles the jobs again, from scratch.
-			runOnce(t, b.serviceWith(b.fileHandler(copyOnly), b.st, Options{}))
+			runOnce(t, b.serviceWith(b.fileHandler(copyOnly), b.st, Config{}))
 			for _, id := range ids {
 				if st := b.state(t, id); st != state.AssimilateDone {
 					t.Errorf("job %d after the rerun = %v, want done", id, st)
@@ -231,7 +231,7 @@ func TestFlushFailureMarksNothingTheHandlerTook(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &countingFlusher{Handler: b.fileHandler(false), fail: true}
-	s := b.serviceWith(h, b.st, Options{})
+	s := b.serviceWith(h, b.st, Config{})
 	if n, err := s.RunOnce(context.Background()); n != 3 || err != nil {
 		t.Fatalf("RunOnce with Flush failing = %d, %v; want 3 tried, no pass error", n, err)
 	}
@@ -271,7 +271,7 @@ func TestFileHandlerFlushFailureLeavesNoTemporaryFiles(t *testing.T) {
 	if err := os.MkdirAll(blocker, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := b.serviceWith(b.fileHandler(true), b.st, Options{})
+	s := b.serviceWith(b.fileHandler(true), b.st, Config{})
 	runOnce(t, s)
 	for _, id := range ids {
 		if st := b.state(t, id); st != state.AssimilateReady {
@@ -299,7 +299,7 @@ func TestFileHandlerCreatesTheResultsDirectory(t *testing.T) {
 	b := setup(t)
 	b.results = filepath.Join(b.results, "deep", "er")
 	id := b.addJob(t, "a", 0, []byte("alpha"))
-	runOnce(t, b.serviceWith(b.fileHandler(false), b.st, Options{}))
+	runOnce(t, b.serviceWith(b.fileHandler(false), b.st, Config{}))
 	if st := b.state(t, id); st != state.AssimilateDone {
 		t.Errorf("job = %v, want done", st)
 	}
@@ -318,7 +318,7 @@ func TestWritableOutputIsNotPublished(t *testing.T) {
 		if err := os.Chmod(b.uploadPath(t, "single_0", 0), outputfile.WritingMode); err != nil {
 			t.Fatal(err)
 		}
-		runOnce(t, b.serviceWith(b.fileHandler(copyOnly), b.st, Options{}))
+		runOnce(t, b.serviceWith(b.fileHandler(copyOnly), b.st, Config{}))
 		if st := b.state(t, id); st == state.AssimilateDone {
 			t.Errorf("copy only %v: job with a writable output assimilated", copyOnly)
 		}

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/taskserver/taskserver/internal/assimilator"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/fanout"
@@ -71,12 +69,18 @@ func newPipeline(t *testing.T) *pipeline {
 			t.Fatalf("HostInsert: %v", err)
 		}
 	}
-	p.trans = transitioner.New(p.st, log, transitioner.NewMetrics(prometheus.NewRegistry()),
-		transitioner.Options{Now: clock})
-	p.valid = validator.New(p.st, log, validator.NewMetrics(prometheus.NewRegistry()),
-		validator.Options{App: demoapp.AppName, UploadDir: p.upload, Fanout: fanoutN, Now: clock})
-	p.assim = assimilator.New(p.st, &assimilator.FileHandler{Dir: p.results, UploadDir: p.upload, Fanout: fanoutN}, log,
-		assimilator.NewMetrics(prometheus.NewRegistry()), assimilator.Options{App: demoapp.AppName, Now: clock})
+	if p.trans, err = transitioner.New(transitioner.Config{Mod: 1, Batch: 500, MaxOutputBytes: transitioner.DefaultMaxOutputBytes,
+		TailInterval: transitioner.DefaultTailInterval}, transitioner.Deps{Store: p.st, Log: log, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	if p.valid, err = validator.New(validator.Config{App: demoapp.AppName, UploadDir: p.upload, Fanout: fanoutN,
+		Mod: 1, Batch: 500, Workers: validator.DefaultWorkers}, validator.Deps{Store: p.st, Log: log, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	if p.assim, err = assimilator.New(assimilator.Config{App: demoapp.AppName, Mod: 1, Batch: 500}, assimilator.Deps{Store: p.st,
+		Handler: &assimilator.FileHandler{Dir: p.results, UploadDir: p.upload, Fanout: fanoutN}, Log: log, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
 	if p.jobID, err = p.st.WorkunitInsert(ctx, row.Workunit{CreateTime: t0, AppID: p.appID, Name: p.jobName,
 		RscFpopsEst: 86400e9, DelayBound: 1000, MinQuorum: 2, TargetNResults: 2, MaxErrorResults: 3,
 		MaxTotalResults: 6, MaxSuccessResults: 3, TransitionTime: t0}); err != nil {

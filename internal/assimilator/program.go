@@ -150,29 +150,29 @@ func Run(ctx context.Context, args []string, p Program) error {
 		)
 	}
 	flags = append(flags, p.Flags...)
-	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
+	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram[programConfig]{
 		Name:   "assimilator",
 		Usage:  usage,
 		Listen: "127.0.0.1:9105",
 		Flags:  flags,
-		Check: func(c *cli.Context, common config.Common, _ config.Loop) error {
-			var errs []error
-			if c.String(FlagApp) == "" {
-				errs = append(errs, errAppMissing)
-			}
+		Config: func(c *cli.Context, common config.Common, loop config.Loop) programConfig {
+			cfg := programConfig{Config: Config{App: c.String(FlagApp), Mod: loop.Mod, ModIndex: loop.ModIndex, Batch: loop.Batch}}
 			if p.Handler == nil {
-				errs = append(errs, handlerConfig(c, common, nil).Validate())
+				h := handlerConfig(c, common)
+				cfg.handler = &h
 			}
 			if p.Check != nil {
-				errs = append(errs, p.Check(c))
+				cfg.ownErr = p.Check(c)
 			}
-			return errors.Join(errs...)
+			return cfg
 		},
-		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
+		Build: func(c *cli.Context, cfg programConfig, env daemon.Env) (daemon.Service, func() error, error) {
 			var h Handler
 			var err error
-			if p.Handler == nil {
-				h, err = NewHandler(handlerConfig(c, env.Common, env.Log))
+			if cfg.handler != nil {
+				hc := *cfg.handler
+				hc.Log = env.Log
+				h, err = NewHandler(hc)
 			} else {
 				h, err = p.Handler(c, env)
 			}
@@ -182,11 +182,33 @@ func Run(ctx context.Context, args []string, p Program) error {
 			if h == nil {
 				return nil, nil, errors.New("assimilator: the program's Handler returned no handler")
 			}
-			RegisterBacklog(env.Registry, env.Store, c.String(FlagApp))
-			return New(env.Store, h, env.Log, NewMetrics(env.Registry), Options{App: c.String(FlagApp),
-				Mod: env.Loop.Mod, ModIndex: env.Loop.ModIndex, Batch: env.Loop.Batch}), nil, nil
+			RegisterBacklog(env.Registry, env.Store, cfg.App)
+			svc, err := New(cfg.Config, Deps{Store: env.Store, Handler: h, Log: env.Log, Metrics: NewMetrics(env.Registry)})
+			if err != nil {
+				return nil, nil, err
+			}
+			return svc, nil, nil
 		},
 	})
+}
+
+// programConfig is what an assimilator program reads from its flags: the
+// service's Config, the built-in handler's (nil for a program with its own
+// handler, built in Build once the store is open), and the problems with
+// the program's own flags.
+type programConfig struct {
+	Config
+	handler *HandlerConfig
+	ownErr  error
+}
+
+// Validate returns every problem with the program's flags.
+func (c programConfig) Validate() error {
+	var herr error
+	if c.handler != nil {
+		herr = c.handler.Validate()
+	}
+	return errors.Join(c.Config.Validate(), herr, c.ownErr)
 }
 
 // errAppMissing is the error of a command line without --app: every project
@@ -196,7 +218,7 @@ var errAppMissing = fmt.Errorf("--%s is missing: name the app whose finished job
 
 // handlerConfig reads the built-in handler flags; paths are resolved
 // against the project directory of common.
-func handlerConfig(c *cli.Context, common config.Common, log *slog.Logger) HandlerConfig {
+func handlerConfig(c *cli.Context, common config.Common) HandlerConfig {
 	return HandlerConfig{
 		Kind:       c.String(FlagHandler),
 		ResultsDir: common.Path(c.String(FlagResultsDir)),
@@ -204,6 +226,5 @@ func handlerConfig(c *cli.Context, common config.Common, log *slog.Logger) Handl
 		Timeout:    c.Duration(FlagHandlerTimeout),
 		UploadDir:  common.UploadDir,
 		Fanout:     common.Fanout,
-		Log:        log,
 	}
 }

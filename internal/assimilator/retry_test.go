@@ -64,7 +64,7 @@ func TestFailingJobIsRetriedOnScheduleAndAssimilatedOnce(t *testing.T) {
 		others = append(others, b.addJob(t, name, state.ErrCancelled))
 	}
 	h := newFlaky(errors.New("archive offline"), map[string]int{"flaky": 3})
-	s := b.serviceWith(h, b.st, Options{})
+	s := b.serviceWith(h, b.st, Config{})
 
 	if n := runOnce(t, s); n != 4 {
 		t.Fatalf("first RunOnce tried %d jobs, want 4", n)
@@ -125,7 +125,7 @@ func TestFailingJobsAtTheHeadDoNotStarveTheRest(t *testing.T) {
 	}
 	good := []int64{b.addJob(t, "good1", state.ErrCancelled), b.addJob(t, "good2", state.ErrCancelled)}
 	h := newFlaky(errors.New("broken"), fails)
-	s := b.serviceWith(h, b.st, Options{Batch: 10})
+	s := b.serviceWith(h, b.st, Config{Batch: 10})
 	// Each pass tries 10 jobs and the next goes on after them; by the
 	// third, the good jobs behind 25 failing ones are done.
 	for range 3 {
@@ -162,7 +162,7 @@ func TestHandlerTimeoutIsCountedAsTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	id := b.addJob(t, "slow", state.ErrCancelled)
-	s := b.serviceWith(newFlaky(context.DeadlineExceeded, map[string]int{"slow": 1}), b.st, Options{})
+	s := b.serviceWith(newFlaky(context.DeadlineExceeded, map[string]int{"slow": 1}), b.st, Config{})
 	runOnce(t, s)
 	if got := testutil.ToFloat64(b.m.handlerErrors.WithLabelValues(failTimeout)); got != 1 {
 		t.Errorf(`handler_errors_total{kind="timeout"} = %v, want 1`, got)
@@ -218,7 +218,7 @@ func TestKnownAnswerJobIsMarkedDoneWithoutTheHandler(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	runOnce(t, b.serviceWith(panicHandler{t}, b.st, Options{}))
+	runOnce(t, b.serviceWith(panicHandler{t}, b.st, Config{}))
 	for _, id := range []int64{ok, bad} {
 		if st := b.state(t, id); st != state.AssimilateDone {
 			t.Errorf("known-answer job %d = %v, want done", id, st)
@@ -256,7 +256,7 @@ func TestDatabaseFailureWhenMarkingIsRetried(t *testing.T) {
 	b := setup(t)
 	id := b.addJob(t, "job", state.ErrCancelled)
 	h := newFlaky(nil, nil)
-	s := b.serviceWith(h, &failMarkStore{Store: b.st}, Options{})
+	s := b.serviceWith(h, &failMarkStore{Store: b.st}, Config{})
 	if n, err := s.RunOnce(context.Background()); n != 1 || err != nil {
 		t.Fatalf("RunOnce with the mark failing = %d, %v; want 1 tried, no pass error", n, err)
 	}
@@ -277,7 +277,7 @@ func TestBackoffForgetsJobsThatLeftTheQueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	id := b.addJob(t, "gone", state.ErrCancelled)
-	s := b.serviceWith(newFlaky(errors.New("no"), map[string]int{"gone": 1_000_000}), b.st, Options{})
+	s := b.serviceWith(newFlaky(errors.New("no"), map[string]int{"gone": 1_000_000}), b.st, Config{})
 	runOnce(t, s)
 	if got := testutil.ToFloat64(b.m.backingOff); got != 1 {
 		t.Fatalf("jobs_backing_off after a failure = %v, want 1", got)
@@ -303,7 +303,7 @@ if [ ! -e "$marker" ]; then touch "$marker"; echo "database busy" >&2; exit 1; f
 cat "$@" >> "$done"
 `)
 	h := CommandHandler{Argv: []string{script, marker, done}, UploadDir: b.upload, Fanout: fanoutN, Timeout: time.Minute}
-	s := b.serviceWith(h, b.st, Options{})
+	s := b.serviceWith(h, b.st, Config{})
 	runOnce(t, s)
 	if st := b.state(t, id); st != state.AssimilateReady {
 		t.Fatalf("job after the command exited 1 = %v, want still ready", st)

@@ -254,8 +254,8 @@ func CommonFrom(c *cli.Context) (Common, error) {
 	if cfg.DBDSN == "" {
 		errs = append(errs, errors.New("--db-dsn is empty"))
 	}
-	if cfg.Fanout < 1 || cfg.Fanout > 1<<16 {
-		errs = append(errs, fmt.Errorf("--fanout %d: want 1..65536", cfg.Fanout))
+	if err := CheckFanout(cfg.Fanout); err != nil {
+		errs = append(errs, err)
 	}
 	switch cfg.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -263,6 +263,15 @@ func CommonFrom(c *cli.Context) (Common, error) {
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", cfg.LogLevel))
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// CheckFanout returns the problem with a --fanout of n, if any; the
+// Configs of the daemons that read the fan-out check it with the same words.
+func CheckFanout(n int) error {
+	if n < 1 || n > 1<<16 {
+		return fmt.Errorf("--%s %d: want 1..65536", FlagFanout, n)
+	}
+	return nil
 }
 
 // Path resolves p against the project directory unless it is absolute.
@@ -273,7 +282,10 @@ func (c Common) Path(p string) string {
 	return filepath.Join(c.ProjectDir, p)
 }
 
-// LoopFrom reads and validates the loop options.
+// LoopFrom reads the loop options and validates those the loop runner
+// uses (--sleep, --pass-timeout). --mod, --mod-index and --batch are
+// settings of the service, checked by its Config's Validate with
+// CheckPartition, so a bad value is reported once.
 func LoopFrom(c *cli.Context) (Loop, error) {
 	l := Loop{
 		Mod:      c.Int(FlagMod),
@@ -285,20 +297,28 @@ func LoopFrom(c *cli.Context) (Loop, error) {
 		PassTimeout: c.Duration(FlagPassTimeout),
 	}
 	var errs []error
-	if l.Mod < 1 {
-		errs = append(errs, fmt.Errorf("--mod %d: want at least 1", l.Mod))
-	}
-	if l.ModIndex < 0 || l.ModIndex >= max(l.Mod, 1) {
-		errs = append(errs, fmt.Errorf("--mod-index %d: want 0 <= mod-index < mod (%d)", l.ModIndex, l.Mod))
-	}
 	if l.Sleep <= 0 {
 		errs = append(errs, fmt.Errorf("--sleep %s: want a positive duration", l.Sleep))
-	}
-	if l.Batch < 1 {
-		errs = append(errs, fmt.Errorf("--batch %d: want at least 1", l.Batch))
 	}
 	if l.PassTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--pass-timeout %s: want a positive duration", l.PassTimeout))
 	}
 	return l, errors.Join(errs...)
+}
+
+// CheckPartition returns the problems with a loop daemon's --mod,
+// --mod-index and --batch, worded as the flags are: every daemon's
+// Config.Validate checks its own three with it.
+func CheckPartition(mod, modIndex, batch int) []error {
+	var errs []error
+	if mod < 1 {
+		errs = append(errs, fmt.Errorf("--%s %d: want at least 1", FlagMod, mod))
+	}
+	if modIndex < 0 || modIndex >= max(mod, 1) {
+		errs = append(errs, fmt.Errorf("--%s %d: want 0 <= mod-index < mod (%d)", FlagModIndex, modIndex, mod))
+	}
+	if batch < 1 {
+		errs = append(errs, fmt.Errorf("--%s %d: want at least 1", FlagBatch, batch))
+	}
+	return errs
 }

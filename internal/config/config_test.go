@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -72,17 +73,38 @@ func TestPrecedenceFlagOverEnvOverFileOverDefault(t *testing.T) {
 
 func TestValidationRejectsBadValues(t *testing.T) {
 	cases := [][]string{
-		{"--mod", "0"},
-		{"--mod", "2", "--mod-index", "2"},
-		{"--mod-index", "-1"},
 		{"--log-level", "loud"},
 		{"--fanout", "0"},
-		{"--batch", "0"},
+		{"--sleep", "0s"},
 		{"--pass-timeout", "0s"},
 	}
 	for _, args := range cases {
 		if _, _, err := runApp(t, args, nil); err == nil {
 			t.Errorf("args %v accepted, want a validation error", args)
+		}
+	}
+}
+
+func TestCheckPartition(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		mod, modIndex, batch int
+		want                 string // "" is valid
+	}{
+		{1, 0, 1, ""},
+		{4, 3, 500, ""},
+		{0, 0, 1, "--mod 0: want at least 1"},
+		{2, 2, 1, "--mod-index 2: want 0 <= mod-index < mod (2)"},
+		{2, -1, 1, "--mod-index -1: want 0 <= mod-index < mod (2)"},
+		{1, 0, 0, "--batch 0: want at least 1"},
+	}
+	for _, tc := range cases {
+		err := errors.Join(CheckPartition(tc.mod, tc.modIndex, tc.batch)...)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("CheckPartition(%d, %d, %d) = %v, want nil", tc.mod, tc.modIndex, tc.batch, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("CheckPartition(%d, %d, %d) = %v, want %q", tc.mod, tc.modIndex, tc.batch, err, tc.want)
 		}
 	}
 }

@@ -1,6 +1,42 @@
 // Package daemon is the runtime every task-server program shares: the
 // enumerate–handle–sleep loop with back-off, the /metrics and /healthz
 // listener, the standard loop metrics, logging set-up, and signal handling.
+//
+// # One constructor shape
+//
+// Every daemon's service package (dbpurge, filedeleter, transitioner,
+// feeder, validator, assimilator, workgenerator, scheduler) is built the
+// same way:
+//
+//	func New(cfg Config, deps Deps) (*Service, error)
+//
+// Its parts:
+//
+//   - Config holds every setting, typed (durations as time.Duration), each
+//     documented, with the rules of the flag it comes from: a setting whose
+//     flag rejects 0 rejects 0, and a zero that means a default says so.
+//     Config.Validate returns every problem at once (errors.Join), each
+//     worded as the flag: "--tail-interval 0s: want at least 1s". Loop
+//     daemons check their --mod, --mod-index and --batch with
+//     config.CheckPartition.
+//   - Deps holds the collaborators that are not settings, always in this
+//     order: Store, then what the package alone needs (the shared-memory
+//     cache, the job creator and input maker, the handler, the checker, the
+//     scheduler's keys), then Log (nil: a discarding logger), Metrics (the
+//     package's NewMetrics on the program's registry; nil: registered
+//     nowhere) and Now (nil: time.Now), then what tests replace besides
+//     the clock (random draws, the process probe), nil meaning the real one.
+//   - New calls cfg.Validate and returns its error unwrapped, so a bad
+//     setting reads the same from New as from the command line; a missing
+//     collaborator New cannot do without (the handler, the job creator,
+//     the scheduler's store, cache and key) is an error too.
+//   - A setting without a flag (a worker count, a wait, a timeout) may take
+//     its default from 0, and its doc says so; no other zero is a default.
+//
+// Flags become a Config only in the program layer: cmd/<daemon>/main.go, or
+// the program.go the public plug-in packages share. RunLoopProgram calls
+// Validate with the common and loop flags' checks, before the database is
+// opened, so one start reports every bad flag in one message.
 package daemon
 
 import (

@@ -59,7 +59,7 @@ func programRegistries(t *testing.T) map[string]*prometheus.Registry {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cache.Close() })
-	feeder.New(st, cache, feeder.Config{}, quietLog, regs["feeder"])
+	feeder.NewMetrics(regs["feeder"])
 	feeder.RegisterBacklog(regs["feeder"], st)
 	filedeleter.NewMetrics(regs["file_deleter"])
 	filedeleter.RegisterBacklog(regs["file_deleter"], st)
@@ -70,8 +70,10 @@ func programRegistries(t *testing.T) map[string]*prometheus.Registry {
 	workgenerator.NewMetrics(regs["work_generator"])
 	// The scheduler serves the data server and submission API too.
 	_, key, _ := ed25519.GenerateKey(nil)
-	if _, err := scheduler.New(scheduler.Options{Store: st, Cache: scheduler.NewCacheFile(filepath.Join(t.TempDir(), "cache")),
-		UploadCertKey: key, URLBase: "http://127.0.0.1/", Registerer: regs["scheduler"]}); err != nil {
+	if _, err := scheduler.New(scheduler.Config{URLBase: "http://127.0.0.1/", Fanout: 1024, RequestDelay: 5 * time.Second,
+		MaxResultsPerRPC: 10, MaxInProgressPerCPU: 4, ARTrustValid: 10, MaxBodyBytes: 1 << 20, CommitLanes: 1},
+		scheduler.Deps{Store: st, Cache: scheduler.NewCacheFile(filepath.Join(t.TempDir(), "cache")),
+			UploadCertKey: key, Metrics: scheduler.NewMetrics(regs["scheduler"])}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := scheduler.NewAccounts(scheduler.AccountOptions{Store: st, URLBase: "http://127.0.0.1/",

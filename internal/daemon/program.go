@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,10 +16,16 @@ import (
 	"github.com/taskserver/taskserver/internal/store"
 )
 
+// Config is a daemon's typed configuration (see the package doc).
+type Config interface {
+	// Validate returns every problem at once, each naming its flag.
+	Validate() error
+}
+
 // LoopProgram describes an enumerating daemon's command line and how to
-// build its service; RunLoopProgram does everything the daemons share, so a
-// main holds only what makes its program different.
-type LoopProgram struct {
+// build its service from its Config C; RunLoopProgram does everything the
+// daemons share, so a main holds only what makes its program different.
+type LoopProgram[C Config] struct {
 	// Name is the program's name: the cli.App's name, the "program" log
 	// attribute and the metric subsystem of the loop metrics.
 	Name  string
@@ -33,16 +40,18 @@ type LoopProgram struct {
 	Flags []cli.Flag
 	// MaxDBConns caps the store's open connections; 0 means 4.
 	MaxDBConns int
-	// Check validates the program's own flags; it may be nil. It runs
-	// before the database is opened, and its error is joined with those of
-	// the common and loop flags so one run reports every bad flag. common
-	// and loop are passed even when they are invalid (zero fields possible).
-	Check func(c *cli.Context, common config.Common, loop config.Loop) error
-	// Build makes the service once the configuration is valid and the store
-	// is open. cleanup, which may be nil, runs after the loop ends and its
-	// error is returned with the loop's; on error Build releases what it
-	// made itself.
-	Build func(c *cli.Context, env Env) (svc Service, cleanup func() error, err error)
+	// Config turns the flags into the program's Config: the only place
+	// they are read as settings. Its Validate runs before the database is
+	// opened, and its error is joined with those of the common and loop
+	// flags so one run reports every bad flag. common and loop are passed
+	// even when they are invalid (zero fields possible).
+	Config func(c *cli.Context, common config.Common, loop config.Loop) C
+	// Build makes the service from the valid cfg once the store is open;
+	// c is there for a plug-in's own flags, which build collaborators
+	// (a checker, a handler), not settings. cleanup, which may be nil, runs
+	// after the loop ends and its error is returned with the loop's; on
+	// error Build releases what it made itself.
+	Build func(c *cli.Context, cfg C, env Env) (svc Service, cleanup func() error, err error)
 }
 
 // Env is what every daemon has ready before its service is built.
@@ -58,7 +67,7 @@ type Env struct {
 // environment and flags are validated, then the logger, registry and store
 // are set up, the schema checked, the service built and its loop run with
 // the /metrics and /healthz listener until ctx ends (or after one pass).
-func RunLoopProgram(ctx context.Context, args []string, p LoopProgram) error {
+func RunLoopProgram[C Config](ctx context.Context, args []string, p LoopProgram[C]) error {
 	flags := append(append(config.CommonFlags(p.Listen), loopFlags(p.Sleep)...), p.Flags...)
 	if err := uniqueNames(flags); err != nil {
 		return fmt.Errorf("%s: %w", p.Name, err)
@@ -71,6 +80,50 @@ func RunLoopProgram(ctx context.Context, args []string, p LoopProgram) error {
 		Action: func(c *cli.Context) error { return runLoopProgram(ctx, c, p) },
 	}
 	return app.RunContext(ctx, args)
+}
+
+// JoinDistinct joins errs (nil, single or joined errors), reporting each
+// problem once: a setting shared by the common flags and a daemon's Config
+// (--fanout) is checked by both, in the same words.
+func JoinDistinct(errs ...error) error {
+	var out []error
+	seen := map[string]bool{}
+	var add func(err error)
+	add = func(err error) {
+		if parts := joined(err); parts != nil {
+			for _, e := range parts {
+				add(e)
+			}
+			return
+		}
+		if err != nil && !seen[err.Error()] {
+			seen[err.Error()] = true
+			out = append(out, err)
+		}
+	}
+	for _, err := range errs {
+		add(err)
+	}
+	return errors.Join(out...)
+}
+
+// joined returns the errors err joins if it is an errors.Join (its message
+// is theirs, one a line), else nil: another error with several causes keeps
+// its own message.
+func joined(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return nil
+	}
+	parts := j.Unwrap()
+	msgs := make([]string, len(parts))
+	for i, e := range parts {
+		msgs[i] = e.Error()
+	}
+	if strings.Join(msgs, "\n") != err.Error() {
+		return nil
+	}
+	return parts
 }
 
 // uniqueNames reports a flag name taken twice, which the flag package would
@@ -103,14 +156,11 @@ func loopFlags(sleep time.Duration) []cli.Flag {
 	return flags
 }
 
-func runLoopProgram(ctx context.Context, c *cli.Context, p LoopProgram) (err error) {
+func runLoopProgram[C Config](ctx context.Context, c *cli.Context, p LoopProgram[C]) (err error) {
 	common, cerr := config.CommonFrom(c)
 	loop, lerr := config.LoopFrom(c)
-	var oerr error
-	if p.Check != nil {
-		oerr = p.Check(c, common, loop)
-	}
-	if err := errors.Join(cerr, lerr, oerr); err != nil {
+	cfg := p.Config(c, common, loop)
+	if err := JoinDistinct(cerr, lerr, cfg.Validate()); err != nil {
 		return err
 	}
 	log := NewLogger(p.Name, common.LogLevel)
@@ -128,7 +178,7 @@ func runLoopProgram(ctx context.Context, c *cli.Context, p LoopProgram) (err err
 	if err := st.SchemaCheck(ctx); err != nil {
 		return err
 	}
-	svc, cleanup, err := p.Build(c, Env{Common: common, Loop: loop, Log: log, Registry: reg, Store: st})
+	svc, cleanup, err := p.Build(c, cfg, Env{Common: common, Loop: loop, Log: log, Registry: reg, Store: st})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,22 @@ import (
 // global --help flag while parsing, which the race detector reports when two
 // apps parse at once (a process only ever runs one).
 
+// testConfig is a program's Config: its own --color and the partition.
+type testConfig struct {
+	color                string
+	mod, modIndex, batch int
+	fanout               int // a common flag the Config checks too
+	ownErr               error
+}
+
+func (c testConfig) Validate() error {
+	return errors.Join(append(config.CheckPartition(c.mod, c.modIndex, c.batch), config.CheckFanout(c.fanout), c.ownErr)...)
+}
+
+func testConfigFrom(c *cli.Context, common config.Common, loop config.Loop) testConfig {
+	return testConfig{color: c.String("color"), mod: loop.Mod, modIndex: loop.ModIndex, batch: loop.Batch, fanout: common.Fanout}
+}
+
 func TestRunLoopProgramOnePass(t *testing.T) {
 	dsn := storetest.NewDatabase(t)
 	closeErr := errors.New("close failed")
@@ -26,13 +42,14 @@ func TestRunLoopProgramOnePass(t *testing.T) {
 		passes   int
 		cleanups int
 	)
-	p := LoopProgram{
+	p := LoopProgram[testConfig]{
 		Name:   "test_program",
 		Listen: "127.0.0.1:0",
 		Sleep:  200 * time.Millisecond,
 		Flags:  []cli.Flag{&cli.StringFlag{Name: "color", Value: "red"}},
-		Build: func(c *cli.Context, env Env) (Service, func() error, error) {
-			got, color = env, c.String("color")
+		Config: testConfigFrom,
+		Build: func(_ *cli.Context, cfg testConfig, env Env) (Service, func() error, error) {
+			got, color = env, cfg.color
 			svc := serviceFunc(func(context.Context) (int, error) { passes++; return 1, nil })
 			return svc, func() error { cleanups++; return closeErr }, nil
 		},
@@ -64,24 +81,26 @@ func TestRunLoopProgramOnePass(t *testing.T) {
 // is touched: the DSN here would fail to connect.
 func TestRunLoopProgramRejectsBadFlagsBeforeTheDatabase(t *testing.T) {
 	built := false
-	p := LoopProgram{
+	p := LoopProgram[testConfig]{
 		Name: "test_program",
-		Check: func(*cli.Context, config.Common, config.Loop) error {
-			return errors.New("own flag is bad")
+		Config: func(c *cli.Context, common config.Common, loop config.Loop) testConfig {
+			cfg := testConfigFrom(c, common, loop)
+			cfg.ownErr = errors.New("own flag is bad")
+			return cfg
 		},
-		Build: func(*cli.Context, Env) (Service, func() error, error) {
+		Build: func(*cli.Context, testConfig, Env) (Service, func() error, error) {
 			built = true
 			return nil, nil, nil
 		},
 	}
-	args := []string{"test_program", "--db-dsn", "root@tcp(127.0.0.1:1)/none", "--listen", "", "--one-pass", "--mod", "0"}
+	args := []string{"test_program", "--db-dsn", "root@tcp(127.0.0.1:1)/none", "--listen", "", "--one-pass", "--mod", "0", "--sleep", "0s", "--fanout", "0"}
 	err := RunLoopProgram(context.Background(), args, p)
 	if err == nil || built {
 		t.Fatalf("RunLoopProgram(%v) = %v, built %v; want a validation error and no Build", args, err, built)
 	}
-	for _, want := range []string{"--mod 0", "own flag is bad"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("RunLoopProgram(%v) = %q, want it to mention %q", args, err, want)
+	for _, want := range []string{"--mod 0", "--sleep 0s", "--fanout 0", "own flag is bad"} {
+		if n := strings.Count(err.Error(), want); n != 1 {
+			t.Errorf("RunLoopProgram(%v) = %q, mentions %q %d times, want once", args, err, want, n)
 		}
 	}
 	if strings.Contains(err.Error(), "127.0.0.1:1") {
@@ -92,9 +111,10 @@ func TestRunLoopProgramRejectsBadFlagsBeforeTheDatabase(t *testing.T) {
 func TestRunLoopProgramBuildError(t *testing.T) {
 	dsn := storetest.NewDatabase(t)
 	boom := errors.New("boom")
-	p := LoopProgram{
-		Name: "test_program",
-		Build: func(*cli.Context, Env) (Service, func() error, error) {
+	p := LoopProgram[testConfig]{
+		Name:   "test_program",
+		Config: testConfigFrom,
+		Build: func(*cli.Context, testConfig, Env) (Service, func() error, error) {
 			return nil, nil, boom
 		},
 	}
@@ -107,8 +127,10 @@ func TestRunLoopProgramBuildError(t *testing.T) {
 // A program's own flag named like one of the daemon's is an error, not the
 // flag package's panic.
 func TestRunLoopProgramRefusesAFlagDefinedTwice(t *testing.T) {
-	p := LoopProgram{Name: "test_program", Flags: []cli.Flag{&cli.StringFlag{Name: "batch"}},
-		Build: func(*cli.Context, Env) (Service, func() error, error) { return nil, nil, errors.New("built") }}
+	p := LoopProgram[testConfig]{Name: "test_program", Flags: []cli.Flag{&cli.StringFlag{Name: "batch"}}, Config: testConfigFrom,
+		Build: func(*cli.Context, testConfig, Env) (Service, func() error, error) {
+			return nil, nil, errors.New("built")
+		}}
 	err := RunLoopProgram(context.Background(), []string{"test_program"}, p)
 	if err == nil || !strings.Contains(err.Error(), "--batch is defined twice") {
 		t.Errorf("RunLoopProgram with a second --batch = %v, want --batch is defined twice", err)

@@ -46,7 +46,11 @@ func TestStuckDatabaseFailsHealthzThenItRecovers(t *testing.T) {
 	const program = "transitioner"
 	reg := daemon.NewRegistry(program)
 	m := daemon.NewLoopMetrics(reg, program)
-	svc := transitioner.New(st, quietLog, transitioner.NewMetrics(reg), transitioner.Options{})
+	svc, err := transitioner.New(transitioner.Config{Mod: 1, Batch: 500, MaxOutputBytes: transitioner.DefaultMaxOutputBytes,
+		TailInterval: transitioner.DefaultTailInterval}, transitioner.Deps{Store: st, Log: quietLog, Metrics: transitioner.NewMetrics(reg)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	listening := make(chan string, 1)
 	log := slog.New(listenCatcher{addr: listening})
 	done := make(chan error, 1)

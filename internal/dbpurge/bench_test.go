@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -44,8 +43,8 @@ func BenchmarkPurge(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		seedPurge(b, st, appID, fmt.Sprintf("it%d", i))
-		svc, err := dbpurge.New(st, dbpurge.Config{ArchiveDir: filepath.Join(b.TempDir(), "archive"), MaxArchiveRows: 10000, Batch: 500},
-			slog.New(slog.NewTextHandler(io.Discard, nil)), dbpurge.NewMetrics(prometheus.NewRegistry()), time.Now)
+		svc, err := dbpurge.New(dbpurge.Config{ArchiveDir: filepath.Join(b.TempDir(), "archive"), MaxArchiveRows: 10000, Mod: 1, Batch: 500},
+			dbpurge.Deps{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: dbpurge.NewMetrics(prometheus.NewRegistry())})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -9,6 +9,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -20,19 +23,45 @@ type Store interface {
 	WorkunitPurge(ctx context.Context, p store.PurgeParams) (store.PurgeCounts, error)
 }
 
-// Config is db_purge's configuration.
+// Config is db_purge's configuration; each setting has the rules of its
+// flag.
 type Config struct {
-	// ArchiveDir receives the archive files; it is created if missing.
+	// ArchiveDir receives the archive files (--archive-dir, resolved
+	// against the project directory); it is created if missing.
 	ArchiveDir string
 	// MinAge is how long a finished job is kept after its files were
-	// deleted (its mod_time).
+	// deleted, by its mod_time (--min-age); 0 purges it at once.
 	MinAge time.Duration
-	// MaxArchiveRows is the most rows per archive file.
+	// MaxArchiveRows is the most rows per archive file (--max-archive-rows).
 	MaxArchiveRows int
-	// Mod and ModIndex pick this replica's jobs.
+	// Mod and ModIndex pick this replica's jobs: id % Mod = ModIndex
+	// (--mod, --mod-index).
 	Mod, ModIndex int
-	// Batch is the most jobs purged per pass (one transaction).
+	// Batch is the most jobs purged per pass, in one transaction (--batch).
 	Batch int
+}
+
+// Validate returns every problem with c, each naming its flag.
+func (c Config) Validate() error {
+	errs := config.CheckPartition(c.Mod, c.ModIndex, c.Batch)
+	if c.ArchiveDir == "" {
+		errs = append(errs, errors.New("--archive-dir is empty"))
+	}
+	if c.MinAge < 0 {
+		errs = append(errs, fmt.Errorf("--min-age %s: want 0 or a positive duration", c.MinAge))
+	}
+	if c.MaxArchiveRows < 1 {
+		errs = append(errs, fmt.Errorf("--max-archive-rows %d: want at least 1", c.MaxArchiveRows))
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are db_purge's collaborators.
+type Deps struct {
+	Store   Store
+	Log     *slog.Logger     // nil: discard
+	Metrics *Metrics         // nil: registered nowhere
+	Now     func() time.Time // nil: time.Now
 }
 
 // Service is db_purge.
@@ -52,33 +81,26 @@ type Service struct {
 
 // New returns db_purge, creating the archive directory. Call Close when
 // done, to close the archive files.
-func New(st Store, cfg Config, log *slog.Logger, m *Metrics, now func() time.Time) (*Service, error) {
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	now := deps.Now
 	if now == nil {
 		now = time.Now
 	}
-	if cfg.Mod < 1 {
-		cfg.Mod = 1
+	log := deps.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	var errs []error
-	if cfg.ArchiveDir == "" {
-		errs = append(errs, errors.New("archive directory is empty"))
-	}
-	if cfg.MinAge < 0 {
-		errs = append(errs, fmt.Errorf("min age %s: want >= 0", cfg.MinAge))
-	}
-	if cfg.MaxArchiveRows < 1 {
-		errs = append(errs, fmt.Errorf("max archive rows %d: want >= 1", cfg.MaxArchiveRows))
-	}
-	if cfg.Batch < 1 {
-		errs = append(errs, fmt.Errorf("batch %d: want >= 1", cfg.Batch))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("db_purge config: %w", err)
+	m := deps.Metrics
+	if m == nil {
+		m = NewMetrics(prometheus.NewRegistry())
 	}
 	if err := os.MkdirAll(cfg.ArchiveDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create archive directory: %w", err)
 	}
-	return &Service{st: st, cfg: cfg, log: log, m: m, now: now,
+	return &Service{st: deps.Store, cfg: cfg, log: log, m: m, now: now,
 		wus: &archive{dir: cfg.ArchiveDir, prefix: "wu_archive", maxRows: cfg.MaxArchiveRows, now: now},
 		res: &archive{dir: cfg.ArchiveDir, prefix: "result_archive", maxRows: cfg.MaxArchiveRows, now: now},
 	}, nil

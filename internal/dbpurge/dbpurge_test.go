@@ -54,8 +54,11 @@ func (b *bundle) service(t *testing.T, st dbpurge.Store, cfg dbpurge.Config) *db
 	if cfg.Batch == 0 {
 		cfg.Batch = 100
 	}
-	svc, err := dbpurge.New(st, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)),
-		dbpurge.NewMetrics(prometheus.NewRegistry()), func() time.Time { return b.now })
+	if cfg.Mod == 0 {
+		cfg.Mod = 1
+	}
+	svc, err := dbpurge.New(cfg, dbpurge.Deps{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics: dbpurge.NewMetrics(prometheus.NewRegistry()), Now: func() time.Time { return b.now }})
 	if err != nil {
 		t.Fatalf("dbpurge.New: %v", err)
 	}

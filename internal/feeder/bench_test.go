@@ -69,7 +69,7 @@ func BenchmarkFeederUnderClaims(b *testing.B) {
 				cs := &countingStore{Store: st}
 				var svc daemon.Service = &memoryFiller{cache: cache, ids: ids}
 				if realFeeder {
-					svc = New(cs, cache, Config{Batch: 500}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+					svc = mustNew(b, validConfig(benchSlots), Deps{Store: cs, Cache: cache})
 				}
 				m.Start(b)
 

@@ -2,6 +2,7 @@ package feeder
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
@@ -24,43 +26,80 @@ type Store interface {
 	ResultListUnsentByPriority(ctx context.Context, p store.FeederListParams) ([]store.UnsentResult, error)
 }
 
-// Config tunes a Feeder.
+// Config is the feeder's configuration; each setting has the rules of its
+// flag.
 type Config struct {
 	// Mod and ModIndex pick the results this feeder caches: id % Mod =
-	// ModIndex. Mod 0 means 1.
+	// ModIndex (--mod, --mod-index).
 	Mod, ModIndex int
-	// Batch is the number of rows per enumeration query; 0 means 500.
+	// Batch is the number of rows per enumeration query (--batch).
 	Batch int
+	// Slots is the number of cache slots (--slots): the program creates the
+	// cache with this many, and New refuses a cache of another size.
+	Slots int
 	// ReclaimAfter is how long a scheduler may hold a slot BUSY before the
-	// feeder takes it back; 0 means 60s.
+	// feeder takes it back (--reclaim-after).
 	ReclaimAfter time.Duration
 	// TablesInterval is how often the static tables are reloaded from the
-	// database (and republished if they changed); 0 means 10s.
+	// database, and republished if they changed (--tables-interval).
 	TablesInterval time.Duration
 	// RefillAt is how many EMPTY slots make a pass query the database at
-	// once; 0 means a quarter of the slots, at most Batch, at least 1.
-	// Fewer empty slots wait up to MaxWait, so that each query fills many
-	// slots instead of the one or two schedulers freed since the last.
+	// once; 0 means a quarter of the slots, at most Batch, at least 1
+	// (--refill-at). Fewer empty slots wait up to MaxWait, so that each
+	// query fills many slots instead of the one or two schedulers freed
+	// since the last.
 	RefillAt int
 	// MaxWait bounds how long EMPTY slots wait for a query when fewer than
 	// RefillAt, and how long the feeder waits before asking again after a
-	// query found no more unsent results; 0 means 1s.
+	// query found no more unsent results; 0 means 1s (no flag).
 	MaxWait time.Duration
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+}
+
+// Validate returns every problem with c, each naming its flag.
+func (c Config) Validate() error {
+	errs := config.CheckPartition(c.Mod, c.ModIndex, c.Batch)
+	if c.Slots < 1 || c.Slots > shmcache.MaxSlots {
+		errs = append(errs, fmt.Errorf("--slots %d: want 1..%d", c.Slots, shmcache.MaxSlots))
+	}
+	if c.ReclaimAfter < time.Second {
+		errs = append(errs, fmt.Errorf("--reclaim-after %s: want at least 1s", c.ReclaimAfter))
+	}
+	if c.RefillAt < 0 || c.RefillAt > c.Slots {
+		errs = append(errs, fmt.Errorf("--refill-at %d: want 0..--slots", c.RefillAt))
+	}
+	if c.TablesInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--tables-interval %s: want a positive duration", c.TablesInterval))
+	}
+	if c.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("max wait %s: want 0 (the default) or a positive duration", c.MaxWait))
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are the feeder's collaborators.
+type Deps struct {
+	Store Store
+	// Cache is the shared-memory cache the feeder fills, of Config.Slots
+	// slots.
+	Cache   *shmcache.Cache
+	Log     *slog.Logger     // nil: discard
+	Metrics *Metrics         // nil: registered nowhere
+	Now     func() time.Time // nil: time.Now
 	// Alive reports whether a claimer process exists; nil means
 	// shmcache.ProcessAlive.
 	Alive func(pid int32) bool
 }
 
-// Feeder fills one shared-memory cache from the database.
-type Feeder struct {
+// Service fills one shared-memory cache from the database.
+type Service struct {
 	enumerated int // rows listed since TakeEnumerated
 	st         Store
 	cache      *shmcache.Cache
 	cfg        Config
 	log        *slog.Logger
-	m          *metrics
+	m          *Metrics
+	now        func() time.Time
+	alive      func(pid int32) bool
 
 	cursor     int64            // id of the last result looked at in id order
 	tables     *shmcache.Tables // last published; nil: none yet by this process
@@ -72,33 +111,35 @@ type Feeder struct {
 	exhausted bool      // that enumeration ended with slots still EMPTY
 }
 
-// New returns a feeder of cache from st. Its metrics are registered on reg.
-func New(st Store, cache *shmcache.Cache, cfg Config, log *slog.Logger, reg prometheus.Registerer) *Feeder {
-	if cfg.Mod <= 0 {
-		cfg.Mod = 1
+// New returns a feeder of deps.Cache.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.Batch <= 0 {
-		cfg.Batch = 500
+	if n := deps.Cache.NSlots(); n != cfg.Slots {
+		return nil, fmt.Errorf("feeder: cache %s has %d slots, want --slots %d", deps.Cache.Path(), n, cfg.Slots)
 	}
-	if cfg.ReclaimAfter <= 0 {
-		cfg.ReclaimAfter = 60 * time.Second
+	if cfg.RefillAt == 0 {
+		cfg.RefillAt = max(1, min(cfg.Slots/4, cfg.Batch))
 	}
-	if cfg.TablesInterval <= 0 {
-		cfg.TablesInterval = 10 * time.Second
-	}
-	if cfg.RefillAt <= 0 {
-		cfg.RefillAt = max(1, min(cache.NSlots()/4, cfg.Batch))
-	}
-	if cfg.MaxWait <= 0 {
+	if cfg.MaxWait == 0 {
 		cfg.MaxWait = time.Second
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	f := &Service{st: deps.Store, cache: deps.Cache, cfg: cfg, log: deps.Log, m: deps.Metrics, now: deps.Now,
+		alive: deps.Alive, pid: int32(os.Getpid())}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Alive == nil {
-		cfg.Alive = shmcache.ProcessAlive
+	if f.m == nil {
+		f.m = NewMetrics(prometheus.NewRegistry())
 	}
-	return &Feeder{st: st, cache: cache, cfg: cfg, log: log, m: newMetrics(reg), pid: int32(os.Getpid())}
+	if f.now == nil {
+		f.now = time.Now
+	}
+	if f.alive == nil {
+		f.alive = shmcache.ProcessAlive
+	}
+	return f, nil
 }
 
 // RunOnce runs one pass and returns the number of slots it filled. It
@@ -107,13 +148,13 @@ func New(st Store, cache *shmcache.Cache, cfg Config, log *slog.Logger, reg prom
 // not again before MaxWait. A pass that does not query reads only the
 // shared memory, so a busy dispatch costs the database one enumeration per
 // RefillAt instances sent, and a full or idle cache costs it nothing.
-func (f *Feeder) RunOnce(ctx context.Context) (int, error) {
-	now := f.cfg.Now()
+func (f *Service) RunOnce(ctx context.Context) (int, error) {
+	now := f.now()
 	if err := f.publishTables(ctx, now); err != nil {
 		return 0, err
 	}
 	f.cache.SetHeartbeat(now.Unix())
-	reclaimed := f.cache.ReclaimStale(now.Unix(), int64(f.cfg.ReclaimAfter/time.Second), f.cfg.Alive)
+	reclaimed := f.cache.ReclaimStale(now.Unix(), int64(f.cfg.ReclaimAfter/time.Second), f.alive)
 	f.m.reclaims.Add(float64(reclaimed))
 
 	free, counts := f.scan(now.Unix())
@@ -145,7 +186,7 @@ func (f *Feeder) RunOnce(ctx context.Context) (int, error) {
 
 // due reports whether a pass that found free EMPTY slots should query the
 // database for unsent results.
-func (f *Feeder) due(now time.Time, free int) bool {
+func (f *Service) due(now time.Time, free int) bool {
 	waited := now.Sub(f.lastQuery) >= f.cfg.MaxWait
 	switch {
 	case free == 0:
@@ -162,7 +203,7 @@ func (f *Feeder) due(now time.Time, free int) bool {
 // publishTables reloads the static tables every TablesInterval and
 // publishes them if they differ from what this process last published (or
 // it has published nothing yet, as after a restart).
-func (f *Feeder) publishTables(ctx context.Context, now time.Time) error {
+func (f *Service) publishTables(ctx context.Context, now time.Time) error {
 	if f.tables != nil && now.Sub(f.tablesLoad) < f.cfg.TablesInterval {
 		return nil
 	}
@@ -200,7 +241,7 @@ func (f *Feeder) publishTables(ctx context.Context, now time.Time) error {
 // of slots by state. Entries of apps deprecated since they were cached are
 // taken out (claimed and released as a scheduler would), since no scheduler
 // will ever send them.
-func (f *Feeder) scan(now int64) ([]int, [shmcache.NumStates]int) {
+func (f *Service) scan(now int64) ([]int, [shmcache.NumStates]int) {
 	var counts [shmcache.NumStates]int
 	var free []int
 	for i := 0; i < f.cache.NSlots(); i++ {
@@ -221,7 +262,7 @@ func (f *Feeder) scan(now int64) ([]int, [shmcache.NumStates]int) {
 }
 
 // cachedSet returns the results in slots that are not EMPTY.
-func (f *Feeder) cachedSet() map[int64]bool {
+func (f *Service) cachedSet() map[int64]bool {
 	n := f.cache.NSlots()
 	cached := make(map[int64]bool, n)
 	for i := 0; i < n; i++ {
@@ -240,7 +281,7 @@ func (f *Feeder) cachedSet() map[int64]bool {
 // Batch), so none is read in vain while the cursor runs ahead of the cached
 // results; once it meets cached ones (after a wrap) it asks for Batch rows
 // to get past them in few queries.
-func (f *Feeder) fill(ctx context.Context, cached map[int64]bool, free []int) (filled, left int, err error) {
+func (f *Service) fill(ctx context.Context, cached map[int64]bool, free []int) (filled, left int, err error) {
 	skipped := false
 	// put caches r in the next free slot; it reports whether slots remain.
 	put := func(r store.UnsentResult) bool {
@@ -323,7 +364,7 @@ func entryOf(r store.UnsentResult) shmcache.Entry {
 
 // TakeEnumerated returns the rows this daemon's passes listed since the
 // last call (daemon.Enumerator).
-func (f *Feeder) TakeEnumerated() int {
+func (f *Service) TakeEnumerated() int {
 	n := f.enumerated
 	f.enumerated = 0
 	return n

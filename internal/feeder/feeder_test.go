@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
@@ -32,7 +31,7 @@ type bundle struct {
 	ctx   context.Context
 	st    *store.Store
 	cache *shmcache.Cache
-	f     *Feeder
+	f     *Service
 	q     *countingStore // the feeder's store, counting its queries
 	now   time.Time
 	appID int64
@@ -57,13 +56,34 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	t.Cleanup(func() { cache.Close() })
 	b.cache = cache
 	b.appID = b.addApp("demo", false)
-	cfg := Config{Mod: o.mod, ModIndex: o.modIndex, Batch: o.batch, ReclaimAfter: time.Minute,
-		TablesInterval: o.tablesInterval, RefillAt: o.refillAt,
-		Now:   func() time.Time { return b.now },
-		Alive: func(pid int32) bool { return pid != deadPid }}
+	cfg := validConfig(o.slots)
+	cfg.Mod, cfg.ModIndex, cfg.RefillAt = max(o.mod, 1), o.modIndex, o.refillAt
+	cfg.ReclaimAfter = time.Minute
+	if o.batch > 0 {
+		cfg.Batch = o.batch
+	}
+	if o.tablesInterval > 0 {
+		cfg.TablesInterval = o.tablesInterval
+	}
 	b.q = &countingStore{Store: b.st}
-	b.f = New(b.q, cache, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	b.f = mustNew(t, cfg, Deps{Store: b.q, Cache: cache, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now: func() time.Time { return b.now }, Alive: func(pid int32) bool { return pid != deadPid }})
 	return b
+}
+
+// validConfig is the flags' defaults for a cache of slots slots.
+func validConfig(slots int) Config {
+	return Config{Mod: 1, Batch: 500, Slots: slots, ReclaimAfter: 60 * time.Second, TablesInterval: 10 * time.Second}
+}
+
+// mustNew is New for a valid cfg.
+func mustNew(t testing.TB, cfg Config, deps Deps) *Service {
+	t.Helper()
+	f, err := New(cfg, deps)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", cfg, err)
+	}
+	return f
 }
 
 func (b *bundle) addApp(name string, deprecated bool) int64 {
@@ -351,7 +371,7 @@ func TestRestartKeepsCachedResults(t *testing.T) {
 		t.Fatalf("Create after restart: %v", err)
 	}
 	defer cache.Close()
-	f := New(b.st, cache, Config{Now: func() time.Time { return b.now }}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	f := mustNew(t, validConfig(4), Deps{Store: b.st, Cache: cache, Now: func() time.Time { return b.now }})
 	if n, err := f.RunOnce(b.ctx); err != nil || n != 0 {
 		t.Fatalf("RunOnce after restart = %d, %v; want 0 filled", n, err)
 	}

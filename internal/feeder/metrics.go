@@ -12,9 +12,9 @@ import (
 
 const subsystem = "feeder"
 
-// metrics are the feeder's domain metrics; the loop metrics come from
+// Metrics are the feeder's domain metrics; the loop metrics come from
 // daemon.NewLoopMetrics.
-type metrics struct {
+type Metrics struct {
 	slots           *prometheus.GaugeVec
 	fillRatio       prometheus.Gauge
 	fills           prometheus.Counter
@@ -23,8 +23,9 @@ type metrics struct {
 	tablesPublishes prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
+// NewMetrics registers the feeder's domain metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		slots: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: daemon.Namespace, Subsystem: subsystem,
 			Name: "slots", Help: "Cache slots by state (empty, filling, present, busy) at the end of the last pass."},
 			[]string{"state"}),
@@ -44,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 // setSlots records the slot counts by state.
-func (m *metrics) setSlots(counts [shmcache.NumStates]int) {
+func (m *Metrics) setSlots(counts [shmcache.NumStates]int) {
 	total := 0
 	for s, n := range counts {
 		m.slots.WithLabelValues(shmcache.SlotState(s).String()).Set(float64(n))

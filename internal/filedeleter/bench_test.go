@@ -49,8 +49,8 @@ func BenchmarkFileDeletion(b *testing.B) {
 		dir := b.TempDir()
 		download, upload := filepath.Join(dir, "download"), filepath.Join(dir, "upload")
 		seedFileDeletion(b, st, appID, fmt.Sprintf("it%d", i), download, upload, fan)
-		svc := filedeleter.New(st, filedeleter.Config{DownloadDir: download, UploadDir: upload, Fanout: fan, Mod: 1, Batch: 500},
-			slog.New(slog.NewTextHandler(io.Discard, nil)), filedeleter.NewMetrics(prometheus.NewRegistry()), time.Now)
+		svc := newService(b, filedeleter.Config{DownloadDir: download, UploadDir: upload, Fanout: fan, Mod: 1, Batch: 500, OrphanEvery: time.Hour},
+			filedeleter.Deps{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: filedeleter.NewMetrics(prometheus.NewRegistry())})
 		m.Start(b)
 		for {
 			n, err := svc.RunOnce(ctx)

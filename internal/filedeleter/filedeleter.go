@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/state"
@@ -32,32 +35,73 @@ type Store interface {
 	ResultNamesExisting(ctx context.Context, names []string) ([]string, error)
 }
 
-// Config is the file deleter's configuration.
+// Config is the file deleter's configuration; each setting has the rules
+// of its flag.
 type Config struct {
-	// DownloadDir holds input files; UploadDir holds output files.
+	// DownloadDir holds input files (--download-dir); UploadDir holds
+	// output files (--upload-dir).
 	DownloadDir, UploadDir string
-	// Fanout is the project's number of hashed sub-directories.
+	// Fanout is the project's number of hashed sub-directories (--fanout).
 	Fanout int
-	// Mod and ModIndex pick this replica's rows.
+	// Mod and ModIndex pick this replica's rows: id % Mod = ModIndex
+	// (--mod, --mod-index).
 	Mod, ModIndex int
-	// Batch is the most workunits, and the most results, handled per pass.
+	// Batch is the most workunits, and the most results, handled per pass
+	// (--batch).
 	Batch int
-	// Workers is how many files are deleted at once; 0 means 4. Deleting
-	// is a system call per file that may wait on the file system (a network
-	// mount especially), so a few run side by side.
+	// Workers is how many files are deleted at once; 0 means 4 (no flag).
+	// Deleting is a system call per file that may wait on the file system
+	// (a network mount especially), so a few run side by side.
 	Workers int
 	// OrphanAge turns on the orphan sweep (orphans.go): an uploaded file
 	// unchanged for this long that no result row names is deleted. 0 turns
-	// the sweep off.
+	// the sweep off (--orphan-age).
 	OrphanAge time.Duration
 	// OrphanEvery is the least time between the starts of two orphan
-	// sweeps; 0 means an hour.
+	// sweeps (--orphan-every).
 	OrphanEvery time.Duration
-	// UploadGrace is the scheduler's --upload-grace: an instance's upload
-	// certificates authorise uploads until its report deadline plus this
-	// (keys.UploadCertificate). It must match the scheduler's, or outputs
-	// are deleted while a certificate can still create them again.
+	// UploadGrace is the scheduler's upload grace, 0 for none: an
+	// instance's upload certificates authorise uploads until its report
+	// deadline plus this (keys.UploadCertificate). It must match the
+	// scheduler's, or outputs are deleted while a certificate can still
+	// create them again. The program reads --upload-grace as the scheduler
+	// does (0: the default, negative: none) and passes the result.
 	UploadGrace time.Duration
+}
+
+// Validate returns every problem with c, each naming its flag.
+func (c Config) Validate() error {
+	errs := config.CheckPartition(c.Mod, c.ModIndex, c.Batch)
+	if c.DownloadDir == "" {
+		errs = append(errs, fmt.Errorf("--%s is empty", config.FlagDownloadDir))
+	}
+	if c.UploadDir == "" {
+		errs = append(errs, fmt.Errorf("--%s is empty", config.FlagUploadDir))
+	}
+	if err := config.CheckFanout(c.Fanout); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Workers < 0 {
+		errs = append(errs, fmt.Errorf("workers %d: want 0 (the default) or more", c.Workers))
+	}
+	if c.OrphanAge < 0 {
+		errs = append(errs, fmt.Errorf("--orphan-age %s: want 0 (off) or a positive duration", c.OrphanAge))
+	}
+	if c.OrphanEvery <= 0 {
+		errs = append(errs, fmt.Errorf("--orphan-every %s: want a positive duration", c.OrphanEvery))
+	}
+	if c.UploadGrace < 0 {
+		errs = append(errs, fmt.Errorf("--upload-grace %s: want 0 (none) or a positive duration", c.UploadGrace))
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are the file deleter's collaborators.
+type Deps struct {
+	Store   Store
+	Log     *slog.Logger     // nil: discard
+	Metrics *Metrics         // nil: registered nowhere
+	Now     func() time.Time // nil: time.Now
 }
 
 // Service is the file deleter.
@@ -76,24 +120,25 @@ type Service struct {
 	orphans orphanSweep
 }
 
-// New returns a file deleter. now is the clock (time.Now in production).
-func New(st Store, cfg Config, log *slog.Logger, m *Metrics, now func() time.Time) *Service {
-	if now == nil {
-		now = time.Now
+// New returns a file deleter.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.Mod < 1 {
-		cfg.Mod = 1
-	}
-	if cfg.Workers < 1 {
+	if cfg.Workers == 0 {
 		cfg.Workers = 4
 	}
-	if cfg.Batch < 1 {
-		panic("filedeleter: batch must be at least 1")
+	s := &Service{st: deps.Store, cfg: cfg, log: deps.Log, m: deps.Metrics, now: deps.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.OrphanEvery <= 0 {
-		cfg.OrphanEvery = time.Hour
+	if s.m == nil {
+		s.m = NewMetrics(prometheus.NewRegistry())
 	}
-	return &Service{st: st, cfg: cfg, log: log, m: m, now: now}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
 }
 
 // item is one row of a pass: its files and what became of them.

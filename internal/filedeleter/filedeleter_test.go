@@ -48,15 +48,27 @@ func setup(t *testing.T) *bundle {
 	b := &bundle{ctx: ctx, st: st, appID: appID, download: filepath.Join(dir, "download"),
 		upload: filepath.Join(dir, "upload"), now: time.Unix(1_700_000_000, 0), mod: 1, max: 100}
 	b.creator = jobs.NewCreator(st, b.download, fan, func() time.Time { return time.Unix(1, 0) })
-	b.build()
+	b.build(t)
 	return b
 }
 
-func (b *bundle) build() {
+func (b *bundle) build(t testing.TB) {
+	t.Helper()
 	b.reg = prometheus.NewRegistry()
-	b.svc = filedeleter.New(b.st, filedeleter.Config{DownloadDir: b.download, UploadDir: b.upload, Fanout: fan,
-		Mod: b.mod, ModIndex: b.modIndex, Batch: b.max, UploadGrace: b.grace},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), filedeleter.NewMetrics(b.reg), func() time.Time { return b.now })
+	b.svc = newService(t, filedeleter.Config{DownloadDir: b.download, UploadDir: b.upload, Fanout: fan,
+		Mod: b.mod, ModIndex: b.modIndex, Batch: b.max, OrphanEvery: time.Hour, UploadGrace: b.grace},
+		filedeleter.Deps{Store: b.st, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Metrics: filedeleter.NewMetrics(b.reg), Now: func() time.Time { return b.now }})
+}
+
+// newService is filedeleter.New for a valid cfg.
+func newService(t testing.TB, cfg filedeleter.Config, deps filedeleter.Deps) *filedeleter.Service {
+	t.Helper()
+	svc, err := filedeleter.New(cfg, deps)
+	if err != nil {
+		t.Fatalf("filedeleter.New(%+v): %v", cfg, err)
+	}
+	return svc
 }
 
 // job creates a job with a staged input file and file_delete_state fds; it
@@ -248,7 +260,7 @@ func TestModPartitionsRows(t *testing.T) {
 		ids = append(ids, wu.ID)
 	}
 	b.mod, b.modIndex, b.max = 2, 1, 1
-	b.build()
+	b.build(t)
 	handled := 0
 	for {
 		n, err := b.svc.RunOnce(b.ctx)
@@ -300,7 +312,7 @@ func TestRowsBehindTheCursorComeRound(t *testing.T) {
 		ids = append(ids, wu.ID)
 	}
 	b.max = 2
-	b.build()
+	b.build(t)
 	if n, err := b.svc.RunOnce(b.ctx); err != nil || n != 2 {
 		t.Fatalf("first RunOnce = %d, %v; want 2", n, err)
 	}

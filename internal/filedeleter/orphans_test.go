@@ -31,9 +31,10 @@ const (
 func (b *bundle) sweeper(t *testing.T, age time.Duration) (*filedeleter.Service, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	svc := filedeleter.New(b.st, filedeleter.Config{DownloadDir: b.download, UploadDir: b.upload, Fanout: fan,
+	svc := newService(t, filedeleter.Config{DownloadDir: b.download, UploadDir: b.upload, Fanout: fan,
 		Mod: b.mod, ModIndex: b.modIndex, Batch: b.max, OrphanAge: age, OrphanEvery: orphanEvery, UploadGrace: b.grace},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), filedeleter.NewMetrics(reg), func() time.Time { return b.now })
+		filedeleter.Deps{Store: b.st, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Metrics: filedeleter.NewMetrics(reg), Now: func() time.Time { return b.now }})
 	t.Cleanup(func() { svc.Close() })
 	return svc, reg
 }
@@ -354,9 +355,9 @@ func TestOrphanSweepLookupFailureDeletesNothing(t *testing.T) {
 	b.result(t, wu, "live_r0", state.FileDeleteInit)
 	live := b.putUpload(t, "live_r0_0", old, 0o444)
 	st := &failingLookups{Store: b.st, fail: true}
-	svc := filedeleter.New(st, filedeleter.Config{DownloadDir: b.download, UploadDir: b.upload, Fanout: fan,
+	svc := newService(t, filedeleter.Config{DownloadDir: b.download, UploadDir: b.upload, Fanout: fan,
 		Mod: 1, Batch: b.max, OrphanAge: orphanAge, OrphanEvery: orphanEvery},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), filedeleter.NewMetrics(prometheus.NewRegistry()), func() time.Time { return b.now })
+		filedeleter.Deps{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return b.now }})
 	t.Cleanup(func() { svc.Close() })
 	if _, err := svc.RunOnce(b.ctx); err == nil {
 		t.Fatal("RunOnce with the lookup failing returned no error")

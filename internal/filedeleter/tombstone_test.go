@@ -81,7 +81,7 @@ func TestNoUploadAfterDeletionWhileCertificateValid(t *testing.T) {
 	b.now = time.Now().Truncate(time.Second)
 	const grace = time.Hour
 	b.grace = grace
-	b.build()
+	b.build(t)
 	u := b.uploader(t)
 	wu, _ := b.job(t, "tomb", state.FileDeleteReady)
 	for _, tc := range []struct {

@@ -187,7 +187,16 @@ func Flags() []cli.Flag {
 
 // ParamsFrom reads and validates the job flags.
 func ParamsFrom(c *cli.Context) (Params, error) {
-	p := Params{
+	p := ReadParams(c)
+	if err := p.Validate(); err != nil {
+		return p, fmt.Errorf("job parameters: %w", err)
+	}
+	return p, nil
+}
+
+// ReadParams reads the job flags, for a daemon whose Config validates them.
+func ReadParams(c *cli.Context) Params {
+	return Params{
 		RscFpopsEst:       c.Float64(FlagRscFpopsEst),
 		RscFpopsBound:     c.Float64(FlagRscFpopsBound),
 		RscMemoryBound:    c.Float64(FlagRscMemoryBound),
@@ -201,8 +210,4 @@ func ParamsFrom(c *cli.Context) (Params, error) {
 		Priority:          c.Int(FlagPriority),
 		FixedCredit:       c.Float64(FlagFixedCredit),
 	}
-	if err := p.Validate(); err != nil {
-		return p, fmt.Errorf("job parameters: %w", err)
-	}
-	return p, nil
 }

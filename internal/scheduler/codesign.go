@@ -13,7 +13,7 @@ import (
 // signature or not at all: sent alone, or to a client that already has it,
 // the client logs "Missing code sign key signature" on every RPC.
 func (s *Service) addCodeSignKey(x *rpc) {
-	ours := s.opts.CodeSignKey
+	ours := s.deps.CodeSignKey
 	if ours == "" {
 		return
 	}
@@ -22,9 +22,9 @@ func (s *Service) addCodeSignKey(x *rpc) {
 	case strings.TrimSpace(theirs) == "":
 		x.reply.CodeSignKey = ours
 	case sameKey(theirs, ours):
-	case s.opts.CodeSignKeySignature != "":
+	case s.deps.CodeSignKeySignature != "":
 		x.reply.CodeSignKey = ours
-		x.reply.CodeSignKeySignature = s.opts.CodeSignKeySignature
+		x.reply.CodeSignKeySignature = s.deps.CodeSignKeySignature
 	default:
 		s.log.Debug("client holds another code-signing key and no rotation signature is configured", "host_id", x.host.ID)
 	}

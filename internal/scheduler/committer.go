@@ -54,7 +54,7 @@ type committer struct {
 // newCommitter returns a committer of lanes concurrent commits (0:
 // defaultCommitLanes), each bounded by timeout; m receives the batch sizes
 // and waits.
-func newCommitter(st Store, timeout time.Duration, lanes int, m *metrics) *committer {
+func newCommitter(st Store, timeout time.Duration, lanes int, m *Metrics) *committer {
 	if lanes <= 0 {
 		lanes = defaultCommitLanes
 	}

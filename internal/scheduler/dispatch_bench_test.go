@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -95,8 +94,9 @@ func BenchmarkDispatch(b *testing.B) {
 		b.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	svc, err := New(Options{Store: st, Cache: NewCacheFile(cfg.CachePath), UploadKey: key, UploadCertKey: edKey,
-		URLBase: "http://127.0.0.1:8080", Fanout: 1024, ProjectName: "bench", Registerer: reg})
+	schedCfg := testConfig()
+	schedCfg.Fanout, schedCfg.ProjectName, schedCfg.RequestDelay = 1024, "bench", 5*time.Second
+	svc, err := New(schedCfg, Deps{Store: st, Cache: NewCacheFile(cfg.CachePath), UploadKey: key, UploadCertKey: edKey, Metrics: NewMetrics(reg)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -271,7 +271,11 @@ func TestDispatchBenchClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cache.Close()
-	fd := feeder.New(st, cache, feeder.Config{}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	fd, err := feeder.New(feeder.Config{Mod: 1, Batch: 500, Slots: 1000, ReclaimAfter: time.Minute, TablesInterval: 10 * time.Second},
+		feeder.Deps{Store: st, Cache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := fd.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/taskserver/taskserver/internal/store"
 )
 
-// Policy is the part of Options the send decision depends on, so a dry run
-// can be configured like the scheduler it explains. Zero fields get
-// Options' defaults.
+// Policy is the part of Config the send decision depends on, so a dry run
+// can be configured like the scheduler it explains. Zero fields get the
+// flags' defaults.
 type Policy struct {
 	// MaxResultsPerRPC bounds new results per reply; default 10.
 	MaxResultsPerRPC int
@@ -30,8 +30,9 @@ type Policy struct {
 	QuarantineStreak int
 }
 
-// setPolicy puts p, with defaults, into o: New and Explain decide alike.
-func (o *Options) setPolicy(p Policy) {
+// setPolicy puts p, with the flags' defaults for its zero fields, into o:
+// Explain's dry run decides as the scheduler it explains.
+func (o *Config) setPolicy(p Policy) {
 	o.MaxResultsPerRPC = cmpOr(p.MaxResultsPerRPC, 10)
 	o.MaxInProgressPerCPU = cmpOr(p.MaxInProgressPerCPU, 4)
 	o.ARTrustValid = cmpOr(p.ARTrustValid, 10)

@@ -345,7 +345,7 @@ func TestAuthenticatorNeverLogged(t *testing.T) {
 	f := setup(t, func(o *Options) {
 		fs.Store = o.Store.(*store.Store)
 		o.Store = fs
-		o.Logger = log
+		o.Log = log
 		o.RateLimit = RateLimit{HostBurst: 2, HostEvery: time.Hour}
 	})
 	f.addJob("wul", job{})

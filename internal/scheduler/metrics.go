@@ -53,7 +53,11 @@ const (
 	claimCouldntSend = "couldnt_send" // the job cannot be sent at all: COULDNT_SEND
 )
 
-type metrics struct {
+// Metrics are the scheduler's domain metrics.
+type Metrics struct {
+	// reg is where the rate limiter registers its counter, if limits are
+	// on: a scheduler without limits exports no series for them.
+	reg             prometheus.Registerer
 	requests        *prometheus.CounterVec
 	duration        prometheus.Histogram
 	resultsSent     prometheus.Counter
@@ -74,9 +78,11 @@ type metrics struct {
 	stageWait      *prometheus.HistogramVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// NewMetrics registers the scheduler's domain metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const sub = "scheduler"
-	m := &metrics{
+	m := &Metrics{
+		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "requests_total", Help: "Scheduler RPCs by outcome (ok, bad_request, too_large, bad_authenticator, unavailable)."},
 			[]string{"outcome"}),

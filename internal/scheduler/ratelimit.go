@@ -3,6 +3,7 @@ package scheduler
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -46,6 +47,28 @@ type RateLimit struct {
 	MaxKeys int
 }
 
+// problems returns what is wrong with rl, each naming its flag: a limited
+// scope needs a positive interval.
+func (rl RateLimit) problems() []error {
+	var errs []error
+	for _, f := range []struct {
+		flag  string
+		burst int
+		every time.Duration
+	}{{"host", rl.HostBurst, rl.HostEvery}, {"addr", rl.AddrBurst, rl.AddrEvery}} {
+		if f.burst < 0 {
+			errs = append(errs, fmt.Errorf("--rate-limit-%s-burst %d: want 0 (off) or more", f.flag, f.burst))
+		}
+		if f.burst > 0 && f.every <= 0 {
+			errs = append(errs, fmt.Errorf("--rate-limit-%s-every %s: want a positive duration", f.flag, f.every))
+		}
+	}
+	if rl.MaxKeys < 0 {
+		errs = append(errs, fmt.Errorf("rate limit keys %d: want 0 (the default) or more", rl.MaxKeys))
+	}
+	return errs
+}
+
 // Default rate limits of the scheduler command: a host may make 10 RPCs in
 // a row and then one a second (the real client waits request_delay, 5 s by
 // default, between them); an address 100 in a row and then 20 a second.
@@ -75,11 +98,8 @@ type rateLimiter struct {
 
 // newRateLimiter returns nil when both scopes are off.
 func newRateLimiter(rl RateLimit, reg prometheus.Registerer) (*rateLimiter, error) {
-	if rl.HostBurst < 0 || rl.AddrBurst < 0 || rl.MaxKeys < 0 {
-		return nil, fmt.Errorf("rate limit %+v: negative burst or key count", rl)
-	}
-	if (rl.HostBurst > 0 && rl.HostEvery <= 0) || (rl.AddrBurst > 0 && rl.AddrEvery <= 0) {
-		return nil, fmt.Errorf("rate limit %+v: a limited scope needs a positive interval", rl)
+	if err := errors.Join(rl.problems()...); err != nil {
+		return nil, err
 	}
 	if rl.HostBurst == 0 && rl.AddrBurst == 0 {
 		return nil, nil

@@ -38,7 +38,7 @@ type reader struct {
 
 // newReader returns a reader of st; each shared read is bounded by timeout.
 // m receives the batch sizes and waits.
-func newReader(st Store, timeout time.Duration, m *metrics) *reader {
+func newReader(st Store, timeout time.Duration, m *Metrics) *reader {
 	return &reader{wait: m.stageWait.WithLabelValues(stageRead),
 		g: group[readOp]{lanes: readLanes,
 			size: func(q []*groupOp[readOp]) int { return min(len(q), readMaxOps) },

@@ -178,10 +178,10 @@ func (b *replyBuilder) version(v version) ([]protocol.FileInfo, *protocol.AppVer
 // is nothing to cache.
 func (s *Service) signUploadCertificate(name string, maxNbytes float64, expires int64) (string, error) {
 	cert := []byte(keys.UploadCertificate(name, maxNbytes, expires))
-	if s.opts.UploadCertKey != nil {
-		return keys.UploadSignature(keys.SignEd25519(s.opts.UploadCertKey, cert), expires), nil
+	if s.deps.UploadCertKey != nil {
+		return keys.UploadSignature(keys.SignEd25519(s.deps.UploadCertKey, cert), expires), nil
 	}
-	sig, err := keys.Sign(s.opts.UploadKey, cert)
+	sig, err := keys.Sign(s.deps.UploadKey, cert)
 	if err != nil {
 		return "", err
 	}

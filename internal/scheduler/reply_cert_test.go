@@ -28,7 +28,7 @@ func TestUploadCertificateSigning(t *testing.T) {
 	verifier := keys.UploadVerifier{RSA: &rsaKey.PublicKey, Ed25519: []ed25519.PublicKey{edPub}}
 	cert := []byte(keys.UploadCertificate("wu_9_0_r0_out", 1e5, 1900000000))
 
-	ed := &Service{opts: Options{UploadKey: rsaKey, UploadCertKey: edKey}}
+	ed := &Service{deps: Deps{UploadKey: rsaKey, UploadCertKey: edKey}}
 	sig, err := ed.signUploadCertificate("wu_9_0_r0_out", 1e5, 1900000000)
 	if err != nil {
 		t.Fatalf("signUploadCertificate(ed25519) error %v", err)
@@ -40,7 +40,7 @@ func TestUploadCertificateSigning(t *testing.T) {
 		t.Fatalf("Ed25519 certificate verifies for another max_nbytes: %v", err)
 	}
 
-	rsaOnly := &Service{opts: Options{UploadKey: rsaKey}}
+	rsaOnly := &Service{deps: Deps{UploadKey: rsaKey}}
 	sig, err = rsaOnly.signUploadCertificate("wu_9_0_r0_out", 1e5, 1900000000)
 	if err != nil {
 		t.Fatalf("signUploadCertificate(rsa) error %v", err)
@@ -60,8 +60,7 @@ func TestNewUploadKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := func() Options {
-		return Options{Store: (*store.Store)(nil), Cache: NewCacheFile(filepath.Join(t.TempDir(), "cache")),
-			URLBase: "http://127.0.0.1:8080"}
+		return Options{Config: testConfig(), Deps: Deps{Store: (*store.Store)(nil), Cache: NewCacheFile(filepath.Join(t.TempDir(), "cache"))}}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -74,7 +73,7 @@ func TestNewUploadKeys(t *testing.T) {
 	} {
 		o := base()
 		tc.mod(&o)
-		_, err := New(o)
+		_, err := New(o.Config, o.Deps)
 		switch {
 		case tc.wantErr == "" && err != nil:
 			t.Errorf("%s: New() error %v", tc.name, err)

@@ -107,7 +107,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 
 	var cat *catalog
 	var chosen map[int64]version
-	cache, cacheErr := s.opts.Cache.Current()
+	cache, cacheErr := s.deps.Cache.Current()
 	if cacheErr == nil {
 		cat, cacheErr = s.catalog.get(cache)
 	}
@@ -259,7 +259,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 			cl := shmcache.Claim{Entry: e}
 			replicate := false
 			if !w.dry {
-				cl, ok = c.Claim(i, s.opts.ClaimerPID, x.now)
+				cl, ok = c.Claim(i, s.deps.ClaimerPID, x.now)
 				if !ok {
 					s.m.claims.WithLabelValues(claimConflict).Inc()
 					continue
@@ -270,7 +270,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 					s.m.claims.WithLabelValues(claimConflict).Inc()
 					continue
 				}
-				replicate = replicates(v.app, x.host, s.opts.ARTrustValid, s.opts.ARSpotCheck, w.quar, s.opts.Rand)
+				replicate = replicates(v.app, x.host, s.opts.ARTrustValid, s.opts.ARSpotCheck, w.quar, s.deps.Rand)
 			}
 			round = append(round, candidate{slot: i, cl: cl, e: e, v: v, replicate: replicate, p: store.SchedSend{
 				ResultID:       e.ResultID,

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/clientaddr"
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
@@ -41,12 +42,135 @@ type Store interface {
 	WorkunitListByIDs(ctx context.Context, ids []int64) ([]row.Workunit, error)
 }
 
-// DefaultUploadGrace is Options.UploadGrace's default.
+// DefaultUploadGrace is --upload-grace's default.
 const DefaultUploadGrace = time.Hour
 
-// Options configures a Service. Store, Cache, UploadKey or UploadCertKey,
-// and URLBase are required; the rest have defaults.
-type Options struct {
+// UploadGraceFromFlag reads an --upload-grace flag as the scheduler and the
+// file deleter both read theirs, which must match: 0 is the default,
+// negative is none. The result is Config.UploadGrace.
+func UploadGraceFromFlag(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultUploadGrace
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// Config is the scheduler's configuration; each setting has the rules of
+// its flag.
+type Config struct {
+	// URLBase is the public URL of this server, e.g. http://host:8080:
+	// downloads are under URLBase/download/, uploads go to
+	// URLBase/file_upload_handler (--url-base; the program puts the
+	// address it bound in place of an empty one).
+	URLBase string
+	// Fanout is the download and upload directories' fan-out (--fanout).
+	Fanout int
+	// UploadDir is where the data server stores uploaded outputs
+	// (--upload-dir). A result reported as a success counts as one only if
+	// its output files are there, finished (package outputfile), at the
+	// size reported (the client reports success even after an upload
+	// failed for good); and every output of a reported result is closed, so
+	// its upload certificate writes nothing more. Empty skips both.
+	UploadDir string
+	// UploadGrace is how long after an instance's report deadline its
+	// upload certificates still authorise an upload: a result a little late
+	// is still a result; 0 is none. The expiry bounds how long a
+	// certificate can be used once its result is over
+	// (keys.UploadCertificate). The program reads --upload-grace with
+	// UploadGraceFromFlag.
+	UploadGrace time.Duration
+	// NextRPCDelay makes clients contact the scheduler again after this
+	// long even when they need nothing; 0 sends none (--next-rpc-delay).
+	NextRPCDelay time.Duration
+	// ReportImmediately marks every sent result <report_immediately/>, so
+	// the client reports it as soon as it is uploaded instead of with its
+	// next work request or up to an hour later (--report-immediately).
+	ReportImmediately bool
+	// ProjectName is shown by clients; empty sends none (--project-name).
+	ProjectName string
+	// RequestDelay is the least time a client waits before its next RPC
+	// (--request-delay).
+	RequestDelay time.Duration
+	// MaxResultsPerRPC bounds new results per reply (--max-results-per-rpc).
+	MaxResultsPerRPC int
+	// MaxInProgressPerCPU bounds the results a host holds, per CPU
+	// (--max-in-progress-per-cpu).
+	MaxInProgressPerCPU int
+	// ARTrustValid is how many valid results in a row (and no error since)
+	// make a host trusted by adaptive replication, and one of the tests of
+	// a reliable host (reliable-only instances) (--ar-trust-valid).
+	ARTrustValid int
+	// ARSpotCheck is the least probability, in [0, 1], that a job of an
+	// adaptive replication app sent to a trusted host is replicated anyway;
+	// 0 never spot-checks (--ar-spot-check).
+	ARSpotCheck float64
+	// QuarantineStreak is the error streak (error or invalid results in a
+	// row) at which a host is quarantined: one task at a time, no
+	// reliable-only tasks, never trusted; 0 turns quarantine off
+	// (--quarantine-streak).
+	QuarantineStreak int
+	// MaxBodyBytes bounds a request body (--max-body-bytes). Memory does not
+	// grow with it: the parser holds at most its limits' worth of reports.
+	MaxBodyBytes int64
+	// Timeout bounds the handling of one request; 0 means 30s (no flag).
+	Timeout time.Duration
+	// RateLimit bounds requests per host and per address; the zero value
+	// limits nothing (the --rate-limit-* flags).
+	RateLimit RateLimit
+	// CommitLanes is how many group commits may run at once
+	// (--commit-lanes).
+	CommitLanes int
+}
+
+// Validate returns every problem with c, each naming its flag.
+func (c Config) Validate() error {
+	var errs []error
+	if u, err := url.Parse(c.URLBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("--url-base %q: want an absolute http or https URL", c.URLBase))
+	}
+	if err := config.CheckFanout(c.Fanout); err != nil {
+		errs = append(errs, err)
+	}
+	if c.UploadGrace < 0 {
+		errs = append(errs, fmt.Errorf("--upload-grace %s: want 0 (none) or a positive duration", c.UploadGrace))
+	}
+	if c.NextRPCDelay < 0 {
+		errs = append(errs, fmt.Errorf("--next-rpc-delay %s: want 0 or a positive duration", c.NextRPCDelay))
+	}
+	if c.RequestDelay <= 0 {
+		errs = append(errs, fmt.Errorf("--request-delay %s: want a positive duration", c.RequestDelay))
+	}
+	for _, f := range []struct {
+		flag string
+		n    int
+	}{{"max-results-per-rpc", c.MaxResultsPerRPC}, {"max-in-progress-per-cpu", c.MaxInProgressPerCPU},
+		{"ar-trust-valid", c.ARTrustValid}, {"commit-lanes", c.CommitLanes}} {
+		if f.n < 1 {
+			errs = append(errs, fmt.Errorf("--%s %d: want at least 1", f.flag, f.n))
+		}
+	}
+	if !(c.ARSpotCheck >= 0 && c.ARSpotCheck <= 1) {
+		errs = append(errs, fmt.Errorf("--ar-spot-check %v: want a probability between 0 and 1", c.ARSpotCheck))
+	}
+	if c.QuarantineStreak < 0 {
+		errs = append(errs, fmt.Errorf("--quarantine-streak %d: want 0 (off) or more", c.QuarantineStreak))
+	}
+	if c.MaxBodyBytes < 4096 {
+		errs = append(errs, fmt.Errorf("--max-body-bytes %d: want at least 4096", c.MaxBodyBytes))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout %s: want 0 (the default) or a positive duration", c.Timeout))
+	}
+	errs = append(errs, c.RateLimit.problems()...)
+	return errors.Join(errs...)
+}
+
+// Deps are the scheduler's collaborators: the database, the cache, and the
+// keys the program read from its key files.
+type Deps struct {
 	Store Store
 	Cache CacheSource
 	// UploadKey signs the upload certificate of every output file sent; the
@@ -63,77 +187,14 @@ type Options struct {
 	// code-signing private key (taskctl keys rotate). With it, clients that
 	// hold the previous key are sent the new one; empty sends them nothing.
 	CodeSignKeySignature string
-	// URLBase is the public URL of this server, e.g. http://host:8080:
-	// downloads are under URLBase/download/, uploads go to
-	// URLBase/file_upload_handler.
-	URLBase string
-	// Fanout is the download and upload directories' fan-out (config
-	// --fanout).
-	Fanout int
-	// UploadDir is where the data server stores uploaded outputs. A result
-	// reported as a success counts as one only if its output files are
-	// there, finished (package outputfile), at the size reported (the
-	// client reports success even after an upload failed for good); and
-	// every output of a reported result is closed, so its upload
-	// certificate writes nothing more. Empty skips both.
-	UploadDir string
-	// UploadGrace is how long after an instance's report deadline its
-	// upload certificates still authorise an upload: a result a little late
-	// is still a result. The expiry bounds how long a certificate can be
-	// used once its result is over (keys.UploadCertificate). 0 means 1h;
-	// negative means none.
-	UploadGrace time.Duration
-	// NextRPCDelay makes clients contact the scheduler again after this
-	// long even when they need nothing; 0 sends none.
-	NextRPCDelay time.Duration
-	// ReportImmediately marks every sent result <report_immediately/>, so
-	// the client reports it as soon as it is uploaded instead of with its
-	// next work request or up to an hour later.
-	ReportImmediately bool
-	// ProjectName is shown by clients; empty sends none.
-	ProjectName string
-	// RequestDelay is the least time a client waits before its next RPC;
-	// default 5s.
-	RequestDelay time.Duration
-	// MaxResultsPerRPC bounds new results per reply; default 10.
-	MaxResultsPerRPC int
-	// MaxInProgressPerCPU bounds the results a host holds, per CPU; default 4.
-	MaxInProgressPerCPU int
-	// ARTrustValid is how many valid results in a row (and no error since)
-	// make a host trusted by adaptive replication, and one of the tests of
-	// a reliable host (reliable-only instances); default 10.
-	ARTrustValid int
-	// ARSpotCheck is the least probability, in [0, 1], that a job of an
-	// adaptive replication app sent to a trusted host is replicated anyway;
-	// 0 never spot-checks (the command's flag defaults to 0.1).
-	ARSpotCheck float64
-	// QuarantineStreak is the error streak (error or invalid results in a
-	// row) at which a host is quarantined: one task at a time, no
-	// reliable-only tasks, never trusted; 0 turns quarantine off (the
-	// command's flag defaults to 5).
-	QuarantineStreak int
+	Log                  *slog.Logger     // nil: discard
+	Metrics              *Metrics         // nil: registered nowhere
+	Now                  func() time.Time // nil: time.Now
 	// Rand draws adaptive replication's spot checks, uniform in [0, 1);
-	// default math/rand/v2's Float64.
+	// nil means math/rand/v2's Float64.
 	Rand func() float64
-	// MaxBodyBytes bounds a request body; default
-	// protocol.DefaultMaxBodyBytes, sized from what a real client sends
-	// (ClientStderrMax for each of DefaultMaxReports tasks). Memory does not
-	// grow with it: the parser holds at most its limits' worth of reports.
-	MaxBodyBytes int64
-	// Timeout bounds the handling of one request; default 30s.
-	Timeout time.Duration
-	// RateLimit bounds requests per host and per address; the zero value
-	// limits nothing (the command's flags turn it on).
-	RateLimit RateLimit
-	// CommitLanes is how many group commits may run at once; default 1.
-	CommitLanes int
-	Logger      *slog.Logger
-	// Registerer receives the metrics; nil registers nowhere.
-	Registerer prometheus.Registerer
-	// Now is the clock; default time.Now.
-	Now func() time.Time
 	// ClaimerPID is recorded in claimed cache slots so the feeder can
-	// reclaim the claims of a dead scheduler; default os.Getpid().
+	// reclaim the claims of a dead scheduler; 0 means os.Getpid().
 	ClaimerPID int32
 }
 
@@ -146,10 +207,11 @@ const maxInProgressListed = 1000
 
 // Service handles scheduler RPCs. It is an http.Handler.
 type Service struct {
-	opts      Options
+	opts      Config
+	deps      Deps
 	st        Store
 	log       *slog.Logger
-	m         *metrics
+	m         *Metrics
 	now       func() time.Time
 	uploadURL string
 	masterURL string // URLBase + "/": the URL volunteers attach to
@@ -160,85 +222,64 @@ type Service struct {
 	limit     *rateLimiter // nil: no rate limits
 }
 
-// New checks opts and returns a Service.
-func New(opts Options) (*Service, error) {
+// New returns a scheduler.
+func New(cfg Config, deps Deps) (*Service, error) {
 	var errs []error
-	if opts.Store == nil {
-		errs = append(errs, errors.New("no store"))
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
 	}
-	if opts.Cache == nil {
-		errs = append(errs, errors.New("no cache"))
+	if deps.Store == nil {
+		errs = append(errs, errors.New("scheduler: no store"))
 	}
-	if opts.UploadKey == nil && opts.UploadCertKey == nil {
-		errs = append(errs, errors.New("no upload key"))
-	} else if opts.UploadCertKey != nil && len(opts.UploadCertKey) != ed25519.PrivateKeySize {
-		errs = append(errs, fmt.Errorf("upload certificate key is %d bytes, want %d", len(opts.UploadCertKey), ed25519.PrivateKeySize))
+	if deps.Cache == nil {
+		errs = append(errs, errors.New("scheduler: no cache"))
 	}
-	u, err := url.Parse(opts.URLBase)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("URL base %q: want an absolute http or https URL", opts.URLBase))
+	if deps.UploadKey == nil && deps.UploadCertKey == nil {
+		errs = append(errs, errors.New("scheduler: no upload key"))
+	} else if deps.UploadCertKey != nil && len(deps.UploadCertKey) != ed25519.PrivateKeySize {
+		errs = append(errs, fmt.Errorf("scheduler: upload certificate key is %d bytes, want %d", len(deps.UploadCertKey), ed25519.PrivateKeySize))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("scheduler options: %w", err)
+		return nil, err
 	}
-	if opts.Fanout < 1 {
-		opts.Fanout = 1024
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 30 * time.Second
 	}
-	if opts.RequestDelay <= 0 {
-		opts.RequestDelay = 5 * time.Second
+	if deps.Rand == nil {
+		deps.Rand = rand.Float64
 	}
-	switch {
-	case opts.UploadGrace == 0:
-		opts.UploadGrace = DefaultUploadGrace
-	case opts.UploadGrace < 0:
-		opts.UploadGrace = 0
+	if deps.Log == nil {
+		deps.Log = slog.New(slog.DiscardHandler)
 	}
-	if opts.NextRPCDelay < 0 {
-		opts.NextRPCDelay = 0
+	if deps.Metrics == nil {
+		deps.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
-	opts.setPolicy(Policy{MaxResultsPerRPC: opts.MaxResultsPerRPC, MaxInProgressPerCPU: opts.MaxInProgressPerCPU,
-		ARTrustValid: opts.ARTrustValid, QuarantineStreak: opts.QuarantineStreak})
-	opts.ARSpotCheck = clamp01(opts.ARSpotCheck)
-	if opts.Rand == nil {
-		opts.Rand = rand.Float64
+	if deps.Now == nil {
+		deps.Now = time.Now
 	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = protocol.DefaultMaxBodyBytes
+	if deps.ClaimerPID == 0 {
+		deps.ClaimerPID = int32(os.Getpid())
 	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 30 * time.Second
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Registerer == nil {
-		opts.Registerer = prometheus.NewRegistry()
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.ClaimerPID == 0 {
-		opts.ClaimerPID = int32(os.Getpid())
-	}
-	base := strings.TrimRight(opts.URLBase, "/")
-	m := newMetrics(opts.Registerer)
-	limit, err := newRateLimiter(opts.RateLimit, opts.Registerer)
+	base := strings.TrimRight(cfg.URLBase, "/")
+	m := deps.Metrics
+	limit, err := newRateLimiter(cfg.RateLimit, m.reg)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler options: %w", err)
+		return nil, fmt.Errorf("scheduler: %w", err)
 	}
 	return &Service{
 		limit:     limit,
-		opts:      opts,
-		st:        opts.Store,
-		log:       opts.Logger,
+		opts:      cfg,
+		deps:      deps,
+		st:        deps.Store,
+		log:       deps.Log,
 		m:         m,
-		now:       opts.Now,
+		now:       deps.Now,
 		uploadURL: base + "/file_upload_handler",
 		masterURL: base + "/",
 		download:  base + "/download/",
-		catalog:   catalogCache{log: opts.Logger},
-		read:      newReader(opts.Store, opts.Timeout, m),
-		commit:    newCommitter(opts.Store, opts.Timeout, opts.CommitLanes, m),
+		catalog:   catalogCache{log: deps.Log},
+		read:      newReader(deps.Store, cfg.Timeout, m),
+		commit:    newCommitter(deps.Store, cfg.Timeout, cfg.CommitLanes, m),
 	}, nil
 }
 

@@ -56,6 +56,20 @@ type fixture struct {
 	user   row.User
 }
 
+// Options are a test scheduler's Config and Deps in one, so that a setup
+// mod sets either.
+type Options struct {
+	Config
+	Deps
+}
+
+// testConfig is the scheduler flags' defaults with quarantine and spot
+// checks off, a fan-out of 16 and a request delay of 7 s.
+func testConfig() Config {
+	return Config{URLBase: "http://127.0.0.1:8080", Fanout: 16, UploadGrace: DefaultUploadGrace, RequestDelay: 7 * time.Second,
+		MaxResultsPerRPC: 10, MaxInProgressPerCPU: 4, ARTrustValid: 10, MaxBodyBytes: protocol.DefaultMaxBodyBytes, CommitLanes: 1}
+}
+
 func setup(t testing.TB, mods ...func(*Options)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, ctx: context.Background(), st: storetest.New(t), reg: prometheus.NewRegistry()}
@@ -78,21 +92,18 @@ func setup(t testing.TB, mods ...func(*Options)) *fixture {
 	src := NewCacheFile(path)
 	t.Cleanup(func() { src.Close() })
 
-	opts := Options{
-		Store:        f.st,
-		Cache:        src,
-		UploadKey:    f.key,
-		URLBase:      "http://127.0.0.1:8080",
-		Fanout:       16,
-		ProjectName:  "Test Project",
-		RequestDelay: 7 * time.Second,
-		Registerer:   f.reg,
-		Now:          func() time.Time { return time.Unix(f.now.Load(), 0) },
-	}
+	opts := Options{Config: testConfig(), Deps: Deps{
+		Store:     f.st,
+		Cache:     src,
+		UploadKey: f.key,
+		Metrics:   NewMetrics(f.reg),
+		Now:       func() time.Time { return time.Unix(f.now.Load(), 0) },
+	}}
+	opts.ProjectName = "Test Project"
 	for _, m := range mods {
 		m(&opts)
 	}
-	if f.svc, err = New(opts); err != nil {
+	if f.svc, err = New(opts.Config, opts.Deps); err != nil {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(f.svc)

@@ -115,7 +115,7 @@ func TestMalformedRequestGetsSchedulerReply(t *testing.T) {
 	var logs syncBuffer
 	f := setup(t, func(o *Options) {
 		o.MaxBodyBytes = 8192
-		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		o.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	})
 	whole := f.sampleRequest(sample09, 4321, 1, sampleReport(t, sample09))
 	big := f.sampleRequest(sample09, 4321, 1, sampleReportNamed(t, "big", 10_000))

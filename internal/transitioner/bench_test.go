@@ -3,12 +3,9 @@ package transitioner
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
@@ -72,8 +69,8 @@ func benchTransitioner(b *testing.B, wuSet, resSet string) {
 	}
 	m := storetest.NewMeter(b, st.DB().DB)
 	now := time.Now().Unix()
-	s := New(st, slog.New(slog.DiscardHandler), NewMetrics(prometheus.NewRegistry()), Options{Batch: 500,
-		Now: func() time.Time { return time.Unix(now, 0) }})
+	s := mustNew(New(Config{Mod: 1, Batch: 500, MaxOutputBytes: DefaultMaxOutputBytes, TailInterval: DefaultTailInterval},
+		Deps{Store: st, Now: func() time.Time { return time.Unix(now, 0) }}))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()

@@ -3,7 +3,6 @@ package transitioner
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -17,8 +16,8 @@ import (
 // tailService is a single replica with tail acceleration on: 5% of a
 // batch, stragglers out for half their delay bound.
 func (b *bundle) tailService() *Service {
-	return New(b.st, slog.New(slog.DiscardHandler), b.m, Options{Batch: 100, MaxOutputBytes: 5000, Now: b.clock,
-		TailInterval: time.Minute, TailFraction: 0.05, TailAfter: 0.5})
+	return mustNew(New(Config{Mod: 1, Batch: 100, MaxOutputBytes: 5000,
+		TailInterval: time.Minute, TailFraction: 0.05, TailAfter: 0.5}, Deps{Store: b.st, Metrics: b.m, Now: b.clock}))
 }
 
 // holdFailedJobs sets app.hold_failed_jobs.
@@ -364,7 +363,8 @@ func TestTailAccelerationOnlyInTheTail(t *testing.T) {
 		}
 	}
 
-	off := New(b.st, slog.New(slog.DiscardHandler), b.m, Options{Now: b.clock, TailAfter: 0.5})
+	off := mustNew(New(Config{Mod: 1, Batch: 500, MaxOutputBytes: DefaultMaxOutputBytes, TailInterval: DefaultTailInterval,
+		TailAfter: 0.5}, Deps{Store: b.st, Metrics: b.m, Now: b.clock}))
 	b.exec(t, `UPDATE workunit SET assimilate_state = ? WHERE id = ?`, state.AssimilateDone, open[1])
 	runOnce(t, off)
 	if wu := b.job(t, open[0]); wu.TailCopies != 0 {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
@@ -54,29 +56,55 @@ const appCacheTTL = 30 * time.Second
 // batchPage bounds the batches read per query of the batch pass.
 const batchPage = 100
 
-// Options configures a Service.
-type Options struct {
-	// Mod and ModIndex select this replica's jobs (id % Mod = ModIndex).
-	// Mod 0 means 1. Only the replica with ModIndex 0 runs the batch pass.
+// Config is the transitioner's configuration; each setting has the rules
+// of its flag.
+type Config struct {
+	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex
+	// (--mod, --mod-index). Only the replica with ModIndex 0 runs the batch
+	// pass.
 	Mod, ModIndex int
-	// Batch bounds the job ⋈ instance rows read per pass; 0 means 500.
+	// Batch bounds the job ⋈ instance rows read per pass (--batch).
 	Batch int
-	// MaxOutputBytes bounds each output file of a new instance; 0 means
-	// DefaultMaxOutputBytes.
-	MaxOutputBytes float64
+	// MaxOutputBytes bounds each output file of a new instance
+	// (--max-output-bytes).
+	MaxOutputBytes int64
 	// TailInterval is how often the batch pass (batch completion and tail
-	// acceleration) runs; 0 means DefaultTailInterval.
+	// acceleration) runs (--tail-interval).
 	TailInterval time.Duration
 	// TailFraction: a batch whose unfinished jobs are at most
 	// max(1, TailFraction × its jobs) gets tail copies. 0 disables tail
-	// acceleration (batches are still marked done).
+	// acceleration (batches are still marked done) (--tail-fraction).
 	TailFraction float64
 	// TailAfter is the fraction of a job's delay_bound an instance must have
-	// been out for before the job gets a tail copy; taken as given (0: any
-	// instance out).
+	// been out for before the job gets a tail copy; 0: any instance out
+	// (--tail-after).
 	TailAfter float64
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+}
+
+// Validate returns every problem with c, each naming its flag.
+func (c Config) Validate() error {
+	errs := config.CheckPartition(c.Mod, c.ModIndex, c.Batch)
+	if c.MaxOutputBytes < 1 {
+		errs = append(errs, fmt.Errorf("--max-output-bytes %d: want at least 1", c.MaxOutputBytes))
+	}
+	if c.TailInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--tail-interval %v: want at least 1s", c.TailInterval))
+	}
+	if !(c.TailFraction >= 0 && c.TailFraction <= 1) {
+		errs = append(errs, fmt.Errorf("--tail-fraction %v: want 0 to 1", c.TailFraction))
+	}
+	if !(c.TailAfter >= 0 && c.TailAfter <= 10) {
+		errs = append(errs, fmt.Errorf("--tail-after %v: want 0 to 10", c.TailAfter))
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are the transitioner's collaborators.
+type Deps struct {
+	Store   Store
+	Log     *slog.Logger     // nil: discard
+	Metrics *Metrics         // nil: registered nowhere
+	Now     func() time.Time // nil: time.Now
 }
 
 // Service is the transitioner.
@@ -85,7 +113,8 @@ type Service struct {
 	st         Store
 	log        *slog.Logger
 	m          *Metrics
-	opts       Options
+	opts       Config
+	now        func() time.Time
 
 	// mu serialises RunOnce, which owns the fields below.
 	mu       sync.Mutex
@@ -95,24 +124,22 @@ type Service struct {
 	policiesRead time.Time
 }
 
-// New returns a transitioner working through st.
-func New(st Store, log *slog.Logger, m *Metrics, opts Options) *Service {
-	if opts.Mod <= 0 {
-		opts.Mod = 1
+// New returns a transitioner.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if opts.Batch <= 0 {
-		opts.Batch = 500
+	s := &Service{st: deps.Store, log: deps.Log, m: deps.Metrics, opts: cfg, now: deps.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
-	if opts.MaxOutputBytes <= 0 {
-		opts.MaxOutputBytes = DefaultMaxOutputBytes
+	if s.m == nil {
+		s.m = NewMetrics(prometheus.NewRegistry())
 	}
-	if opts.TailInterval <= 0 {
-		opts.TailInterval = DefaultTailInterval
+	if s.now == nil {
+		s.now = time.Now
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	return &Service{st: st, log: log, m: m, opts: opts}
+	return s, nil
 }
 
 // passStats is what one pass did, for its log line.
@@ -128,7 +155,7 @@ type passStats struct {
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	clock := s.opts.Now()
+	clock := s.now()
 	now := clock.Unix()
 	var errs []error
 	work := 0
@@ -259,7 +286,7 @@ func (s *Service) decide(j store.WorkunitResults, now int64) (store.WorkunitTran
 		NoUnsentRead:       true,
 	}
 	for _, nr := range d.NewResults {
-		doc, err := jobxml.FormatResult(nr.Name, []string{OutputOpenName}, s.opts.MaxOutputBytes)
+		doc, err := jobxml.FormatResult(nr.Name, []string{OutputOpenName}, float64(s.opts.MaxOutputBytes))
 		if err != nil {
 			return p, d, fmt.Errorf("transition workunit %d: new instance %q: %w", wu.ID, nr.Name, err)
 		}

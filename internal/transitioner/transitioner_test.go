@@ -3,7 +3,6 @@ package transitioner
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,8 +42,17 @@ func setup(t *testing.T) *bundle {
 func (b *bundle) clock() time.Time { return time.Unix(b.now.Load(), 0) }
 
 func (b *bundle) service(st Store, mod, index, batch int) *Service {
-	return New(st, slog.New(slog.DiscardHandler), b.m, Options{Mod: mod, ModIndex: index, Batch: batch,
-		MaxOutputBytes: 5000, Now: b.clock})
+	return mustNew(New(Config{Mod: mod, ModIndex: index, Batch: batch, MaxOutputBytes: 5000, TailInterval: DefaultTailInterval},
+		Deps{Store: st, Metrics: b.m, Now: b.clock}))
+}
+
+// mustNew returns the Service New made, and panics with New's error for
+// a test's invalid Config.
+func mustNew(s *Service, err error) *Service {
+	if err != nil {
+		panic(fmt.Sprintf("transitioner.New: %v", err))
+	}
+	return s
 }
 
 // addJob inserts a job due now: quorum 2, target 2, BOINC's default limits.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -48,8 +47,8 @@ func TestFailedBatchIsWrittenJobByJob(t *testing.T) {
 		b.addSuccess(t, id, name+"_1", u2, h2, []byte("42\n"), state.ValidateInit)
 		ids = append(ids, id)
 	}
-	svc := New(batchFailingStore{Store: b.st, poison: ids[1]}, slog.New(slog.DiscardHandler), b.m,
-		Options{App: "demo", UploadDir: b.upload, Fanout: fanoutN, Now: func() time.Time { return time.Unix(b.now, 0) }})
+	svc := mustNew(New(withDefaults(Config{App: "demo", UploadDir: b.upload, Fanout: fanoutN}),
+		Deps{Store: batchFailingStore{Store: b.st, poison: ids[1]}, Metrics: b.m, Now: func() time.Time { return time.Unix(b.now, 0) }}))
 	if n := runOnce(t, svc); n != 3 {
 		t.Errorf("RunOnce = %d jobs, want 3", n)
 	}
@@ -125,7 +124,7 @@ func TestManyJobsInOnePass(t *testing.T) {
 		b.addSuccess(t, id, name+"_0", v0[0], v0[1], out, state.ValidateInit)
 		b.addSuccess(t, id, name+"_1", v1[0], v1[1], odd, state.ValidateInit)
 	}
-	svc := b.service(Options{App: "demo", Batch: 1000, Workers: 3})
+	svc := b.service(Config{App: "demo", Batch: 1000, Workers: 3})
 	if n := runOnce(t, svc); n != jobs {
 		t.Fatalf("RunOnce = %d jobs, want %d", n, jobs)
 	}

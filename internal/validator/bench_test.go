@@ -3,14 +3,11 @@ package validator
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
@@ -47,8 +44,8 @@ func BenchmarkValidate(b *testing.B) {
 		b.StopTimer()
 		upload := b.TempDir()
 		benchJobsInsert(b, st, appID, upload, fmt.Sprintf("it%d", i), users, hosts)
-		svc := New(st, slog.New(slog.DiscardHandler), NewMetrics(prometheus.NewRegistry()),
-			Options{App: "demo", UploadDir: upload, Fanout: fanoutN, Now: func() time.Time { return time.Unix(t0+3600, 0) }})
+		svc := mustNew(New(withDefaults(Config{App: "demo", UploadDir: upload, Fanout: fanoutN}),
+			Deps{Store: st, Now: func() time.Time { return time.Unix(t0+3600, 0) }}))
 		m.Start(b)
 		for done := 0; done < benchJobs; {
 			n, err := svc.RunOnce(ctx)

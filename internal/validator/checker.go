@@ -24,7 +24,7 @@ var ErrInvalidOutput = errors.New("invalid output")
 // for each output it needs in a pass, Compare on pairs of initialised
 // outputs, and Cleanup on every value Init returned, whatever happened in
 // between. Calls for one job come from one goroutine, but several jobs are
-// judged at once (Options.Workers): a Checker must be safe for concurrent
+// judged at once (Config.Workers): a Checker must be safe for concurrent
 // use across jobs. The built-in checkers get instances with the columns the
 // validator reads for itself (id, name, file list and the like); any other
 // Checker gets every column.

@@ -27,7 +27,7 @@
 // for each job given a canonical instance, the valid hosts' newest 20
 // credited instances (result ⋈ workunit: granted_credit, rsc_fpops_est),
 // their record that bounds their claims (see ClaimBound); the instances'
-// output files in the upload directory, read by Options.Workers goroutines.
+// output files in the upload directory, read by Config.Workers goroutines.
 //
 // Writes, in one transaction per pass, each job only if it still needs
 // validation and each of its instances still awaits a verdict (checked

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
@@ -66,8 +63,7 @@ func (c countingChecker) Cleanup(v any) { *c.cleanups++ }
 func judgeJob(t *testing.T, c Checker, minQuorum int, jobFilesDeleted bool, expected *string, insts []inst) (Verdict, error) {
 	t.Helper()
 	upload := t.TempDir()
-	s := New(nil, slog.New(slog.DiscardHandler), NewMetrics(prometheus.NewRegistry()),
-		Options{App: "demo", Checker: c, UploadDir: upload, Fanout: fanoutN, TempDir: t.TempDir()})
+	s := mustNew(New(withDefaults(Config{App: "demo", UploadDir: upload, Fanout: fanoutN, TempDir: t.TempDir()}), Deps{Checker: c}))
 	wu := row.Workunit{ID: 1, Name: "job", MinQuorum: minQuorum}
 	if jobFilesDeleted {
 		wu.FileDeleteState = state.FileDeleteDone

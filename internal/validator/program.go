@@ -73,49 +73,59 @@ func Run(ctx context.Context, args []string, p Program) error {
 		flags = append(flags, checkerFlags()...)
 	}
 	flags = append(flags, p.Flags...)
-	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
+	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram[programConfig]{
 		Name:   "validator",
 		Usage:  usage,
 		Listen: "127.0.0.1:9104",
 		Flags:  flags,
-		Check: func(c *cli.Context, _ config.Common, _ config.Loop) error {
-			var errs []error
-			if c.String(FlagApp) == "" {
-				errs = append(errs, errAppMissing)
-			}
-			if c.Int(FlagWorkers) < 1 {
-				errs = append(errs, fmt.Errorf("--%s %d: want at least 1", FlagWorkers, c.Int(FlagWorkers)))
-			}
+		Config: func(c *cli.Context, common config.Common, loop config.Loop) programConfig {
+			cfg := programConfig{Config: Config{
+				App: c.String(FlagApp), UploadDir: common.UploadDir, Fanout: common.Fanout,
+				Mod: loop.Mod, ModIndex: loop.ModIndex, Batch: loop.Batch, Workers: c.Int(FlagWorkers),
+			}}
 			if p.Checker == nil {
-				_, err := builtinChecker(c)
-				errs = append(errs, err)
+				cfg.builtin, cfg.checkerErr = builtinChecker(c)
 			}
 			if p.Check != nil {
-				errs = append(errs, p.Check(c))
+				cfg.ownErr = p.Check(c)
 			}
-			return errors.Join(errs...)
+			return cfg
 		},
-		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
-			var ch Checker
-			var err error
-			if p.Checker == nil {
-				ch, err = builtinChecker(c)
-			} else {
-				ch, err = p.Checker(c, env)
+		Build: func(c *cli.Context, cfg programConfig, env daemon.Env) (daemon.Service, func() error, error) {
+			ch := cfg.builtin
+			if p.Checker != nil {
+				var err error
+				if ch, err = p.Checker(c, env); err != nil {
+					return nil, nil, err
+				}
+				if ch == nil {
+					return nil, nil, errors.New("validator: the program's Checker returned no checker")
+				}
 			}
+			RegisterBacklog(env.Registry, env.Store, cfg.App)
+			svc, err := New(cfg.Config, Deps{Store: env.Store, Checker: ch, Log: env.Log, Metrics: NewMetrics(env.Registry)})
 			if err != nil {
 				return nil, nil, err
 			}
-			if ch == nil {
-				return nil, nil, errors.New("validator: the program's Checker returned no checker")
-			}
-			RegisterBacklog(env.Registry, env.Store, c.String(FlagApp))
-			return New(env.Store, env.Log, NewMetrics(env.Registry), Options{
-				App: c.String(FlagApp), Checker: ch, UploadDir: env.Common.UploadDir, Fanout: env.Common.Fanout,
-				Mod: env.Loop.Mod, ModIndex: env.Loop.ModIndex, Batch: env.Loop.Batch,
-				Workers: c.Int(FlagWorkers)}), nil, nil
+			return svc, nil, nil
 		},
 	})
+}
+
+// programConfig is what a validator program reads from its flags: the
+// service's Config, the built-in checker the flags select (a program with
+// its own checker builds it in Build, once the store is open), and the
+// problems with the checker's flags and the program's own.
+type programConfig struct {
+	Config
+	builtin    Checker
+	checkerErr error
+	ownErr     error
+}
+
+// Validate returns every problem with the program's flags.
+func (c programConfig) Validate() error {
+	return errors.Join(c.Config.Validate(), c.checkerErr, c.ownErr)
 }
 
 // errAppMissing is the error of a command line without --app: every project

@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -24,28 +27,54 @@ type Store interface {
 	WorkunitValidateBatch(ctx context.Context, p store.WorkunitValidateBatchParams) ([]int64, error)
 }
 
-// Options configures a Service.
-type Options struct {
-	// App is the name of the app whose jobs this validator checks.
+// Config is the validator's configuration; each setting has the rules of
+// its flag.
+type Config struct {
+	// App is the name of the app whose jobs this validator checks (--app).
 	App string
-	// Checker reads and compares outputs; nil means Bitwise.
-	Checker Checker
-	// UploadDir and Fanout locate output files (see package fanout).
+	// UploadDir and Fanout locate output files (--upload-dir, --fanout; see
+	// package fanout).
 	UploadDir string
 	Fanout    int
 	// TempDir holds the short-lived files of known answers' expected
-	// outputs; "" means the system's.
+	// outputs; "" means the system's (no flag).
 	TempDir string
-	// Mod and ModIndex select this replica's jobs (id % Mod = ModIndex).
-	// Mod 0 means 1.
+	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex
+	// (--mod, --mod-index).
 	Mod, ModIndex int
-	// Batch bounds the job ⋈ instance rows read per pass; 0 means 500.
-	// A pass's verdicts are written in one transaction.
+	// Batch bounds the job ⋈ instance rows read per pass (--batch). A
+	// pass's verdicts are written in one transaction.
 	Batch int
-	// Workers is how many jobs are judged at once; 0 means DefaultWorkers.
+	// Workers is how many jobs are judged at once (--workers).
 	Workers int
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+}
+
+// Validate returns every problem with c, each naming its flag.
+func (c Config) Validate() error {
+	errs := config.CheckPartition(c.Mod, c.ModIndex, c.Batch)
+	if c.App == "" {
+		errs = append(errs, errAppMissing)
+	}
+	if c.UploadDir == "" {
+		errs = append(errs, fmt.Errorf("--%s is empty", config.FlagUploadDir))
+	}
+	if err := config.CheckFanout(c.Fanout); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--%s %d: want at least 1", FlagWorkers, c.Workers))
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are the validator's collaborators.
+type Deps struct {
+	Store Store
+	// Checker reads and compares outputs; nil means Bitwise.
+	Checker Checker
+	Log     *slog.Logger     // nil: discard
+	Metrics *Metrics         // nil: registered nowhere
+	Now     func() time.Time // nil: time.Now
 }
 
 // Retry delays after a transient error, per job: the first, doubling up to
@@ -55,8 +84,7 @@ const (
 	retryMax   = 10 * time.Minute
 )
 
-// DefaultWorkers is how many jobs are judged at once unless
-// Options.Workers says otherwise: enough to overlap the file reads (and a
+// DefaultWorkers is --workers's default, how many jobs are judged at once: enough to overlap the file reads (and a
 // command checker's programs) of a pass.
 const DefaultWorkers = 4
 
@@ -74,8 +102,9 @@ type Service struct {
 	st         Store
 	log        *slog.Logger
 	m          *Metrics
-	opts       Options
+	opts       Config
 	checker    Checker
+	now        func() time.Time
 
 	app     row.App
 	appRead time.Time
@@ -94,26 +123,26 @@ type retryState struct {
 	delay time.Duration
 }
 
-// New returns a validator working through st.
-func New(st Store, log *slog.Logger, m *Metrics, opts Options) *Service {
-	if opts.Mod <= 0 {
-		opts.Mod = 1
+// New returns a validator.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if opts.Batch <= 0 {
-		opts.Batch = 500
+	s := &Service{st: deps.Store, log: deps.Log, m: deps.Metrics, opts: cfg, checker: deps.Checker, now: deps.Now,
+		retry: map[int64]retryState{}, known: map[int64][]byte{}}
+	if s.checker == nil {
+		s.checker = Bitwise{}
 	}
-	if opts.Workers <= 0 {
-		opts.Workers = DefaultWorkers
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if s.m == nil {
+		s.m = NewMetrics(prometheus.NewRegistry())
 	}
-	c := opts.Checker
-	if c == nil {
-		c = Bitwise{}
+	if s.now == nil {
+		s.now = time.Now
 	}
-	return &Service{st: st, log: log, m: m, opts: opts, checker: c, retry: map[int64]retryState{},
-		known: map[int64][]byte{}}
+	return s, nil
 }
 
 // passStats is what one pass did, for its log line.
@@ -147,14 +176,14 @@ type judgement struct {
 }
 
 // RunOnce validates one batch of jobs and returns how many it looked at.
-// The jobs are judged concurrently (Options.Workers), then every verdict
+// The jobs are judged concurrently (Config.Workers), then every verdict
 // of the pass is written in one transaction. A job that cannot be judged
 // now (a transient error: the upload directory is unreachable, a checker's
 // program failed) is left for a later pass, after a delay that doubles with
 // each failure, and the others go ahead. The pass fails only when every job
 // it looked at failed so, which makes the loop back off.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
-	now := s.opts.Now()
+	now := s.now()
 	app, err := s.loadApp(ctx, now)
 	if err != nil {
 		return 0, err
@@ -213,7 +242,7 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	return len(todo), nil
 }
 
-// judgeAll judges jobs on Options.Workers goroutines (a judgement reads
+// judgeAll judges jobs on Config.Workers goroutines (a judgement reads
 // output files and may run a checker's programs: the waits overlap). The
 // known answers' expected outputs are read first, here, since their cache
 // is not shared between goroutines.

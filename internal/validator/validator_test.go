@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -53,15 +52,44 @@ func setupApp(t *testing.T, app row.App, c Checker) *bundle {
 		t.Fatalf("AppInsert: %v", err)
 	}
 	b.appID = id
-	b.svc = b.service(Options{App: app.Name, Checker: c, Batch: 100})
+	b.svc = b.serviceWith(Config{App: app.Name, Batch: 100}, c)
 	return b
 }
 
-// service returns a validator on b's store, upload directory and clock.
-func (b *bundle) service(opts Options) *Service {
-	opts.UploadDir, opts.Fanout = b.upload, fanoutN
-	opts.Now = func() time.Time { return time.Unix(b.now, 0) }
-	return New(b.st, slog.New(slog.DiscardHandler), b.m, opts)
+// service returns a validator with the bitwise checker on b's store,
+// upload directory and clock.
+func (b *bundle) service(cfg Config) *Service { return b.serviceWith(cfg, nil) }
+
+// serviceWith is service with checker c; cfg's zero Mod, Batch and Workers
+// are the flags' defaults.
+func (b *bundle) serviceWith(cfg Config, c Checker) *Service {
+	cfg.UploadDir, cfg.Fanout = b.upload, fanoutN
+	cfg = withDefaults(cfg)
+	return mustNew(New(cfg, Deps{Store: b.st, Checker: c, Metrics: b.m, Now: func() time.Time { return time.Unix(b.now, 0) }}))
+}
+
+// withDefaults sets cfg's zero Mod, Batch and Workers to the flags'
+// defaults.
+func withDefaults(cfg Config) Config {
+	if cfg.Mod == 0 {
+		cfg.Mod = 1
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = 500
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	return cfg
+}
+
+// mustNew returns the Service New made, and panics with New's error for a
+// test's invalid Config.
+func mustNew(s *Service, err error) *Service {
+	if err != nil {
+		panic(fmt.Sprintf("validator.New: %v", err))
+	}
+	return s
 }
 
 // addJob inserts a job of one day's computing awaiting validation.
@@ -398,7 +426,7 @@ func TestOnlyOwnAppAndReplica(t *testing.T) {
 		ids = append(ids, id)
 	}
 	foreign := b.addJob(t, "foreign", func(wu *row.Workunit) { wu.AppID = other })
-	svc := b.service(Options{App: "demo", Mod: 2, ModIndex: 1, Batch: 3})
+	svc := b.service(Config{App: "demo", Mod: 2, ModIndex: 1, Batch: 3})
 	for range 3 {
 		runOnce(t, svc)
 	}
@@ -415,7 +443,7 @@ func TestOnlyOwnAppAndReplica(t *testing.T) {
 func TestUnknownAppIsAnError(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	svc := New(b.st, slog.New(slog.DiscardHandler), b.m, Options{App: "nope", UploadDir: b.upload, Fanout: fanoutN})
+	svc := mustNew(New(withDefaults(Config{App: "nope", UploadDir: b.upload, Fanout: fanoutN}), Deps{Store: b.st, Metrics: b.m}))
 	if _, err := svc.RunOnce(context.Background()); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("RunOnce for app nope = %v, want ErrNotFound", err)
 	}
@@ -661,7 +689,7 @@ func TestPassesWalkPastJobsThatCannotBeJudged(t *testing.T) {
 		}
 	}
 	// Two rows (one job) per pass: the three failing jobs come first.
-	svc := b.service(Options{App: "demo", Checker: failingChecker{failOn: "flaky"}, Batch: 2})
+	svc := b.serviceWith(Config{App: "demo", Batch: 2}, failingChecker{failOn: "flaky"})
 	for range 6 {
 		_, _ = svc.RunOnce(context.Background())
 	}

@@ -2,13 +2,9 @@ package workgenerator_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/row"
@@ -35,10 +31,9 @@ func BenchmarkCreateJobs(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		cfg := workgenerator.Config{App: "demo", UnsentTarget: 1 << 30, TotalJobs: int64((i + 1) * benchJobs),
-			Batch: 500, CounterFile: workgenerator.CounterPath(dir, "demo"), Params: jobs.DefaultParams()}
+			Mod: 1, Batch: 500, CounterFile: workgenerator.CounterPath(dir, "demo"), Params: jobs.DefaultParams()}
 		cfg.Params.MinQuorum, cfg.Params.TargetNResults = 2, 2
-		svc, err := workgenerator.New(st, jobs.NewCreator(st, filepath.Join(dir, "download"), 1024, time.Now), cfg,
-			slog.New(slog.NewTextHandler(io.Discard, nil)), workgenerator.NewMetrics(prometheus.NewRegistry()), time.Now)
+		svc, err := workgenerator.New(cfg, workgenerator.Deps{Store: st, Creator: jobs.NewCreator(st, filepath.Join(dir, "download"), 1024, time.Now)})
 		if err != nil {
 			b.Fatalf("workgenerator.New: %v", err)
 		}

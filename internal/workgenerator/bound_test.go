@@ -2,12 +2,8 @@ package workgenerator_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/store"
@@ -33,10 +29,9 @@ func TestBacklogCountedOnceWhileFillingALargeShortfall(t *testing.T) {
 	// Target 20 instances, 2 per job, 3 jobs per pass: after a count of 0,
 	// the bound (3 jobs of at most 3 instances each per pass) leaves room for
 	// a full batch twice, then a count decides the last passes.
-	cfg := workgenerator.Config{App: "demo", UnsentTarget: 20, Batch: 3,
+	cfg := workgenerator.Config{App: "demo", UnsentTarget: 20, Mod: 1, Batch: 3,
 		CounterFile: workgenerator.CounterPath(b.projectDir, "demo"), Params: jobs.DefaultParams()}
-	svc, err := workgenerator.New(cs, jobs.NewCreator(cs, b.downloadDir, fan, clock), cfg,
-		slog.New(slog.NewTextHandler(io.Discard, nil)), workgenerator.NewMetrics(prometheus.NewRegistry()), clock)
+	svc, err := workgenerator.New(cfg, workgenerator.Deps{Store: cs, Creator: jobs.NewCreator(cs, b.downloadDir, fan, clock), Now: clock})
 	if err != nil {
 		t.Fatalf("workgenerator.New: %v", err)
 	}

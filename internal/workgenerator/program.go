@@ -3,7 +3,6 @@ package workgenerator
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -35,7 +34,7 @@ type Program struct {
 	Check func(c *cli.Context) error
 	// Input builds, once the configuration is valid and the store open,
 	// what makes a new job's input file from the job's name (see
-	// Config.Input). nil means the demo app's inputs, and --app defaults
+	// Deps.Input). nil means the demo app's inputs, and --app defaults
 	// to the demo app; otherwise --app is required.
 	Input func(c *cli.Context, env daemon.Env) (func(ctx context.Context, job string) ([]byte, error), error)
 }
@@ -66,31 +65,30 @@ func Run(ctx context.Context, args []string, p Program) error {
 		&cli.StringFlag{Name: FlagJobPrefix, Usage: "job names are <job-prefix>_<unix time>_<random hex> (default: the app name)", EnvVars: []string{config.EnvName(FlagJobPrefix)}},
 	}
 	flags = append(append(flags, jobs.Flags()...), p.Flags...)
-	var params jobs.Params // set by Check, which runs before Build
-	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram{
+	return daemon.RunLoopProgram(ctx, args, daemon.LoopProgram[programConfig]{
 		Name:   "work_generator",
 		Usage:  usage,
 		Listen: "127.0.0.1:9108",
 		Flags:  flags,
-		Check: func(c *cli.Context, _ config.Common, loop config.Loop) error {
-			var errs []error
-			if c.String(FlagApp) == "" {
-				errs = append(errs, fmt.Errorf("--%s is missing: name the app to create jobs for (or set %s, or app: in --config)",
-					FlagApp, config.EnvName(FlagApp)))
-			}
-			var err error
-			params, err = jobs.ParamsFrom(c)
-			errs = append(errs, err)
-			// Mod > 1, not != 1: an invalid --mod is already reported by the loop flags.
-			if loop.Mod > 1 {
-				errs = append(errs, fmt.Errorf("--mod %d: the work generator does not shard; run one per app", loop.Mod))
-			}
+		Config: func(c *cli.Context, common config.Common, loop config.Loop) programConfig {
+			appName := c.String(FlagApp)
+			cfg := programConfig{Config: Config{
+				App:          appName,
+				JobPrefix:    c.String(FlagJobPrefix),
+				UnsentTarget: c.Int(FlagUnsentTarget),
+				TotalJobs:    c.Int64(FlagTotalJobs),
+				Mod:          loop.Mod,
+				ModIndex:     loop.ModIndex,
+				Batch:        loop.Batch,
+				CounterFile:  CounterPath(common.ProjectDir, appName),
+				Params:       jobs.ReadParams(c),
+			}}
 			if p.Check != nil {
-				errs = append(errs, p.Check(c))
+				cfg.ownErr = p.Check(c)
 			}
-			return errors.Join(errs...)
+			return cfg
 		},
-		Build: func(c *cli.Context, env daemon.Env) (daemon.Service, func() error, error) {
+		Build: func(c *cli.Context, cfg programConfig, env daemon.Env) (daemon.Service, func() error, error) {
 			var input func(ctx context.Context, job string) ([]byte, error)
 			if p.Input != nil {
 				var err error
@@ -101,18 +99,8 @@ func Run(ctx context.Context, args []string, p Program) error {
 					return nil, nil, errors.New("work generator: the program's Input returned no input maker")
 				}
 			}
-			appName := c.String(FlagApp)
-			svc, err := New(env.Store, jobs.NewCreator(env.Store, env.Common.DownloadDir, env.Common.Fanout, time.Now),
-				Config{
-					App:          appName,
-					JobPrefix:    c.String(FlagJobPrefix),
-					UnsentTarget: c.Int(FlagUnsentTarget),
-					TotalJobs:    c.Int64(FlagTotalJobs),
-					Batch:        env.Loop.Batch,
-					CounterFile:  CounterPath(env.Common.ProjectDir, appName),
-					Params:       params,
-					Input:        input,
-				}, env.Log, NewMetrics(env.Registry), time.Now)
+			svc, err := New(cfg.Config, Deps{Store: env.Store, Creator: jobs.NewCreator(env.Store, env.Common.DownloadDir, env.Common.Fanout, time.Now),
+				Input: input, Log: env.Log, Metrics: NewMetrics(env.Registry)})
 			if err != nil {
 				return nil, nil, err
 			}
@@ -120,3 +108,13 @@ func Run(ctx context.Context, args []string, p Program) error {
 		},
 	})
 }
+
+// programConfig is what a work generator program reads from its flags: the
+// service's Config and the problems with the program's own flags.
+type programConfig struct {
+	Config
+	ownErr error
+}
+
+// Validate returns every problem with the program's flags.
+func (c programConfig) Validate() error { return errors.Join(c.Config.Validate(), c.ownErr) }

@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/row"
@@ -21,27 +24,68 @@ type Store interface {
 	WorkunitCountByNamePrefix(ctx context.Context, appID int64, prefix string) (int64, error)
 }
 
-// Config is the work generator's configuration.
+// Config is the work generator's configuration; each setting has the rules
+// of its flag.
 type Config struct {
-	// App is the name of the app to make jobs for.
+	// App is the name of the app to make jobs for (--app).
 	App string
-	// JobPrefix starts every job name; empty means App.
+	// JobPrefix starts every job name; empty means App (--job-prefix).
 	JobPrefix string
-	// UnsentTarget is the backlog, in unsent instances, to keep.
+	// UnsentTarget is the backlog, in unsent instances, to keep
+	// (--unsent-target).
 	UnsentTarget int
 	// TotalJobs stops creating jobs once this many exist over all runs;
-	// 0 means no limit.
+	// 0 means no limit (--total-jobs).
 	TotalJobs int64
-	// Batch is the most jobs created per pass (one transaction).
+	// Mod and ModIndex are 1 and 0: the work generator does not shard, one
+	// runs per app (--mod, --mod-index).
+	Mod, ModIndex int
+	// Batch is the most jobs created per pass, in one transaction (--batch).
 	Batch int
 	// CounterFile is the path of the counter file (see CounterPath).
 	CounterFile string
-	// Params are the parameters of every job.
+	// Params are the parameters of every job (the job flags, --min-quorum
+	// and the rest).
 	Params jobs.Params
+}
+
+// Validate returns every problem with c, each naming its flag.
+func (c Config) Validate() error {
+	errs := config.CheckPartition(c.Mod, c.ModIndex, c.Batch)
+	if c.App == "" {
+		errs = append(errs, fmt.Errorf("--%s is missing: name the app to create jobs for (or set %s, or app: in --config)",
+			FlagApp, config.EnvName(FlagApp)))
+	}
+	if c.UnsentTarget < 1 {
+		errs = append(errs, fmt.Errorf("--%s %d: want at least 1", FlagUnsentTarget, c.UnsentTarget))
+	}
+	if c.TotalJobs < 0 {
+		errs = append(errs, fmt.Errorf("--%s %d: want 0 (no limit) or more", FlagTotalJobs, c.TotalJobs))
+	}
+	if c.Mod > 1 {
+		errs = append(errs, fmt.Errorf("--mod %d: the work generator does not shard; run one per app", c.Mod))
+	}
+	if c.CounterFile == "" {
+		errs = append(errs, errors.New("counter file path is empty"))
+	}
+	if err := c.Params.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("job parameters: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are the work generator's collaborators.
+type Deps struct {
+	Store Store
+	// Creator writes the jobs and stages their input files.
+	Creator *jobs.Creator
 	// Input makes a job's input file from its name; nil means
 	// demoapp.Input. An error fails the pass before anything is written:
 	// no job of the batch is created, and the next pass tries again.
-	Input func(ctx context.Context, job string) ([]byte, error)
+	Input   func(ctx context.Context, job string) ([]byte, error)
+	Log     *slog.Logger     // nil: discard
+	Metrics *Metrics         // nil: registered nowhere
+	Now     func() time.Time // nil: time.Now
 }
 
 // Service is the work generator.
@@ -49,6 +93,7 @@ type Service struct {
 	st      Store
 	creator *jobs.Creator
 	cfg     Config
+	input   func(ctx context.Context, job string) ([]byte, error)
 	log     *slog.Logger
 	m       *Metrics
 	now     func() time.Time
@@ -69,40 +114,31 @@ type Service struct {
 // the backlog is known to be short of the target.
 const recountAfter = 10 * time.Second
 
-// New returns a work generator. now is the clock (time.Now in production).
-func New(st Store, creator *jobs.Creator, cfg Config, log *slog.Logger, m *Metrics, now func() time.Time) (*Service, error) {
+// New returns a work generator.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Creator == nil {
+		return nil, errors.New("work generator: no job creator")
+	}
 	if cfg.JobPrefix == "" {
 		cfg.JobPrefix = cfg.App
 	}
-	if cfg.Input == nil {
-		cfg.Input = func(_ context.Context, job string) ([]byte, error) { return demoapp.Input(job), nil }
+	s := &Service{st: deps.Store, creator: deps.Creator, cfg: cfg, input: deps.Input, log: deps.Log, m: deps.Metrics, now: deps.Now}
+	if s.input == nil {
+		s.input = func(_ context.Context, job string) ([]byte, error) { return demoapp.Input(job), nil }
 	}
-	if now == nil {
-		now = time.Now
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
-	var errs []error
-	if cfg.App == "" {
-		errs = append(errs, errors.New("app name is empty"))
+	if s.m == nil {
+		s.m = NewMetrics(prometheus.NewRegistry())
 	}
-	if cfg.UnsentTarget < 1 {
-		errs = append(errs, fmt.Errorf("unsent target %d: want >= 1", cfg.UnsentTarget))
+	if s.now == nil {
+		s.now = time.Now
 	}
-	if cfg.TotalJobs < 0 {
-		errs = append(errs, fmt.Errorf("total jobs %d: want >= 0", cfg.TotalJobs))
-	}
-	if cfg.Batch < 1 {
-		errs = append(errs, fmt.Errorf("batch %d: want >= 1", cfg.Batch))
-	}
-	if cfg.CounterFile == "" {
-		errs = append(errs, errors.New("counter file path is empty"))
-	}
-	if err := cfg.Params.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("work generator config: %w", err)
-	}
-	return &Service{st: st, creator: creator, cfg: cfg, log: log, m: m, now: now}, nil
+	return s, nil
 }
 
 // Created returns the number of jobs created for the app over all runs, as
@@ -158,7 +194,7 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	batch := make([]jobs.Job, n)
 	for i := range batch {
 		name := jobs.NewName(s.cfg.JobPrefix, now)
-		in, err := s.cfg.Input(ctx, name)
+		in, err := s.input(ctx, name)
 		if err != nil {
 			return 0, fmt.Errorf("input of job %s: %w", name, err)
 		}

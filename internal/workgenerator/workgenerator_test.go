@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobs"
@@ -57,6 +55,7 @@ func (b *bundle) service(t *testing.T, mutate func(*workgenerator.Config)) *work
 	cfg := workgenerator.Config{
 		App:          "demo",
 		UnsentTarget: 10,
+		Mod:          1,
 		Batch:        3,
 		CounterFile:  workgenerator.CounterPath(b.projectDir, "demo"),
 		Params:       jobs.DefaultParams(),
@@ -65,8 +64,8 @@ func (b *bundle) service(t *testing.T, mutate func(*workgenerator.Config)) *work
 		mutate(&cfg)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := workgenerator.New(b.st, jobs.NewCreator(b.st, b.downloadDir, fan, clock), cfg, log,
-		workgenerator.NewMetrics(prometheus.NewRegistry()), clock)
+	svc, err := workgenerator.New(cfg, workgenerator.Deps{Store: b.st, Creator: jobs.NewCreator(b.st, b.downloadDir, fan, clock),
+		Log: log, Now: clock})
 	if err != nil {
 		t.Fatalf("workgenerator.New: %v", err)
 	}
