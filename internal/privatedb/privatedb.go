@@ -107,7 +107,14 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 		return nil, fmt.Errorf("current user: %w", err)
 	}
 	data := filepath.Join(dir, "data")
-	out, err := exec.CommandContext(ctx, install, "--no-defaults", "--datadir="+data,
+	// Its own temporary directory: servers installed side by side in the
+	// shared /tmp failed on each other's temporary tables ("Error on
+	// delete of '/tmp/#sql-temptable-…'").
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("private MariaDB temporary directory: %w", err)
+	}
+	out, err := exec.CommandContext(ctx, install, "--no-defaults", "--datadir="+data, "--tmpdir="+tmp,
 		"--auth-root-authentication-method=normal", "--skip-test-db", "--user="+u.Username).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w\n%s", filepath.Base(install), err, Tail(out, 2000))
@@ -120,7 +127,7 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 		if s.port, err = freePort(); err != nil {
 			return nil, err
 		}
-		s.args = []string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(dir, "sock"),
+		s.args = []string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp, "--socket=" + filepath.Join(dir, "sock"),
 			"--pid-file=" + filepath.Join(dir, "pid"), "--port=" + strconv.Itoa(s.port), "--bind-address=127.0.0.1",
 			"--skip-name-resolve", "--user=" + u.Username, "--innodb-buffer-pool-size=" + o.BufferPool,
 			// No character set: the server keeps the latin1 of a server without
