@@ -10,14 +10,13 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/store/storetest"
-
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
 // noLink fails as a link across file systems does, forcing the copy.

@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskserver/taskserver/internal/store/storetest"
-
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 	"github.com/taskserver/taskserver/internal/transition"
 )
 
