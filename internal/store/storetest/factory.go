@@ -250,21 +250,8 @@ type JobOptions struct {
 	TailCopies        int
 }
 
-// jobInsert is here, not in the store: jobs reach the database through
-// the work generator's and the submit API's batch inserts, and only tests
-// put one in a chosen state.
-const jobInsert = `INSERT INTO workunit (create_time, appid, name, xml_doc, batch, rsc_fpops_est,
-rsc_fpops_bound, rsc_memory_bound, rsc_disk_bound, need_validate, canonical_resultid, canonical_credit,
-transition_time, delay_bound, error_mask, file_delete_state, assimilate_state, hr_class, opaque,
-min_quorum, target_nresults, max_error_results, max_total_results, max_success_results, priority, mod_time,
-hold_reason, hold_time, fixed_credit, replication_quorum, known_answer_id, tail_copies)
-VALUES (:create_time, :appid, :name, :xml_doc, :batch, :rsc_fpops_est,
-:rsc_fpops_bound, :rsc_memory_bound, :rsc_disk_bound, :need_validate, :canonical_resultid, :canonical_credit,
-:transition_time, :delay_bound, :error_mask, :file_delete_state, :assimilate_state, :hr_class, :opaque,
-:min_quorum, :target_nresults, :max_error_results, :max_total_results, :max_success_results, :priority, :mod_time,
-:hold_reason, :hold_time, :fixed_credit, :replication_quorum, :known_answer_id, :tail_copies)`
-
-// Job inserts a job.
+// Job inserts a job through the work generator's writer (the store has no
+// single-job insert: jobs arrive in batches) and returns it as stored.
 func Job(t testing.TB, st *store.Store, o JobOptions) row.Workunit {
 	t.Helper()
 	if o.App == 0 {
@@ -283,8 +270,15 @@ func Job(t testing.TB, st *store.Store, o JobOptions) row.Workunit {
 		Priority: o.Priority, ModTime: o.ModTime, HoldReason: o.HoldReason, HoldTime: o.HoldTime,
 		FixedCredit: o.FixedCredit, ReplicationQuorum: o.ReplicationQuorum, KnownAnswerID: o.KnownAnswerID,
 		TailCopies: o.TailCopies}
-	wu.ID = insert(t, st, "workunit "+wu.Name, jobInsert, wu)
-	return wu
+	ctx := context.Background()
+	if err := st.WorkunitInsertBatch(ctx, []row.Workunit{wu}); err != nil {
+		t.Fatalf("insert job %s: %v", wu.Name, err)
+	}
+	stored, err := st.WorkunitGetByName(ctx, wu.Name)
+	if err != nil {
+		t.Fatalf("read back job %s: %v", wu.Name, err)
+	}
+	return stored
 }
 
 // InstanceOptions describes the instance Instance makes: every column of a
@@ -328,8 +322,9 @@ type InstanceOptions struct {
 	SendFlags    int
 }
 
-// instanceInsert is here, not in the store, for the reason of jobInsert:
-// the transitioner makes instances in its batch writes.
+// instanceInsert is here, not in the store: programs make instances only
+// in the transitioner's writes, which take a job's whole transition; a test
+// puts one instance in the state it needs.
 const instanceInsert = `INSERT INTO result (create_time, workunitid, server_state, outcome, client_state, hostid,
 userid, report_deadline, sent_time, received_time, name, cpu_time, xml_doc_in, xml_doc_out, stderr_out, batch,
 file_delete_state, validate_state, claimed_credit, granted_credit, opaque, random, app_version_num, appid,
@@ -365,20 +360,12 @@ func Instance(t testing.TB, st *store.Store, o InstanceOptions) row.Result {
 		Opaque: o.Opaque, Random: o.Random, AppVersionNum: o.AppVersionNum, AppID: o.App, ExitStatus: o.ExitStatus,
 		TeamID: o.TeamID, Priority: o.Priority, ModTime: o.ModTime, ElapsedTime: o.ElapsedTime,
 		AppVersionID: o.AppVersionID, SendFlags: o.SendFlags}
-	r.ID = insert(t, st, "result "+r.Name, instanceInsert, r)
+	res, err := st.DB().NamedExecContext(context.Background(), instanceInsert, r)
+	if err == nil {
+		r.ID, err = res.LastInsertId()
+	}
+	if err != nil {
+		t.Fatalf("insert instance %s: %v", r.Name, err)
+	}
 	return r
-}
-
-// insert runs a named INSERT of arg and returns the new row's id.
-func insert(t testing.TB, st *store.Store, what, query string, arg any) int64 {
-	t.Helper()
-	res, err := st.DB().NamedExecContext(context.Background(), query, arg)
-	if err != nil {
-		t.Fatalf("insert %s: %v", what, err)
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		t.Fatalf("insert %s: %v", what, err)
-	}
-	return id
 }
