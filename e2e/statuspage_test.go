@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/statuspage"
 	"github.com/taskserver/taskserver/internal/store"
@@ -306,53 +305,45 @@ func seedStatusProject(t *testing.T, ctx context.Context, st *store.Store, now i
 	t.Helper()
 	var apps []int64
 	for _, name := range []string{"einstein", "rosetta"} {
-		id, err := st.AppInsert(ctx, row.App{CreateTime: now, Name: name, UserFriendlyName: name, CreditPolicy: "fpops"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := storetest.App(t, st, storetest.AppOptions{CreateTime: now, Name: name, UserFriendlyName: name, CreditPolicy: "fpops"}).ID
 		apps = append(apps, id)
 	}
 	never := now + 10_000_000
 	var wus []int64
-	for i, wu := range []row.Workunit{
-		{AppID: apps[0], TransitionTime: now - 300, NeedValidate: true},
-		{AppID: apps[0], TransitionTime: now - 30, AssimilateState: state.AssimilateReady},
-		{AppID: apps[0], TransitionTime: never, NeedValidate: true},
-		{AppID: apps[1], TransitionTime: never, AssimilateState: state.AssimilateDone, FileDeleteState: state.FileDeleteReady, ModTime: now - 900},
-		{AppID: apps[1], TransitionTime: never, AssimilateState: state.AssimilateDone, ModTime: now - 20_000, HoldReason: state.ErrTooManyErrorResults},
-		{AppID: apps[1], TransitionTime: never, AssimilateState: state.AssimilateDone, ModTime: now - 200_000, ErrorMask: state.ErrTooManyTotalResults},
+	for i, wu := range []storetest.JobOptions{
+		{App: apps[0], TransitionTime: now - 300, NeedValidate: true},
+		{App: apps[0], TransitionTime: now - 30, AssimilateState: state.AssimilateReady},
+		{App: apps[0], TransitionTime: never, NeedValidate: true},
+		{App: apps[1], TransitionTime: never, AssimilateState: state.AssimilateDone, FileDeleteState: state.FileDeleteReady, ModTime: now - 900},
+		{App: apps[1], TransitionTime: never, AssimilateState: state.AssimilateDone, ModTime: now - 20_000, HoldReason: state.ErrTooManyErrorResults},
+		{App: apps[1], TransitionTime: never, AssimilateState: state.AssimilateDone, ModTime: now - 200_000, ErrorMask: state.ErrTooManyTotalResults},
 	} {
 		wu.CreateTime, wu.Name = now-300_000, fmt.Sprintf("status_job_%d", i)
-		id, err := st.WorkunitInsert(ctx, wu)
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := storetest.Job(t, st, wu).ID
 		wus = append(wus, id)
 	}
 	type rs struct {
 		n   int
 		app int
-		r   row.Result
+		r   storetest.InstanceOptions
 	}
 	i := 0
 	for _, g := range []rs{
-		{7, 0, row.Result{ServerState: state.ServerUnsent}},
-		{5, 0, row.Result{ServerState: state.ServerInProgress}},
-		{3, 1, row.Result{ServerState: state.ServerInProgress}},
-		{4, 0, row.Result{ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 600,
+		{7, 0, storetest.InstanceOptions{ServerState: state.ServerUnsent}},
+		{5, 0, storetest.InstanceOptions{ServerState: state.ServerInProgress}},
+		{3, 1, storetest.InstanceOptions{ServerState: state.ServerInProgress}},
+		{4, 0, storetest.InstanceOptions{ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 600,
 			ValidateState: state.ValidateValid, ModTime: now - 500, FileDeleteState: state.FileDeleteReady}},
-		{2, 1, row.Result{ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 30_000,
+		{2, 1, storetest.InstanceOptions{ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 30_000,
 			ValidateState: state.ValidateInvalid, ModTime: now - 30_000}},
-		{1, 1, row.Result{ServerState: state.ServerOver, Outcome: state.OutcomeClientError, ReceivedTime: now - 900, ModTime: now - 900}},
-		{3, 1, row.Result{ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 500_000,
+		{1, 1, storetest.InstanceOptions{ServerState: state.ServerOver, Outcome: state.OutcomeClientError, ReceivedTime: now - 900, ModTime: now - 900}},
+		{3, 1, storetest.InstanceOptions{ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 500_000,
 			ValidateState: state.ValidateValid, ModTime: now - 500_000}},
 	} {
 		for range g.n {
 			r := g.r
-			r.CreateTime, r.AppID, r.WorkunitID, r.Name = now-300_000, apps[g.app], wus[0], fmt.Sprintf("status_result_%d", i)
-			if _, err := st.ResultInsert(ctx, r); err != nil {
-				t.Fatal(err)
-			}
+			r.CreateTime, r.App, r.Job, r.Name = now-300_000, apps[g.app], wus[0], fmt.Sprintf("status_result_%d", i)
+			storetest.Instance(t, st, r)
 			i++
 		}
 	}

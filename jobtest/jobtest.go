@@ -58,10 +58,7 @@ func New(t testing.TB, app string) *Project {
 		t.Fatalf("jobtest: open the database: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
-	id, err := st.AppInsert(context.Background(), row.App{Name: app, UserFriendlyName: app})
-	if err != nil {
-		t.Fatalf("jobtest: add app %s: %v", app, err)
-	}
+	id := storetest.App(t, st, storetest.AppOptions{Name: app, UserFriendlyName: app}).ID
 	return &Project{DSN: dsn, Dir: t.TempDir(), App: app, t: t, st: st, appID: id}
 }
 
@@ -79,7 +76,7 @@ func (p *Project) Args(program string, extra ...string) []string {
 func (p *Project) AddJobToValidate(name string, minQuorum int, outputs ...string) {
 	p.t.Helper()
 	n := len(outputs)
-	id := p.addJob(row.Workunit{Name: name, MinQuorum: minQuorum, TargetNResults: n, MaxErrorResults: n + 1,
+	id := p.addJob(storetest.JobOptions{Name: name, MinQuorum: minQuorum, TargetNResults: n, MaxErrorResults: n + 1,
 		MaxTotalResults: 2*n + 2, MaxSuccessResults: n + 1, NeedValidate: true})
 	for i, out := range outputs {
 		p.addInstance(id, name+"_"+strconv.Itoa(i), 0, out, state.ValidateInit)
@@ -91,7 +88,7 @@ func (p *Project) AddJobToValidate(name string, minQuorum int, outputs ...string
 // OutputName holding output.
 func (p *Project) AddJobToAssimilate(name string, batch int64, output string) {
 	p.t.Helper()
-	id := p.addJob(row.Workunit{Name: name, Batch: batch, AssimilateState: state.AssimilateReady})
+	id := p.addJob(storetest.JobOptions{Name: name, Batch: batch, AssimilateState: state.AssimilateReady})
 	rid := p.addInstance(id, name+"_0", batch, output, state.ValidateValid)
 	if _, err := p.st.DB().Exec(`UPDATE workunit SET canonical_resultid = ? WHERE id = ?`, rid, id); err != nil {
 		p.t.Fatalf("jobtest: make %s_0 canonical: %v", name, err)
@@ -103,7 +100,7 @@ func (p *Project) AddJobToAssimilate(name string, batch int64, output string) {
 // ["cancelled"].
 func (p *Project) AddCancelledJob(name string, batch int64) {
 	p.t.Helper()
-	p.addJob(row.Workunit{Name: name, Batch: batch, ErrorMask: state.ErrCancelled, AssimilateState: state.AssimilateReady})
+	p.addJob(storetest.JobOptions{Name: name, Batch: batch, ErrorMask: state.ErrCancelled, AssimilateState: state.AssimilateReady})
 }
 
 // JobID returns the id of job name.
@@ -181,15 +178,11 @@ func (p *Project) job(name string) row.Workunit {
 	return wu
 }
 
-// addJob inserts wu as a job of the app.
-func (p *Project) addJob(wu row.Workunit) int64 {
+// addJob inserts job o of the app.
+func (p *Project) addJob(o storetest.JobOptions) int64 {
 	p.t.Helper()
-	wu.AppID = p.appID
-	id, err := p.st.WorkunitInsert(context.Background(), wu)
-	if err != nil {
-		p.t.Fatalf("jobtest: add job %s: %v", wu.Name, err)
-	}
-	return id
+	o.App = p.appID
+	return storetest.Job(p.t, p.st, o).ID
 }
 
 // addInstance inserts a reported successful instance of job id with
@@ -215,10 +208,6 @@ func (p *Project) addInstance(id int64, name string, batch int64, out string, vs
 	if err != nil {
 		p.t.Fatalf("jobtest: output of %s: %v", name, err)
 	}
-	rid, err := p.st.ResultInsert(context.Background(), row.Result{WorkunitID: id, AppID: p.appID, Name: name, Batch: batch,
-		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: vs, XMLDocIn: doc})
-	if err != nil {
-		p.t.Fatalf("jobtest: add instance %s: %v", name, err)
-	}
-	return rid
+	return storetest.Instance(p.t, p.st, storetest.InstanceOptions{Job: id, App: p.appID, Name: name, Batch: batch,
+		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: vs, XMLDocIn: doc}).ID
 }

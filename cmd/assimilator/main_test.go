@@ -10,7 +10,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -29,14 +28,9 @@ func TestOnePassWritesUnderProjectDir(t *testing.T) {
 		t.Fatalf("store.Open: %v", err)
 	}
 	defer st.Close()
-	appID, err := st.AppInsert(ctx, row.App{Name: "demo", UserFriendlyName: "Demo"})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
-	if _, err := st.WorkunitInsert(ctx, row.Workunit{AppID: appID, Name: "job", ErrorMask: state.ErrCancelled,
-		AssimilateState: state.AssimilateReady}); err != nil {
-		t.Fatalf("WorkunitInsert: %v", err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{Name: "demo", UserFriendlyName: "Demo"}).ID
+	storetest.Job(t, st, storetest.JobOptions{App: appID, Name: "job", ErrorMask: state.ErrCancelled,
+		AssimilateState: state.AssimilateReady})
 	project := t.TempDir()
 	args := []string{"assimilator", "--db-dsn", dsn, "--one-pass", "--listen", "", "--project-dir", project, "--app", "demo"}
 	if err := run(ctx, args); err != nil {
@@ -56,15 +50,9 @@ func TestOnePassRunsHandlerCommand(t *testing.T) {
 		t.Fatalf("store.Open: %v", err)
 	}
 	defer st.Close()
-	appID, err := st.AppInsert(ctx, row.App{Name: "demo", UserFriendlyName: "Demo"})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
-	id, err := st.WorkunitInsert(ctx, row.Workunit{AppID: appID, Name: "job", Batch: 2, ErrorMask: state.ErrCancelled,
-		AssimilateState: state.AssimilateReady})
-	if err != nil {
-		t.Fatalf("WorkunitInsert: %v", err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{Name: "demo", UserFriendlyName: "Demo"}).ID
+	id := storetest.Job(t, st, storetest.JobOptions{App: appID, Name: "job", Batch: 2, ErrorMask: state.ErrCancelled,
+		AssimilateState: state.AssimilateReady}).ID
 	dir := t.TempDir()
 	script, log := filepath.Join(dir, "h.sh"), filepath.Join(dir, "log")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$TASKSERVER_JOB_NAME $TASKSERVER_BATCH $TASKSERVER_ERROR_NAMES\" >> \"$1\"\n"), 0o755); err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -28,18 +27,9 @@ func TestOnePass(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wuID, err := st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu", MinQuorum: 1, TargetNResults: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rid, err := st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wuID, ServerState: state.ServerUnsent, Name: "wu_0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
+	wuID := storetest.Job(t, st, storetest.JobOptions{CreateTime: 1, App: appID, Name: "wu", MinQuorum: 1, TargetNResults: 1}).ID
+	rid := storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: 1, Job: wuID, ServerState: state.ServerUnsent, Name: "wu_0"}).ID
 
 	path := filepath.Join(t.TempDir(), "cache")
 	err = run(ctx, []string{"feeder", "--db-dsn", dsn, "--listen", "", "--one-pass", "--shm-path", path, "--slots", "8"})

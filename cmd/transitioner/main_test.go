@@ -7,7 +7,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -25,15 +24,9 @@ func TestOnePassCreatesInstances(t *testing.T) {
 		t.Fatalf("store.Open: %v", err)
 	}
 	defer st.Close()
-	appID, err := st.AppInsert(ctx, row.App{Name: "demo", UserFriendlyName: "Demo"})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
-	wuID, err := st.WorkunitInsert(ctx, row.Workunit{AppID: appID, Name: "job", MinQuorum: 2, TargetNResults: 2,
-		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, TransitionTime: time.Now().Unix()})
-	if err != nil {
-		t.Fatalf("WorkunitInsert: %v", err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{Name: "demo", UserFriendlyName: "Demo"}).ID
+	wuID := storetest.Job(t, st, storetest.JobOptions{App: appID, Name: "job", MinQuorum: 2, TargetNResults: 2,
+		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, TransitionTime: time.Now().Unix()}).ID
 	args := []string{"transitioner", "--db-dsn", dsn, "--one-pass", "--listen", "", "--max-output-bytes", "4096",
 		"--tail-interval", "30s", "--tail-fraction", "0.1", "--tail-after", "0.25"}
 	if err := run(ctx, args); err != nil {

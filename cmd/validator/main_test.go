@@ -36,22 +36,14 @@ func onePass(t *testing.T, outs [2]string, extra ...string) (row.Workunit, error
 		t.Fatalf("store.Open: %v", err)
 	}
 	defer st.Close()
-	appID, err := st.AppInsert(ctx, row.App{Name: "science", UserFriendlyName: "Science"})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
-	wuID, err := st.WorkunitInsert(ctx, row.Workunit{AppID: appID, Name: "job", MinQuorum: 2, TargetNResults: 2,
-		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, NeedValidate: true})
-	if err != nil {
-		t.Fatalf("WorkunitInsert: %v", err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{Name: "science", UserFriendlyName: "Science"}).ID
+	wuID := storetest.Job(t, st, storetest.JobOptions{App: appID, Name: "job", MinQuorum: 2, TargetNResults: 2,
+		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, NeedValidate: true}).ID
 	project := t.TempDir()
 	for i, name := range []string{"job_0", "job_1"} {
 		doc, _ := jobxml.FormatResult(name, []string{"out"}, 1e6)
-		if _, err := st.ResultInsert(ctx, row.Result{WorkunitID: wuID, Name: name, ServerState: state.ServerOver,
-			Outcome: state.OutcomeSuccess, XMLDocIn: doc}); err != nil {
-			t.Fatalf("ResultInsert: %v", err)
-		}
+		storetest.Instance(t, st, storetest.InstanceOptions{Job: wuID, Name: name, ServerState: state.ServerOver,
+			Outcome: state.OutcomeSuccess, XMLDocIn: doc})
 		path, _ := fanout.Path(filepath.Join(project, "up"), jobxml.OutputName(name, 0), 4)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)

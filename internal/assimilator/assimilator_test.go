@@ -43,10 +43,7 @@ func setup(t *testing.T) *bundle {
 	dir := t.TempDir()
 	b := &bundle{st: storetest.New(t), upload: filepath.Join(dir, "upload"), results: filepath.Join(dir, "results"),
 		m: NewMetrics(prometheus.NewRegistry())}
-	id, err := b.st.AppInsert(context.Background(), row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
+	id := storetest.App(t, b.st, storetest.AppOptions{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
 	b.appID = id
 	b.now.Store(t0)
 	return b
@@ -84,13 +81,9 @@ func (b *bundle) advance(d time.Duration) { b.now.Add(int64(d / time.Second)) }
 // without, it failed with error mask mask.
 func (b *bundle) addJob(t *testing.T, name string, mask state.ErrorMask, outputs ...[]byte) int64 {
 	t.Helper()
-	ctx := context.Background()
-	wuID, err := b.st.WorkunitInsert(ctx, row.Workunit{CreateTime: t0, AppID: b.appID, Name: name, MinQuorum: 1,
+	wuID := storetest.Job(t, b.st, storetest.JobOptions{CreateTime: t0, App: b.appID, Name: name, MinQuorum: 1,
 		TargetNResults: 1, MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, ErrorMask: mask,
-		AssimilateState: state.AssimilateReady, TransitionTime: state.NoTransition})
-	if err != nil {
-		t.Fatalf("WorkunitInsert(%s): %v", name, err)
-	}
+		AssimilateState: state.AssimilateReady, TransitionTime: state.NoTransition}).ID
 	if len(outputs) == 0 {
 		return wuID
 	}
@@ -103,11 +96,8 @@ func (b *bundle) addJob(t *testing.T, name string, mask state.ErrorMask, outputs
 	if err != nil {
 		t.Fatal(err)
 	}
-	rid, err := b.st.ResultInsert(ctx, row.Result{CreateTime: t0, WorkunitID: wuID, Name: rname,
-		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: state.ValidateValid, XMLDocIn: doc})
-	if err != nil {
-		t.Fatalf("ResultInsert: %v", err)
-	}
+	rid := storetest.Instance(t, b.st, storetest.InstanceOptions{CreateTime: t0, Job: wuID, Name: rname,
+		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: state.ValidateValid, XMLDocIn: doc}).ID
 	if _, err := b.st.DB().Exec(`UPDATE workunit SET canonical_resultid = ? WHERE id = ?`, rid, wuID); err != nil {
 		t.Fatal(err)
 	}

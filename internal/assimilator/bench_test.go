@@ -60,10 +60,7 @@ func (noopHandler) Handle(context.Context, row.Workunit, *row.Result) error { re
 func benchAssimilate(b *testing.B, newHandler func(upload, results string) Handler) {
 	st := storetest.New(b)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		b.Fatalf("AppInsert: %v", err)
-	}
+	appID := storetest.App(b, st, storetest.AppOptions{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
 	m := storetest.NewMeter(b, st.DB().DB)
 	for i := range b.N {
 		b.StopTimer()

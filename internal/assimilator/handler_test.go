@@ -15,8 +15,8 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
 // noLink fails as a link across file systems does, forcing the copy.
@@ -125,11 +125,8 @@ func TestOutputsAreCopiedWhereLinkingFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rid, err := b.st.ResultInsert(context.Background(), row.Result{CreateTime: t0, WorkunitID: ids[2], Name: "empty_0",
-		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: state.ValidateValid, XMLDocIn: doc})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rid := storetest.Instance(t, b.st, storetest.InstanceOptions{CreateTime: t0, Job: ids[2], Name: "empty_0",
+		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: state.ValidateValid, XMLDocIn: doc}).ID
 	if _, err := b.st.DB().Exec(`UPDATE workunit SET canonical_resultid = ?, error_mask = 0 WHERE id = ?`, rid, ids[2]); err != nil {
 		t.Fatal(err)
 	}

@@ -50,24 +50,17 @@ type pipeline struct {
 
 func newPipeline(t *testing.T) *pipeline {
 	t.Helper()
-	ctx := context.Background()
 	dir := t.TempDir()
 	p := &pipeline{t: t, st: storetest.New(t), now: t0, upload: filepath.Join(dir, "upload"),
 		results: filepath.Join(dir, "results"), jobName: "demo_job"}
 	clock := func() time.Time { return time.Unix(p.now, 0) }
 	log := slog.New(slog.DiscardHandler)
 	var err error
-	if p.appID, err = p.st.AppInsert(ctx, row.App{CreateTime: t0, Name: demoapp.AppName, UserFriendlyName: "Demo"}); err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
+	p.appID = storetest.App(t, p.st, storetest.AppOptions{CreateTime: t0, Name: demoapp.AppName, UserFriendlyName: "Demo"}).ID
 	for i := range 3 {
 		email := string(rune('a'+i)) + "@example.com"
-		if p.userID[i], err = p.st.UserInsert(ctx, row.User{CreateTime: t0, EmailAddr: email, Name: email, Authenticator: email}); err != nil {
-			t.Fatalf("UserInsert: %v", err)
-		}
-		if p.hostID[i], err = p.st.HostInsert(ctx, row.Host{CreateTime: t0, UserID: p.userID[i]}); err != nil {
-			t.Fatalf("HostInsert: %v", err)
-		}
+		p.userID[i] = storetest.User(t, p.st, storetest.UserOptions{CreateTime: t0, EmailAddr: email, Name: email, Authenticator: email}).ID
+		p.hostID[i] = storetest.Host(t, p.st, storetest.HostOptions{CreateTime: t0, User: p.userID[i]}).ID
 	}
 	if p.trans, err = transitioner.New(transitioner.Config{Mod: 1, Batch: 500, MaxOutputBytes: transitioner.DefaultMaxOutputBytes,
 		TailInterval: transitioner.DefaultTailInterval}, transitioner.Deps{Store: p.st, Log: log, Now: clock}); err != nil {
@@ -81,11 +74,9 @@ func newPipeline(t *testing.T) *pipeline {
 		Handler: &assimilator.FileHandler{Dir: p.results, UploadDir: p.upload, Fanout: fanoutN}, Log: log, Now: clock}); err != nil {
 		t.Fatal(err)
 	}
-	if p.jobID, err = p.st.WorkunitInsert(ctx, row.Workunit{CreateTime: t0, AppID: p.appID, Name: p.jobName,
+	p.jobID = storetest.Job(t, p.st, storetest.JobOptions{CreateTime: t0, App: p.appID, Name: p.jobName,
 		RscFpopsEst: 86400e9, DelayBound: 1000, MinQuorum: 2, TargetNResults: 2, MaxErrorResults: 3,
-		MaxTotalResults: 6, MaxSuccessResults: 3, TransitionTime: t0}); err != nil {
-		t.Fatalf("WorkunitInsert: %v", err)
-	}
+		MaxTotalResults: 6, MaxSuccessResults: 3, TransitionTime: t0}).ID
 	return p
 }
 

@@ -39,11 +39,7 @@ func setup(t *testing.T, limits batch.Limits) *bundle {
 	st := storetest.New(t)
 	dir := t.TempDir()
 	b := &bundle{st: st, resultsDir: filepath.Join(dir, "results"), now: time.Unix(1_700_000_000, 0)}
-	b.app = row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}
-	var err error
-	if b.app.ID, err = st.AppInsert(context.Background(), b.app); err != nil {
-		t.Fatal(err)
-	}
+	b.app = storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	b.svc = batch.New(batch.Options{Store: st, DownloadDir: filepath.Join(dir, "download"), Fanout: 8,
 		ResultsDir: b.resultsDir, Limits: limits, Now: func() time.Time { return b.now }})
 	return b
@@ -135,10 +131,7 @@ func TestSubmitRefuses(t *testing.T) {
 	t.Parallel()
 	b := setup(t, batch.Limits{MaxJobs: 3, MaxInputBytes: 10, MaxTotalBytes: 25})
 	ctx := context.Background()
-	dep := row.App{CreateTime: 1, Name: "old", UserFriendlyName: "Old", Weight: 1, Deprecated: true}
-	if _, err := b.st.AppInsert(ctx, dep); err != nil {
-		t.Fatal(err)
-	}
+	storetest.App(t, b.st, storetest.AppOptions{CreateTime: 1, Name: "old", UserFriendlyName: "Old", Weight: 1, Deprecated: true})
 	tests := []struct {
 		name   string
 		mutate func(*batch.Spec)

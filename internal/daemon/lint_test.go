@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"context"
 	"crypto/ed25519"
 	"io"
 	"log/slog"
@@ -20,7 +19,6 @@ import (
 	"github.com/taskserver/taskserver/internal/dbpurge"
 	"github.com/taskserver/taskserver/internal/feeder"
 	"github.com/taskserver/taskserver/internal/filedeleter"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/scheduler"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
@@ -149,35 +147,26 @@ func TestMetricNamesFollowTheScheme(t *testing.T) {
 // backlog gauge back through its program's registry.
 func TestBacklogGaugesCountRows(t *testing.T) {
 	st := storetest.New(t)
-	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{Name: "lint", UserFriendlyName: "Lint", Weight: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{Name: "lint", UserFriendlyName: "Lint", Weight: 1}).ID
 	past := time.Now().Add(-time.Hour).Unix()
 	var wuIDs []int64
-	for i, w := range []row.Workunit{
+	for _, w := range []storetest.JobOptions{
 		{Name: "a", TransitionTime: past, NeedValidate: true},
 		{Name: "b", TransitionTime: past, AssimilateState: state.AssimilateReady},
 		{Name: "c", TransitionTime: past + 7200, FileDeleteState: state.FileDeleteReady, NeedValidate: true},
 	} {
-		w.AppID = appID
-		id, err := st.WorkunitInsert(ctx, w)
-		if err != nil {
-			t.Fatalf("insert workunit %d: %v", i, err)
-		}
+		w.App = appID
+		id := storetest.Job(t, st, w).ID
 		wuIDs = append(wuIDs, id)
 	}
-	for i, r := range []row.Result{
+	for _, r := range []storetest.InstanceOptions{
 		{Name: "r1", ServerState: state.ServerUnsent},
 		{Name: "r2", ServerState: state.ServerUnsent},
 		{Name: "r3", ServerState: state.ServerUnsent},
 		{Name: "r4", ServerState: state.ServerOver, FileDeleteState: state.FileDeleteReady},
 	} {
-		r.WorkunitID, r.AppID = wuIDs[0], appID
-		if _, err := st.ResultInsert(ctx, r); err != nil {
-			t.Fatalf("insert result %d: %v", i, err)
-		}
+		r.Job, r.App = wuIDs[0], appID
+		storetest.Instance(t, st, r)
 	}
 	for _, tc := range []struct {
 		program, name, label string

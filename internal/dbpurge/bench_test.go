@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/dbpurge"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -33,10 +32,7 @@ func BenchmarkPurge(b *testing.B) {
 	storetest.SkipWithoutServer(b)
 	st := storetest.New(b)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
+	appID := storetest.App(b, st, storetest.AppOptions{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1}).ID
 	m := storetest.NewMeter(b, st.DB().DB)
 	jobs := 0
 	b.ResetTimer()

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/dbpurge"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -35,10 +34,7 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
 	return &bundle{ctx: ctx, st: st, appID: appID, dir: filepath.Join(t.TempDir(), "archives"), now: time.Unix(1_700_000_000, 0)}
 }
 
@@ -87,21 +83,15 @@ var (
 // instances (one workunit_user row each); it returns the job's id.
 func (b *bundle) job(t *testing.T, name string, fds state.FileDeleteState, modTime int64, results ...res) int64 {
 	t.Helper()
-	id, err := b.st.WorkunitInsert(b.ctx, row.Workunit{CreateTime: 1, AppID: b.appID, Name: name,
+	id := storetest.Job(t, b.st, storetest.JobOptions{CreateTime: 1, App: b.appID, Name: name,
 		XMLDoc:          `<workunit><file_info><name>` + name + `_in</name></file_info></workunit>`,
 		FileDeleteState: fds, ModTime: modTime, RscFpopsEst: 1.5e12, MinQuorum: 2, TargetNResults: 2,
-		AssimilateState: state.AssimilateDone, CanonicalResultID: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
+		AssimilateState: state.AssimilateDone, CanonicalResultID: 7}).ID
 	for i, r := range results {
 		rname := name + "_" + strconv.Itoa(i)
-		rid, err := b.st.ResultInsert(b.ctx, row.Result{CreateTime: 1, WorkunitID: id, Name: rname,
+		rid := storetest.Instance(t, b.st, storetest.InstanceOptions{CreateTime: 1, Job: id, Name: rname,
 			ServerState: r.server, Outcome: state.OutcomeSuccess, FileDeleteState: r.fds,
-			StderrOut: "<stderr_txt>a < b & \"c\"\n</stderr_txt>", CPUTime: 12.25, UserID: int64(100 + i)})
-		if err != nil {
-			t.Fatal(err)
-		}
+			StderrOut: "<stderr_txt>a < b & \"c\"\n</stderr_txt>", CPUTime: 12.25, User: int64(100 + i)}).ID
 		if _, err := b.st.DB().Exec(`INSERT INTO workunit_user (workunitid, userid, resultid) VALUES (?, ?, ?)`,
 			id, 100+i, rid); err != nil {
 			t.Fatal(err)

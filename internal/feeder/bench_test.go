@@ -45,10 +45,7 @@ func BenchmarkFeederUnderClaims(b *testing.B) {
 	storetest.SkipWithoutServer(b)
 	st := storetest.New(b)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
+	appID := storetest.App(b, st, storetest.AppOptions{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1}).ID
 	seq := 0
 	for _, realFeeder := range []bool{false, true} {
 		name := "claimer-only"

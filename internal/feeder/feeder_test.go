@@ -88,10 +88,7 @@ func mustNew(t testing.TB, cfg Config, deps Deps) *Service {
 
 func (b *bundle) addApp(name string, deprecated bool) int64 {
 	b.t.Helper()
-	id, err := b.st.AppInsert(b.ctx, row.App{CreateTime: 1, Name: name, UserFriendlyName: name, Deprecated: deprecated, Weight: 1})
-	if err != nil {
-		b.t.Fatalf("AppInsert: %v", err)
-	}
+	id := storetest.App(b.t, b.st, storetest.AppOptions{CreateTime: 1, Name: name, UserFriendlyName: name, Deprecated: deprecated, Weight: 1}).ID
 	return id
 }
 
@@ -101,17 +98,11 @@ func (b *bundle) addResult(appID int64, ss state.ServerState, priority int) int6
 	b.t.Helper()
 	b.wus++
 	name := fmt.Sprintf("wu%d", b.wus)
-	wuID, err := b.st.WorkunitInsert(b.ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: name,
+	wuID := storetest.Job(b.t, b.st, storetest.JobOptions{CreateTime: 1, App: appID, Name: name,
 		RscFpopsEst: 1e12, RscMemoryBound: 1e8, RscDiskBound: 1e9, DelayBound: 3600, HRClass: 2,
-		Priority: priority, MinQuorum: 1, TargetNResults: 1})
-	if err != nil {
-		b.t.Fatalf("WorkunitInsert: %v", err)
-	}
-	id, err := b.st.ResultInsert(b.ctx, row.Result{CreateTime: 1, WorkunitID: wuID, ServerState: ss,
-		Name: name + "_0", AppID: appID, Priority: priority})
-	if err != nil {
-		b.t.Fatalf("ResultInsert: %v", err)
-	}
+		Priority: priority, MinQuorum: 1, TargetNResults: 1}).ID
+	id := storetest.Instance(b.t, b.st, storetest.InstanceOptions{CreateTime: 1, Job: wuID, ServerState: ss,
+		Name: name + "_0", App: appID, Priority: priority}).ID
 	return id
 }
 
@@ -328,13 +319,8 @@ func TestTablesRepublishedWhenChanged(t *testing.T) {
 	if err != nil || len(tb.Apps) != 1 || tb.Apps[0].Name != "demo" || len(tb.AppVersions) != 0 {
 		t.Fatalf("Tables after the first pass = %+v, %v; want the demo app and no versions", tb, err)
 	}
-	pid, err := b.st.PlatformInsert(b.ctx, row.Platform{CreateTime: 1, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.st.AppVersionInsert(b.ctx, row.AppVersion{CreateTime: 1, AppID: b.appID, VersionNum: 100, PlatformID: pid, XMLDoc: "<app_version/>"}); err != nil {
-		t.Fatal(err)
-	}
+	pid := storetest.Platform(t, b.st, storetest.PlatformOptions{CreateTime: 1, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux"}).ID
+	storetest.AppVersion(t, b.st, storetest.AppVersionOptions{CreateTime: 1, App: b.appID, VersionNum: 100, Platform: pid, XMLDoc: "<app_version/>"})
 
 	b.now = b.now.Add(5 * time.Second) // within the interval: not reloaded
 	b.runOnce(0)

@@ -16,7 +16,6 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/filedeleter"
 	"github.com/taskserver/taskserver/internal/jobxml"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -36,10 +35,7 @@ func BenchmarkFileDeletion(b *testing.B) {
 	storetest.SkipWithoutServer(b)
 	st := storetest.New(b)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
+	appID := storetest.App(b, st, storetest.AppOptions{CreateTime: 1, Name: "bench", UserFriendlyName: "Bench", Weight: 1}).ID
 	m := storetest.NewMeter(b, st.DB().DB)
 	const fan = 1024
 	rows := 0

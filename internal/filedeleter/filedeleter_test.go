@@ -40,10 +40,7 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
 	dir := t.TempDir()
 	b := &bundle{ctx: ctx, st: st, appID: appID, download: filepath.Join(dir, "download"),
 		upload: filepath.Join(dir, "upload"), now: time.Unix(1_700_000_000, 0), mod: 1, max: 100}
@@ -100,11 +97,8 @@ func (b *bundle) result(t *testing.T, wu row.Workunit, name string, fds state.Fi
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := b.st.ResultInsert(b.ctx, row.Result{CreateTime: 1, WorkunitID: wu.ID, Name: name,
-		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, XMLDocIn: doc, FileDeleteState: fds})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := storetest.Instance(t, b.st, storetest.InstanceOptions{CreateTime: 1, Job: wu.ID, Name: name,
+		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, XMLDocIn: doc, FileDeleteState: fds}).ID
 	var paths []string
 	for i := 0; i < 2; i++ {
 		p, _ := fanout.Path(b.upload, jobxml.OutputName(name, i), fan)
@@ -222,12 +216,9 @@ func TestUndeletableFileMarksError(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(outs[0], "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bad, err := b.st.ResultInsert(b.ctx, row.Result{CreateTime: 1, WorkunitID: wu.ID, Name: "stuck_bad",
+	bad := storetest.Instance(t, b.st, storetest.InstanceOptions{CreateTime: 1, Job: wu.ID, Name: "stuck_bad",
 		ServerState: state.ServerOver, XMLDocIn: "<result><file_info><name>../../etc</name></file_info></result>",
-		FileDeleteState: state.FileDeleteReady})
-	if err != nil {
-		t.Fatal(err)
-	}
+		FileDeleteState: state.FileDeleteReady}).ID
 	if n, err := b.svc.RunOnce(b.ctx); err != nil || n != 3 {
 		t.Fatalf("RunOnce = %d, %v; want 3, nil", n, err)
 	}

@@ -67,17 +67,13 @@ func TestSubmitRefusesExistingNameWithoutTouchingItsFile(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	app := row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}
-	var err error
-	if app.ID, err = st.AppInsert(ctx, app); err != nil {
-		t.Fatal(err)
-	}
+	app := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	dir := filepath.Join(t.TempDir(), "download")
 	c := jobs.NewCreator(st, dir, 8, nil)
 	if err := c.Submit(ctx, app, jobs.Job{Name: "j1", Input: []byte("first")}, jobs.DefaultParams()); err != nil {
 		t.Fatalf("Submit j1: %v", err)
 	}
-	err = c.Submit(ctx, app, jobs.Job{Name: "j1", Input: []byte("second")}, jobs.DefaultParams())
+	err := c.Submit(ctx, app, jobs.Job{Name: "j1", Input: []byte("second")}, jobs.DefaultParams())
 	if !errors.Is(err, jobs.ErrJobExists) {
 		t.Fatalf("second Submit j1 = %v, want ErrJobExists", err)
 	}
@@ -106,14 +102,10 @@ func newCreatorFixture(t *testing.T) *creatorFixture {
 }
 
 // app inserts an app with the given policies.
-func (f *creatorFixture) app(t *testing.T, a row.App) row.App {
+func (f *creatorFixture) app(t *testing.T, a storetest.AppOptions) row.App {
 	t.Helper()
 	a.CreateTime, a.UserFriendlyName, a.Weight = 1, a.Name, 1
-	var err error
-	if a.ID, err = f.st.AppInsert(context.Background(), a); err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return storetest.App(t, f.st, a)
 }
 
 func (f *creatorFixture) all(t *testing.T) []row.Workunit {
@@ -148,15 +140,15 @@ func TestCreatePolicies(t *testing.T) {
 	single.MinQuorum, single.TargetNResults = 1, 1
 	tests := []struct {
 		name       string
-		app        row.App
+		app        storetest.AppOptions
 		p          jobs.Params
 		wantQuorum int
 		wantTarget int
 		wantRepl   int
 	}{
-		{"plain app keeps the asked redundancy", row.App{Name: "plain"}, p, 3, 4, 0},
-		{"adaptive app starts with one instance", row.App{Name: "ar", AdaptiveReplication: true}, p, 1, 1, 3},
-		{"adaptive app with a quorum of one is plain", row.App{Name: "ar1", AdaptiveReplication: true}, single, 1, 1, 0},
+		{"plain app keeps the asked redundancy", storetest.AppOptions{Name: "plain"}, p, 3, 4, 0},
+		{"adaptive app starts with one instance", storetest.AppOptions{Name: "ar", AdaptiveReplication: true}, p, 1, 1, 3},
+		{"adaptive app with a quorum of one is plain", storetest.AppOptions{Name: "ar1", AdaptiveReplication: true}, single, 1, 1, 0},
 	}
 	f := newCreatorFixture(t)
 	ctx := context.Background()
@@ -198,9 +190,9 @@ func TestCreateMixesKnownAnswerJobs(t *testing.T) {
 	t.Parallel()
 	f := newCreatorFixture(t)
 	ctx := context.Background()
-	always := f.app(t, row.App{Name: "always", KnownAnswerFraction: 1, AdaptiveReplication: true})
-	never := f.app(t, row.App{Name: "never"})
-	empty := f.app(t, row.App{Name: "empty", KnownAnswerFraction: 1})
+	always := f.app(t, storetest.AppOptions{Name: "always", KnownAnswerFraction: 1, AdaptiveReplication: true})
+	never := f.app(t, storetest.AppOptions{Name: "never"})
+	empty := f.app(t, storetest.AppOptions{Name: "empty", KnownAnswerFraction: 1})
 	kaID, err := f.st.KnownAnswerInsert(ctx, row.KnownAnswer{CreateTime: 1, AppID: always.ID, Name: "k",
 		Input: []byte("known input"), Output: []byte("known output")})
 	if err != nil {
@@ -262,7 +254,7 @@ func TestKnownAnswerJobsLookLikeOtherJobs(t *testing.T) {
 	t.Parallel()
 	f := newCreatorFixture(t)
 	ctx := context.Background()
-	app := f.app(t, row.App{Name: "demo", KnownAnswerFraction: 1})
+	app := f.app(t, storetest.AppOptions{Name: "demo", KnownAnswerFraction: 1})
 	kaID, err := f.st.KnownAnswerInsert(ctx, row.KnownAnswer{CreateTime: 1, AppID: app.ID, Name: "known",
 		Input: []byte("known input"), Output: []byte("known output")})
 	if err != nil {
@@ -307,7 +299,7 @@ func TestCreateBatch(t *testing.T) {
 	t.Parallel()
 	f := newCreatorFixture(t)
 	ctx := context.Background()
-	app := f.app(t, row.App{Name: "demo"})
+	app := f.app(t, storetest.AppOptions{Name: "demo"})
 	batch := []jobs.Job{{Name: "b_x", Input: []byte("x")}, {Name: "b_y", Input: []byte("y")}}
 	b, created, err := f.c.CreateBatch(ctx, app, row.Batch{UserID: 2, Name: "b", IdempotencyKey: "k"}, batch, jobs.DefaultParams())
 	if err != nil || !created || b.NJobs != 2 || b.AppID != app.ID || b.CreateTime != f.now.Unix() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
@@ -23,28 +22,23 @@ func TestCountLive(t *testing.T) {
 		t.Fatalf("SeedUsers = %v, %v; want three distinct authenticators", auths, err)
 	}
 	var wuIDs []int64
-	for _, w := range []row.Workunit{
+	for _, w := range []storetest.JobOptions{
 		{Name: "a", NeedValidate: true},
 		{Name: "b", AssimilateState: state.AssimilateDone},
 		{Name: "c", AssimilateState: state.AssimilateReady},
 	} {
-		w.AppID = appID
-		id, err := st.WorkunitInsert(ctx, w)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w.App = appID
+		id := storetest.Job(t, st, w).ID
 		wuIDs = append(wuIDs, id)
 	}
-	for _, r := range []row.Result{
+	for _, r := range []storetest.InstanceOptions{
 		{Name: "r1", ServerState: state.ServerUnsent},
 		{Name: "r2", ServerState: state.ServerInProgress},
 		{Name: "r3", ServerState: state.ServerInProgress},
 		{Name: "r4", ServerState: state.ServerOver},
 	} {
-		r.WorkunitID, r.AppID = wuIDs[0], appID
-		if _, err := st.ResultInsert(ctx, r); err != nil {
-			t.Fatal(err)
-		}
+		r.Job, r.App = wuIDs[0], appID
+		storetest.Instance(t, st, r)
 	}
 	got, err := CountLive(ctx, st.DB())
 	if err != nil {

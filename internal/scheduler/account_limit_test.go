@@ -94,11 +94,8 @@ func (f *limitFixture) addUser(email, password string) row.User {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	u := row.User{CreateTime: 1, EmailAddr: email, Name: "u", Authenticator: fmt.Sprintf("%032x", len(email)), PasswdHash: h}
-	if u.ID, err = f.st.UserInsert(context.Background(), u); err != nil {
-		f.t.Fatal(err)
-	}
-	return u
+	return storetest.User(f.t, f.st, storetest.UserOptions{CreateTime: 1, EmailAddr: email, Name: "u",
+		Authenticator: fmt.Sprintf("%032x", len(email)), PasswdHash: h})
 }
 
 // Password guessing against one account is limited whoever guesses: after

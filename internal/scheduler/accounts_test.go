@@ -137,14 +137,8 @@ func (f *accountsFixture) account(pathQuery string) accountReply {
 
 func (f *accountsFixture) addUser(email, hash string) row.User {
 	f.t.Helper()
-	u := row.User{CreateTime: 1, EmailAddr: email, Name: "u", Authenticator: fmt.Sprintf("auth%x", len(email)*7919+len(hash)),
-		PasswdHash: hash}
-	id, err := f.st.UserInsert(f.ctx, u)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	u.ID = id
-	return u
+	return storetest.User(f.t, f.st, storetest.UserOptions{CreateTime: 1, EmailAddr: email, Name: "u",
+		Authenticator: fmt.Sprintf("auth%x", len(email)*7919+len(hash)), PasswdHash: hash})
 }
 
 func TestGetProjectConfig(t *testing.T) {

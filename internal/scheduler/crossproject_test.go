@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
 // A reply to a real client's first request (sample 02) carries what BOINC's
@@ -20,9 +20,8 @@ func TestReplyCarriesEmailHashAndExternalCPID(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	const sampleAuth = "0123456789abcdef0123456789abcdef"
-	u := row.User{CreateTime: 5, EmailAddr: "Volunteer@Example.org", Name: "vol", Authenticator: sampleAuth,
-		CrossProjectID: "00112233445566778899aabbccddeeff"}
-	u.ID = f.must(f.st.UserInsert(f.ctx, u))
+	storetest.User(t, f.st, storetest.UserOptions{CreateTime: 5, EmailAddr: "Volunteer@Example.org", Name: "vol",
+		Authenticator: sampleAuth, CrossProjectID: "00112233445566778899aabbccddeeff"})
 	body, err := os.ReadFile(samples + "02_scheduler_request_first_rpc.body.xml")
 	if err != nil {
 		t.Fatal(err)

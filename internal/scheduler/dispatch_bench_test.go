@@ -25,7 +25,6 @@ import (
 	"github.com/taskserver/taskserver/internal/feeder"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/protocol"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -179,23 +178,16 @@ func BenchmarkDispatch(b *testing.B) {
 // benchPopulate creates one app, one user and host per client and jobs with
 // two unsent instances each, at least n instances in all.
 func benchPopulate(b *testing.B, st *store.Store, n int) benchClientConfig {
-	ctx := context.Background()
-	must := func(id int64, err error) int64 {
-		if err != nil {
-			b.Fatal(err)
-		}
-		return id
-	}
-	pid := must(st.PlatformInsert(ctx, row.Platform{CreateTime: 1, Name: platformName, UserFriendlyName: "Linux"}))
-	appID := must(st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo app", Weight: 1}))
-	must(st.AppVersionInsert(ctx, row.AppVersion{CreateTime: 1, AppID: appID, VersionNum: 100, PlatformID: pid}))
+	pid := storetest.Platform(b, st, storetest.PlatformOptions{CreateTime: 1, Name: platformName, UserFriendlyName: "Linux"}).ID
+	appID := storetest.App(b, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo app", Weight: 1}).ID
+	storetest.AppVersion(b, st, storetest.AppVersionOptions{CreateTime: 1, App: appID, VersionNum: 100, Platform: pid})
 	var cfg benchClientConfig
 	for i := range benchClients {
 		auth := fmt.Sprintf("benchauth%056d", i)
-		uid := must(st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: fmt.Sprintf("u%d@example.org", i),
-			Name: fmt.Sprintf("u%d", i), Authenticator: auth}))
-		hid := must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: uid, PNCPUs: 1, PFpops: 1e9,
-			HostCPID: fmt.Sprintf("cpid%d", i), OSName: "Linux Debian", DomainName: "vm", OnFrac: 1, ActiveFrac: 1}))
+		uid := storetest.User(b, st, storetest.UserOptions{CreateTime: 1, EmailAddr: fmt.Sprintf("u%d@example.org", i),
+			Name: fmt.Sprintf("u%d", i), Authenticator: auth}).ID
+		hid := storetest.Host(b, st, storetest.HostOptions{CreateTime: 1, User: uid, PNCPUs: 1, PFpops: 1e9,
+			HostCPID: fmt.Sprintf("cpid%d", i), OSName: "Linux Debian", DomainName: "vm", OnFrac: 1, ActiveFrac: 1}).ID
 		cfg.Auths = append(cfg.Auths, auth)
 		cfg.HostIDs = append(cfg.HostIDs, hid)
 	}

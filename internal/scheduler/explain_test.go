@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
 var _ ExplainStore = (*store.Store)(nil)
@@ -121,9 +122,9 @@ func TestShortfallReasons(t *testing.T) {
 			return request{workSecs: 100, instances: 1, osName: "Microsoft Windows 11", vendor: "AuthenticAMD", model: winAMD}
 		}},
 		{name: "app deprecated", reason: reasonAppDeprecated, prepare: func(f *fixture) request {
-			old := f.must(f.st.AppInsert(f.ctx, row.App{CreateTime: 1, Name: "old", UserFriendlyName: "Old", Weight: 1}))
+			old := storetest.App(f.t, f.st, storetest.AppOptions{CreateTime: 1, Name: "old", UserFriendlyName: "Old", Weight: 1}).ID
 			pid := int64(f.count(`SELECT id FROM platform WHERE name = ?`, platformName))
-			f.must(f.st.AppVersionInsert(f.ctx, row.AppVersion{CreateTime: 1, AppID: old, VersionNum: 1, PlatformID: pid}))
+			storetest.AppVersion(f.t, f.st, storetest.AppVersionOptions{CreateTime: 1, App: old, VersionNum: 1, Platform: pid})
 			demo := f.appID
 			f.appID = old
 			f.addJob("wu", job{})

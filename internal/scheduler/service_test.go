@@ -78,9 +78,9 @@ func setup(t testing.TB, mods ...func(*Options)) *fixture {
 	if f.key, err = uploadKey(); err != nil {
 		t.Fatal(err)
 	}
-	pid := f.must(f.st.PlatformInsert(f.ctx, row.Platform{CreateTime: 1, Name: platformName, UserFriendlyName: "Linux"}))
-	f.appID = f.must(f.st.AppInsert(f.ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo app", Weight: 1}))
-	f.avID = f.must(f.st.AppVersionInsert(f.ctx, row.AppVersion{CreateTime: 1, AppID: f.appID, VersionNum: 100, PlatformID: pid}))
+	pid := storetest.Platform(f.t, f.st, storetest.PlatformOptions{CreateTime: 1, Name: platformName, UserFriendlyName: "Linux"}).ID
+	f.appID = storetest.App(f.t, f.st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo app", Weight: 1}).ID
+	f.avID = storetest.AppVersion(f.t, f.st, storetest.AppVersionOptions{CreateTime: 1, App: f.appID, VersionNum: 100, Platform: pid}).ID
 	f.user = f.newUser("alice")
 
 	path := filepath.Join(t.TempDir(), "cache")
@@ -111,14 +111,6 @@ func setup(t testing.TB, mods ...func(*Options)) *fixture {
 	return f
 }
 
-func (f *fixture) must(id int64, err error) int64 {
-	f.t.Helper()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return id
-}
-
 func (f *fixture) publishTables() {
 	f.t.Helper()
 	ps, err1 := f.st.PlatformList(f.ctx)
@@ -136,9 +128,8 @@ func (f *fixture) newUser(name string) row.User {
 	f.t.Helper()
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
-	u := row.User{CreateTime: 5, EmailAddr: name + "@example.org", Name: name, Authenticator: hex.EncodeToString(b)}
-	u.ID = f.must(f.st.UserInsert(f.ctx, u))
-	return u
+	return storetest.User(f.t, f.st, storetest.UserOptions{CreateTime: 5, EmailAddr: name + "@example.org", Name: name,
+		Authenticator: hex.EncodeToString(b)})
 }
 
 // job describes a job to create; zero fields get defaults.
@@ -183,11 +174,11 @@ func (f *fixture) addJob(name string, j job) (int64, []int64) {
 	if j.replicationQuorum > 0 {
 		target = 1
 	}
-	wuID := f.must(f.st.WorkunitInsert(f.ctx, row.Workunit{CreateTime: 1, AppID: f.appID, Name: name, XMLDoc: doc,
+	wuID := storetest.Job(f.t, f.st, storetest.JobOptions{CreateTime: 1, App: f.appID, Name: name, XMLDoc: doc,
 		RscFpopsEst: j.fpops, RscFpopsBound: 10 * j.fpops, RscMemoryBound: j.memory, RscDiskBound: j.disk,
 		DelayBound: j.delayBound, TransitionTime: state.NoTransition, MinQuorum: 1, TargetNResults: target,
 		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, ReplicationQuorum: j.replicationQuorum,
-		HRClass: j.hrClass}))
+		HRClass: j.hrClass}).ID
 	var ids []int64
 	for i := 0; i < j.instances; i++ {
 		rname := fmt.Sprintf("%s_%d", name, i)
@@ -195,8 +186,8 @@ func (f *fixture) addJob(name string, j job) (int64, []int64) {
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		id := f.must(f.st.ResultInsert(f.ctx, row.Result{CreateTime: 1, WorkunitID: wuID, ServerState: state.ServerUnsent,
-			Name: rname, XMLDocIn: in, AppID: f.appID, SendFlags: j.sendFlags}))
+		id := storetest.Instance(f.t, f.st, storetest.InstanceOptions{CreateTime: 1, Job: wuID, ServerState: state.ServerUnsent,
+			Name: rname, XMLDocIn: in, App: f.appID, SendFlags: j.sendFlags}).ID
 		ids = append(ids, id)
 		f.fill(shmcache.Entry{ResultID: id, WorkunitID: wuID, AppID: f.appID, RscFpopsEst: j.fpops,
 			RscMemoryBound: j.memory, RscDiskBound: j.disk, DelayBound: j.delayBound, HRClass: int32(j.hrClass),

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/daemon"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/statuspage"
 	"github.com/taskserver/taskserver/internal/store"
@@ -29,54 +28,45 @@ const now = int64(1_700_000_000)
 // they must produce (daemons aside).
 func seed(t *testing.T, st *store.Store) statuspage.Status {
 	t.Helper()
-	ctx := context.Background()
 	apps := map[string]int64{}
 	for _, name := range []string{"alpha", "beta"} {
-		id, err := st.AppInsert(ctx, row.App{CreateTime: now, Name: name, UserFriendlyName: name, CreditPolicy: "fpops"})
-		if err != nil {
-			t.Fatalf("AppInsert(%s): %v", name, err)
-		}
+		id := storetest.App(t, st, storetest.AppOptions{CreateTime: now, Name: name, UserFriendlyName: name, CreditPolicy: "fpops"}).ID
 		apps[name] = id
 	}
 	never := now + 1_000_000
-	jobs := []row.Workunit{
-		{AppID: apps["alpha"], Name: "due_oldest", TransitionTime: now - 100, NeedValidate: true},
-		{AppID: apps["alpha"], Name: "due_assim", TransitionTime: now - 10, AssimilateState: state.AssimilateReady, FileDeleteState: state.FileDeleteReady},
-		{AppID: apps["beta"], Name: "assim_hour", TransitionTime: never, AssimilateState: state.AssimilateDone, ModTime: now - 600},
-		{AppID: apps["beta"], Name: "assim_day_held", TransitionTime: never, AssimilateState: state.AssimilateDone, ModTime: now - 7200,
+	jobs := []storetest.JobOptions{
+		{App: apps["alpha"], Name: "due_oldest", TransitionTime: now - 100, NeedValidate: true},
+		{App: apps["alpha"], Name: "due_assim", TransitionTime: now - 10, AssimilateState: state.AssimilateReady, FileDeleteState: state.FileDeleteReady},
+		{App: apps["beta"], Name: "assim_hour", TransitionTime: never, AssimilateState: state.AssimilateDone, ModTime: now - 600},
+		{App: apps["beta"], Name: "assim_day_held", TransitionTime: never, AssimilateState: state.AssimilateDone, ModTime: now - 7200,
 			HoldReason: state.ErrTooManyErrorResults},
-		{AppID: apps["beta"], Name: "assim_old_failed", TransitionTime: never, AssimilateState: state.AssimilateDone, ModTime: now - 100_000,
+		{App: apps["beta"], Name: "assim_old_failed", TransitionTime: never, AssimilateState: state.AssimilateDone, ModTime: now - 100_000,
 			ErrorMask: state.ErrTooManyTotalResults},
 	}
 	var wuIDs []int64
 	for _, wu := range jobs {
 		wu.CreateTime = now - 200_000
-		id, err := st.WorkunitInsert(ctx, wu)
-		if err != nil {
-			t.Fatalf("WorkunitInsert(%s): %v", wu.Name, err)
-		}
+		id := storetest.Job(t, st, wu).ID
 		wuIDs = append(wuIDs, id)
 	}
-	results := []row.Result{
-		{AppID: apps["alpha"], ServerState: state.ServerUnsent},
-		{AppID: apps["alpha"], ServerState: state.ServerInProgress},
-		{AppID: apps["alpha"], ServerState: state.ServerInProgress},
-		{AppID: apps["beta"], ServerState: state.ServerInProgress},
-		{AppID: apps["beta"], ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 60,
+	results := []storetest.InstanceOptions{
+		{App: apps["alpha"], ServerState: state.ServerUnsent},
+		{App: apps["alpha"], ServerState: state.ServerInProgress},
+		{App: apps["alpha"], ServerState: state.ServerInProgress},
+		{App: apps["beta"], ServerState: state.ServerInProgress},
+		{App: apps["beta"], ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 60,
 			ValidateState: state.ValidateValid, ModTime: now - 30, FileDeleteState: state.FileDeleteReady},
-		{AppID: apps["beta"], ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 5000,
+		{App: apps["beta"], ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 5000,
 			ValidateState: state.ValidateInvalid, ModTime: now - 5000},
-		{AppID: apps["beta"], ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 90_000,
+		{App: apps["beta"], ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ReceivedTime: now - 90_000,
 			ValidateState: state.ValidateValid, ModTime: now - 90_000},
-		{AppID: apps["beta"], ServerState: state.ServerOver, Outcome: state.OutcomeClientError, ReceivedTime: now - 120, ModTime: now - 120},
+		{App: apps["beta"], ServerState: state.ServerOver, Outcome: state.OutcomeClientError, ReceivedTime: now - 120, ModTime: now - 120},
 	}
 	for i, r := range results {
 		r.CreateTime = now - 200_000
-		r.WorkunitID = wuIDs[0]
+		r.Job = wuIDs[0]
 		r.Name = fmt.Sprintf("r%d", i)
-		if _, err := st.ResultInsert(ctx, r); err != nil {
-			t.Fatalf("ResultInsert(%d): %v", i, err)
-		}
+		storetest.Instance(t, st, r)
 	}
 	return statuspage.Status{
 		Time: now,
@@ -249,13 +239,8 @@ func TestHandlerCachesForMaxAge(t *testing.T) {
 	if n := unsent(); n != 0 {
 		t.Fatalf("unsent on an empty database = %d", n)
 	}
-	wuID, err := st.WorkunitInsert(context.Background(), row.Workunit{CreateTime: now, Name: "j", TransitionTime: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ResultInsert(context.Background(), row.Result{CreateTime: now, WorkunitID: wuID, Name: "r", ServerState: state.ServerUnsent}); err != nil {
-		t.Fatal(err)
-	}
+	wuID := storetest.Job(t, st, storetest.JobOptions{CreateTime: now, Name: "j", TransitionTime: now}).ID
+	storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: now, Job: wuID, Name: "r", ServerState: state.ServerUnsent})
 	clk.add(5 * time.Second)
 	if n := unsent(); n != 0 {
 		t.Errorf("unsent 5 s after the first reading = %d, want the cached 0", n)
@@ -269,10 +254,7 @@ func TestHandlerCachesForMaxAge(t *testing.T) {
 func TestInProgressByAppSkippedWhenLarge(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
-	wuID, err := st.WorkunitInsert(context.Background(), row.Workunit{CreateTime: now, Name: "j", TransitionTime: now + 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wuID := storetest.Job(t, st, storetest.JobOptions{CreateTime: now, Name: "j", TransitionTime: now + 1000}).ID
 	n := statuspage.MaxInProgressByApp + 1
 	storetest.Exec(t, st, fmt.Sprintf(`INSERT INTO result (create_time, workunitid, server_state, name, appid)
 SELECT ?, ?, ?, CONCAT('r', seq), 1 FROM seq_1_to_%d`, n), now, wuID, int(state.ServerInProgress))

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/db/schema"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
@@ -49,10 +48,7 @@ func TestUserSetPasswdHashIsConditional(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	id, err := st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "a@example.org", Name: "a", Authenticator: "k", PasswdHash: "old"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := storetest.User(t, st, storetest.UserOptions{CreateTime: 1, EmailAddr: "a@example.org", Name: "a", Authenticator: "k", PasswdHash: "old"}).ID
 	if set, err := st.UserSetPasswdHash(ctx, id, "other", "new"); set || err != nil {
 		t.Fatalf("UserSetPasswdHash from a stale value = %v, %v; want false, nil", set, err)
 	}

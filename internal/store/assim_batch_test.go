@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -15,24 +14,15 @@ func TestWorkunitListAssimilateCanonicalAndMarkBatch(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
 	job := func(name string, as state.AssimilateState) int64 {
-		id, err := st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: name, AssimilateState: as,
-			TransitionTime: 1000})
-		if err != nil {
-			t.Fatalf("WorkunitInsert: %v", err)
-		}
+		id := storetest.Job(t, st, storetest.JobOptions{CreateTime: 1, App: appID, Name: name, AssimilateState: as,
+			TransitionTime: 1000}).ID
 		return id
 	}
 	withCanon := job("canon", state.AssimilateReady)
-	rid, err := st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: withCanon, Name: "canon_0",
-		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, XMLDocIn: "<doc/>", StderrOut: "stderr"})
-	if err != nil {
-		t.Fatalf("ResultInsert: %v", err)
-	}
+	rid := storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: 1, Job: withCanon, Name: "canon_0",
+		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, XMLDocIn: "<doc/>", StderrOut: "stderr"}).ID
 	storetest.Exec(t, st, `UPDATE workunit SET canonical_resultid = ? WHERE id = ?`, rid, withCanon)
 	failed := job("failed", state.AssimilateReady)
 	job("not ready", state.AssimilateInit)
@@ -86,18 +76,12 @@ func TestWorkunitListAssimilateCanonicalPagesByID(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
 	var ready []int64
 	for i, as := range []state.AssimilateState{state.AssimilateReady, state.AssimilateInit, state.AssimilateReady,
 		state.AssimilateDone, state.AssimilateReady, state.AssimilateReady} {
-		id, err := st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu" + string(rune('a'+i)),
-			AssimilateState: as, ErrorMask: state.ErrCancelled})
-		if err != nil {
-			t.Fatalf("WorkunitInsert: %v", err)
-		}
+		id := storetest.Job(t, st, storetest.JobOptions{CreateTime: 1, App: appID, Name: "wu" + string(rune('a'+i)),
+			AssimilateState: as, ErrorMask: state.ErrCancelled}).ID
 		if as == state.AssimilateReady {
 			ready = append(ready, id)
 		}

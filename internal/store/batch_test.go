@@ -21,10 +21,7 @@ type batchFixture struct {
 func newBatchFixture(t *testing.T) *batchFixture {
 	t.Helper()
 	st := storetest.New(t)
-	appID, err := st.AppInsert(context.Background(), row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
 	return &batchFixture{st: st, appID: appID}
 }
 
@@ -183,10 +180,8 @@ func TestBatchListAndCounts(t *testing.T) {
 	mustExec(t, f.st, `UPDATE workunit SET error_mask = ? WHERE id = ?`, state.ErrCancelled, wus[2].ID)
 	mustExec(t, f.st, `UPDATE workunit SET hold_reason = ? WHERE id = ?`, state.ErrTooManyTotalResults, wus[3].ID)
 	for i, s := range []state.ServerState{state.ServerUnsent, state.ServerInProgress, state.ServerInProgress, state.ServerOver} {
-		if _, err := f.st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wus[4].ID, Name: fmt.Sprintf("r%d", i),
-			ServerState: s, Batch: b1.ID}); err != nil {
-			t.Fatal(err)
-		}
+		storetest.Instance(t, f.st, storetest.InstanceOptions{CreateTime: 1, Job: wus[4].ID, Name: fmt.Sprintf("r%d", i),
+			ServerState: s, Batch: b1.ID})
 	}
 
 	counts, err := f.st.BatchCountJobs(ctx, []int64{b1.ID, b2.ID, b3.ID})
@@ -413,10 +408,7 @@ func TestAppUpdateAndSubmitAllowed(t *testing.T) {
 		t.Fatalf("AppGet(missing) = %v, want ErrNotFound", err)
 	}
 
-	uid, err := f.st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "a@example.org", Name: "A", Authenticator: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	uid := storetest.User(t, f.st, storetest.UserOptions{CreateTime: 1, EmailAddr: "a@example.org", Name: "A", Authenticator: "x"}).ID
 	if err := f.st.UserSetSubmitAllowed(ctx, uid, true); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -23,27 +22,20 @@ func TestInstanceSentOnceWhenSchedulersRace(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	must := func(id int64, err error) int64 {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
 	const racers = 8
-	appID := must(st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
-	wuID := must(st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
-		TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}))
+	appID := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
+	wuID := storetest.Job(t, st, storetest.JobOptions{CreateTime: 1, App: appID, Name: "wu",
+		TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}).ID
 	var instances []int64
 	for i := range racers {
-		instances = append(instances, must(st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wuID,
-			ServerState: state.ServerUnsent, Name: fmt.Sprintf("wu_%d", i)})))
+		instances = append(instances, storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: 1, Job: wuID,
+			ServerState: state.ServerUnsent, Name: fmt.Sprintf("wu_%d", i)}).ID)
 	}
 	users, hosts := make([]int64, racers), make([]int64, racers)
 	for i := range racers {
-		users[i] = must(st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: fmt.Sprintf("u%d@example.com", i),
-			Name: fmt.Sprintf("u%d", i), Authenticator: fmt.Sprintf("key%d", i)}))
-		hosts[i] = must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: users[i]}))
+		users[i] = storetest.User(t, st, storetest.UserOptions{CreateTime: 1, EmailAddr: fmt.Sprintf("u%d@example.com", i),
+			Name: fmt.Sprintf("u%d", i), Authenticator: fmt.Sprintf("key%d", i)}).ID
+		hosts[i] = storetest.Host(t, st, storetest.HostOptions{CreateTime: 1, User: users[i]}).ID
 	}
 	send := func(i int, res int64) store.SchedSend {
 		return store.SchedSend{ResultID: res, WorkunitID: wuID, HostID: hosts[i], UserID: users[i],

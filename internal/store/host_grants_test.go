@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -15,25 +14,17 @@ func TestResultListHostGrants(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{CreateTime: vt0, Name: "demo", UserFriendlyName: "Demo"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{CreateTime: vt0, Name: "demo", UserFriendlyName: "Demo"}).ID
 	// Host 1: four credited valid instances, one valid without credit, one
 	// invalid; host 2: one; host 3: none.
 	add := func(host int64, i int, vs state.ValidateState, granted float64) {
 		t.Helper()
 		name := fmt.Sprintf("h%d_%d", host, i)
-		wuID, err := st.WorkunitInsert(ctx, row.Workunit{CreateTime: vt0, AppID: appID, Name: name,
-			RscFpopsEst: float64(i+1) * 1e12, TransitionTime: state.NoTransition})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.ResultInsert(ctx, row.Result{CreateTime: vt0, WorkunitID: wuID, Name: name + "_0",
-			ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: vs, HostID: host,
-			AppID: appID, GrantedCredit: granted}); err != nil {
-			t.Fatal(err)
-		}
+		wuID := storetest.Job(t, st, storetest.JobOptions{CreateTime: vt0, App: appID, Name: name,
+			RscFpopsEst: float64(i+1) * 1e12, TransitionTime: state.NoTransition}).ID
+		storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: vt0, Job: wuID, Name: name + "_0",
+			ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: vs, Host: host,
+			App: appID, GrantedCredit: granted})
 	}
 	for i := range 4 {
 		add(1, i, state.ValidateValid, float64(10*(i+1)))

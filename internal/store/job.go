@@ -28,12 +28,6 @@ VALUES (:create_time, :appid, :name, :xml_doc, :batch, :rsc_fpops_est,
 :min_quorum, :target_nresults, :max_error_results, :max_total_results, :max_success_results, :priority, :mod_time,
 :hold_reason, :hold_time, :fixed_credit, :replication_quorum, :known_answer_id, :tail_copies)`
 
-// WorkunitInsert adds a job and returns its id. The caller sets
-// TransitionTime (normally now) so the transitioner creates its instances.
-func (s *Store) WorkunitInsert(ctx context.Context, wu row.Workunit) (int64, error) {
-	return s.insert(ctx, "workunit", workunitInsert, wu)
-}
-
 // WorkunitGet returns job id, or ErrNotFound.
 func (s *Store) WorkunitGet(ctx context.Context, id int64) (row.Workunit, error) {
 	var wu row.Workunit
@@ -62,11 +56,6 @@ VALUES (:create_time, :workunitid, :server_state, :outcome, :client_state, :host
 :userid, :report_deadline, :sent_time, :received_time, :name, :cpu_time, :xml_doc_in, :xml_doc_out, :stderr_out, :batch,
 :file_delete_state, :validate_state, :claimed_credit, :granted_credit, :opaque, :random, :app_version_num, :appid,
 :exit_status, :teamid, :priority, :mod_time, :elapsed_time, :app_version_id, :send_flags)`
-
-// ResultInsert adds an instance and returns its id.
-func (s *Store) ResultInsert(ctx context.Context, r row.Result) (int64, error) {
-	return s.insert(ctx, "result", resultInsert, r)
-}
 
 // ResultGet returns instance id, or ErrNotFound.
 func (s *Store) ResultGet(ctx context.Context, id int64) (row.Result, error) {

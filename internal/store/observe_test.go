@@ -59,17 +59,14 @@ func TestObserverNamesTheStoreMethod(t *testing.T) {
 	t.Parallel()
 	st, rec := openObserved(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{Name: "obs", UserFriendlyName: "Obs", Weight: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{Name: "obs", UserFriendlyName: "Obs", Weight: 1}).ID
 	rec.take()
-	_, err = st.AppGetByName(ctx, "no such app")
+	_, err := st.AppGetByName(ctx, "no such app")
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("AppGetByName(unknown) = %v, want ErrNotFound", err)
 	}
 	_, _ = st.WorkunitCountDue(ctx, store.BacklogCountParams{Now: 1, Limit: 10})
-	if _, err := st.WorkunitInsert(ctx, row.Workunit{AppID: appID, Name: "obs_wu", TransitionTime: 1}); err != nil {
+	if err := st.WorkunitInsertBatch(ctx, []row.Workunit{{AppID: appID, Name: "obs_wu", TransitionTime: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	// A streaming query and a transaction.
@@ -85,7 +82,7 @@ func TestObserverNamesTheStoreMethod(t *testing.T) {
 		}
 	}
 	got := strings.Join(ops, ",")
-	for _, want := range []string{"AppGetByName", "WorkunitCountDue", "WorkunitInsert", "WorkunitListDue"} {
+	for _, want := range []string{"AppGetByName", "WorkunitCountDue", "WorkunitInsertBatch", "WorkunitListDue"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("observed ops %q lack %s", got, want)
 		}
@@ -117,20 +114,11 @@ func TestBacklogCounts(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	app1, err := st.AppInsert(ctx, row.App{Name: "a1", UserFriendlyName: "A1", Weight: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	app2, err := st.AppInsert(ctx, row.App{Name: "a2", UserFriendlyName: "A2", Weight: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	app1 := storetest.App(t, st, storetest.AppOptions{Name: "a1", UserFriendlyName: "A1", Weight: 1}).ID
+	app2 := storetest.App(t, st, storetest.AppOptions{Name: "a2", UserFriendlyName: "A2", Weight: 1}).ID
 	wu := func(app int64, name string, tt int64, nv bool, as state.AssimilateState, fd state.FileDeleteState) int64 {
-		id, err := st.WorkunitInsert(ctx, row.Workunit{AppID: app, Name: name, TransitionTime: tt, NeedValidate: nv,
-			AssimilateState: as, FileDeleteState: fd})
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := storetest.Job(t, st, storetest.JobOptions{App: app, Name: name, TransitionTime: tt, NeedValidate: nv,
+			AssimilateState: as, FileDeleteState: fd}).ID
 		return id
 	}
 	w1 := wu(app1, "w1", 100, true, state.AssimilateReady, state.FileDeleteInit)
@@ -142,10 +130,8 @@ func TestBacklogCounts(t *testing.T) {
 		if i == 2 {
 			fd = state.FileDeleteReady
 		}
-		if _, err := st.ResultInsert(ctx, row.Result{WorkunitID: w1, AppID: app1, Name: "r" + string(rune('a'+i)),
-			ServerState: ss, FileDeleteState: fd}); err != nil {
-			t.Fatal(err)
-		}
+		storetest.Instance(t, st, storetest.InstanceOptions{Job: w1, App: app1, Name: "r" + string(rune('a'+i)),
+			ServerState: ss, FileDeleteState: fd})
 	}
 	for _, tc := range []struct {
 		name  string

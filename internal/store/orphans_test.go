@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
@@ -19,10 +18,8 @@ func TestResultNamesExisting(t *testing.T) {
 	ctx := context.Background()
 	for i, fds := range []state.FileDeleteState{state.FileDeleteInit, state.FileDeleteReady, state.FileDeleteDone, state.FileDeleteError} {
 		name := []string{"init_r0", "ready_r0", "done_r0", "error_r0"}[i]
-		if _, err := st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: 1, Name: name,
-			ServerState: state.ServerOver, FileDeleteState: fds}); err != nil {
-			t.Fatal(err)
-		}
+		storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: 1, Job: 1, Name: name,
+			ServerState: state.ServerOver, FileDeleteState: fds})
 	}
 	got, err := st.ResultNamesExisting(ctx, []string{"done_r0", "absent_r0", "INIT_R0", "init_r0", "done_r0", "error_r0", "ready_r0"})
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -27,22 +26,15 @@ func TestUserHostHeldGet(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { st.Close() })
-			must := func(id int64, err error) int64 {
-				t.Helper()
-				if err != nil {
-					t.Fatal(err)
-				}
-				return id
-			}
-			appID := must(st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
-			uid := must(st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"}))
-			busy := must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: uid, OSName: "Linux", PFpops: 1e9}))
-			idle := must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: uid}))
-			wu := must(st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
-				TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}))
+			appID := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
+			uid := storetest.User(t, st, storetest.UserOptions{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"}).ID
+			busy := storetest.Host(t, st, storetest.HostOptions{CreateTime: 1, User: uid, OSName: "Linux", PFpops: 1e9}).ID
+			idle := storetest.Host(t, st, storetest.HostOptions{CreateTime: 1, User: uid}).ID
+			wu := storetest.Job(t, st, storetest.JobOptions{CreateTime: 1, App: appID, Name: "wu",
+				TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}).ID
 			for i, s := range []state.ServerState{state.ServerInProgress, state.ServerOver, state.ServerInProgress} {
-				id := must(st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wu, ServerState: s,
-					Name: "wu_" + string(rune('0'+i)), XMLDocIn: "<file_info/>"}))
+				id := storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: 1, Job: wu, ServerState: s,
+					Name: "wu_" + string(rune('0'+i)), XMLDocIn: "<file_info/>"}).ID
 				storetest.Exec(t, st, `UPDATE result SET hostid = ?, sent_time = 5, report_deadline = 105 WHERE id = ?`, busy, id)
 			}
 
@@ -93,23 +85,11 @@ func BenchmarkUserHostHeldGet(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			uid, err := st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			hid, err := st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: uid})
-			if err != nil {
-				b.Fatal(err)
-			}
-			wu, err := st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: 1, Name: "wu", TransitionTime: state.NoTransition})
-			if err != nil {
-				b.Fatal(err)
-			}
-			id, err := st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wu, ServerState: state.ServerInProgress,
-				Name: "wu_0", XMLDocIn: strings.Repeat("x", 300)})
-			if err != nil {
-				b.Fatal(err)
-			}
+			uid := storetest.User(b, st, storetest.UserOptions{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"}).ID
+			hid := storetest.Host(b, st, storetest.HostOptions{CreateTime: 1, User: uid}).ID
+			wu := storetest.Job(b, st, storetest.JobOptions{CreateTime: 1, App: 1, Name: "wu", TransitionTime: state.NoTransition}).ID
+			id := storetest.Instance(b, st, storetest.InstanceOptions{CreateTime: 1, Job: wu, ServerState: state.ServerInProgress,
+				Name: "wu_0", XMLDocIn: strings.Repeat("x", 300)}).ID
 			storetest.Exec(b, st, `UPDATE result SET hostid = ? WHERE id = ?`, hid, id)
 			m := storetest.NewMeter(b, st.DB().DB)
 			b.SetParallelism(8)
@@ -140,21 +120,14 @@ func TestUserHostHeldList(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	must := func(id int64, err error) int64 {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
-	appID := must(st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
-	wu := must(st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
-		TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}))
+	appID := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
+	wu := storetest.Job(t, st, storetest.JobOptions{CreateTime: 1, App: appID, Name: "wu",
+		TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}).ID
 	var hosts []int64
 	for _, a := range []string{"ka", "kb"} {
-		uid := must(st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: a + "@example.com", Name: a, Authenticator: a}))
+		uid := storetest.User(t, st, storetest.UserOptions{CreateTime: 1, EmailAddr: a + "@example.com", Name: a, Authenticator: a}).ID
 		for h := 0; h < 2; h++ {
-			hid := must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: uid, PNCPUs: h + 1}))
+			hid := storetest.Host(t, st, storetest.HostOptions{CreateTime: 1, User: uid, PNCPUs: h + 1}).ID
 			hosts = append(hosts, hid)
 			// Host h holds h+1 instances in progress and one over.
 			for i := 0; i <= h+1; i++ {
@@ -162,8 +135,8 @@ func TestUserHostHeldList(t *testing.T) {
 				if i == 0 {
 					s = state.ServerOver
 				}
-				id := must(st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wu, ServerState: s,
-					Name: a + string(rune('0'+h)) + "_" + string(rune('0'+i)), XMLDocIn: "<file_info/>"}))
+				id := storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: 1, Job: wu, ServerState: s,
+					Name: a + string(rune('0'+h)) + "_" + string(rune('0'+i)), XMLDocIn: "<file_info/>"}).ID
 				storetest.Exec(t, st, `UPDATE result SET hostid = ?, sent_time = 5, report_deadline = 105 WHERE id = ?`, hid, id)
 			}
 		}

@@ -27,20 +27,15 @@ func TestSchedulerCommitDecidesEachRow(t *testing.T) {
 			AppVersionNum: 100, ReportDeadline: now + 100, Now: now}
 	}
 	// Job 2: one instance in progress on host1 (to report), one on host2.
-	wu2, err := f.st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: 1, Name: "wu2",
-		TransitionTime: state.NoTransition, DelayBound: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wu2 := storetest.Job(t, f.st, storetest.JobOptions{CreateTime: 1, App: 1, Name: "wu2",
+		TransitionTime: state.NoTransition, DelayBound: 100}).ID
 	var r3, r4 int64
 	for i, p := range []*int64{&r3, &r4} {
-		if *p, err = f.st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wu2, ServerState: state.ServerUnsent,
-			Name: "wu2_" + string(rune('0'+i))}); err != nil {
-			t.Fatal(err)
-		}
+		*p = storetest.Instance(t, f.st, storetest.InstanceOptions{CreateTime: 1, Job: wu2, ServerState: state.ServerUnsent,
+			Name: "wu2_" + string(rune('0'+i))}).ID
 	}
-	bob, _ := f.st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "b@example.com", Name: "b", Authenticator: "kb"})
-	hostB, _ := f.st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: bob})
+	bob := storetest.User(t, f.st, storetest.UserOptions{CreateTime: 1, EmailAddr: "b@example.com", Name: "b", Authenticator: "kb"}).ID
+	hostB := storetest.Host(t, f.st, storetest.HostOptions{CreateTime: 1, User: bob}).ID
 	if _, err := f.st.SchedulerCommit(ctx, store.SchedBatch{Sends: []store.SchedSend{
 		{ResultID: r3, WorkunitID: wu2, HostID: f.host1, UserID: f.user, ReportDeadline: 500, Now: 400},
 		{ResultID: r4, WorkunitID: wu2, HostID: hostB, UserID: bob, ReportDeadline: 500, Now: 400},
@@ -126,16 +121,10 @@ func TestSchedulerCommitHostCounters(t *testing.T) {
 	storetest.Exec(t, f.st, `UPDATE host SET avg_turnaround = 100, consecutive_valid = 4 WHERE id = ?`, f.host1)
 	var ids []int64
 	for i := range 3 {
-		wu, err := f.st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: 1, Name: "c" + string(rune('0'+i)),
-			TransitionTime: state.NoTransition})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, err := f.st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wu, ServerState: state.ServerInProgress,
-			HostID: f.host1, SentTime: 10, Name: "c" + string(rune('0'+i)) + "_0"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		wu := storetest.Job(t, f.st, storetest.JobOptions{CreateTime: 1, App: 1, Name: "c" + string(rune('0'+i)),
+			TransitionTime: state.NoTransition}).ID
+		id := storetest.Instance(t, f.st, storetest.InstanceOptions{CreateTime: 1, Job: wu, ServerState: state.ServerInProgress,
+			Host: f.host1, SentTime: 10, Name: "c" + string(rune('0'+i)) + "_0"}).ID
 		ids = append(ids, id)
 	}
 	rep := func(i int, o state.Outcome, now int64) store.SchedReport {

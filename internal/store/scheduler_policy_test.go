@@ -14,11 +14,8 @@ import (
 
 func (f schedFixture) newUser(t *testing.T, name string) int64 {
 	t.Helper()
-	id, err := f.st.UserInsert(context.Background(), row.User{CreateTime: 1, EmailAddr: name + "@example.com", Name: name,
-		Authenticator: "k_" + name})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := storetest.User(t, f.st, storetest.UserOptions{CreateTime: 1, EmailAddr: name + "@example.com", Name: name,
+		Authenticator: "k_" + name}).ID
 	return id
 }
 
@@ -260,14 +257,8 @@ func TestResultDetachHost(t *testing.T) {
 	ctx := context.Background()
 	bob := f.newUser(t, "bob")
 	// A second job, so host1 holds two instances.
-	wu2, err := f.st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, Name: "wu2", TransitionTime: state.NoTransition, DelayBound: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r3, err := f.st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wu2, ServerState: state.ServerUnsent, Name: "wu2_0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wu2 := storetest.Job(t, f.st, storetest.JobOptions{CreateTime: 1, Name: "wu2", TransitionTime: state.NoTransition, DelayBound: 100}).ID
+	r3 := storetest.Instance(t, f.st, storetest.InstanceOptions{CreateTime: 1, Job: wu2, ServerState: state.ServerUnsent, Name: "wu2_0"}).ID
 	for _, s := range []struct {
 		r, wu, host, user int64
 	}{{f.r1, f.wuID, f.host1, f.user}, {r3, wu2, f.host1, f.user}, {f.r2, f.wuID, f.host2, bob}} {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/scheduler/decide"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -24,23 +23,15 @@ type schedFixture struct {
 func newSchedFixture(t *testing.T) schedFixture {
 	t.Helper()
 	st := storetest.New(t)
-	ctx := context.Background()
-	must := func(id int64, err error) int64 {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
 	f := schedFixture{st: st}
-	appID := must(st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
-	f.wuID = must(st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu",
-		TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}))
-	f.r1 = must(st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: f.wuID, ServerState: state.ServerUnsent, Name: "wu_0"}))
-	f.r2 = must(st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: f.wuID, ServerState: state.ServerUnsent, Name: "wu_1"}))
-	f.user = must(st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"}))
-	f.host1 = must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: f.user}))
-	f.host2 = must(st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: f.user}))
+	appID := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
+	f.wuID = storetest.Job(t, st, storetest.JobOptions{CreateTime: 1, App: appID, Name: "wu",
+		TransitionTime: state.NoTransition, DelayBound: 100, RscFpopsEst: 1e9}).ID
+	f.r1 = storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: 1, Job: f.wuID, ServerState: state.ServerUnsent, Name: "wu_0"}).ID
+	f.r2 = storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: 1, Job: f.wuID, ServerState: state.ServerUnsent, Name: "wu_1"}).ID
+	f.user = storetest.User(t, st, storetest.UserOptions{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"}).ID
+	f.host1 = storetest.Host(t, st, storetest.HostOptions{CreateTime: 1, User: f.user}).ID
+	f.host2 = storetest.Host(t, st, storetest.HostOptions{CreateTime: 1, User: f.user}).ID
 	return f
 }
 
@@ -103,7 +94,7 @@ func TestSchedulerCommitSendClaimsOncePerUser(t *testing.T) {
 	}
 
 	// Another user may take r2, but not r1 (no longer unsent).
-	other, _ := f.st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "b@example.com", Name: "b", Authenticator: "k2"})
+	other := storetest.User(t, f.st, storetest.UserOptions{CreateTime: 1, EmailAddr: "b@example.com", Name: "b", Authenticator: "k2"}).ID
 	p3 := p
 	p3.UserID = other
 	if err := f.send(t, p3); !errors.Is(err, store.ErrConflict) {

@@ -29,14 +29,8 @@ const oddText = "Zoë Łukasz 李小龍 \U0001F600"
 // case-insensitively (the unique key and the lookup rely on it).
 func storeOddText(ctx context.Context, t *testing.T, st *store.Store) {
 	t.Helper()
-	uid, err := st.UserInsert(ctx, row.User{EmailAddr: "zoë\U0001F600@example.org", Name: oddText, Authenticator: "k-odd"})
-	if err != nil {
-		t.Fatalf("UserInsert with %q: %v", oddText, err)
-	}
-	hid, err := st.HostInsert(ctx, row.Host{UserID: uid, DomainName: oddText, OSName: oddText, PModel: oddText})
-	if err != nil {
-		t.Fatalf("HostInsert with %q: %v", oddText, err)
-	}
+	uid := storetest.User(t, st, storetest.UserOptions{EmailAddr: "zoë\U0001F600@example.org", Name: oddText, Authenticator: "k-odd"}).ID
+	hid := storetest.Host(t, st, storetest.HostOptions{User: uid, DomainName: oddText, OSName: oddText, PModel: oddText}).ID
 	u, err := st.UserGet(ctx, uid)
 	if err != nil || u.Name != oddText {
 		t.Fatalf("UserGet = %q, %v; want name %q", u.Name, err, oddText)

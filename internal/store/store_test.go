@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/db/schema"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -33,23 +32,14 @@ func TestRowsRoundTrip(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wuID, err := st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: appID, Name: "wu1",
-		MinQuorum: 2, TargetNResults: 2, ErrorMask: state.ErrCancelled, TransitionTime: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
+	wuID := storetest.Job(t, st, storetest.JobOptions{CreateTime: 1, App: appID, Name: "wu1",
+		MinQuorum: 2, TargetNResults: 2, ErrorMask: state.ErrCancelled, TransitionTime: 5}).ID
 	wu, err := st.WorkunitGet(ctx, wuID)
 	if err != nil || wu.Name != "wu1" || wu.ErrorMask != state.ErrCancelled || wu.MinQuorum != 2 {
 		t.Fatalf("WorkunitGet = %+v, %v", wu, err)
 	}
-	rid, err := st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wuID, ServerState: state.ServerUnsent, Name: "wu1_0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rid := storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: 1, Job: wuID, ServerState: state.ServerUnsent, Name: "wu1_0"}).ID
 	r, err := st.ResultGet(ctx, rid)
 	if err != nil || r.ServerState != state.ServerUnsent || r.WorkunitID != wuID {
 		t.Fatalf("ResultGet = %+v, %v", r, err)

@@ -26,10 +26,7 @@ type tailBundle struct {
 func tailSetup(t *testing.T) *tailBundle {
 	t.Helper()
 	st := storetest.New(t)
-	appID, err := st.AppInsert(context.Background(), row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
 	return &tailBundle{st: st, appID: appID}
 }
 
@@ -51,19 +48,16 @@ func (b *tailBundle) batch(t *testing.T, st row.BatchState) int64 {
 }
 
 // job inserts an unfinished job of batch with quorum 1, delay_bound 1000.
-func (b *tailBundle) job(t *testing.T, batch int64, mod ...func(*row.Workunit)) int64 {
+func (b *tailBundle) job(t *testing.T, batch int64, mod ...func(*storetest.JobOptions)) int64 {
 	t.Helper()
 	b.n++
-	wu := row.Workunit{CreateTime: 1, AppID: b.appID, Name: fmt.Sprintf("j%d", b.n), Batch: batch, DelayBound: 1000,
+	wu := storetest.JobOptions{CreateTime: 1, App: b.appID, Name: fmt.Sprintf("j%d", b.n), Batch: batch, DelayBound: 1000,
 		MinQuorum: 1, TargetNResults: 1, MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3,
 		TransitionTime: state.NoTransition}
 	for _, m := range mod {
 		m(&wu)
 	}
-	id, err := b.st.WorkunitInsert(context.Background(), wu)
-	if err != nil {
-		t.Fatalf("WorkunitInsert: %v", err)
-	}
+	id := storetest.Job(t, b.st, wu).ID
 	return id
 }
 
@@ -71,11 +65,8 @@ func (b *tailBundle) job(t *testing.T, batch int64, mod ...func(*row.Workunit)) 
 func (b *tailBundle) instance(t *testing.T, wuID int64, ss state.ServerState, sent int64) {
 	t.Helper()
 	b.n++
-	_, err := b.st.ResultInsert(context.Background(), row.Result{CreateTime: 1, WorkunitID: wuID, ServerState: ss,
+	storetest.Instance(t, b.st, storetest.InstanceOptions{CreateTime: 1, Job: wuID, ServerState: ss,
 		Name: fmt.Sprintf("r%d", b.n), SentTime: sent, ReportDeadline: sent + 1000})
-	if err != nil {
-		t.Fatalf("ResultInsert: %v", err)
-	}
 }
 
 func TestBatchListProgress(t *testing.T) {
@@ -84,15 +75,15 @@ func TestBatchListProgress(t *testing.T) {
 	ctx := context.Background()
 	mixed := b.batch(t, row.BatchInProgress)
 	b.job(t, mixed)
-	b.job(t, mixed, func(wu *row.Workunit) { wu.CanonicalResultID = 99; wu.AssimilateState = state.AssimilateReady })
-	b.job(t, mixed, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone })
-	b.job(t, mixed, func(wu *row.Workunit) { wu.HoldReason = state.ErrTooManyErrorResults })
-	b.job(t, mixed, func(wu *row.Workunit) { wu.ErrorMask = state.ErrCancelled })
+	b.job(t, mixed, func(wu *storetest.JobOptions) { wu.CanonicalResultID = 99; wu.AssimilateState = state.AssimilateReady })
+	b.job(t, mixed, func(wu *storetest.JobOptions) { wu.AssimilateState = state.AssimilateDone })
+	b.job(t, mixed, func(wu *storetest.JobOptions) { wu.HoldReason = state.ErrTooManyErrorResults })
+	b.job(t, mixed, func(wu *storetest.JobOptions) { wu.ErrorMask = state.ErrCancelled })
 	empty := b.batch(t, row.BatchInProgress)
 	done := b.batch(t, row.BatchDone)
-	b.job(t, done, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	b.job(t, done, func(wu *storetest.JobOptions) { wu.AssimilateState = state.AssimilateDone })
 	finished := b.batch(t, row.BatchInProgress)
-	b.job(t, finished, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	b.job(t, finished, func(wu *storetest.JobOptions) { wu.AssimilateState = state.AssimilateDone })
 	b.job(t, 0) // no batch
 
 	got, err := b.st.BatchListProgress(ctx, store.BatchListProgressParams{Limit: 10})
@@ -123,11 +114,14 @@ func TestBatchMarkDone(t *testing.T) {
 	b := tailSetup(t)
 	ctx := context.Background()
 	finished := b.batch(t, row.BatchInProgress)
-	b.job(t, finished, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone; wu.ErrorMask = state.ErrCancelled })
-	b.job(t, finished, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	b.job(t, finished, func(wu *storetest.JobOptions) {
+		wu.AssimilateState = state.AssimilateDone
+		wu.ErrorMask = state.ErrCancelled
+	})
+	b.job(t, finished, func(wu *storetest.JobOptions) { wu.AssimilateState = state.AssimilateDone })
 	open := b.batch(t, row.BatchInProgress)
-	b.job(t, open, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone })
-	b.job(t, open, func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateReady })
+	b.job(t, open, func(wu *storetest.JobOptions) { wu.AssimilateState = state.AssimilateDone })
+	b.job(t, open, func(wu *storetest.JobOptions) { wu.AssimilateState = state.AssimilateReady })
 	empty := b.batch(t, row.BatchInProgress)
 
 	if err := b.st.BatchMarkDone(ctx, finished, tailNow); err != nil {
@@ -165,17 +159,17 @@ func TestWorkunitListTail(t *testing.T) {
 	b.instance(t, slow, state.ServerInProgress, old)
 	b.instance(t, slow, state.ServerOver, old)
 
-	mixed := b.job(t, batch, func(wu *row.Workunit) { wu.TargetNResults, wu.MinQuorum = 2, 2 })
+	mixed := b.job(t, batch, func(wu *storetest.JobOptions) { wu.TargetNResults, wu.MinQuorum = 2, 2 })
 	b.instance(t, mixed, state.ServerInProgress, recent)
 	b.instance(t, mixed, state.ServerInProgress, old)
 
 	// Jobs that do not qualify, by why not.
-	for _, mod := range map[string]func(*row.Workunit){
-		"accelerated already": func(wu *row.Workunit) { wu.TailCopies = 1 },
-		"held":                func(wu *row.Workunit) { wu.HoldReason = state.ErrTooManyTotalResults },
-		"failed":              func(wu *row.Workunit) { wu.ErrorMask = state.ErrCancelled },
-		"canonical":           func(wu *row.Workunit) { wu.CanonicalResultID = 5; wu.AssimilateState = state.AssimilateReady },
-		"at max total":        func(wu *row.Workunit) { wu.MaxTotalResults = 1 },
+	for _, mod := range map[string]func(*storetest.JobOptions){
+		"accelerated already": func(wu *storetest.JobOptions) { wu.TailCopies = 1 },
+		"held":                func(wu *storetest.JobOptions) { wu.HoldReason = state.ErrTooManyTotalResults },
+		"failed":              func(wu *storetest.JobOptions) { wu.ErrorMask = state.ErrCancelled },
+		"canonical":           func(wu *storetest.JobOptions) { wu.CanonicalResultID = 5; wu.AssimilateState = state.AssimilateReady },
+		"at max total":        func(wu *storetest.JobOptions) { wu.MaxTotalResults = 1 },
 	} {
 		id := b.job(t, batch, mod)
 		b.instance(t, id, state.ServerInProgress, old)
@@ -215,7 +209,7 @@ func TestWorkunitAddTailCopy(t *testing.T) {
 	t.Parallel()
 	b := tailSetup(t)
 	ctx := context.Background()
-	id := b.job(t, 0, func(wu *row.Workunit) { wu.TransitionTime = tailNow + 500; wu.TargetNResults = 2 })
+	id := b.job(t, 0, func(wu *storetest.JobOptions) { wu.TransitionTime = tailNow + 500; wu.TargetNResults = 2 })
 	if err := b.st.WorkunitAddTailCopy(ctx, id, 0, tailNow); err != nil {
 		t.Fatalf("WorkunitAddTailCopy = %v, want nil", err)
 	}
@@ -230,7 +224,7 @@ func TestWorkunitAddTailCopy(t *testing.T) {
 	if err := b.st.WorkunitAddTailCopy(ctx, id, 0, tailNow); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("WorkunitAddTailCopy with a stale tail_copies = %v, want ErrConflict", err)
 	}
-	done := b.job(t, 0, func(wu *row.Workunit) { wu.CanonicalResultID = 1; wu.AssimilateState = state.AssimilateReady })
+	done := b.job(t, 0, func(wu *storetest.JobOptions) { wu.CanonicalResultID = 1; wu.AssimilateState = state.AssimilateReady })
 	if err := b.st.WorkunitAddTailCopy(ctx, done, 0, tailNow); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("WorkunitAddTailCopy on a finished job = %v, want ErrConflict", err)
 	}

@@ -61,21 +61,13 @@ type validateFixture struct {
 
 func newValidateFixture(t *testing.T, st *store.Store, name string, n int, userID, hostID []int64) validateFixture {
 	t.Helper()
-	ctx := context.Background()
 	f := validateFixture{st: st}
-	var err error
-	f.wuID, err = st.WorkunitInsert(ctx, row.Workunit{CreateTime: vt0, AppID: 1, Name: name, MinQuorum: 2,
+	f.wuID = storetest.Job(t, st, storetest.JobOptions{CreateTime: vt0, App: 1, Name: name, MinQuorum: 2,
 		TargetNResults: 2, MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, NeedValidate: true,
-		TransitionTime: state.NoTransition})
-	if err != nil {
-		t.Fatalf("WorkunitInsert: %v", err)
-	}
+		TransitionTime: state.NoTransition}).ID
 	for i := range n {
-		r := row.Result{CreateTime: vt0, WorkunitID: f.wuID, Name: fmt.Sprintf("%s_%d", name, i),
-			ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, UserID: userID[i], HostID: hostID[i]}
-		if r.ID, err = st.ResultInsert(ctx, r); err != nil {
-			t.Fatalf("ResultInsert: %v", err)
-		}
+		r := storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: vt0, Job: f.wuID, Name: fmt.Sprintf("%s_%d", name, i),
+			ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, User: userID[i], Host: hostID[i]})
 		f.results = append(f.results, r)
 	}
 	return f
@@ -83,17 +75,10 @@ func newValidateFixture(t *testing.T, st *store.Store, name string, n int, userI
 
 func volunteers(t *testing.T, st *store.Store, prefix string, n int) (users, hosts []int64) {
 	t.Helper()
-	ctx := context.Background()
 	for i := range n {
 		email := fmt.Sprintf("%s%d@example.com", prefix, i)
-		u, err := st.UserInsert(ctx, row.User{CreateTime: vt0, EmailAddr: email, Name: email, Authenticator: "a" + email})
-		if err != nil {
-			t.Fatalf("UserInsert: %v", err)
-		}
-		h, err := st.HostInsert(ctx, row.Host{CreateTime: vt0, UserID: u})
-		if err != nil {
-			t.Fatalf("HostInsert: %v", err)
-		}
+		u := storetest.User(t, st, storetest.UserOptions{CreateTime: vt0, EmailAddr: email, Name: email, Authenticator: "a" + email}).ID
+		h := storetest.Host(t, st, storetest.HostOptions{CreateTime: vt0, User: u}).ID
 		users, hosts = append(users, u), append(hosts, h)
 	}
 	return users, hosts

@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/batch"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -46,19 +45,14 @@ func setup(t *testing.T, maxBody int64) *bundle {
 	dir := t.TempDir()
 	b := &bundle{st: st, resultsDir: filepath.Join(dir, "results"),
 		alice: "0123456789abcdef0123456789abcdef", bob: "fedcba9876543210fedcba9876543210", carol: "aaaabbbbccccddddaaaabbbbccccdddd"}
-	if _, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	for _, u := range []struct {
 		key     string
 		allowed bool
 	}{{b.alice, true}, {b.bob, true}, {b.carol, false}} {
 		account := "acct" + u.key[:28]
-		id, err := st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: u.key + "@example.org", Name: u.key,
-			Authenticator: account, SubmitAllowed: u.allowed})
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := storetest.User(t, st, storetest.UserOptions{CreateTime: 1, EmailAddr: u.key + "@example.org", Name: u.key,
+			Authenticator: account, SubmitAllowed: u.allowed}).ID
 		if err := st.UserSetAPIKeyHash(ctx, id, submitapi.KeyHash(u.key)); err != nil {
 			t.Fatal(err)
 		}

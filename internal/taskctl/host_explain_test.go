@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/scheduler"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
@@ -26,32 +25,24 @@ type explainProject struct {
 
 func prepareExplain(t *testing.T, b *bundle) explainProject {
 	t.Helper()
-	ctx := context.Background()
-	must := func(id int64, err error) int64 {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
-	pid := must(b.st.PlatformInsert(ctx, row.Platform{CreateTime: 1, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux"}))
-	app := must(b.st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}))
-	av := must(b.st.AppVersionInsert(ctx, row.AppVersion{CreateTime: 1, AppID: app, VersionNum: 100, PlatformID: pid}))
-	user := must(b.st.UserInsert(ctx, row.User{CreateTime: 1, EmailAddr: "a@example.org", Name: "a", Authenticator: "0123456789abcdef"}))
+	pid := storetest.Platform(t, b.st, storetest.PlatformOptions{CreateTime: 1, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux"}).ID
+	app := storetest.App(t, b.st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
+	av := storetest.AppVersion(t, b.st, storetest.AppVersionOptions{CreateTime: 1, App: app, VersionNum: 100, Platform: pid}).ID
+	user := storetest.User(t, b.st, storetest.UserOptions{CreateTime: 1, EmailAddr: "a@example.org", Name: "a", Authenticator: "0123456789abcdef"}).ID
 	var p explainProject
-	p.host = must(b.st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: user, PNCPUs: 1, PFpops: 1e9, MNbytes: 2e9,
-		DFree: 1e10, OSName: "Linux Debian"}))
+	p.host = storetest.Host(t, b.st, storetest.HostOptions{CreateTime: 1, User: user, PNCPUs: 1, PFpops: 1e9, MNbytes: 2e9,
+		DFree: 1e10, OSName: "Linux Debian"}).ID
 	job := func(name string, memory float64, st state.ServerState, host int64) {
-		wu := must(b.st.WorkunitInsert(ctx, row.Workunit{CreateTime: 1, AppID: app, Name: name, XMLDoc: "<workunit/>",
+		wu := storetest.Job(t, b.st, storetest.JobOptions{CreateTime: 1, App: app, Name: name, XMLDoc: "<workunit/>",
 			RscFpopsEst: 1e10, RscFpopsBound: 1e11, RscMemoryBound: memory, DelayBound: 3600,
 			TransitionTime: state.NoTransition, MinQuorum: 1, TargetNResults: 1, MaxErrorResults: 3, MaxTotalResults: 6,
-			MaxSuccessResults: 3}))
-		r := row.Result{CreateTime: 1, WorkunitID: wu, ServerState: st, Name: name + "_0", AppID: app}
+			MaxSuccessResults: 3}).ID
+		r := storetest.InstanceOptions{CreateTime: 1, Job: wu, ServerState: st, Name: name + "_0", App: app}
 		if host != 0 {
-			r.HostID, r.UserID, r.AppVersionID, r.AppVersionNum = host, user, av, 100
+			r.Host, r.User, r.AppVersionID, r.AppVersionNum = host, user, av, 100
 			r.SentTime, r.ReportDeadline = b.now.Unix()-60, b.now.Unix()+3600
 		}
-		id := must(b.st.ResultInsert(ctx, r))
+		id := storetest.Instance(t, b.st, r).ID
 		if st == state.ServerUnsent {
 			p.unsent = append(p.unsent, store.UnsentResult{ID: id, WorkunitID: wu, AppID: app, RscFpopsEst: 1e10,
 				RscMemoryBound: memory, DelayBound: 3600})
@@ -165,10 +156,7 @@ func TestHostExplain(t *testing.T) {
 		!strings.Contains(err.Error(), "not found") {
 		t.Errorf("host explain for no such host: %v, want not found", err)
 	}
-	other, err := b.st.HostInsert(ctx, row.Host{CreateTime: 1, UserID: 1, PNCPUs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := storetest.Host(t, b.st, storetest.HostOptions{CreateTime: 1, User: 1, PNCPUs: 1}).ID
 	if _, _, err := b.run(t, "host", "explain", "--host", strconv.FormatInt(other, 10), "--shm-path", noCache); err == nil ||
 		!strings.Contains(err.Error(), "--platform") {
 		t.Errorf("host explain for a host never sent work: %v, want a hint to name --platform", err)

@@ -23,7 +23,6 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/keys"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -258,10 +257,8 @@ func TestJobSubmitAndStatus(t *testing.T) {
 		{state.ServerOver, state.OutcomeSuccess, state.FileDeleteReady},
 		{state.ServerOver, state.OutcomeSuccess, state.FileDeleteError},
 	} {
-		if _, err := b.st.ResultInsert(ctx, row.Result{CreateTime: 1, WorkunitID: wuID, Name: "j1_" + strconv.Itoa(i),
-			ServerState: s.server, Outcome: s.outcome, FileDeleteState: s.fds}); err != nil {
-			t.Fatal(err)
-		}
+		storetest.Instance(t, b.st, storetest.InstanceOptions{CreateTime: 1, Job: wuID, Name: "j1_" + strconv.Itoa(i),
+			ServerState: s.server, Outcome: s.outcome, FileDeleteState: s.fds})
 	}
 	if _, err := b.st.DB().Exec(`UPDATE workunit SET need_validate = 1, transition_time = ?, hold_reason = ? WHERE id = ?`,
 		b.now.Unix()+100, state.ErrTooManyErrorResults, wuID); err != nil {

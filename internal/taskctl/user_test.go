@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -56,9 +55,7 @@ func TestUserListShowSetDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.st.HostInsert(ctx, row.Host{UserID: ben.ID, CreateTime: 1}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Host(t, b.st, storetest.HostOptions{User: ben.ID, CreateTime: 1})
 	if _, _, err := b.run(t, "user", "delete", "ben@example.org"); !errors.Is(err, store.ErrInUse) {
 		t.Fatalf("user delete of an account with a host = %v, want ErrInUse", err)
 	}
@@ -75,7 +72,6 @@ func TestUserListShowSetDelete(t *testing.T) {
 
 func TestJobShowListsInstances(t *testing.T) {
 	b := setup(t, storetest.NewDatabase(t))
-	ctx := context.Background()
 	b.mustRun(t, "app", "add", "--name", "demo")
 	input := filepath.Join(b.projectDir, "in.dat")
 	if err := os.WriteFile(input, []byte("x"), 0o644); err != nil {
@@ -83,10 +79,8 @@ func TestJobShowListsInstances(t *testing.T) {
 	}
 	wuID := id(t, b.mustRun(t, "job", "submit", "--app", "demo", "--name", "j1", "--input", input,
 		"--min-quorum", "1", "--target-nresults", "1"))
-	if _, err := b.st.ResultInsert(ctx, row.Result{WorkunitID: wuID, Name: "j1_0", CreateTime: b.now.Unix(),
-		ServerState: state.ServerInProgress, HostID: 7, SentTime: b.now.Unix(), ReportDeadline: b.now.Unix() + 3600}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Instance(t, b.st, storetest.InstanceOptions{Job: wuID, Name: "j1_0", CreateTime: b.now.Unix(),
+		ServerState: state.ServerInProgress, Host: 7, SentTime: b.now.Unix(), ReportDeadline: b.now.Unix() + 3600})
 	out := b.mustRun(t, "job", "show", "j1")
 	if !strings.HasPrefix(out, "job "+m2s(wuID)+" j1\n") || !strings.Contains(out, "instances: 1\n") ||
 		!strings.Contains(out, "\tj1_0\t"+state.ServerInProgress.String()+"\t") ||

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -63,10 +62,7 @@ func benchTransitioner(b *testing.B, wuSet, resSet string) {
 	storetest.SkipWithoutServer(b)
 	st := storetest.New(b)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		b.Fatalf("AppInsert: %v", err)
-	}
+	appID := storetest.App(b, st, storetest.AppOptions{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
 	m := storetest.NewMeter(b, st.DB().DB)
 	now := time.Now().Unix()
 	s := mustNew(New(Config{Mod: 1, Batch: 500, MaxOutputBytes: DefaultMaxOutputBytes, TailInterval: DefaultTailInterval},

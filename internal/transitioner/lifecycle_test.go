@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 	"github.com/taskserver/taskserver/internal/transition"
 )
 
@@ -73,13 +74,13 @@ func TestHeldJobIsFrozenThenRequeued(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.holdFailedJobs(t, b.appID, true)
-	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.MaxErrorResults = 2; wu.MaxTotalResults = 10 })
+	wuID := b.addJob(t, "job", func(wu *storetest.JobOptions) { wu.MaxErrorResults = 2; wu.MaxTotalResults = 10 })
 	for i := range 3 {
-		b.addResult(t, wuID, row.Result{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
+		b.addResult(t, wuID, storetest.InstanceOptions{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
 			Outcome: state.OutcomeClientError})
 	}
-	unsentID := b.addResult(t, wuID, row.Result{Name: "job_3", ServerState: state.ServerUnsent})
-	b.addResult(t, wuID, row.Result{Name: "job_4", ServerState: state.ServerInProgress, ReportDeadline: t0 + 100})
+	unsentID := b.addResult(t, wuID, storetest.InstanceOptions{Name: "job_3", ServerState: state.ServerUnsent})
+	b.addResult(t, wuID, storetest.InstanceOptions{Name: "job_4", ServerState: state.ServerInProgress, ReportDeadline: t0 + 100})
 	s := b.service(b.st, 1, 0, 100)
 	runOnce(t, s)
 
@@ -134,9 +135,9 @@ func TestHoldPolicyFollowsTheApp(t *testing.T) {
 	b := setup(t)
 	// Two client errors, one allowed: exhausted.
 	exhausted := func(name string, appID int64) int64 {
-		id := b.addJob(t, name, func(wu *row.Workunit) { wu.MaxErrorResults = 1; wu.AppID = appID })
+		id := b.addJob(t, name, func(wu *storetest.JobOptions) { wu.MaxErrorResults = 1; wu.App = appID })
 		for i := range 2 {
-			b.addResult(t, id, row.Result{Name: fmt.Sprintf("%s_%d", name, i), ServerState: state.ServerOver,
+			b.addResult(t, id, storetest.InstanceOptions{Name: fmt.Sprintf("%s_%d", name, i), ServerState: state.ServerOver,
 				Outcome: state.OutcomeClientError})
 		}
 		return id
@@ -152,11 +153,8 @@ func TestHoldPolicyFollowsTheApp(t *testing.T) {
 
 	b.now.Store(t0 + 20)
 	reread := exhausted("reread", b.appID)
-	holding, err := b.st.AppInsert(context.Background(), row.App{CreateTime: t0, Name: "holding",
-		UserFriendlyName: "Holding", Weight: 1, HoldFailedJobs: true})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
+	holding := storetest.App(t, b.st, storetest.AppOptions{CreateTime: t0, Name: "holding",
+		UserFriendlyName: "Holding", Weight: 1, HoldFailedJobs: true}).ID
 	newApp := exhausted("new_app", holding)
 	runOnce(t, s) // an app it has not seen makes it read the apps again
 
@@ -215,9 +213,9 @@ func TestCancelHeldJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.holdFailedJobs(t, b.appID, true)
-	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.MaxTotalResults = 2 })
+	wuID := b.addJob(t, "job", func(wu *storetest.JobOptions) { wu.MaxTotalResults = 2 })
 	for i := range 2 {
-		b.addResult(t, wuID, row.Result{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
+		b.addResult(t, wuID, storetest.InstanceOptions{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
 			Outcome: state.OutcomeNoReply})
 	}
 	s := b.service(b.st, 1, 0, 100)
@@ -240,11 +238,11 @@ func TestBatchPassMarksFinishedBatchDone(t *testing.T) {
 	finished := b.addBatch(t, "finished", row.BatchInProgress)
 	open := b.addBatch(t, "open", row.BatchInProgress)
 	for i, batch := range []int64{finished, finished, open} {
-		b.addJob(t, fmt.Sprintf("job%d", i), func(wu *row.Workunit) {
+		b.addJob(t, fmt.Sprintf("job%d", i), func(wu *storetest.JobOptions) {
 			wu.Batch, wu.AssimilateState, wu.TransitionTime = batch, state.AssimilateDone, state.NoTransition
 		})
 	}
-	b.addJob(t, "unassimilated", func(wu *row.Workunit) {
+	b.addJob(t, "unassimilated", func(wu *storetest.JobOptions) {
 		wu.Batch, wu.AssimilateState, wu.TransitionTime = open, state.AssimilateReady, state.NoTransition
 	})
 
@@ -281,24 +279,24 @@ func TestTailAcceleration(t *testing.T) {
 	// 3600 s delay bound, past half of it.
 	tail := b.addBatch(t, "tail", row.BatchInProgress)
 	for i := range 19 {
-		b.addJob(t, fmt.Sprintf("done%d", i), func(wu *row.Workunit) {
+		b.addJob(t, fmt.Sprintf("done%d", i), func(wu *storetest.JobOptions) {
 			wu.Batch, wu.AssimilateState, wu.TransitionTime = tail, state.AssimilateDone, state.NoTransition
 		})
 	}
-	straggler := b.addJob(t, "straggler", func(wu *row.Workunit) {
+	straggler := b.addJob(t, "straggler", func(wu *storetest.JobOptions) {
 		wu.Batch, wu.MinQuorum, wu.TargetNResults, wu.TransitionTime = tail, 1, 1, t0+1600
 	})
-	b.addResult(t, straggler, row.Result{Name: "straggler_0", ServerState: state.ServerInProgress,
+	b.addResult(t, straggler, storetest.InstanceOptions{Name: "straggler_0", ServerState: state.ServerInProgress,
 		SentTime: t0 - 2000, ReportDeadline: t0 + 1600})
 	// Same shape, but its instance went out only 1000 s ago.
 	young := b.addBatch(t, "young", row.BatchInProgress)
-	b.addJob(t, "young_done", func(wu *row.Workunit) {
+	b.addJob(t, "young_done", func(wu *storetest.JobOptions) {
 		wu.Batch, wu.AssimilateState, wu.TransitionTime = young, state.AssimilateDone, state.NoTransition
 	})
-	recent := b.addJob(t, "recent", func(wu *row.Workunit) {
+	recent := b.addJob(t, "recent", func(wu *storetest.JobOptions) {
 		wu.Batch, wu.MinQuorum, wu.TargetNResults, wu.TransitionTime = young, 1, 1, t0+2600
 	})
-	b.addResult(t, recent, row.Result{Name: "recent_0", ServerState: state.ServerInProgress,
+	b.addResult(t, recent, storetest.InstanceOptions{Name: "recent_0", ServerState: state.ServerInProgress,
 		SentTime: t0 - 1000, ReportDeadline: t0 + 2600})
 
 	s := b.tailService()
@@ -344,14 +342,14 @@ func TestTailAccelerationOnlyInTheTail(t *testing.T) {
 	batch := b.addBatch(t, "wide", row.BatchInProgress)
 	var open []int64
 	for i := range 20 {
-		id := b.addJob(t, fmt.Sprintf("j%d", i), func(wu *row.Workunit) {
+		id := b.addJob(t, fmt.Sprintf("j%d", i), func(wu *storetest.JobOptions) {
 			wu.Batch, wu.AssimilateState, wu.TransitionTime = batch, state.AssimilateDone, state.NoTransition
 			if i < 2 {
 				wu.AssimilateState, wu.MinQuorum, wu.TargetNResults = state.AssimilateInit, 1, 1
 			}
 		})
 		if i < 2 {
-			b.addResult(t, id, row.Result{Name: fmt.Sprintf("j%d_0", i), ServerState: state.ServerInProgress,
+			b.addResult(t, id, storetest.InstanceOptions{Name: fmt.Sprintf("j%d_0", i), ServerState: state.ServerInProgress,
 				SentTime: t0 - 3000, ReportDeadline: t0 + 600})
 			open = append(open, id)
 		}

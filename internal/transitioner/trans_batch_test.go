@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
 // The pass writes every job in one transaction; these tests check that a
@@ -51,11 +51,11 @@ func TestChangedInstanceVoidsOnlyItsJob(t *testing.T) {
 	// Two finished jobs, each with an unsent instance to cancel; one of
 	// them is sent between the read and the write.
 	mk := func(name string) (int64, int64) {
-		id := b.addJob(t, name, func(wu *row.Workunit) {
+		id := b.addJob(t, name, func(wu *storetest.JobOptions) {
 			wu.CanonicalResultID = 1
 			wu.AssimilateState = state.AssimilateReady
 		})
-		return id, b.addResult(t, id, row.Result{Name: name + "_0", ServerState: state.ServerUnsent})
+		return id, b.addResult(t, id, storetest.InstanceOptions{Name: name + "_0", ServerState: state.ServerUnsent})
 	}
 	sentJob, sentID := mk("sent")
 	keptJob, keptID := mk("kept")
@@ -85,8 +85,8 @@ func TestDuplicateInstanceNameFailsOnlyItsJob(t *testing.T) {
 	// job's instance already is: the batch's insert is refused, and the
 	// batch is written job by job.
 	dup := b.addJob(t, "dup")
-	other := b.addJob(t, "other", func(wu *row.Workunit) { wu.TransitionTime = state.NoTransition })
-	b.addResult(t, other, row.Result{Name: "dup_1", ServerState: state.ServerUnsent})
+	other := b.addJob(t, "other", func(wu *storetest.JobOptions) { wu.TransitionTime = state.NoTransition })
+	b.addResult(t, other, storetest.InstanceOptions{Name: "dup_1", ServerState: state.ServerUnsent})
 	ok := b.addJob(t, "ok")
 	runOnce(t, b.service(b.st, 1, 0, 100))
 	if rs := b.results(t, dup); len(rs) != 0 {

@@ -31,10 +31,7 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	b := &bundle{st: storetest.New(t), m: NewMetrics(prometheus.NewRegistry())}
 	b.now.Store(t0)
-	id, err := b.st.AppInsert(context.Background(), row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
+	id := storetest.App(t, b.st, storetest.AppOptions{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
 	b.appID = id
 	return b
 }
@@ -56,29 +53,21 @@ func mustNew(s *Service, err error) *Service {
 }
 
 // addJob inserts a job due now: quorum 2, target 2, BOINC's default limits.
-func (b *bundle) addJob(t *testing.T, name string, mod ...func(*row.Workunit)) int64 {
+func (b *bundle) addJob(t *testing.T, name string, mod ...func(*storetest.JobOptions)) int64 {
 	t.Helper()
-	wu := row.Workunit{CreateTime: t0, AppID: b.appID, Name: name, Batch: 3, Priority: 5, DelayBound: 3600,
+	wu := storetest.JobOptions{CreateTime: t0, App: b.appID, Name: name, Batch: 3, Priority: 5, DelayBound: 3600,
 		RscFpopsEst: 1e12, MinQuorum: 2, TargetNResults: 2, MaxErrorResults: 3, MaxTotalResults: 6,
 		MaxSuccessResults: 3, TransitionTime: b.now.Load()}
 	for _, m := range mod {
 		m(&wu)
 	}
-	id, err := b.st.WorkunitInsert(context.Background(), wu)
-	if err != nil {
-		t.Fatalf("WorkunitInsert(%s): %v", name, err)
-	}
-	return id
+	return storetest.Job(t, b.st, wu).ID
 }
 
-func (b *bundle) addResult(t *testing.T, wuID int64, r row.Result) int64 {
+func (b *bundle) addResult(t *testing.T, wuID int64, r storetest.InstanceOptions) int64 {
 	t.Helper()
-	r.WorkunitID, r.CreateTime, r.AppID = wuID, t0, b.appID
-	id, err := b.st.ResultInsert(context.Background(), r)
-	if err != nil {
-		t.Fatalf("ResultInsert(%s): %v", r.Name, err)
-	}
-	return id
+	r.Job, r.CreateTime, r.App = wuID, t0, b.appID
+	return storetest.Instance(t, b.st, r).ID
 }
 
 func (b *bundle) results(t *testing.T, wuID int64) []row.Result {
@@ -264,12 +253,12 @@ func TestTimedOutInstanceIsReplaced(t *testing.T) {
 func TestTooManyErrorsFailsJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.MaxErrorResults = 1 })
+	wuID := b.addJob(t, "job", func(wu *storetest.JobOptions) { wu.MaxErrorResults = 1 })
 	for i := range 2 {
-		b.addResult(t, wuID, row.Result{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
+		b.addResult(t, wuID, storetest.InstanceOptions{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
 			Outcome: state.OutcomeClientError})
 	}
-	unsentID := b.addResult(t, wuID, row.Result{Name: "job_2", ServerState: state.ServerUnsent})
+	unsentID := b.addResult(t, wuID, storetest.InstanceOptions{Name: "job_2", ServerState: state.ServerUnsent})
 	s := b.service(b.st, 1, 0, 100)
 	runOnce(t, s)
 
@@ -295,9 +284,9 @@ func TestTooManyErrorsFailsJob(t *testing.T) {
 func TestTooManyTotalFailsJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.MaxTotalResults = 3; wu.MaxErrorResults = 10 })
+	wuID := b.addJob(t, "job", func(wu *storetest.JobOptions) { wu.MaxTotalResults = 3; wu.MaxErrorResults = 10 })
 	for i := range 3 {
-		b.addResult(t, wuID, row.Result{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
+		b.addResult(t, wuID, storetest.InstanceOptions{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
 			Outcome: state.OutcomeNoReply})
 	}
 	runOnce(t, b.service(b.st, 1, 0, 100))
@@ -351,11 +340,11 @@ func TestInstanceChangedMeanwhileVoidsJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	// A job with a canonical result: its unsent instance is to be cancelled.
-	wuID := b.addJob(t, "job", func(wu *row.Workunit) {
+	wuID := b.addJob(t, "job", func(wu *storetest.JobOptions) {
 		wu.CanonicalResultID = 1
 		wu.AssimilateState = state.AssimilateReady
 	})
-	rid := b.addResult(t, wuID, row.Result{Name: "job_0", ServerState: state.ServerUnsent})
+	rid := b.addResult(t, wuID, storetest.InstanceOptions{Name: "job_0", ServerState: state.ServerUnsent})
 	// The scheduler sends it after the read; its LEAST() leaves the due
 	// transition_time as it was, so only the instance's condition notices.
 	h := &hookStore{Store: b.st, before: func() { b.send(t, wuID, rid, t0+500) }}
@@ -381,8 +370,8 @@ func TestInstanceSentMeanwhileKeepsItsDeadline(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	wuID := b.addJob(t, "job")
-	r0 := b.addResult(t, wuID, row.Result{Name: "job_0", ServerState: state.ServerUnsent})
-	b.addResult(t, wuID, row.Result{Name: "job_1", ServerState: state.ServerUnsent})
+	r0 := b.addResult(t, wuID, storetest.InstanceOptions{Name: "job_0", ServerState: state.ServerUnsent})
+	b.addResult(t, wuID, storetest.InstanceOptions{Name: "job_1", ServerState: state.ServerUnsent})
 	// Read with two unsent instances (decision: never due again); then one is
 	// sent without moving the already-due transition_time.
 	h := &hookStore{Store: b.st, before: func() { b.send(t, wuID, r0, t0+300) }}
@@ -395,9 +384,9 @@ func TestInstanceSentMeanwhileKeepsItsDeadline(t *testing.T) {
 func TestBatchSmallerThanOneJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.MaxErrorResults = 10; wu.MaxTotalResults = 10 })
+	wuID := b.addJob(t, "job", func(wu *storetest.JobOptions) { wu.MaxErrorResults = 10; wu.MaxTotalResults = 10 })
 	for i := range 4 {
-		b.addResult(t, wuID, row.Result{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
+		b.addResult(t, wuID, storetest.InstanceOptions{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
 			Outcome: state.OutcomeClientError})
 	}
 	other := b.addJob(t, "other")
@@ -416,10 +405,10 @@ func TestBatchSmallerThanOneJob(t *testing.T) {
 func TestAssimilatedJobFilesMarkedForDeletion(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	wuID := b.addJob(t, "job", func(wu *storetest.JobOptions) { wu.AssimilateState = state.AssimilateDone })
 	var ids []int64
 	for i := range 2 {
-		ids = append(ids, b.addResult(t, wuID, row.Result{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
+		ids = append(ids, b.addResult(t, wuID, storetest.InstanceOptions{Name: fmt.Sprintf("job_%d", i), ServerState: state.ServerOver,
 			Outcome: state.OutcomeSuccess, ValidateState: state.ValidateValid}))
 	}
 	b.exec(t, `UPDATE workunit SET canonical_resultid = ? WHERE id = ?`, ids[0], wuID)
@@ -444,7 +433,7 @@ func TestAssimilatedJobFilesMarkedForDeletion(t *testing.T) {
 func TestTransitionLagGauge(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.addJob(t, "old", func(wu *row.Workunit) { wu.TransitionTime = t0 - 30 })
+	b.addJob(t, "old", func(wu *storetest.JobOptions) { wu.TransitionTime = t0 - 30 })
 	b.addJob(t, "new")
 	s := b.service(b.st, 1, 0, 100)
 	runOnce(t, s)

@@ -13,6 +13,7 @@ import (
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
 // batchFailingStore is the real store whose batch write fails, and whose
@@ -88,7 +89,7 @@ func (c recordingChecker) Init(ctx context.Context, r row.Result, files []string
 func TestProjectCheckerGetsWholeInstances(t *testing.T) {
 	t.Parallel()
 	c := recordingChecker{mu: &sync.Mutex{}, stderr: map[int64]string{}}
-	b := setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}, c)
+	b := setupApp(t, storetest.AppOptions{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}, c)
 	u, h := b.volunteer(t, "a@example.com")
 	id := b.addJob(t, "job")
 	r0 := b.addSuccess(t, id, "job_0", u, h, []byte("x"), state.ValidateInit)

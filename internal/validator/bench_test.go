@@ -12,7 +12,6 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -34,10 +33,7 @@ func BenchmarkValidate(b *testing.B) {
 	storetest.SkipWithoutServer(b)
 	st := storetest.New(b)
 	ctx := context.Background()
-	appID, err := st.AppInsert(ctx, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		b.Fatalf("AppInsert: %v", err)
-	}
+	appID := storetest.App(b, st, storetest.AppOptions{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
 	m := storetest.NewMeter(b, st.DB().DB)
 	users, hosts := benchVolunteersInsert(b, st)
 	for i := range b.N {
@@ -73,15 +69,9 @@ func BenchmarkValidate(b *testing.B) {
 func benchVolunteersInsert(b *testing.B, st *store.Store) (users, hosts []int64) {
 	b.Helper()
 	for i := range benchVolunteers {
-		u, err := st.UserInsert(context.Background(), row.User{CreateTime: t0, EmailAddr: fmt.Sprintf("v%d@example.com", i),
-			Name: fmt.Sprintf("v%d", i), Authenticator: fmt.Sprintf("auth-v%d", i)})
-		if err != nil {
-			b.Fatalf("UserInsert: %v", err)
-		}
-		h, err := st.HostInsert(context.Background(), row.Host{CreateTime: t0, UserID: u})
-		if err != nil {
-			b.Fatalf("HostInsert: %v", err)
-		}
+		u := storetest.User(b, st, storetest.UserOptions{CreateTime: t0, EmailAddr: fmt.Sprintf("v%d@example.com", i),
+			Name: fmt.Sprintf("v%d", i), Authenticator: fmt.Sprintf("auth-v%d", i)}).ID
+		h := storetest.Host(b, st, storetest.HostOptions{CreateTime: t0, User: u}).ID
 		users, hosts = append(users, u), append(hosts, h)
 	}
 	return users, hosts

@@ -40,18 +40,14 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	return setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}, nil)
+	return setupApp(t, storetest.AppOptions{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", Weight: 1}, nil)
 }
 
 // setupApp is setup with app as the validated app and c as the checker.
-func setupApp(t *testing.T, app row.App, c Checker) *bundle {
+func setupApp(t *testing.T, app storetest.AppOptions, c Checker) *bundle {
 	t.Helper()
 	b := &bundle{st: storetest.New(t), upload: t.TempDir(), m: NewMetrics(prometheus.NewRegistry()), now: t0}
-	id, err := b.st.AppInsert(context.Background(), app)
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
-	b.appID = id
+	b.appID = storetest.App(t, b.st, app).ID
 	b.svc = b.serviceWith(Config{App: app.Name, Batch: 100}, c)
 	return b
 }
@@ -93,33 +89,22 @@ func mustNew(s *Service, err error) *Service {
 }
 
 // addJob inserts a job of one day's computing awaiting validation.
-func (b *bundle) addJob(t *testing.T, name string, mod ...func(*row.Workunit)) int64 {
+func (b *bundle) addJob(t *testing.T, name string, mod ...func(*storetest.JobOptions)) int64 {
 	t.Helper()
-	wu := row.Workunit{CreateTime: t0, AppID: b.appID, Name: name, RscFpopsEst: fpopsDay, MinQuorum: 2,
+	wu := storetest.JobOptions{CreateTime: t0, App: b.appID, Name: name, RscFpopsEst: fpopsDay, MinQuorum: 2,
 		TargetNResults: 2, MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, NeedValidate: true,
 		TransitionTime: state.NoTransition}
 	for _, m := range mod {
 		m(&wu)
 	}
-	id, err := b.st.WorkunitInsert(context.Background(), wu)
-	if err != nil {
-		t.Fatalf("WorkunitInsert(%s): %v", name, err)
-	}
-	return id
+	return storetest.Job(t, b.st, wu).ID
 }
 
 // volunteer makes a user with one host and returns their ids.
 func (b *bundle) volunteer(t *testing.T, email string) (userID, hostID int64) {
 	t.Helper()
-	ctx := context.Background()
-	userID, err := b.st.UserInsert(ctx, row.User{CreateTime: t0, EmailAddr: email, Name: email, Authenticator: "auth-" + email})
-	if err != nil {
-		t.Fatalf("UserInsert: %v", err)
-	}
-	hostID, err = b.st.HostInsert(ctx, row.Host{CreateTime: t0, UserID: userID})
-	if err != nil {
-		t.Fatalf("HostInsert: %v", err)
-	}
+	userID = storetest.User(t, b.st, storetest.UserOptions{CreateTime: t0, EmailAddr: email, Name: email, Authenticator: "auth-" + email}).ID
+	hostID = storetest.Host(t, b.st, storetest.HostOptions{CreateTime: t0, User: userID}).ID
 	return userID, hostID
 }
 
@@ -131,12 +116,9 @@ func (b *bundle) addSuccess(t *testing.T, wuID int64, name string, userID, hostI
 	if err != nil {
 		t.Fatalf("FormatResult: %v", err)
 	}
-	id, err := b.st.ResultInsert(context.Background(), row.Result{CreateTime: t0, WorkunitID: wuID, Name: name,
-		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: vs, UserID: userID,
-		HostID: hostID, AppID: b.appID, XMLDocIn: doc})
-	if err != nil {
-		t.Fatalf("ResultInsert(%s): %v", name, err)
-	}
+	id := storetest.Instance(t, b.st, storetest.InstanceOptions{CreateTime: t0, Job: wuID, Name: name,
+		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: vs, User: userID,
+		Host: hostID, App: b.appID, XMLDocIn: doc}).ID
 	if output != nil {
 		path, err := fanout.Path(b.upload, jobxml.OutputName(name, 0), fanoutN)
 		if err != nil {
@@ -270,7 +252,7 @@ func TestCreditGrantedOnlyWithVerdict(t *testing.T) {
 func TestDisagreementIsInconclusiveAndWantsAnother(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.TransitionTime = t0 + 50 })
+	wuID := b.addJob(t, "job", func(wu *storetest.JobOptions) { wu.TransitionTime = t0 + 50 })
 	u, h := b.volunteer(t, "a@example.com")
 	r1 := b.addSuccess(t, wuID, "job_0", u, h, []byte("1"), state.ValidateInit)
 	r2 := b.addSuccess(t, wuID, "job_1", u, h, []byte("2"), state.ValidateInit)
@@ -312,7 +294,7 @@ func TestDisagreementIsInconclusiveAndWantsAnother(t *testing.T) {
 func TestTargetBumpBoundedByMaxTotal(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.MaxTotalResults = 2 })
+	wuID := b.addJob(t, "job", func(wu *storetest.JobOptions) { wu.MaxTotalResults = 2 })
 	u, h := b.volunteer(t, "a@example.com")
 	b.addSuccess(t, wuID, "job_0", u, h, []byte("1"), state.ValidateInit)
 	b.addSuccess(t, wuID, "job_1", u, h, []byte("2"), state.ValidateInit)
@@ -347,7 +329,7 @@ func TestMissingOutputIsValidateError(t *testing.T) {
 func TestLateResultsAgainstCanonical(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.AssimilateState = state.AssimilateDone })
+	wuID := b.addJob(t, "job", func(wu *storetest.JobOptions) { wu.AssimilateState = state.AssimilateDone })
 	u, h := b.volunteer(t, "a@example.com")
 	canon := b.addSuccess(t, wuID, "job_0", u, h, []byte("right"), state.ValidateValid)
 	if _, err := b.st.DB().Exec(`UPDATE workunit SET canonical_resultid = ?, canonical_credit = 200 WHERE id = ?`, canon, wuID); err != nil {
@@ -413,10 +395,7 @@ func TestCanonicalOutputMissingIsRetried(t *testing.T) {
 func TestOnlyOwnAppAndReplica(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	other, err := b.st.AppInsert(context.Background(), row.App{CreateTime: t0, Name: "other", UserFriendlyName: "Other"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := storetest.App(t, b.st, storetest.AppOptions{CreateTime: t0, Name: "other", UserFriendlyName: "Other"}).ID
 	u, h := b.volunteer(t, "a@example.com")
 	var ids []int64
 	for i := range 4 {
@@ -425,7 +404,7 @@ func TestOnlyOwnAppAndReplica(t *testing.T) {
 		b.addSuccess(t, id, fmt.Sprintf("job%d_1", i), u, h, []byte("same"), state.ValidateInit)
 		ids = append(ids, id)
 	}
-	foreign := b.addJob(t, "foreign", func(wu *row.Workunit) { wu.AppID = other })
+	foreign := b.addJob(t, "foreign", func(wu *storetest.JobOptions) { wu.App = other })
 	svc := b.service(Config{App: "demo", Mod: 2, ModIndex: 1, Batch: 3})
 	for range 3 {
 		runOnce(t, svc)
@@ -480,8 +459,8 @@ func TestCreditPolicies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: tt.policy}, nil)
-			wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.FixedCredit = tt.fixed })
+			b := setupApp(t, storetest.AppOptions{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: tt.policy}, nil)
+			wuID := b.addJob(t, "job", func(wu *storetest.JobOptions) { wu.FixedCredit = tt.fixed })
 			var users, ids [3]int64
 			for i, out := range []string{"right", "right", "wrong"} {
 				u, h := b.volunteer(t, fmt.Sprintf("v%d@example.com", i))
@@ -510,8 +489,8 @@ func TestMedianQuorumOfTwoOneHugeClaim(t *testing.T) {
 	// The issue's case: two agreeing hosts claim 2.3 and 2.3e13. BOINC
 	// granted the lower of two claims; the huge one must not set the
 	// credit of either.
-	b := setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: row.CreditMedian}, nil)
-	wuID := b.addJob(t, "job", func(wu *row.Workunit) { wu.RscFpopsBound = 10 * fpopsDay })
+	b := setupApp(t, storetest.AppOptions{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: row.CreditMedian}, nil)
+	wuID := b.addJob(t, "job", func(wu *storetest.JobOptions) { wu.RscFpopsBound = 10 * fpopsDay })
 	var ids [2]int64
 	for i, claim := range []float64{2.3, 2.3e13} {
 		u, h := b.volunteer(t, fmt.Sprintf("v%d@example.com", i))
@@ -528,8 +507,8 @@ func TestMedianQuorumOfTwoOneHugeClaim(t *testing.T) {
 
 func TestMedianClaimCutByBoundAndHostHistory(t *testing.T) {
 	t.Parallel()
-	b := setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: row.CreditMedian}, nil)
-	single := func(wu *row.Workunit) { wu.MinQuorum, wu.TargetNResults, wu.RscFpopsBound = 1, 1, 10*fpopsDay }
+	b := setupApp(t, storetest.AppOptions{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo", CreditPolicy: row.CreditMedian}, nil)
+	single := func(wu *storetest.JobOptions) { wu.MinQuorum, wu.TargetNResults, wu.RscFpopsBound = 1, 1, 10*fpopsDay }
 	// A new host alone on a job (a trusted host under adaptive
 	// replication) claims far beyond the job's FLOP bound.
 	u, h := b.volunteer(t, "new@example.com")
@@ -573,7 +552,7 @@ func TestKnownAnswerCatchesWrongHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	kaID, _ := res.LastInsertId()
-	wuID := b.addJob(t, "ka_1_x", func(wu *row.Workunit) {
+	wuID := b.addJob(t, "ka_1_x", func(wu *storetest.JobOptions) {
 		wu.MinQuorum, wu.TargetNResults, wu.KnownAnswerID = 1, 1, kaID
 	})
 	u1, h1 := b.volunteer(t, "cheat@example.com")
@@ -610,7 +589,7 @@ func TestKnownAnswerCatchesWrongHost(t *testing.T) {
 
 func TestTransientErrorLeavesJobForLaterPass(t *testing.T) {
 	t.Parallel()
-	b := setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo"}, failingChecker{failOn: "flaky"})
+	b := setupApp(t, storetest.AppOptions{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo"}, failingChecker{failOn: "flaky"})
 	u, h := b.volunteer(t, "a@example.com")
 	stuck := b.addJob(t, "stuck")
 	b.addSuccess(t, stuck, "stuck_0", u, h, []byte("flaky"), state.ValidateInit)
@@ -670,7 +649,7 @@ func TestTransientErrorLeavesJobForLaterPass(t *testing.T) {
 
 func TestPassesWalkPastJobsThatCannotBeJudged(t *testing.T) {
 	t.Parallel()
-	b := setupApp(t, row.App{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo"}, failingChecker{failOn: "flaky"})
+	b := setupApp(t, storetest.AppOptions{CreateTime: t0, Name: "demo", UserFriendlyName: "Demo"}, failingChecker{failOn: "flaky"})
 	u, h := b.volunteer(t, "a@example.com")
 	var stuck, fine []int64
 	for i := range 6 {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/jobs"
-	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 	"github.com/taskserver/taskserver/internal/workgenerator"
 )
@@ -21,9 +20,7 @@ func BenchmarkCreateJobs(b *testing.B) {
 	storetest.SkipWithoutServer(b)
 	st := storetest.New(b)
 	ctx := context.Background()
-	if _, err := st.AppInsert(ctx, row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}); err != nil {
-		b.Fatalf("AppInsert: %v", err)
-	}
+	storetest.App(b, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	m := storetest.NewMeter(b, st.DB().DB)
 	dir := b.TempDir()
 	jobsMade := 0

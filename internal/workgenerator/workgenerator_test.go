@@ -39,10 +39,7 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	st := storetest.New(t)
-	appID, err := st.AppInsert(context.Background(), row.App{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	if err != nil {
-		t.Fatalf("AppInsert: %v", err)
-	}
+	appID := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1}).ID
 	dir := t.TempDir()
 	return &bundle{st: st, appID: appID, projectDir: dir, downloadDir: filepath.Join(dir, "download"),
 		now: time.Unix(1_700_000_000, 0)}
@@ -120,10 +117,8 @@ func TestCreatesUpToTargetAndNoMore(t *testing.T) {
 	// The transitioner gives one job its two instances: the backlog is the
 	// same, so nothing new.
 	for i := 0; i < 2; i++ {
-		if _, err := b.st.ResultInsert(context.Background(), row.Result{CreateTime: 1, WorkunitID: wus[0].ID,
-			ServerState: state.ServerUnsent, Name: wus[0].Name + "_" + string(rune('0'+i))}); err != nil {
-			t.Fatalf("ResultInsert: %v", err)
-		}
+		storetest.Instance(t, b.st, storetest.InstanceOptions{CreateTime: 1, Job: wus[0].ID,
+			ServerState: state.ServerUnsent, Name: wus[0].Name + "_" + string(rune('0'+i))})
 	}
 	if n := runOnce(t, svc); n != 0 {
 		t.Fatalf("RunOnce with full backlog (results created) = %d, want 0", n)
@@ -138,17 +133,9 @@ func TestCreatesUpToTargetAndNoMore(t *testing.T) {
 	// A job whose instances are all sent is not awaiting the transitioner
 	// any more, even if its transition_time is due; results of another app
 	// do not count.
-	other, err := b.st.AppInsert(context.Background(), row.App{CreateTime: 1, Name: "other", UserFriendlyName: "O", Weight: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owu, err := b.st.WorkunitInsert(context.Background(), row.Workunit{CreateTime: 1, AppID: other, Name: "o1", TargetNResults: 50, TransitionTime: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.st.ResultInsert(context.Background(), row.Result{CreateTime: 1, WorkunitID: owu, ServerState: state.ServerUnsent, Name: "o1_0"}); err != nil {
-		t.Fatal(err)
-	}
+	other := storetest.App(t, b.st, storetest.AppOptions{CreateTime: 1, Name: "other", UserFriendlyName: "O", Weight: 1}).ID
+	owu := storetest.Job(t, b.st, storetest.JobOptions{CreateTime: 1, App: other, Name: "o1", TargetNResults: 50, TransitionTime: 1}).ID
+	storetest.Instance(t, b.st, storetest.InstanceOptions{CreateTime: 1, Job: owu, ServerState: state.ServerUnsent, Name: "o1_0"})
 	if n := runOnce(t, svc); n != 0 {
 		t.Fatalf("RunOnce after another app's work appeared = %d, want 0", n)
 	}
@@ -261,9 +248,7 @@ func TestPendingBatchResolvedOnRestart(t *testing.T) {
 			path := workgenerator.CounterPath(b.projectDir, "demo")
 			first := "batch_first"
 			if tc.committed {
-				if _, err := b.st.WorkunitInsert(context.Background(), row.Workunit{CreateTime: 1, AppID: b.appID, Name: first}); err != nil {
-					t.Fatal(err)
-				}
+				storetest.Job(t, b.st, storetest.JobOptions{CreateTime: 1, App: b.appID, Name: first})
 			}
 			// What the generator writes before a batch's transaction, and
 			// the inputs it staged before the insert.
