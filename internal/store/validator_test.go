@@ -128,7 +128,10 @@ func TestWorkunitValidateCreditOnceStreaksAndExpavg(t *testing.T) {
 	if err := st.WorkunitValidate(ctx, p); err != nil {
 		t.Fatalf("WorkunitValidate: %v", err)
 	}
-	// A rerun, even with the job flagged again, writes nothing.
+	// A rerun, even with the job flagged again, writes nothing. It comes
+	// later, as after a crash: with the same Now every statement would
+	// change nothing and conflict whatever its WHERE says.
+	p.Now = vt0 + 60
 	if err := st.WorkunitValidate(ctx, p); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("WorkunitValidate again = %v, want ErrConflict", err)
 	}
