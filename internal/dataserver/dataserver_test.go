@@ -132,7 +132,7 @@ func (b *bundle) post(t *testing.T, body []byte) *protocol.UploadReply {
 
 // uploadBody builds a client's upload request: header, then data (which
 // may be shorter than nbytes-offset, as when a connection drops).
-func uploadBody(t *testing.T, name, sig string, maxNbytes, nbytes, offset int64, data []byte) []byte {
+func uploadBody(t testing.TB, name, sig string, maxNbytes, nbytes, offset int64, data []byte) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	err := protocol.WriteUploadRequest(&b, &protocol.UploadRequest{CoreClientMajorVersion: 7, CoreClientMinorVersion: 20,
@@ -558,6 +558,12 @@ func FuzzUploadHandler(f *testing.F) {
 		"16_upload_POST_without_xml_signature.http",
 	} {
 		f.Add(httpBody(f, name))
+	}
+	// Hostile seeds, so that the seed corpus make test runs checks the
+	// limits: a file over the server's cap, names that leave the fan-out.
+	f.Add(uploadBody(f, "wu_big_r0_0", "", -1, 5000, 0, payload(5000)))
+	for _, name := range []string{"../outside", "x/../../outside", "/tmp/outside", ".", "a\\..\\b"} {
+		f.Add(uploadBody(f, name, "", -1, 3, 0, []byte("abc")))
 	}
 	root := f.TempDir()
 	h, err := New(Options{DownloadDir: filepath.Join(root, "download"), UploadDir: filepath.Join(root, "upload"),

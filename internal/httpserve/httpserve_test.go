@@ -2,6 +2,7 @@ package httpserve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -152,5 +153,84 @@ func TestListenRecordsEveryAddress(t *testing.T) {
 		t.Errorf("Listen with no address file: %v", err)
 	} else {
 		ln.Close()
+	}
+}
+
+// serveOptions runs h with o until the test ends and returns its address.
+func serveOptions(t *testing.T, h http.Handler, o Options) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, New(h, o), ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// closedWithin reports whether the server closes c within d, reading
+// (and dropping) whatever it sends first.
+func closedWithin(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	return err == nil || !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// TestSlowHeadersAndIdleConnectionsAreCut: a client that trickles its
+// request's headers is cut after ReadHeaderTimeout, and a kept-alive
+// connection that sends no next request after IdleTimeout.
+func TestSlowHeadersAndIdleConnectionsAreCut(t *testing.T) {
+	t.Parallel()
+	addr := serveOptions(t, counted, Options{ReadHeaderTimeout: 500 * time.Millisecond, IdleTimeout: 500 * time.Millisecond,
+		MinRate: MinRate{BytesPerSecond: 1000, Window: time.Minute}})
+
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	stop := make(chan struct{})
+	trickled := make(chan struct{})
+	go func() { // a header byte every 100 ms, never the blank line
+		defer close(trickled)
+		_, _ = io.WriteString(slow, "GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if _, err := slow.Write([]byte("x")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	cut := closedWithin(slow, 5*time.Second)
+	close(stop)
+	<-trickled
+	if !cut {
+		t.Error("a client trickling its headers for 5 s was not cut (ReadHeaderTimeout 500 ms)")
+	}
+
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	if _, err := io.WriteString(idle, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if !closedWithin(idle, 5*time.Second) {
+		t.Error("a kept-alive connection idle for 5 s after its answer was not closed (IdleTimeout 500 ms)")
 	}
 }

@@ -238,6 +238,10 @@ func TestUploadSignatureExpiry(t *testing.T) {
 	if err := Verify(&k.PublicKey, cert, stripped); err != nil {
 		t.Fatalf("signature with the expiry line does not verify: %v", err)
 	}
+	// The expiry is signed: moved later, the certificate no longer verifies.
+	if err := Verify(&k.PublicKey, []byte(UploadCertificate("wu_1_0_r0_out", 100000, 1700000001)), stripped); err == nil {
+		t.Fatal("signature verifies a certificate with another expiry")
+	}
 	for _, bad := range []string{sig, strings.TrimSpace(sig), "", "abc", sig + "expires x\n", sig + "expires -5\n", sig + "other 5\n"} {
 		if _, err := UploadExpiry(bad); !errors.Is(err, ErrNoExpiry) {
 			t.Errorf("UploadExpiry(%q) error %v, want ErrNoExpiry", bad, err)

@@ -150,6 +150,16 @@ func TestLargeStderrKeepsItsTail(t *testing.T) {
 	if !bytes.Equal([]byte(got), bytes.ToValidUTF8([]byte(got), nil)) {
 		t.Fatalf("kept stderr starts inside a character: %q", got[:10])
 	}
+	// It is the tail of the whole stderr, every byte of it, not only its
+	// first and last lines.
+	lim.MaxStderrBytes = 1 << 30
+	whole, err := ParseSchedulerRequestLimits(strings.NewReader(head+report+tail), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := whole.Results[0].StderrOut; !strings.HasSuffix(w, got) {
+		t.Fatalf("kept stderr (%d bytes) is not the tail of the whole (%d bytes)", len(got), len(w))
+	}
 	// A short one is kept whole, decoded as before.
 	req, err = ParseSchedulerRequestLimits(strings.NewReader(head+strings.Replace(report, big, "short", 1)+tail), lim)
 	if err != nil {

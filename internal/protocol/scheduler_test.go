@@ -465,6 +465,10 @@ func FuzzParseSchedulerRequest(f *testing.F) {
 		f.Add(readSample(f, filepath.Base(name)))
 	}
 	f.Add([]byte("<scheduler_request><authenticator>a<b&c</authenticator><result><name>x</result></scheduler_request>"))
+	// Past each limit, so that the seed run in make test sees the refusals.
+	f.Add([]byte("<scheduler_request>" + strings.Repeat("<a>", 17) + "</scheduler_request>"))
+	f.Add([]byte("<scheduler_request>" + strings.Repeat("<a/>", 5001) + "</scheduler_request>"))
+	f.Add([]byte("<scheduler_request>" + strings.Repeat("x", 1<<20) + "</scheduler_request>"))
 	lim := Limits{MaxBytes: 1 << 20, MaxDepth: 16, MaxElements: 5000}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := ParseSchedulerRequestLimits(bytes.NewReader(body), lim)

@@ -153,6 +153,15 @@ func FuzzParseUploadHeader(f *testing.F) {
 	for _, name := range names {
 		f.Add(httpBody(f, filepath.Base(name)))
 	}
+	// Past each check, so that the seed run in make test sees the refusals.
+	upload := func(nbytes, offset string) []byte {
+		return []byte("<data_server_request>\n<file_upload>\n<file_info>\n<name>a</name>\n</file_info>\n<nbytes>" + nbytes +
+			"</nbytes>\n<offset>" + offset + "</offset>\n<data>\nabc")
+	}
+	f.Add(upload("-3", "0"))
+	f.Add(upload("3", "-1"))
+	f.Add(upload("1e999", "0"))
+	f.Add(bytes.Replace(upload("3", "0"), []byte("<data>"), append(bytes.Repeat([]byte("<x>1</x>\n"), 400), "<data>"...), 1))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		br := bufio.NewReaderSize(bytes.NewReader(body), 64)
 		req, err := ReadUploadRequest(br, 2048)

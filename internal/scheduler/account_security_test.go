@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -87,5 +89,35 @@ func TestLookupAccountRevealsNoAccount(t *testing.T) {
 	}
 	if !strings.Contains(want, "<error_num>-206</error_num>") {
 		t.Errorf("answer %q, want ERR_BAD_PASSWD (-206), what BOINC answers a wrong password", want)
+	}
+}
+
+// lookup_account takes as long for an unknown address as for a wrong
+// password: one bcrypt comparison each, so its speed does not tell which
+// addresses have accounts either.
+func TestLookupAccountTakesAsLongWithoutAnAccount(t *testing.T) {
+	t.Parallel()
+	f := setupAccounts(t, false)
+	// A cost at which the comparison outweighs the request around it.
+	const cost = 8
+	f.a.opts.PasswdCost = cost
+	h, err := passwd.Hash(sampleHash, cost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addUser(sampleEmail, h)
+	wrong := passwd.ClientHash("wrong", sampleEmail)
+	fastest := func(email string) time.Duration {
+		d := time.Duration(1 << 62)
+		for range 3 { // fewer than lock an address out
+			start := time.Now()
+			f.get("/lookup_account.php?email_addr=" + url.QueryEscape(email) + "&passwd_hash=" + wrong)
+			d = min(d, time.Since(start))
+		}
+		return d
+	}
+	account, none := fastest(sampleEmail), fastest("nobody@example.com")
+	if none < account/4 {
+		t.Errorf("lookup of an unknown address took %v, of a wrong password %v: want about the same", none, account)
 	}
 }

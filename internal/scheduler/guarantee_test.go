@@ -79,11 +79,12 @@ func TestRepeatedReportAfterValidationMovesNoCredit(t *testing.T) {
 		t.Fatal(err)
 	}
 	const credit = 7.5
-	err := f.st.WorkunitValidate(f.ctx, store.WorkunitValidateParams{ID: wu, Now: f.now.Load(), CanonicalResultID: ids[0],
-		CanonicalCredit: credit, Results: []store.ResultValidation{{ID: ids[0], UserID: f.user.ID, HostID: host,
-			ValidateState: state.ValidateValid, Outcome: state.OutcomeSuccess, GrantedCredit: credit}}})
-	if err != nil {
-		t.Fatalf("WorkunitValidate: %v", err)
+	conflicts, err := f.st.WorkunitValidateBatch(f.ctx, store.WorkunitValidateBatchParams{Now: f.now.Load(),
+		Jobs: []store.WorkunitValidateParams{{ID: wu, CanonicalResultID: ids[0], CanonicalCredit: credit,
+			Results: []store.ResultValidation{{ID: ids[0], UserID: f.user.ID, HostID: host,
+				ValidateState: state.ValidateValid, Outcome: state.OutcomeSuccess, GrantedCredit: credit}}}}})
+	if err != nil || len(conflicts) > 0 {
+		t.Fatalf("WorkunitValidateBatch = conflicts %v, %v", conflicts, err)
 	}
 	uc, hc := f.userHostCredit(host)
 	if uc != credit || hc != credit {

@@ -989,19 +989,28 @@ func TestBadRequests(t *testing.T) {
 	t.Parallel()
 	f := setup(t, func(o *Options) { o.MaxBodyBytes = 4096 })
 	for _, tt := range []struct {
-		name string
-		body string
+		name  string
+		body  string
+		delay time.Duration
 	}{
-		{"not XML", "hello"},
-		{"cut off", "<scheduler_request><authenticator>x</authenticator>"},
-		{"too large", "<scheduler_request>" + strings.Repeat("<x>1</x>", 1000) + "</scheduler_request>"},
-		{"too deep", "<scheduler_request>" + strings.Repeat("<a>", 100) + strings.Repeat("</a>", 100) + "</scheduler_request>"},
+		{"not XML", "hello", malformedDelay},
+		{"cut off", "<scheduler_request><authenticator>x</authenticator>", malformedDelay},
+		{"too large", "<scheduler_request>" + strings.Repeat("<x>1</x>", 1000) + "</scheduler_request>", tooLargeDelay},
+		{"too deep", "<scheduler_request>" + strings.Repeat("<a>", 100) + strings.Repeat("</a>", 100) + "</scheduler_request>",
+			malformedDelay},
 	} {
 		// Answered as BOINC answers: a reply the client reads, with a
 		// message and a delay (TestMalformedRequestGetsSchedulerReply).
+		// The delay is the refusal's: a request let through would get
+		// another (the invalid-key notice's, for these).
 		rep := f.postReply(tt.body)
-		if len(rep.Messages) == 0 || rep.RequestDelay == 0 {
-			t.Errorf("%s: reply %+v, want a message and a request_delay", tt.name, rep)
+		if len(rep.Messages) == 0 || rep.RequestDelay != tt.delay.Seconds() {
+			t.Errorf("%s: reply %+v, want a message and request_delay %v", tt.name, rep, tt.delay.Seconds())
+		}
+	}
+	for outcome, want := range map[string]float64{outcomeBadRequest: 3, outcomeTooLarge: 1, outcomeBadAuthenticator: 0} {
+		if got := testutil.ToFloat64(f.svc.m.requests.WithLabelValues(outcome)); got != want {
+			t.Errorf("requests_total{%s} = %v, want %v", outcome, got, want)
 		}
 	}
 	resp, err := http.Get(f.srv.URL + "/scheduler")

@@ -24,36 +24,40 @@ var sqlWord = regexp.MustCompile(`(?i)\b(SELECT|INSERT|UPDATE|DELETE|REPLACE|WHE
 // fails the test: look at where it comes from, and add it here with the
 // reason only if it is such a fragment.
 var sqlFragments = map[string]string{
-	"accounts.go: userColumns":                            "constant column list",
-	"batch.go: WorkunitColumns":                           "constant column list",
-	"db_purge.go: WorkunitColumns":                        "constant column list",
-	"db_purge.go: ResultColumns":                          "constant column list",
-	"host_cpid.go: hostColumns":                           "constant column list",
-	"sched_auth.go: userColumns":                          "constant column list",
-	"sched_auth.go: hostColumns":                          "constant column list",
-	"sched_auth.go: c":                                    "a name from the constant hostColumns",
-	"sched_auth.go: zero":                                 "the literal 0 or ''",
-	"sched_auth.go: prefixed(\"u.\", userColumns)":        "constant column list, prefixed",
-	"sched_auth.go: userHostColumns":                      "built once from hostColumns",
-	"sched_batch.go: WorkunitColumns":                     "constant column list",
-	"sched_batch.go: ResultColumns":                       "constant column list",
-	"sched_batch.go: strings.Repeat(\"?, \", n-1)":        "placeholders",
-	"sched_batch.go: strings.Repeat(\"?, \", width-1)":    "placeholders",
-	"sched_batch.go: query":                               "execRows' query: one of the constant schedUpdate* statements",
-	"sched_batch.go: q":                                   "derivedTable's SELECT ? ... UNION ALL list of placeholders",
-	"sched_batch.go: ids":                                 "placeholders",
-	"scheduler.go: ResultColumns":                         "constant column list",
-	"scheduler.go: WorkunitColumns":                       "constant column list",
-	"taskctl.go: platformColumns":                         "constant column list",
-	"trans_rows.go: strings.Repeat(\", ?\", len(cols)-1)": "placeholders",
-	"user_admin.go: userColumns":                          "constant column list",
-	"valid_batch.go: in":                                  "placeholders (validPlaceholders)",
-	"valid_batch.go: gain.String()":                       "\" WHEN ? THEN ?\" repeated",
-	"valid_batch.go: table":                               "updateCredit is called with the constants \"user\" and \"host\"",
-	"valid_batch.go: strings.Join(sets, \", \")":          "SET clauses built from literals and placeholders above",
-	"valid_batch.go: validPlaceholders(len(all))":         "placeholders",
-	"valid_batch.go: strings.Repeat(\"?, \", n-1)":        "placeholders",
-	"work_generator.go: WorkunitColumns":                  "constant column list",
+	"accounts.go: userColumns":                                         "constant column list",
+	"batch.go: WorkunitColumns":                                        "constant column list",
+	"db_purge.go: WorkunitColumns":                                     "constant column list",
+	"db_purge.go: ResultColumns":                                       "constant column list",
+	"host_cpid.go: hostColumns":                                        "constant column list",
+	"sched_auth.go: userColumns":                                       "constant column list",
+	"sched_auth.go: hostColumns":                                       "constant column list",
+	"sched_auth.go: c":                                                 "a name from the constant hostColumns",
+	"sched_auth.go: zero":                                              "the literal 0 or ''",
+	"sched_auth.go: prefixed(\"u.\", userColumns)":                     "constant column list, prefixed",
+	"sched_auth.go: userHostColumns":                                   "built once from hostColumns",
+	"sched_batch.go: WorkunitColumns":                                  "constant column list",
+	"sched_batch.go: ResultColumns":                                    "constant column list",
+	"sched_batch.go: strings.Repeat(\"?, \", n-1)":                     "placeholders",
+	"sched_batch.go: strings.Repeat(\"?, \", width-1)":                 "placeholders",
+	"sched_batch.go: query":                                            "execRows' query: one of the constant schedUpdate* statements",
+	"sched_batch.go: q":                                                "derivedTable's SELECT ? ... UNION ALL list of placeholders",
+	"sched_batch.go: ids":                                              "placeholders",
+	"scheduler.go: ResultColumns":                                      "constant column list",
+	"scheduler.go: WorkunitColumns":                                    "constant column list",
+	"taskctl.go: platformColumns":                                      "constant column list",
+	"trans_rows.go: strings.Repeat(\", ?\", len(cols)-1)":              "placeholders",
+	"trans_batch.go: transValues(resultInsertNewTuple, hi-lo)":         "the constant placeholder tuple repeated",
+	"trans_batch.go: transDerivedTable(workunitTransitionCols, hi-lo)": "placeholders AS the constant column names",
+	"trans_batch.go: transDerivedTable(resultTransitionCols, hi-lo)":   "placeholders AS the constant column names",
+	"work_generator.go: transValues(workunitInsertTuple, hi-lo)":       "the constant placeholder tuple repeated",
+	"user_admin.go: userColumns":                                       "constant column list",
+	"valid_batch.go: in":                                               "placeholders (validPlaceholders)",
+	"valid_batch.go: gain.String()":                                    "\" WHEN ? THEN ?\" repeated",
+	"valid_batch.go: table":                                            "updateCredit is called with the constants \"user\" and \"host\"",
+	"valid_batch.go: strings.Join(sets, \", \")":                       "SET clauses built from literals and placeholders above",
+	"valid_batch.go: validPlaceholders(len(all))":                      "placeholders",
+	"valid_batch.go: strings.Repeat(\"?, \", n-1)":                     "placeholders",
+	"work_generator.go: WorkunitColumns":                               "constant column list",
 }
 
 // TestSQLIsParameterised parses the package's sources and fails on any SQL
@@ -70,6 +74,10 @@ func TestSQLIsParameterised(t *testing.T) {
 	fset := token.NewFileSet()
 	seen := map[string]bool{}
 	var checked int
+	parsed := map[string]*ast.File{}
+	// sqlConsts are the package's constants holding SQL: a value added to
+	// one is SQL built with a value, as much as one added to a literal.
+	sqlConsts := map[string]bool{}
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
@@ -77,6 +85,25 @@ func TestSQLIsParameterised(t *testing.T) {
 		f, err := parser.ParseFile(fset, name, nil, 0)
 		if err != nil {
 			t.Fatal(err)
+		}
+		parsed[name] = f
+		for _, d := range f.Decls {
+			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.CONST {
+				for _, s := range g.Specs {
+					vs := s.(*ast.ValueSpec)
+					for i, n := range vs.Names {
+						if i < len(vs.Values) && constHasSQL(vs.Values[i]) {
+							sqlConsts[n.Name] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, name := range files {
+		f, ok := parsed[name]
+		if !ok {
+			continue
 		}
 		consts := map[string]bool{}
 		for _, d := range f.Decls {
@@ -106,7 +133,7 @@ func TestSQLIsParameterised(t *testing.T) {
 					// literal: all of the call's operands are checked.
 					for _, a := range e.Args {
 						if c, ok := a.(*ast.CallExpr); ok {
-							if fs, ok := c.Fun.(*ast.SelectorExpr); ok && isIdent(fs.X, "fmt") && fs.Sel.Name == "Sprintf" && !hasSQL(c.Args[:1]) {
+							if fs, ok := c.Fun.(*ast.SelectorExpr); ok && isIdent(fs.X, "fmt") && fs.Sel.Name == "Sprintf" && !hasSQL(c.Args[:1], sqlConsts) {
 								check(fset, name, consts, seen, t, c.Args)
 								checked++
 							}
@@ -124,7 +151,7 @@ func TestSQLIsParameterised(t *testing.T) {
 			default:
 				return true
 			}
-			if !hasSQL(operands) {
+			if !hasSQL(operands, sqlConsts) {
 				return true
 			}
 			checked++
@@ -183,16 +210,40 @@ func flatten(e ast.Expr) []ast.Expr {
 	return []ast.Expr{e}
 }
 
-func hasSQL(operands []ast.Expr) bool {
+// hasSQL reports whether an operand is a string literal holding SQL or
+// names one of sqlConsts.
+func hasSQL(operands []ast.Expr, sqlConsts map[string]bool) bool {
 	for _, op := range operands {
-		if l, ok := op.(*ast.BasicLit); ok && l.Kind == token.STRING {
-			s, err := strconv.Unquote(l.Value)
-			if err == nil && sqlWord.MatchString(s) {
+		switch e := op.(type) {
+		case *ast.BasicLit:
+			if isSQLLit(e) {
+				return true
+			}
+		case *ast.Ident:
+			if sqlConsts[e.Name] {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// constHasSQL reports whether a constant's value holds a string literal
+// with SQL in it.
+func constHasSQL(value ast.Expr) bool {
+	found := false
+	ast.Inspect(value, func(n ast.Node) bool {
+		if l, ok := n.(*ast.BasicLit); ok && isSQLLit(l) {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+func isSQLLit(l *ast.BasicLit) bool {
+	s, err := strconv.Unquote(l.Value)
+	return l.Kind == token.STRING && err == nil && sqlWord.MatchString(s)
 }
 
 func isIdent(e ast.Expr, name string) bool {

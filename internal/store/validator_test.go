@@ -113,7 +113,10 @@ func TestWorkunitValidateCreditOnceStreaksAndExpavg(t *testing.T) {
 	if err := st.WorkunitValidate(ctx, p); err != nil {
 		t.Fatalf("WorkunitValidate: %v", err)
 	}
-	// A rerun, even with the job flagged again, writes nothing.
+	// A rerun, even with the job flagged again, writes nothing. It comes
+	// later, as after a crash: with the same Now every statement would
+	// change nothing and conflict whatever its WHERE says.
+	p.Now = vt0 + 60
 	if err := st.WorkunitValidate(ctx, p); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("WorkunitValidate again = %v, want ErrConflict", err)
 	}
@@ -294,6 +297,60 @@ func TestWorkunitValidateAfterCancelConflicts(t *testing.T) {
 	for _, id := range users {
 		if u, err := st.UserGet(ctx, id); err != nil || u.TotalCredit != 0 {
 			t.Fatalf("user %d credit = %v, %v; want 0", id, u.TotalCredit, err)
+		}
+	}
+}
+
+// The job-by-job write (the validator's fallback when a pass's batch
+// fails) conflicts, writing nothing and granting no credit, in each case
+// the batch leaves a job out: the job validated by someone else, an
+// instance judged meanwhile, a canonical instance already there, the job
+// failed.
+func TestWorkunitValidateConflictsGrantNothing(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := context.Background()
+	for i, tc := range []struct {
+		what   string
+		change func(f validateFixture)
+	}{
+		{"validated elsewhere", func(f validateFixture) {
+			storetest.Exec(t, st, `UPDATE workunit SET need_validate = 0 WHERE id = ?`, f.wuID)
+		}},
+		{"instance judged meanwhile", func(f validateFixture) {
+			storetest.Exec(t, st, `UPDATE result SET validate_state = ? WHERE id = ?`, state.ValidateValid, f.results[1].ID)
+		}},
+		{"canonical already", func(f validateFixture) {
+			storetest.Exec(t, st, `UPDATE workunit SET canonical_resultid = ? WHERE id = ?`, f.results[0].ID, f.wuID)
+		}},
+		{"failed", func(f validateFixture) {
+			storetest.Exec(t, st, `UPDATE workunit SET error_mask = 16 WHERE id = ?`, f.wuID)
+		}},
+	} {
+		users, hosts := volunteers(t, st, fmt.Sprintf("x%d_", i), 2)
+		f := newValidateFixture(t, st, fmt.Sprintf("x%d", i), 2, users, hosts)
+		tc.change(f)
+		p := store.WorkunitValidateParams{ID: f.wuID, Now: vt0, CanonicalResultID: f.results[0].ID, CanonicalCredit: 50}
+		for j, r := range f.results {
+			p.Results = append(p.Results, store.ResultValidation{ID: r.ID, UserID: users[j], HostID: hosts[j],
+				ValidateState: state.ValidateValid, Outcome: state.OutcomeSuccess, GrantedCredit: 50})
+		}
+		if err := st.WorkunitValidate(ctx, p); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("%s: WorkunitValidate = %v, want ErrConflict", tc.what, err)
+		}
+		for j := range users {
+			u, err := st.UserGet(ctx, users[j])
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := st.HostGet(ctx, hosts[j])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.TotalCredit != 0 || h.TotalCredit != 0 || h.ConsecutiveValid != 0 {
+				t.Errorf("%s: volunteer %d credit %g / %g, consecutive_valid %d; want none", tc.what, j, u.TotalCredit,
+					h.TotalCredit, h.ConsecutiveValid)
+			}
 		}
 	}
 }

@@ -126,11 +126,15 @@ func TestUserSetPasswordLetsLookupAccountSucceed(t *testing.T) {
 	}
 }
 
-// The password may come on standard input, out of sight of other local
-// users, and with a new address it is hashed for the new one.
+// user create --password sets the password; a new one may come on standard
+// input, out of sight of other local users, and with a new address it is
+// hashed for the new one.
 func TestUserSetPasswordFromStdin(t *testing.T) {
 	b := setup(t, storetest.NewDatabase(t))
 	auth := strings.TrimSpace(b.mustRun(t, "user", "create", "--email", "old@example.org", "--name", "Vol", "--password", "first one"))
+	if num, got := lookupAccount(t, b, "old@example.org", "first one"); num != 0 || got != auth {
+		t.Fatalf("lookup_account with the password user create set = error %d, key %q; want the account key", num, got)
+	}
 	b.stdin = "second one\n"
 	b.mustRun(t, "user", "set", "--email", "old@example.org", "--new-email", "new@example.org", "--password-stdin")
 	if num, got := lookupAccount(t, b, "new@example.org", "second one"); num != 0 || got != auth {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/taskserver/taskserver/internal/row"
@@ -149,5 +150,69 @@ func TestManyJobsInOnePass(t *testing.T) {
 	}
 	if n := runOnce(t, svc); n != 0 {
 		t.Errorf("second RunOnce = %d jobs, want 0", n)
+	}
+}
+
+// racedStore is the real store with a twin validator that reads the same
+// jobs and writes its verdicts first: before this validator's first write
+// (the batch, or with failBatch its first job-by-job write), the twin runs
+// a whole pass.
+type racedStore struct {
+	*store.Store
+	twin      func()
+	once      *sync.Once
+	failBatch bool
+}
+
+func (s racedStore) WorkunitValidateBatch(ctx context.Context, p store.WorkunitValidateBatchParams) ([]int64, error) {
+	if s.failBatch {
+		return nil, errors.New("batch refused")
+	}
+	s.once.Do(s.twin)
+	return s.Store.WorkunitValidateBatch(ctx, p)
+}
+
+func (s racedStore) WorkunitValidate(ctx context.Context, p store.WorkunitValidateParams) error {
+	s.once.Do(s.twin)
+	return s.Store.WorkunitValidate(ctx, p)
+}
+
+// Two validators that judged the same jobs (misconfigured twins, or one
+// restarted while the old one still runs) grant the credit once: the one
+// that writes second conflicts on every job, in the batch and job by job.
+func TestRacingValidatorsGrantCreditOnce(t *testing.T) {
+	t.Parallel()
+	for _, failBatch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch fails %v", failBatch), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			u1, h1 := b.volunteer(t, "a@example.com")
+			u2, h2 := b.volunteer(t, "b@example.com")
+			for i := range 2 {
+				name := fmt.Sprintf("job%d", i)
+				id := b.addJob(t, name)
+				b.addSuccess(t, id, name+"_0", u1, h1, []byte("42\n"), state.ValidateInit)
+				b.addSuccess(t, id, name+"_1", u2, h2, []byte("42\n"), state.ValidateInit)
+			}
+			twin := b.service(Config{App: "demo"})
+			raced := racedStore{Store: b.st, once: &sync.Once{}, failBatch: failBatch, twin: func() {
+				if n, err := twin.RunOnce(context.Background()); n != 2 || err != nil {
+					t.Errorf("twin RunOnce = %d, %v; want 2 jobs", n, err)
+				}
+			}}
+			m := NewMetrics(prometheus.NewRegistry())
+			svc := mustNew(New(withDefaults(Config{App: "demo", UploadDir: b.upload, Fanout: fanoutN}),
+				Deps{Store: raced, Metrics: m, Now: func() time.Time { return time.Unix(b.now+60, 0) }}))
+			runOnce(t, svc)
+			for _, v := range [][2]int64{{u1, h1}, {u2, h2}} {
+				if uc, hc := b.credit(t, v[0], v[1]); uc != 400 || hc != 400 {
+					t.Errorf("user %d / host %d credit = %g / %g after two jobs judged twice, want 400 / 400",
+						v[0], v[1], uc, hc)
+				}
+			}
+			if got := testutil.ToFloat64(m.conflicts); got != 2 {
+				t.Errorf("conflicts_total of the second writer = %v, want 2", got)
+			}
+		})
 	}
 }
