@@ -257,3 +257,11 @@ type KnownAnswer struct {
 	Input      []byte `db:"input"`
 	Output     []byte `db:"output"`
 }
+
+// HostGrant is the credit one valid instance of a host was granted, with
+// its job's FLOP estimate: the host's record that bounds its next claims.
+type HostGrant struct {
+	HostID        int64   `db:"hostid"`
+	GrantedCredit float64 `db:"granted_credit"`
+	RscFpopsEst   float64 `db:"rsc_fpops_est"`
+}

@@ -6,16 +6,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
-
-// HostGrant is the credit one valid instance of a host was granted, with
-// its job's FLOP estimate: the host's record that bounds its next claims.
-type HostGrant struct {
-	HostID        int64   `db:"hostid"`
-	GrantedCredit float64 `db:"granted_credit"`
-	RscFpopsEst   float64 `db:"rsc_fpops_est"`
-}
 
 // resultListHostGrants reads the newest perHost valid, credited instances
 // of each host; the (hostid, server_state) index finds a host's instances.
@@ -28,7 +21,7 @@ const resultListHostGrants = `SELECT hostid, granted_credit, rsc_fpops_est FROM 
 
 // ResultListHostGrants returns, for each of hostIDs, the grants of its
 // newest perHost valid instances with credit, by host and newest first.
-func (s *Store) ResultListHostGrants(ctx context.Context, hostIDs []int64, perHost int) ([]HostGrant, error) {
+func (s *Store) ResultListHostGrants(ctx context.Context, hostIDs []int64, perHost int) ([]row.HostGrant, error) {
 	if len(hostIDs) == 0 {
 		return nil, nil
 	}
@@ -36,7 +29,7 @@ func (s *Store) ResultListHostGrants(ctx context.Context, hostIDs []int64, perHo
 	if err != nil {
 		return nil, fmt.Errorf("list host grants: %w", err)
 	}
-	var out []HostGrant
+	var out []row.HostGrant
 	err = withRetry(ctx, func() error {
 		out = out[:0]
 		return s.db.SelectContext(ctx, &out, q, args...)

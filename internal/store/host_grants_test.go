@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
-	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
@@ -37,7 +37,7 @@ func TestResultListHostGrants(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ResultListHostGrants: %v", err)
 	}
-	want := []store.HostGrant{{1, 40, 4e12}, {1, 30, 3e12}, {1, 20, 2e12}, {2, 7, 1e12}}
+	want := []row.HostGrant{{HostID: 1, GrantedCredit: 40, RscFpopsEst: 4e12}, {HostID: 1, GrantedCredit: 30, RscFpopsEst: 3e12}, {HostID: 1, GrantedCredit: 20, RscFpopsEst: 2e12}, {HostID: 2, GrantedCredit: 7, RscFpopsEst: 1e12}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("ResultListHostGrants(hosts 1 2 3, 3 each) = %v; want host 1's newest three credited valid grants and host 2's one: %v", got, want)
 	}

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/taskserver/taskserver/internal/row"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 // CobblestonesPerFpop is BOINC's credit scale: 200 credits (cobblestones)
@@ -72,7 +71,7 @@ func ClaimBound(wu row.Workunit, hostRate float64) float64 {
 // was checked against other hosts' claims (and bounded), so a cheater
 // cannot build a record by claiming. Jobs without an estimate say
 // nothing; no record is 0.
-func HostRate(grants []store.HostGrant) float64 {
+func HostRate(grants []row.HostGrant) float64 {
 	var rates []float64
 	for _, g := range grants {
 		if g.RscFpopsEst > 0 {

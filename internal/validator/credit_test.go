@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/row"
-	"github.com/taskserver/taskserver/internal/store"
 )
 
 func TestCredit(t *testing.T) {
@@ -118,14 +117,14 @@ func TestHostRate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		grants []store.HostGrant
+		grants []row.HostGrant
 		want   float64
 	}{
 		{"no record", nil, 0},
-		{"median of granted over the estimate's credit", []store.HostGrant{
+		{"median of granted over the estimate's credit", []row.HostGrant{
 			{GrantedCredit: 200, RscFpopsEst: 86400e9}, {GrantedCredit: 100, RscFpopsEst: 86400e9},
 			{GrantedCredit: 800, RscFpopsEst: 86400e9}}, 1},
-		{"jobs without an estimate say nothing", []store.HostGrant{{GrantedCredit: 5, RscFpopsEst: 0}}, 0},
+		{"jobs without an estimate say nothing", []row.HostGrant{{GrantedCredit: 5, RscFpopsEst: 0}}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 type Store interface {
 	AppGetByName(ctx context.Context, name string) (row.App, error)
 	KnownAnswerGet(ctx context.Context, id int64) (row.KnownAnswer, error)
-	ResultListHostGrants(ctx context.Context, hostIDs []int64, perHost int) ([]store.HostGrant, error)
+	ResultListHostGrants(ctx context.Context, hostIDs []int64, perHost int) ([]row.HostGrant, error)
 	WorkunitListValidate(ctx context.Context, p store.WorkunitListValidateParams) ([]store.WorkunitResults, error)
 	WorkunitValidate(ctx context.Context, p store.WorkunitValidateParams) error
 	WorkunitValidateBatch(ctx context.Context, p store.WorkunitValidateBatchParams) ([]int64, error)
@@ -300,7 +300,7 @@ func (s *Service) claims(ctx context.Context, app row.App, results []row.Result,
 	if err != nil {
 		return nil, err
 	}
-	byHost := map[int64][]store.HostGrant{}
+	byHost := map[int64][]row.HostGrant{}
 	for _, g := range grants {
 		byHost[g.HostID] = append(byHost[g.HostID], g)
 	}
