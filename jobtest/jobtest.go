@@ -190,7 +190,7 @@ func (p *Project) addJob(o storetest.JobOptions) int64 {
 // data server leaves it.
 func (p *Project) addInstance(id int64, name string, batch int64, out string, vs state.ValidateState) int64 {
 	p.t.Helper()
-	doc, err := jobxml.FormatResult(name, []string{OutputName}, 1e6)
+	doc, err := jobxml.FormatResult([]jobxml.OutputFile{{Name: jobxml.OutputName(name, 0), OpenName: OutputName, MaxNbytes: 1e6, CopyFile: true}})
 	if err != nil {
 		p.t.Fatalf("jobtest: instance %s: %v", name, err)
 	}

@@ -41,7 +41,7 @@ func onePass(t *testing.T, outs [2]string, extra ...string) (row.Workunit, error
 		MaxErrorResults: 3, MaxTotalResults: 6, MaxSuccessResults: 3, NeedValidate: true}).ID
 	project := t.TempDir()
 	for i, name := range []string{"job_0", "job_1"} {
-		doc, _ := jobxml.FormatResult(name, []string{"out"}, 1e6)
+		doc, _ := jobxml.FormatResult(storetest.Outputs(name, []string{"out"}, 1e6))
 		storetest.Instance(t, st, storetest.InstanceOptions{Job: wuID, Name: name, ServerState: state.ServerOver,
 			Outcome: state.OutcomeSuccess, XMLDocIn: doc})
 		path, _ := fanout.Path(filepath.Join(project, "up"), jobxml.OutputName(name, 0), 4)

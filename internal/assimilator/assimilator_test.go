@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,9 +91,9 @@ func (b *bundle) addJob(t *testing.T, name string, mask state.ErrorMask, outputs
 	rname := name + "_0"
 	opens := make([]string, len(outputs))
 	for i := range opens {
-		opens[i] = "out"
+		opens[i] = "out" + strconv.Itoa(i)
 	}
-	doc, err := jobxml.FormatResult(rname, opens, 1e6)
+	doc, err := jobxml.FormatResult(storetest.Outputs(rname, opens, 1e6))
 	if err != nil {
 		t.Fatal(err)
 	}

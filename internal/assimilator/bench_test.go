@@ -120,7 +120,7 @@ target_nresults, assimilate_state, canonical_credit, transition_time) VALUES `+s
 		for j := start; j < end; j++ {
 			for k := range 2 {
 				name := fmt.Sprintf("%s_job%d_%d", prefix, j, k)
-				doc, err := jobxml.FormatResult(name, []string{"out"}, 1e6)
+				doc, err := jobxml.FormatResult(storetest.Outputs(name, []string{"out"}, 1e6))
 				if err != nil {
 					b.Fatal(err)
 				}

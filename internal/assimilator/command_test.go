@@ -15,6 +15,7 @@ import (
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
 // writeScript writes an executable shell script into dir.
@@ -35,7 +36,7 @@ func canonical(t *testing.T, upload, rname string, outputs ...[]byte) row.Result
 	for i := range opens {
 		opens[i] = "out" + strconv.Itoa(i)
 	}
-	doc, err := jobxml.FormatResult(rname, opens, 1e6)
+	doc, err := jobxml.FormatResult(storetest.Outputs(rname, opens, 1e6))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,7 @@ func TestOutputsAreCopiedWhereLinkingFails(t *testing.T) {
 	ids := []int64{b.addJob(t, "single", 0, []byte("digest 42\n")), b.addJob(t, "multi", 0, []byte("zero"), []byte("one")),
 		b.addJob(t, "empty", 0), b.addJob(t, "failed", state.ErrCancelled)}
 	// A job whose instance lists no output files gets an empty file.
-	doc, err := jobxml.FormatResult("empty_0", nil, 1e6)
+	doc, err := jobxml.FormatResult(storetest.Outputs("empty_0", nil, 1e6))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,7 +202,7 @@ func TestArchivesThenDeletesFinishedJobsOnly(t *testing.T) {
 	if w.Table != "workunit" || w.Columns["id"] != strconv.FormatInt(purge1, 10) ||
 		w.Columns["xml_doc"] != `<workunit><file_info><name>purge1_in</name></file_info></workunit>` ||
 		w.Columns["rsc_fpops_est"] != "1.5e+12" || w.Columns["file_delete_state"] != "2" ||
-		w.Columns["canonical_resultid"] != "7" || w.Columns["need_validate"] != "0" || len(w.Columns) != 33 {
+		w.Columns["canonical_resultid"] != "7" || w.Columns["need_validate"] != "0" || len(w.Columns) != 34 {
 		t.Errorf("archived workunit purge1 = %+v; want its columns with their stored values", w)
 	}
 	_, resFiles := b.archived(t, "result_archive")

@@ -120,7 +120,7 @@ func seedFileDeletion(b *testing.B, st *store.Store, appID int64, prefix, downlo
 		for j := start; j < start+chunk; j++ {
 			for k := 0; k < 2; k++ {
 				name := fmt.Sprintf("%s_wu%d_%d", prefix, j, k)
-				doc, err := jobxml.FormatResult(name, []string{"out"}, 1e6)
+				doc, err := jobxml.FormatResult(storetest.Outputs(name, []string{"out"}, 1e6))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -93,7 +93,7 @@ func (b *bundle) job(t *testing.T, name string, fds state.FileDeleteState) (row.
 // listed in write, and returns its id and both output paths.
 func (b *bundle) result(t *testing.T, wu row.Workunit, name string, fds state.FileDeleteState, write ...int) (int64, []string) {
 	t.Helper()
-	doc, err := jobxml.FormatResult(name, []string{"out", "log"}, 1e6)
+	doc, err := jobxml.FormatResult(storetest.Outputs(name, []string{"out", "log"}, 1e6))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -208,7 +208,7 @@ func (c *Creator) prepare(ctx context.Context, app row.App, batch []Job, p Param
 	var extra []row.Workunit
 	files := newStager(c.downloadDir, c.fanout)
 	for _, s := range todo {
-		in := jobxml.InputFile{Name: s.file, OpenName: InputOpenName, Nbytes: float64(len(s.job.Input)), MD5: md5Hex(s.job.Input)}
+		in := jobxml.InputFile{Name: s.file, OpenName: InputOpenName, Nbytes: float64(len(s.job.Input)), MD5: md5Hex(s.job.Input), CopyFile: true}
 		doc, err := jobxml.FormatWorkunit(jobxml.Workunit{Inputs: []jobxml.InputFile{in}})
 		if err != nil {
 			return nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)

@@ -74,42 +74,103 @@ func (c *cursor) float(name string) float64 {
 	return f
 }
 
+// flag consumes <name/> if it is next and reports whether it was.
+func (c *cursor) flag(name string) bool {
+	if c.peek("<" + name + "/>") {
+		c.lit("<" + name + "/>")
+		return true
+	}
+	return false
+}
+
 // parseWorkunitFast reads a workunit document in FormatWorkunit's form;
 // ok is false for any other form.
-func parseWorkunitFast(doc string) (d workunitDoc, ok bool) {
+func parseWorkunitFast(doc string) (w Workunit, ok bool) {
 	c := cursor{s: doc, ok: true}
-	c.lit("<workunit>")
-	if c.peek("<command_line>") {
-		d.CommandLine = c.text("command_line")
-	}
+	var infos []InputFile
 	for c.peek("<file_info>") {
 		c.lit("<file_info>")
 		var f InputFile
 		f.Name = c.text("name")
-		f.OpenName = c.text("open_name")
-		f.Nbytes = c.float("nbytes")
+		for c.peek("<url>") {
+			f.URLs = append(f.URLs, c.text("url"))
+		}
 		f.MD5 = c.text("md5_cksum")
+		f.Nbytes = c.float("nbytes")
+		if c.peek("<gzipped_nbytes>") {
+			f.GzippedNbytes = c.float("gzipped_nbytes")
+			// Written only when positive.
+			c.ok = c.ok && f.GzippedNbytes > 0
+		}
+		f.Sticky = c.flag("sticky")
+		f.NoDelete = c.flag("no_delete")
 		c.lit("</file_info>")
-		d.Inputs = append(d.Inputs, f)
+		infos = append(infos, f)
+	}
+	c.lit("<workunit>")
+	if c.peek("<command_line>") {
+		w.CommandLine = c.text("command_line")
+		// The XML reader trims it; a line written with spaces around it is
+		// left to that reader.
+		c.ok = c.ok && w.CommandLine != "" && w.CommandLine == strings.TrimSpace(w.CommandLine)
+	}
+	for i := 0; c.peek("<file_ref>"); i++ {
+		c.lit("<file_ref>")
+		name := c.text("file_name")
+		if !c.ok || i >= len(infos) || infos[i].Name != name {
+			return Workunit{}, false
+		}
+		infos[i].OpenName = c.text("open_name")
+		infos[i].CopyFile = c.flag("copy_file")
+		c.lit("</file_ref>")
+		w.Inputs = append(w.Inputs, infos[i])
 	}
 	c.lit("</workunit>")
-	return d, c.ok && c.s == ""
+	return w, c.ok && c.s == "" && len(w.Inputs) == len(infos) && openNamesSet(w.Inputs)
+}
+
+// openNamesSet reports whether every input has an open name (the XML
+// reader puts the file name in an empty one).
+func openNamesSet(in []InputFile) bool {
+	for _, f := range in {
+		if f.OpenName == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // parseResultFast reads a result document in FormatResult's form; ok is
 // false for any other form.
 func parseResultFast(doc string) (outs []OutputFile, ok bool) {
 	c := cursor{s: doc, ok: true}
-	c.lit("<result>")
+	var infos []OutputFile
 	for c.peek("<file_info>") {
 		c.lit("<file_info>")
 		var f OutputFile
 		f.Name = c.text("name")
-		f.OpenName = c.text("open_name")
+		c.lit("<generated_locally/><upload_when_present/>")
 		f.MaxNbytes = c.float("max_nbytes")
 		c.lit("</file_info>")
-		outs = append(outs, f)
+		infos = append(infos, f)
+	}
+	c.lit("<result>")
+	for i := 0; c.peek("<file_ref>"); i++ {
+		c.lit("<file_ref>")
+		name := c.text("file_name")
+		if !c.ok || i >= len(infos) || infos[i].Name != name {
+			return nil, false
+		}
+		infos[i].OpenName = c.text("open_name")
+		if infos[i].OpenName == "" {
+			return nil, false
+		}
+		infos[i].CopyFile = c.flag("copy_file")
+		infos[i].Optional = c.flag("optional")
+		infos[i].NoValidate = c.flag("no_validate")
+		c.lit("</file_ref>")
+		outs = append(outs, infos[i])
 	}
 	c.lit("</result>")
-	return outs, c.ok && c.s == ""
+	return outs, c.ok && c.s == "" && len(outs) == len(infos)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 	"github.com/taskserver/taskserver/job"
 )
 
@@ -36,7 +37,7 @@ func TestJobErrors(t *testing.T) {
 
 func TestInstanceNamesOutputsByTheFileList(t *testing.T) {
 	t.Parallel()
-	doc, err := jobxml.FormatResult("r_0", []string{"out", "log"}, 1e6)
+	doc, err := jobxml.FormatResult(storetest.Outputs("r_0", []string{"out", "log"}, 1e6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestInstanceNamesOutputsByTheFileList(t *testing.T) {
 func TestCanonicalHandsOverOnlyFinishedOutputs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	doc, err := jobxml.FormatResult("c_0", []string{"out"}, 1e6)
+	doc, err := jobxml.FormatResult(storetest.Outputs("c_0", []string{"out"}, 1e6))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,11 @@ type App struct {
 	// KnownAnswerFraction is the share of the app's new jobs that are
 	// copies of known-answer jobs.
 	KnownAnswerFraction float64 `db:"known_answer_fraction"`
+	// InputTemplateID and OutputTemplateID are the app's default
+	// templates (job_template rows); 0 is the built-in template: one input
+	// opened as "in", one output opened as "out".
+	InputTemplateID  int64 `db:"input_template_id"`
+	OutputTemplateID int64 `db:"output_template_id"`
 }
 
 // Credit policies (app.credit_policy).
@@ -166,6 +171,9 @@ type Workunit struct {
 	KnownAnswerID int64 `db:"known_answer_id"`
 	// TailCopies counts the instances tail acceleration added.
 	TailCopies int `db:"tail_copies"`
+	// OutputTemplateID is the job_template row from which each new
+	// instance's output files are made; 0 is the built-in template.
+	OutputTemplateID int64 `db:"output_template_id"`
 }
 
 // Result is a row of result: one instance of a job.
@@ -264,4 +272,14 @@ type HostGrant struct {
 	HostID        int64   `db:"hostid"`
 	GrantedCredit float64 `db:"granted_credit"`
 	RscFpopsEst   float64 `db:"rsc_fpops_est"`
+}
+
+// JobTemplate is a stored input or output template (BOINC's format),
+// kept once by its content.
+type JobTemplate struct {
+	ID         int64  `db:"id"`
+	CreateTime int64  `db:"create_time"`
+	Kind       string `db:"kind"`
+	MD5        string `db:"md5"`
+	Body       string `db:"body"`
 }

@@ -202,7 +202,7 @@ delay_bound, transition_time, min_quorum, target_nresults) VALUES `)
 		for j := first; j < last; j++ {
 			name := fmt.Sprintf("bwu%07d", j)
 			doc, _ := jobxml.FormatWorkunit(jobxml.Workunit{CommandLine: "--rounds 3",
-				Inputs: []jobxml.InputFile{{Name: name + "_in", OpenName: "in", Nbytes: 18, MD5: "eae797ff01dd963522f1b6a54ac3242a"}}})
+				Inputs: []jobxml.InputFile{{Name: name + "_in", OpenName: "in", Nbytes: 18, MD5: "eae797ff01dd963522f1b6a54ac3242a", CopyFile: true}}})
 			if j > first {
 				wq.WriteString(",")
 			}
@@ -221,7 +221,7 @@ delay_bound, transition_time, min_quorum, target_nresults) VALUES `)
 		for k, id := range ids {
 			for c := range 2 {
 				rname := fmt.Sprintf("bwu%07d_%d", first+k, c)
-				in, _ := jobxml.FormatResult(rname, []string{"out"}, 1e5)
+				in, _ := jobxml.FormatResult(storetest.Outputs(rname, []string{"out"}, 1e5))
 				if k > 0 || c > 0 {
 					rq.WriteString(",")
 				}

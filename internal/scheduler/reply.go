@@ -83,7 +83,7 @@ func (b *replyBuilder) add(r row.Result, wu row.Workunit, v version) error {
 		}
 		inFiles = append(inFiles, protocol.FileInfo{Name: f.Name, URLs: []string{b.s.download + rel},
 			MD5Cksum: f.MD5, Nbytes: f.Nbytes})
-		wuRefs = append(wuRefs, protocol.FileRef{FileName: f.Name, OpenName: f.OpenName, CopyFile: &protocol.Empty{}})
+		wuRefs = append(wuRefs, protocol.FileRef{FileName: f.Name, OpenName: f.OpenName, CopyFile: empty(f.CopyFile)})
 	}
 	var outFiles []protocol.FileInfo
 	var resRefs []protocol.FileRef
@@ -94,7 +94,7 @@ func (b *replyBuilder) add(r row.Result, wu row.Workunit, v version) error {
 		}
 		outFiles = append(outFiles, protocol.FileInfo{Name: f.Name, URLs: []string{b.s.uploadURL},
 			MaxNbytes: f.MaxNbytes, XMLSignature: sig})
-		resRefs = append(resRefs, protocol.FileRef{FileName: f.Name, OpenName: f.OpenName, CopyFile: &protocol.Empty{}})
+		resRefs = append(resRefs, protocol.FileRef{FileName: f.Name, OpenName: f.OpenName, CopyFile: empty(f.CopyFile)})
 	}
 
 	var verFiles []protocol.FileInfo
@@ -186,4 +186,12 @@ func (s *Service) signUploadCertificate(name string, maxNbytes float64, expires 
 		return "", err
 	}
 	return keys.UploadSignature(sig, expires), nil
+}
+
+// empty is a flag element: present when on.
+func empty(on bool) *protocol.Empty {
+	if on {
+		return &protocol.Empty{}
+	}
+	return nil
 }

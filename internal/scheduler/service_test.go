@@ -163,7 +163,7 @@ func (f *fixture) addJob(name string, j job) (int64, []int64) {
 		j.delayBound = 3600
 	}
 	doc, err := jobxml.FormatWorkunit(jobxml.Workunit{CommandLine: "--rounds 3",
-		Inputs: []jobxml.InputFile{{Name: name + "_in", OpenName: "in", Nbytes: 18, MD5: "eae797ff01dd963522f1b6a54ac3242a"}}})
+		Inputs: []jobxml.InputFile{{Name: name + "_in", OpenName: "in", Nbytes: 18, MD5: "eae797ff01dd963522f1b6a54ac3242a", CopyFile: true}}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func (f *fixture) addJob(name string, j job) (int64, []int64) {
 	var ids []int64
 	for i := 0; i < j.instances; i++ {
 		rname := fmt.Sprintf("%s_%d", name, i)
-		in, err := jobxml.FormatResult(rname, []string{"out"}, 1e5)
+		in, err := jobxml.FormatResult(storetest.Outputs(rname, []string{"out"}, 1e5))
 		if err != nil {
 			f.t.Fatal(err)
 		}

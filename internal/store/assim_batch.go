@@ -38,7 +38,7 @@ w.rsc_fpops_est, w.rsc_fpops_bound, w.rsc_memory_bound, w.rsc_disk_bound, w.need
 w.canonical_resultid, w.canonical_credit, w.transition_time, w.delay_bound, w.error_mask,
 w.file_delete_state, w.assimilate_state, w.hr_class, w.opaque, w.min_quorum, w.target_nresults,
 w.max_error_results, w.max_total_results, w.max_success_results, w.priority, w.mod_time,
-w.hold_reason, w.hold_time, w.fixed_credit, w.replication_quorum, w.known_answer_id, w.tail_copies`
+w.hold_reason, w.hold_time, w.fixed_credit, w.replication_quorum, w.known_answer_id, w.tail_copies, w.output_template_id`
 
 // assimResultColumns are the Result columns of the LEFT JOINed canonical
 // instance r, named "r.<column>" for the nested struct, NULLs read as zero

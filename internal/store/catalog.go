@@ -30,12 +30,12 @@ func (s *Store) PlatformList(ctx context.Context) ([]row.Platform, error) {
 }
 
 const appColumns = `id, create_time, name, user_friendly_name, min_version, deprecated, homogeneous_redundancy, weight,
-adaptive_replication, credit_policy, hold_failed_jobs, known_answer_fraction`
+adaptive_replication, credit_policy, hold_failed_jobs, known_answer_fraction, input_template_id, output_template_id`
 
 const appInsert = `INSERT INTO app (create_time, name, user_friendly_name, min_version, deprecated, homogeneous_redundancy, weight,
-adaptive_replication, credit_policy, hold_failed_jobs, known_answer_fraction)
+adaptive_replication, credit_policy, hold_failed_jobs, known_answer_fraction, input_template_id, output_template_id)
 VALUES (:create_time, :name, :user_friendly_name, :min_version, :deprecated, :homogeneous_redundancy, :weight,
-:adaptive_replication, :credit_policy, :hold_failed_jobs, :known_answer_fraction)`
+:adaptive_replication, :credit_policy, :hold_failed_jobs, :known_answer_fraction, :input_template_id, :output_template_id)`
 
 // AppInsert adds an app and returns its id.
 func (s *Store) AppInsert(ctx context.Context, a row.App) (int64, error) {

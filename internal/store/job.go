@@ -15,18 +15,18 @@ const WorkunitColumns = `id, create_time, appid, name, COALESCE(xml_doc, '') AS 
 rsc_fpops_bound, rsc_memory_bound, rsc_disk_bound, need_validate, canonical_resultid, canonical_credit,
 transition_time, delay_bound, error_mask, file_delete_state, assimilate_state, hr_class, opaque,
 min_quorum, target_nresults, max_error_results, max_total_results, max_success_results, priority, mod_time,
-hold_reason, hold_time, fixed_credit, replication_quorum, known_answer_id, tail_copies`
+hold_reason, hold_time, fixed_credit, replication_quorum, known_answer_id, tail_copies, output_template_id`
 
 const workunitInsert = `INSERT INTO workunit (create_time, appid, name, xml_doc, batch, rsc_fpops_est,
 rsc_fpops_bound, rsc_memory_bound, rsc_disk_bound, need_validate, canonical_resultid, canonical_credit,
 transition_time, delay_bound, error_mask, file_delete_state, assimilate_state, hr_class, opaque,
 min_quorum, target_nresults, max_error_results, max_total_results, max_success_results, priority, mod_time,
-hold_reason, hold_time, fixed_credit, replication_quorum, known_answer_id, tail_copies)
+hold_reason, hold_time, fixed_credit, replication_quorum, known_answer_id, tail_copies, output_template_id)
 VALUES (:create_time, :appid, :name, :xml_doc, :batch, :rsc_fpops_est,
 :rsc_fpops_bound, :rsc_memory_bound, :rsc_disk_bound, :need_validate, :canonical_resultid, :canonical_credit,
 :transition_time, :delay_bound, :error_mask, :file_delete_state, :assimilate_state, :hr_class, :opaque,
 :min_quorum, :target_nresults, :max_error_results, :max_total_results, :max_success_results, :priority, :mod_time,
-:hold_reason, :hold_time, :fixed_credit, :replication_quorum, :known_answer_id, :tail_copies)`
+:hold_reason, :hold_time, :fixed_credit, :replication_quorum, :known_answer_id, :tail_copies, :output_template_id)`
 
 // WorkunitGet returns job id, or ErrNotFound.
 func (s *Store) WorkunitGet(ctx context.Context, id int64) (row.Workunit, error) {

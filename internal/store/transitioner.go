@@ -40,7 +40,7 @@ type WorkunitListDueParams struct {
 // the oldest due job comes first.
 const workunitListDue = `SELECT w.id, w.appid, w.name, w.batch, w.transition_time, w.canonical_resultid, w.error_mask,
 w.file_delete_state, w.assimilate_state, w.min_quorum, w.target_nresults, w.max_error_results, w.max_total_results,
-w.max_success_results, w.priority, w.hold_reason, w.hold_time, w.tail_copies,
+w.max_success_results, w.priority, w.hold_reason, w.hold_time, w.tail_copies, w.output_template_id,
 COALESCE(r.id, 0), COALESCE(r.server_state, 0), COALESCE(r.outcome, 0), COALESCE(r.report_deadline, 0),
 COALESCE(r.validate_state, 0), COALESCE(r.file_delete_state, 0)
 FROM workunit w LEFT JOIN result r ON r.workunitid = w.id
@@ -57,8 +57,8 @@ FROM result WHERE workunitid = ? ORDER BY id`
 // paper's query). Only the columns the transitioner decides on are read:
 // of the job, id, appid, name, batch, transition_time, canonical_resultid,
 // error_mask, file_delete_state, assimilate_state, min_quorum,
-// target_nresults, the max_*_results, priority, hold_reason, hold_time and
-// tail_copies; of each instance, id, server_state, outcome, report_deadline,
+// target_nresults, the max_*_results, priority, hold_reason, hold_time,
+// tail_copies and output_template_id; of each instance, id, server_state, outcome, report_deadline,
 // validate_state and file_delete_state. The other fields are zero. When the
 // limit cuts the last job's instances, they are read again on their own, so
 // a job with more instances than the limit still makes progress.
@@ -78,7 +78,7 @@ func (s *Store) WorkunitListDue(ctx context.Context, p WorkunitListDueParams) ([
 			if err := rows.Scan(&w.ID, &w.AppID, &w.Name, &w.Batch, &w.TransitionTime, &w.CanonicalResultID,
 				&w.ErrorMask, &w.FileDeleteState, &w.AssimilateState, &w.MinQuorum, &w.TargetNResults,
 				&w.MaxErrorResults, &w.MaxTotalResults, &w.MaxSuccessResults, &w.Priority, &w.HoldReason,
-				&w.HoldTime, &w.TailCopies, &r.ID, &r.ServerState, &r.Outcome, &r.ReportDeadline,
+				&w.HoldTime, &w.TailCopies, &w.OutputTemplateID, &r.ID, &r.ServerState, &r.Outcome, &r.ReportDeadline,
 				&r.ValidateState, &r.FileDeleteState); err != nil {
 				return err
 			}

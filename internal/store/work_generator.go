@@ -57,9 +57,9 @@ const workunitInsertMulti = `INSERT INTO workunit (create_time, appid, name, xml
 rsc_fpops_bound, rsc_memory_bound, rsc_disk_bound, need_validate, canonical_resultid, canonical_credit,
 transition_time, delay_bound, error_mask, file_delete_state, assimilate_state, hr_class, opaque,
 min_quorum, target_nresults, max_error_results, max_total_results, max_success_results, priority, mod_time,
-hold_reason, hold_time, fixed_credit, replication_quorum, known_answer_id, tail_copies) VALUES `
+hold_reason, hold_time, fixed_credit, replication_quorum, known_answer_id, tail_copies, output_template_id) VALUES `
 
-const workunitInsertTuple = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const workunitInsertTuple = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // WorkunitInsertBatch adds jobs in one transaction: either all of them exist
 // afterwards or none do, which is what lets the work generator tell after a
@@ -71,14 +71,14 @@ func (s *Store) WorkunitInsertBatch(ctx context.Context, wus []row.Workunit) err
 	}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		return transChunks(len(wus), func(lo, hi int) error {
-			args := make([]any, 0, (hi-lo)*32)
+			args := make([]any, 0, (hi-lo)*33)
 			for _, w := range wus[lo:hi] {
 				args = append(args, w.CreateTime, w.AppID, w.Name, w.XMLDoc, w.Batch, w.RscFpopsEst,
 					w.RscFpopsBound, w.RscMemoryBound, w.RscDiskBound, w.NeedValidate, w.CanonicalResultID,
 					w.CanonicalCredit, w.TransitionTime, w.DelayBound, w.ErrorMask, w.FileDeleteState,
 					w.AssimilateState, w.HRClass, w.Opaque, w.MinQuorum, w.TargetNResults, w.MaxErrorResults,
 					w.MaxTotalResults, w.MaxSuccessResults, w.Priority, w.ModTime, w.HoldReason, w.HoldTime,
-					w.FixedCredit, w.ReplicationQuorum, w.KnownAnswerID, w.TailCopies)
+					w.FixedCredit, w.ReplicationQuorum, w.KnownAnswerID, w.TailCopies, w.OutputTemplateID)
 			}
 			_, err := tx.ExecContext(ctx, workunitInsertMulti+transValues(workunitInsertTuple, hi-lo), args...)
 			return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/jobtemplate"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
@@ -22,13 +23,10 @@ import (
 // output files: 1 MiB.
 const DefaultMaxOutputBytes = 1 << 20
 
-// OutputOpenName is the name the application opens its single output file
-// by.
-const OutputOpenName = "out"
-
 // Store is what the transitioner needs from the database.
 type Store interface {
 	AppList(ctx context.Context) ([]row.App, error)
+	JobTemplateGet(ctx context.Context, id int64) (row.JobTemplate, error)
 	BatchListProgress(ctx context.Context, p store.BatchListProgressParams) ([]store.BatchProgress, error)
 	BatchMarkDone(ctx context.Context, id, now int64) error
 	WorkunitAddTailCopy(ctx context.Context, id int64, readTailCopies int, now int64) error
@@ -122,6 +120,9 @@ type Service struct {
 	policies map[int64]transition.Policy
 	// policiesRead is when policies was read; zero forces a read.
 	policiesRead time.Time
+	// outputs are the output templates read so far, by id (rows are
+	// never changed, so they are never read again).
+	outputs map[int64]jobtemplate.Output
 }
 
 // New returns a transitioner.
@@ -204,7 +205,7 @@ func (s *Service) transitionDue(ctx context.Context, now int64) (int, error) {
 	ds := make([]transition.Decision, 0, len(jobs))
 	from := make([]row.Workunit, 0, len(jobs))
 	for _, j := range jobs {
-		p, d, err := s.decide(j, now)
+		p, d, err := s.decide(ctx, j, now)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -267,7 +268,7 @@ func (s *Service) readPolicies(ctx context.Context, jobs []store.WorkunitResults
 
 // decide applies the state machine to one job and returns the write it
 // asks for.
-func (s *Service) decide(j store.WorkunitResults, now int64) (store.WorkunitTransitionParams, transition.Decision, error) {
+func (s *Service) decide(ctx context.Context, j store.WorkunitResults, now int64) (store.WorkunitTransitionParams, transition.Decision, error) {
 	wu := j.Workunit
 	// An app missing from the list just read (deleted under its jobs) has
 	// the zero policy: its jobs fail rather than hold.
@@ -285,8 +286,15 @@ func (s *Service) decide(j store.WorkunitResults, now int64) (store.WorkunitTran
 		TransitionTime:     d.TransitionTime,
 		NoUnsentRead:       true,
 	}
+	var tmpl jobtemplate.Output
+	if len(d.NewResults) > 0 {
+		var err error
+		if tmpl, err = s.outputTemplate(ctx, wu.OutputTemplateID); err != nil {
+			return p, d, fmt.Errorf("transition workunit %d: %w", wu.ID, err)
+		}
+	}
 	for _, nr := range d.NewResults {
-		doc, err := jobxml.FormatResult(nr.Name, []string{OutputOpenName}, float64(s.opts.MaxOutputBytes))
+		doc, err := jobxml.FormatResult(tmpl.Outputs(nr.Name))
 		if err != nil {
 			return p, d, fmt.Errorf("transition workunit %d: new instance %q: %w", wu.ID, nr.Name, err)
 		}
@@ -353,4 +361,30 @@ func (s *Service) TakeEnumerated() int {
 	n := s.enumerated
 	s.enumerated = 0
 	return n
+}
+
+// outputTemplate returns output template id: the built-in one, with
+// --max-output-bytes as its limit, for 0. A template that cannot be read
+// leaves the job for the next pass; one that no longer parses (it was
+// checked when stored) is an error for each of its jobs, in the log.
+func (s *Service) outputTemplate(ctx context.Context, id int64) (jobtemplate.Output, error) {
+	if id == 0 {
+		return jobtemplate.DefaultOutput(float64(s.opts.MaxOutputBytes)), nil
+	}
+	if t, ok := s.outputs[id]; ok {
+		return t, nil
+	}
+	row, err := s.st.JobTemplateGet(ctx, id)
+	if err != nil {
+		return jobtemplate.Output{}, err
+	}
+	t, err := jobtemplate.ParseOutput(row.Body)
+	if err != nil {
+		return jobtemplate.Output{}, fmt.Errorf("output template %d: %w", id, err)
+	}
+	if s.outputs == nil {
+		s.outputs = map[int64]jobtemplate.Output{}
+	}
+	s.outputs[id] = t
+	return t, nil
 }

@@ -106,7 +106,7 @@ target_nresults, need_validate, transition_time) VALUES `+strings.Join(wuRows, "
 			wuID := first + int64(j-start)
 			for k := range 2 {
 				name := fmt.Sprintf("%s_job%d_%d", prefix, j, k)
-				doc, err := jobxml.FormatResult(name, []string{"out"}, 1e6)
+				doc, err := jobxml.FormatResult(storetest.Outputs(name, []string{"out"}, 1e6))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -14,6 +14,7 @@ import (
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
 // inst is one instance of a job in a judge test: its output (none when
@@ -76,7 +77,7 @@ func judgeJob(t *testing.T, c Checker, minQuorum int, jobFilesDeleted bool, expe
 	for i, in := range insts {
 		id := int64(i + 1)
 		name := fmt.Sprintf("job_%d", i)
-		doc, err := jobxml.FormatResult(name, []string{"out"}, 1e6)
+		doc, err := jobxml.FormatResult(storetest.Outputs(name, []string{"out"}, 1e6))
 		if err != nil {
 			t.Fatal(err)
 		}

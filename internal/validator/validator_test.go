@@ -112,7 +112,7 @@ func (b *bundle) volunteer(t *testing.T, email string) (userID, hostID int64) {
 // uploads output as its single output file unless output is nil.
 func (b *bundle) addSuccess(t *testing.T, wuID int64, name string, userID, hostID int64, output []byte, vs state.ValidateState) int64 {
 	t.Helper()
-	doc, err := jobxml.FormatResult(name, []string{"out"}, 1e6)
+	doc, err := jobxml.FormatResult(storetest.Outputs(name, []string{"out"}, 1e6))
 	if err != nil {
 		t.Fatalf("FormatResult: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -368,4 +369,15 @@ func Instance(t testing.TB, st *store.Store, o InstanceOptions) row.Result {
 		t.Fatalf("insert instance %s: %v", r.Name, err)
 	}
 	return r
+}
+
+// Outputs are the output files of the instance called result, one per
+// open name, each at most maxNbytes, copied out of the slot: the shape the
+// built-in output template gives, with as many files as asked.
+func Outputs(result string, openNames []string, maxNbytes float64) []jobxml.OutputFile {
+	out := make([]jobxml.OutputFile, len(openNames))
+	for i, open := range openNames {
+		out[i] = jobxml.OutputFile{Name: jobxml.OutputName(result, i), OpenName: open, MaxNbytes: maxNbytes, CopyFile: true}
+	}
+	return out
 }
