@@ -337,7 +337,7 @@ func (r *polRun) submitMain(ctx context.Context) {
 }
 
 // jobsOf are n jobs whose inputs are the demo inputs of their full names, so
-// their correct outputs are demoapp.Output(full name).
+// their correct outputs are demoapp.SingleOutput(full name).
 func jobsOf(batchName string, n int) []submitapi.JobRequest {
 	out := make([]submitapi.JobRequest, n)
 	for i := range out {

@@ -657,8 +657,8 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 				pg.problems = append(pg.problems, fmt.Sprintf("job %s assimilated but its output is missing: %v", name, err))
 				continue
 			}
-			if !bytes.Equal(out, demoapp.Output(name)) {
-				pg.problems = append(pg.problems, fmt.Sprintf("job %s: assimilated output %q, want %q", name, out, demoapp.Output(name)))
+			if !bytes.Equal(out, demoapp.SingleOutput(name)) {
+				pg.problems = append(pg.problems, fmt.Sprintf("job %s: assimilated output %q, want %q", name, out, demoapp.SingleOutput(name)))
 				continue
 			}
 		}

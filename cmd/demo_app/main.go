@@ -3,10 +3,12 @@
 // into the slot directory and its output out of it (<copy_file/>, PROTOCOL.md
 // §7).
 //
-// In its working directory it reads the file "in", writes "out" =
-// demoapp.Compute(in, demoapp.Rounds) (the bytes the validator expects), then
-// writes "boinc_finish_called" holding "0\n" and exits 0: without that file
-// the client would restart the program after a zero exit.
+// In its working directory it reads the file "in" and, if the job has them,
+// "model" and "params"; takes the rounds from its command line (--rounds N,
+// default demoapp.Rounds); writes "out" = demoapp.Out (the bytes the
+// validator expects) and "log" = demoapp.Log; then writes
+// "boinc_finish_called" holding "0\n" and exits 0: without that file the
+// client would restart the program after a zero exit.
 //
 // To let tests make a job that comes back as a compute error, it fails on
 // purpose, exiting 3 without the finish file, when its command line holds
@@ -14,8 +16,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,17 +29,14 @@ import (
 
 // File names in the slot directory: the open names of the job's files and
 // the client's exit marker.
-const (
-	inputName  = "in"
-	outputName = "out"
-	finishName = "boinc_finish_called"
-)
+const finishName = "boinc_finish_called"
 
 // Exit codes. The client reports a non-zero code as the result's
 // exit_status (a compute error).
 const (
 	exitOK = 0
-	// exitError is an I/O failure: no input, or output not writable.
+	// exitError is an I/O failure (no input, output not writable) or a
+	// bad command line.
 	exitError = 1
 	// exitFail is the deliberate failure.
 	exitFail = 3
@@ -52,7 +53,7 @@ func main() { os.Exit(run(os.Args[1:], ".", os.Stderr)) }
 // run does the job in dir and returns the exit code; stderr ends up in the
 // result's stderr_out.
 func run(args []string, dir string, stderr io.Writer) int {
-	input, err := os.ReadFile(filepath.Join(dir, inputName))
+	input, err := os.ReadFile(filepath.Join(dir, demoapp.InName))
 	if err != nil {
 		fmt.Fprintf(stderr, "demo_app: read input: %v\n", err)
 		return exitError
@@ -61,17 +62,44 @@ func run(args []string, dir string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "demo_app: failing on purpose")
 		return exitFail
 	}
-	if err := writeFile(filepath.Join(dir, outputName), demoapp.Compute(input, demoapp.Rounds)); err != nil {
+	rounds, err := demoapp.ParseRounds(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "demo_app: command line: %v\n", err)
+		return exitError
+	}
+	files := demoapp.Files{input}
+	// The model and params come together or not at all: a job of the
+	// built-in templates has neither, and one without the other is a
+	// template that does not fit the app.
+	for _, name := range []string{demoapp.ModelName, demoapp.ParamsName} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		switch {
+		case err == nil:
+			files = append(files, b)
+		case !errors.Is(err, fs.ErrNotExist):
+			fmt.Fprintf(stderr, "demo_app: read %s: %v\n", name, err)
+			return exitError
+		}
+	}
+	if len(files) == 2 {
+		fmt.Fprintf(stderr, "demo_app: the job has only one of %s and %s\n", demoapp.ModelName, demoapp.ParamsName)
+		return exitError
+	}
+	if err := writeFile(filepath.Join(dir, demoapp.LogName), demoapp.Log(files, rounds)); err != nil {
+		fmt.Fprintf(stderr, "demo_app: write log: %v\n", err)
+		return exitError
+	}
+	if err := writeFile(filepath.Join(dir, demoapp.OutName), demoapp.Out(files, rounds)); err != nil {
 		fmt.Fprintf(stderr, "demo_app: write output: %v\n", err)
 		return exitError
 	}
 	// The finish file comes last: once it exists the client takes the
-	// output as complete.
+	// outputs as complete.
 	if err := writeFile(filepath.Join(dir, finishName), []byte("0\n")); err != nil {
 		fmt.Fprintf(stderr, "demo_app: write finish file: %v\n", err)
 		return exitError
 	}
-	fmt.Fprintf(stderr, "demo_app: %d input bytes, %d rounds\n", len(input), demoapp.Rounds)
+	fmt.Fprintf(stderr, "demo_app: %d input files, %d rounds\n", len(files), rounds)
 	return exitOK
 }
 

@@ -149,7 +149,7 @@ func (p *pipeline) checkFinished(wantCanonical string, wantValid map[string]stat
 	p.run("assimilator", p.assim)
 	p.run("transitioner", p.trans)
 	body, err := os.ReadFile(filepath.Join(p.results, p.jobName))
-	if err != nil || string(body) != string(demoapp.Output(p.jobName)) {
+	if err != nil || string(body) != string(demoapp.SingleOutput(p.jobName)) {
 		p.t.Errorf("results/%s = %q, %v; want the demo app's correct output", p.jobName, body, err)
 	}
 	wu := p.job()
@@ -182,12 +182,12 @@ func TestPipelineAgreeingPair(t *testing.T) {
 	p.send(rs[0], 0)
 	p.send(rs[1], 1)
 	p.now += 100
-	p.report(rs[0], demoapp.Output(p.jobName))
+	p.report(rs[0], demoapp.SingleOutput(p.jobName))
 	p.run("transitioner", p.trans)
 	if wu := p.job(); wu.NeedValidate {
 		t.Fatalf("need_validate after one report = true, want false: quorum is 2")
 	}
-	p.report(rs[1], demoapp.Output(p.jobName))
+	p.report(rs[1], demoapp.SingleOutput(p.jobName))
 	p.run("transitioner", p.trans)
 	if wu := p.job(); !wu.NeedValidate {
 		t.Fatalf("need_validate after two reports = false, want true")
@@ -213,7 +213,7 @@ func TestPipelineWrongAnswerThenTimeout(t *testing.T) {
 	p.send(rs[1], 1)
 	p.now += 100
 	p.report(rs[0], []byte("forged\n"))
-	p.report(rs[1], demoapp.Output(p.jobName))
+	p.report(rs[1], demoapp.SingleOutput(p.jobName))
 	p.run("transitioner", p.trans)
 	p.run("validator", p.valid)
 	if wu := p.job(); wu.CanonicalResultID != 0 || wu.TargetNResults != 3 {
@@ -235,7 +235,7 @@ func TestPipelineWrongAnswerThenTimeout(t *testing.T) {
 		t.Fatalf("after the deadline: %d instances, third %v; want 4, the third no_reply", len(rs), rs[2].Outcome)
 	}
 	p.send(rs[3], 2)
-	p.report(rs[3], demoapp.Output(p.jobName))
+	p.report(rs[3], demoapp.SingleOutput(p.jobName))
 	p.run("transitioner", p.trans)
 	p.run("validator", p.valid)
 	p.run("transitioner", p.trans)

@@ -61,7 +61,7 @@ func TestLateHostStaysOfflineAndReturnsCorrectOutputAfterDeadline(t *testing.T) 
 	if up := f.uploadTimes["wu_0_0_0"]; up.Before(due) {
 		t.Errorf("wu_0_0_0 uploaded at %s, want after %s: the host was offline until then", up.Format(time.StampMicro), due.Format(time.StampMicro))
 	}
-	if got, want := f.uploads["wu_0_0_0"].data, demoapp.Output("wu_0"); !bytes.Equal(got, want) {
+	if got, want := f.uploads["wu_0_0_0"].data, demoapp.SingleOutput("wu_0"); !bytes.Equal(got, want) {
 		t.Errorf("late host uploaded %q, want the correct output %q", got, want)
 	}
 	if rep := reqs[1].req.Results[0]; rep.State != int(state.ClientFilesUploaded) || rep.ExitStatus != 0 {

@@ -70,7 +70,7 @@ func TestHostRegistersFetchesComputesUploadsReportsAndForgetsAfterAck(t *testing
 	if !ok {
 		t.Fatalf("uploads = %v, want wu_0_0_0", f.uploads)
 	}
-	want := demoapp.Output("wu_0")
+	want := demoapp.SingleOutput("wu_0")
 	if !bytes.Equal(up.data, want) {
 		t.Errorf("uploaded wu_0_0_0 = %q, want demoapp.Output = %q", up.data, want)
 	}
@@ -132,7 +132,7 @@ func TestCheaterUploadsPlausibleWrongOutput(t *testing.T) {
 	f.waitFor(t, "a request after the ack of wu_0_0", droppedAfterAck("wu_0_0"))
 	s := stop()
 
-	got, want := f.uploads["wu_0_0_0"].data, demoapp.Output("wu_0")
+	got, want := f.uploads["wu_0_0_0"].data, demoapp.SingleOutput("wu_0")
 	if bytes.Equal(got, want) {
 		t.Fatalf("cheater uploaded the correct output %q, want a wrong one", got)
 	}
