@@ -8,8 +8,9 @@
 // transition_time, target_nresults, name), app (by name; its policies on every
 // batch, through package jobs, so a change applies without a restart),
 // known_answer (when the app mixes in known-answer jobs).
-// Writes: new workunit rows with transition_time = now; input files in the
-// download directory; the counter file <project-dir>/work_generator.<app>.count.
+// Writes: new workunit rows with transition_time = now (and their
+// workunit_shared_file and job_template rows, through package jobs); input
+// files in the download directory; shared_file rows and files (StageShared); the counter file <project-dir>/work_generator.<app>.count.
 //
 // The backlog is counted in instances: results of the app that are UNSENT,
 // plus target_nresults for every job of the app that has no instances yet

@@ -32,11 +32,11 @@ type Program struct {
 	Flags []cli.Flag
 	// Check validates Flags before the database is opened; it may be nil.
 	Check func(c *cli.Context) error
-	// Input builds, once the configuration is valid and the store open,
-	// what makes a new job's input file from the job's name (see
-	// Deps.Input). nil means the demo app's inputs, and --app defaults
-	// to the demo app; otherwise --app is required.
-	Input func(c *cli.Context, env daemon.Env) (func(ctx context.Context, job string) ([]byte, error), error)
+	// Jobs builds, once the configuration is valid and the store open,
+	// what makes the new jobs (see Deps.Jobs). nil means the demo
+	// project's jobs, and --app defaults to the demo app; otherwise --app
+	// is required.
+	Jobs func(c *cli.Context, env daemon.Env) (JobMaker, error)
 }
 
 // Main runs p as the process's program: flags from os.Args, the loop until
@@ -54,7 +54,7 @@ func Run(ctx context.Context, args []string, p Program) error {
 		usage = "create jobs while the app's unsent backlog is below target"
 	}
 	app := &cli.StringFlag{Name: FlagApp, Usage: "app to create jobs for (required)", EnvVars: []string{config.EnvName(FlagApp)}}
-	if p.Input == nil {
+	if p.Jobs == nil {
 		// The stock program makes demo jobs, which only the demo app runs.
 		app.Value, app.Usage = demoapp.AppName, "app to create jobs for"
 	}
@@ -89,18 +89,18 @@ func Run(ctx context.Context, args []string, p Program) error {
 			return cfg
 		},
 		Build: func(c *cli.Context, cfg programConfig, env daemon.Env) (daemon.Service, func() error, error) {
-			var input func(ctx context.Context, job string) ([]byte, error)
-			if p.Input != nil {
+			var maker JobMaker
+			if p.Jobs != nil {
 				var err error
-				if input, err = p.Input(c, env); err != nil {
+				if maker, err = p.Jobs(c, env); err != nil {
 					return nil, nil, err
 				}
-				if input == nil {
-					return nil, nil, errors.New("work generator: the program's Input returned no input maker")
+				if maker == nil {
+					return nil, nil, errors.New("work generator: the program made no job maker")
 				}
 			}
 			svc, err := New(cfg.Config, Deps{Store: env.Store, Creator: jobs.NewCreator(env.Store, env.Common.DownloadDir, env.Common.Fanout, time.Now),
-				Input: input, Log: env.Log, Metrics: NewMetrics(env.Registry)})
+				Jobs: maker, Log: env.Log, Metrics: NewMetrics(env.Registry)})
 			if err != nil {
 				return nil, nil, err
 			}

@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/config"
-	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
@@ -79,10 +78,8 @@ type Deps struct {
 	Store Store
 	// Creator writes the jobs and stages their input files.
 	Creator *jobs.Creator
-	// Input makes a job's input file from its name; nil means
-	// demoapp.Input. An error fails the pass before anything is written:
-	// no job of the batch is created, and the next pass tries again.
-	Input   func(ctx context.Context, job string) ([]byte, error)
+	// Jobs makes the jobs; nil means the demo project's (DemoJobs).
+	Jobs    JobMaker
 	Log     *slog.Logger     // nil: discard
 	Metrics *Metrics         // nil: registered nowhere
 	Now     func() time.Time // nil: time.Now
@@ -93,7 +90,7 @@ type Service struct {
 	st      Store
 	creator *jobs.Creator
 	cfg     Config
-	input   func(ctx context.Context, job string) ([]byte, error)
+	maker   JobMaker
 	log     *slog.Logger
 	m       *Metrics
 	now     func() time.Time
@@ -125,9 +122,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if cfg.JobPrefix == "" {
 		cfg.JobPrefix = cfg.App
 	}
-	s := &Service{st: deps.Store, creator: deps.Creator, cfg: cfg, input: deps.Input, log: deps.Log, m: deps.Metrics, now: deps.Now}
-	if s.input == nil {
-		s.input = func(_ context.Context, job string) ([]byte, error) { return demoapp.Input(job), nil }
+	s := &Service{st: deps.Store, creator: deps.Creator, cfg: cfg, maker: deps.Jobs, log: deps.Log, m: deps.Metrics, now: deps.Now}
+	if s.maker == nil {
+		s.maker = DemoJobs{}
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -194,11 +191,12 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	batch := make([]jobs.Job, n)
 	for i := range batch {
 		name := jobs.NewName(s.cfg.JobPrefix, now)
-		in, err := s.input(ctx, name)
+		j, err := s.maker.Job(ctx, name)
 		if err != nil {
-			return 0, fmt.Errorf("input of job %s: %w", name, err)
+			return 0, fmt.Errorf("job %s: %w", name, err)
 		}
-		batch[i] = jobs.Job{Name: name, Inputs: []jobs.Input{{Data: in}}}
+		j.Name = name
+		batch[i] = j
 	}
 	// Write-ahead: from here until the second write, a crash leaves a
 	// pending batch that load resolves against the database.
@@ -274,6 +272,18 @@ func (s *Service) load(ctx context.Context) error {
 		c.App = s.cfg.App
 		if err := writeCounter(s.cfg.CounterFile, c); err != nil {
 			return err
+		}
+	}
+	// The shared inputs are staged on every load: after a failed pass too,
+	// so a shared file the file deleter removed once no job needed it is
+	// staged again (staging content already there only marks it used).
+	shared, err := s.maker.SharedFiles(ctx)
+	if err != nil {
+		return fmt.Errorf("shared inputs: %w", err)
+	}
+	for _, f := range shared {
+		if _, err := s.creator.StageShared(ctx, f.Name, f.Data, f.Gzip); err != nil {
+			return fmt.Errorf("stage shared input %s: %w", f.Name, err)
 		}
 	}
 	s.appID = app.ID

@@ -165,29 +165,50 @@ func TestStagesInputWhereJobXMLSays(t *testing.T) {
 			t.Errorf("workunit %s = %+v; want job parameters of the config and transition_time = now", wu.Name, wu)
 		}
 		doc, err := jobxml.ParseWorkunit(wu.XMLDoc)
-		if err != nil || len(doc.Inputs) != 1 {
-			t.Fatalf("ParseWorkunit(%q) = %+v, %v; want one input", wu.XMLDoc, doc, err)
+		if err != nil || len(doc.Inputs) != 3 || doc.CommandLine != demoapp.CommandLine(demoapp.Rounds) {
+			t.Fatalf("ParseWorkunit(%q) = %+v, %v; want three inputs and the demo command line", wu.XMLDoc, doc, err)
 		}
-		in := doc.Inputs[0]
-		if in.Name != wu.Name+"_in" || in.OpenName != "in" {
-			t.Errorf("input of %s = %+v, want name %s_in, open_name in", wu.Name, in, wu.Name)
+		in, model, params := doc.Inputs[0], doc.Inputs[1], doc.Inputs[2]
+		if in.Name != wu.Name+"_in" || in.OpenName != demoapp.InName || in.GzippedNbytes <= 0 {
+			t.Errorf("input of %s = %+v, want name %s_in, open_name in, gzip'd", wu.Name, in, wu.Name)
 		}
-		path, err := fanout.Path(b.downloadDir, in.Name, fan)
-		if err != nil {
-			t.Fatal(err)
+		if model.Name != jobs.SharedName(demoapp.ModelFile, md5hex(demoapp.Model())) || model.OpenName != demoapp.ModelName || !model.Sticky {
+			t.Errorf("model of %s = %+v, want the shared model, sticky", wu.Name, model)
 		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("read staged input: %v", err)
+		if params.OpenName != demoapp.ParamsName {
+			t.Errorf("params of %s = %+v", wu.Name, params)
 		}
-		sum := md5.Sum(data)
-		if !bytes.Equal(data, demoapp.Input(wu.Name)) || in.MD5 != hex.EncodeToString(sum[:]) || in.Nbytes != float64(len(data)) {
-			t.Errorf("staged %s: %d bytes md5 %x; xml says %g bytes md5 %s; want demoapp.Input and matching xml",
-				path, len(data), sum, in.Nbytes, in.MD5)
+		for _, f := range []struct {
+			in   jobxml.InputFile
+			want []byte
+		}{{in, demoapp.Input(wu.Name)}, {model, demoapp.Model()}, {params, demoapp.Params()}} {
+			path, err := fanout.Path(b.downloadDir, f.in.Name, fan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read staged input: %v", err)
+			}
+			if !bytes.Equal(data, f.want) || f.in.MD5 != md5hex(data) || f.in.Nbytes != float64(len(data)) {
+				t.Errorf("staged %s: %d bytes md5 %s; xml says %g bytes md5 %s; want demoapp's and matching xml",
+					path, len(data), md5hex(data), f.in.Nbytes, f.in.MD5)
+			}
+			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+				t.Errorf("staged file mode = %v, %v; want 0644", fi.Mode(), err)
+			}
 		}
-		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
-			t.Errorf("staged file mode = %v, %v; want 0644", fi.Mode(), err)
+		if fi, err := os.Stat(mustPath(t, b.downloadDir, in.Name) + ".gz"); err != nil || float64(fi.Size()) != in.GzippedNbytes {
+			t.Errorf("gzip'd copy of %s: %v, %v; want %g bytes", in.Name, fi, err, in.GzippedNbytes)
 		}
+		tmpl, err := b.st.JobTemplateGet(context.Background(), wu.OutputTemplateID)
+		if err != nil || tmpl.Body != demoapp.OutputTemplate {
+			t.Errorf("output template of %s = %+v, %v; want the demo's", wu.Name, tmpl, err)
+		}
+	}
+	var refs int
+	if err := b.st.DB().Get(&refs, `SELECT COUNT(*) FROM workunit_shared_file`); err != nil || refs != len(wus) {
+		t.Errorf("shared file references = %d, %v; want one per job (%d)", refs, err, len(wus))
 	}
 	// No temporary files are left behind.
 	err := filepath.WalkDir(b.downloadDir, func(p string, d os.DirEntry, err error) error {
@@ -330,6 +351,83 @@ func TestLostCounterFileDoesNotCountKnownAnswerJobs(t *testing.T) {
 	svc := b.service(t, limit)
 	if n := runOnce(t, svc); n != 0 || svc.Created() != 5 {
 		t.Fatalf("after losing the counter file: RunOnce = %d, Created = %d; want 0, 5 (known-answer jobs not counted)", n, svc.Created())
+	}
+}
+
+func md5hex(b []byte) string {
+	sum := md5.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func mustPath(t *testing.T, dir, name string) string {
+	t.Helper()
+	p, err := fanout.Path(dir, name, fan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSharedModelStagedAgainAfterDeletion: the generator stages its shared
+// files when it loads, and again after a failed pass, so jobs never refer
+// to a model the file deleter removed.
+func TestSharedModelStagedAgainAfterDeletion(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	svc := b.service(t, func(c *workgenerator.Config) { c.UnsentTarget = 2 })
+	passes(t, svc)
+	sf, err := b.st.SharedFileLatest(ctx, demoapp.ModelFile)
+	if err != nil || sf.State != row.SharedFileLive {
+		t.Fatalf("model after the first jobs: %+v, %v; want it staged and live", sf, err)
+	}
+	// The file deleter removed it (no job needs it any more).
+	storetest.Exec(t, b.st, `UPDATE shared_file SET state = ? WHERE id = ?`, row.SharedFileDeleted, sf.ID)
+	path := mustPath(t, b.downloadDir, sf.Name)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Exec(t, b.st, `UPDATE result SET server_state = ?`, state.ServerInProgress)
+	storetest.Exec(t, b.st, `UPDATE workunit SET target_nresults = 0`)
+	// The first pass fails on the deleted model; the next stages it again.
+	if _, err := svc.RunOnce(ctx); err == nil {
+		t.Fatal("a job referred to a deleted shared file")
+	}
+	if n := runOnce(t, svc); n == 0 {
+		t.Fatal("no job created after the model was staged again")
+	}
+	if again, err := b.st.SharedFileGet(ctx, sf.Name); err != nil || again.State != row.SharedFileLive {
+		t.Errorf("model = %+v, %v; want live again", again, err)
+	}
+	if data, err := os.ReadFile(path); err != nil || !bytes.Equal(data, demoapp.Model()) {
+		t.Errorf("model on disk: %d bytes, %v; want it staged again", len(data), err)
+	}
+}
+
+// TestInputJobs: a maker of one input per job gives jobs of the app's
+// templates, as a project's InputMaker does.
+func TestInputJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	clock := func() time.Time { return b.now }
+	cfg := workgenerator.Config{App: "demo", UnsentTarget: 2, Mod: 1, Batch: 3,
+		CounterFile: workgenerator.CounterPath(b.projectDir, "demo"), Params: jobs.DefaultParams()}
+	maker := workgenerator.InputJobs(func(_ context.Context, job string) ([]byte, error) { return []byte("input of " + job), nil })
+	svc, err := workgenerator.New(cfg, workgenerator.Deps{Store: b.st, Creator: jobs.NewCreator(b.st, b.downloadDir, fan, clock), Jobs: maker, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	passes(t, svc)
+	wus := b.workunits(t)
+	if len(wus) != 1 {
+		t.Fatalf("jobs = %d, want 1", len(wus))
+	}
+	doc, err := jobxml.ParseWorkunit(wus[0].XMLDoc)
+	if err != nil || len(doc.Inputs) != 1 || doc.Inputs[0].OpenName != "in" || doc.CommandLine != "" || wus[0].OutputTemplateID != 0 {
+		t.Fatalf("job %+v, %v: want one input \"in\", no command line, the built-in output template", doc, err)
+	}
+	if data, err := os.ReadFile(mustPath(t, b.downloadDir, doc.Inputs[0].Name)); err != nil || string(data) != "input of "+wus[0].Name {
+		t.Errorf("staged input %q, %v", data, err)
 	}
 }
 
