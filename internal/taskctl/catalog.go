@@ -52,7 +52,7 @@ func (t *tool) appCommand() *cli.Command {
 				&cli.StringFlag{Name: "user-friendly-name", Usage: "name shown to people (default: --name)"},
 				&cli.IntFlag{Name: "min-version", Usage: "oldest app version number sent to clients"},
 				&cli.Float64Flag{Name: "weight", Value: 1, Usage: "share of work this app gets relative to others"},
-			}, appPolicyFlags()...),
+			}, append(appPolicyFlags(), appTemplateFlags()...)...),
 			Action: func(c *cli.Context) error {
 				a := row.App{CreateTime: t.now().Unix(), Name: c.String("name"),
 					UserFriendlyName: orDefault(c.String("user-friendly-name"), c.String("name")),
@@ -60,7 +60,14 @@ func (t *tool) appCommand() *cli.Command {
 				if err := applyAppFlags(c, &a, false); err != nil {
 					return err
 				}
+				in, out, err := appTemplates(c)
+				if err != nil {
+					return err
+				}
 				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
+					if err := t.putTemplates(ctx, st, &a, in, out); err != nil {
+						return err
+					}
 					id, err := st.AppInsert(ctx, a)
 					if err != nil {
 						return err
@@ -111,7 +118,7 @@ func (t *tool) appCommand() *cli.Command {
 					return nil
 				})
 			},
-		}},
+		}, t.appTemplatesCommand()},
 	}
 }
 
