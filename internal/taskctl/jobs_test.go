@@ -65,7 +65,10 @@ func TestJobSubmitSeveralInputs(t *testing.T) {
 	dir := b.projectDir
 	writeFile(t, filepath.Join(dir, "model.bin"), "the model")
 	writeFile(t, filepath.Join(dir, "data.txt"), "the data")
-	writeFile(t, filepath.Join(dir, "in.xml"), threeInputs)
+	// The remote file second: --remote-file and --input keep their order.
+	remoteSecond := strings.NewReplacer("<open_name>model</open_name>", "<open_name>table</open_name>",
+		"<open_name>table</open_name>", "<open_name>model</open_name>").Replace(threeInputs)
+	writeFile(t, filepath.Join(dir, "in.xml"), remoteSecond)
 	writeFile(t, filepath.Join(dir, "out.xml"), twoOutputs)
 
 	out := b.mustRun(t, "file", "stage", "--gzip", "model", filepath.Join(dir, "model.bin"))
@@ -79,13 +82,13 @@ func TestJobSubmitSeveralInputs(t *testing.T) {
 
 	// create_work's spellings: the remote file in order among the inputs.
 	b.mustRun(t, "job", "submit", "--app", "demo", "--wu_name", "j1", "--input", filepath.Join(dir, "data.txt"),
-		"--input", "shared:model", "--remote_file", "https://files.example.org/t,1234,"+remoteMD5,
+		"--remote_file", "https://files.example.org/t,1234,"+remoteMD5, "--input", "shared:model",
 		"--command_line", "--alpha 1", "--wu_template", filepath.Join(dir, "in.xml"), "--result_template", filepath.Join(dir, "out.xml"))
 	doc, outID, target := jobDoc(t, b, "j1")
 	if doc.CommandLine != "--alpha 1" || len(doc.Inputs) != 3 || target != 3 {
 		t.Fatalf("job j1 = %+v (target %d); want command line --alpha 1, 3 inputs, the template's target_nresults", doc, target)
 	}
-	data, shared, remote := doc.Inputs[0], doc.Inputs[1], doc.Inputs[2]
+	data, remote, shared := doc.Inputs[0], doc.Inputs[1], doc.Inputs[2]
 	path, _ := fanout.Path(filepath.Join(dir, "download"), data.Name, 16)
 	if got, err := os.ReadFile(path); err != nil || string(got) != "the data" || data.OpenName != "data" || !(data.GzippedNbytes > 0) {
 		t.Errorf("first input %+v at %s = %q, %v; want the data, opened as data, gzip'd", data, path, got, err)
@@ -93,7 +96,8 @@ func TestJobSubmitSeveralInputs(t *testing.T) {
 	if shared.Name != m[1] || shared.OpenName != "model" || !shared.NoDelete {
 		t.Errorf("shared input = %+v; want %s opened as model", shared, m[1])
 	}
-	if remote.Name != "jf_"+remoteMD5 || remote.Nbytes != 1234 || len(remote.URLs) != 1 || remote.URLs[0] != "https://files.example.org/t" {
+	if remote.Name != "jf_"+remoteMD5 || remote.Nbytes != 1234 || len(remote.URLs) != 1 || remote.URLs[0] != "https://files.example.org/t" ||
+		remote.OpenName != "table" {
 		t.Errorf("remote input = %+v", remote)
 	}
 	if tm, err := b.st.JobTemplateGet(ctx, outID); err != nil || tm.Body != twoOutputs {
