@@ -27,9 +27,9 @@ import (
 )
 
 type bundle struct {
-	st         *store.Store
-	srv        *httptest.Server
-	reg        *prometheus.Registry
+	st          *store.Store
+	srv         *httptest.Server
+	reg         *prometheus.Registry
 	resultsDir  string
 	downloadDir string
 	// API keys: alice and bob may submit, carol may not.
