@@ -34,7 +34,8 @@ func checkVersion(t *testing.T, b *bundle, num int, want map[string][]byte) {
 	if !found {
 		t.Fatalf("AppVersionList = %+v: no version %d", avs, num)
 	}
-	files, err := appversion.Parse(doc)
+	ver, err := appversion.Parse(doc)
+	files := ver.Files
 	if err != nil || len(files) != len(want) {
 		t.Fatalf("appversion.Parse(version %d xml_doc %q) = %+v, %v; want %d files", num, doc, files, err, len(want))
 	}
