@@ -247,3 +247,37 @@ func countInfos(rep *protocol.SchedulerReply, name string) int {
 	}
 	return n
 }
+
+// TestStickyFileNotCountedTwice: a job's disk bound includes its inputs,
+// and a sticky input the host holds is already out of its free disk: the
+// job needs only the rest. One too big for the free disk with the sticky
+// file counted is sent when the host holds the file, and two jobs sharing
+// a sticky file not yet there count it once.
+func TestStickyFileNotCountedTwice(t *testing.T) {
+	t.Parallel()
+	const bound = 1.5e6 // the sticky input is 1e6 of it
+	other := protocol.HostFile{Name: "sf_other", Nbytes: 5, Status: protocol.FilePresent}
+	for _, tc := range []struct {
+		name  string
+		jobs  int
+		free  float64
+		files []protocol.HostFile
+		want  int
+	}{
+		{"not held, too big", 1, 1e6, nil, 0},
+		{"held", 1, 1e6, []protocol.HostFile{{Name: sharedDB, Nbytes: 1e6, Status: protocol.FilePresent}}, 1},
+		{"held but not yet present", 1, 1e6, []protocol.HostFile{{Name: sharedDB, Nbytes: 1e6, Status: 0}}, 0},
+		{"two jobs in one reply", 2, 2.2e6, []protocol.HostFile{other}, 2},
+		{"two jobs, no list of held files: counted whole", 2, 2.2e6, nil, 1},
+	} {
+		f := setup(t)
+		for i := range tc.jobs {
+			name := "wd" + string(rune('a'+i))
+			f.addJob(name, job{xmlDoc: threeInputs(t, name), disk: bound})
+		}
+		rep := f.rpc(request{workSecs: 1000, instances: float64(tc.jobs), ncpus: 2, diskFree: tc.free, hostFiles: tc.files})
+		if len(rep.Results) != tc.want {
+			t.Errorf("%s: %d tasks sent with %v bytes free, want %d (%s)", tc.name, len(rep.Results), tc.free, tc.want, messages(rep))
+		}
+	}
+}
