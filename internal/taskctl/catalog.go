@@ -189,6 +189,8 @@ func (t *tool) appVersionCommand() *cli.Command {
 				&cli.StringFlag{Name: "plan-class", Usage: "plan class (empty: plain CPU version)"},
 				&cli.StringSliceFlag{Name: "file", Usage: "a file of the version (repeatable; the first is the main program). " +
 					"Without --file the version has no files: only the simulated client can run it"},
+				&cli.StringFlag{Name: "cmdline", Usage: "command-line arguments of this version, which the client passes the " +
+					"application after the job's own (BOINC's <cmdline> of an app version)"},
 				&cli.StringFlag{Name: "code-sign-key", Usage: "sign the files here with this code-signing private key (the code_sign_private that keys generate --code-sign-out wrote, e.g. on removable media)"},
 				&cli.StringFlag{Name: "signatures", Usage: "file of signatures made offline with: taskctl sign --key KEY FILE..."},
 				&cli.StringFlag{Name: "code-sign-public", Value: "keys/code_sign_public",
@@ -202,12 +204,15 @@ func (t *tool) appVersionCommand() *cli.Command {
 				if len(paths) == 0 && (c.String("code-sign-key") != "" || c.String("signatures") != "") {
 					return errors.New("--code-sign-key and --signatures sign --file: give the version's files")
 				}
+				if err := appversion.CheckCmdline(c.String("cmdline")); err != nil {
+					return fmt.Errorf("--cmdline: %w", err)
+				}
 				cfg, err := config.CommonFrom(c)
 				if err != nil {
 					return err
 				}
 				var files []versionFile
-				var doc string
+				ver := appversion.Version{Cmdline: c.String("cmdline")}
 				if len(paths) > 0 {
 					files, err = describeFiles(paths, c.String("app"), c.Int("version-num"), c.String("platform"))
 					if err != nil {
@@ -217,13 +222,13 @@ func (t *tool) appVersionCommand() *cli.Command {
 						cfg.Path(c.String("code-sign-public"))); err != nil {
 						return err
 					}
-					var list []appversion.File
 					for _, f := range files {
-						list = append(list, f.f)
+						ver.Files = append(ver.Files, f.f)
 					}
-					if doc, err = appversion.Format(list); err != nil {
-						return err
-					}
+				}
+				doc, err := appversion.Format(ver)
+				if err != nil {
+					return err
 				}
 				return t.withStore(c, false, func(ctx context.Context, st *store.Store, cfg config.Common) error {
 					app, err := st.AppGetByName(ctx, c.String("app"))
