@@ -138,7 +138,7 @@ func templateFlags() []cli.Flag {
 		&cli.StringFlag{Name: "output-template", Aliases: []string{"result-template", "result_template"},
 			Usage: "output template file (BOINC's format; default: the app's)"},
 		&cli.StringFlag{Name: "command-line", Aliases: []string{"command_line"},
-			Usage: "the application's command line (replaces the input template's)"},
+			Usage: "the application's command line (replaces the input template's; in a batch it goes before each job's own)"},
 	}
 }
 
