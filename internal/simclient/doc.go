@@ -36,8 +36,14 @@
 // late hosts go offline with their work and upload and report it only after
 // its report deadline. A host's domain name says its kind
 // (simhost<index>.<kind>), so tests can tell from the host table who cheated.
-// Nothing is written to disk: the "computation" is demoapp.Compute plus
-// simulated CPU time.
+// Nothing is written to disk: the "computation" is the demo app's (demoapp.Out
+// and demoapp.Log of every input, in the workunit's order, with --rounds from
+// the command line) plus simulated CPU time. A host downloads every input
+// (a gzip'd one from its gzipped_url, gunzipped and checked), keeps sticky
+// inputs per project between tasks (downloaded once, listed as held in every
+// request, so the scheduler may leave them out of a reply; forgotten on
+// <delete_file_info>), and uploads every output: "log" gets the log, any other
+// output the "out".
 //
 // Reads: the projects' scheduler, download and upload URLs. Writes: nothing
 // but the JSON statistics report, the log of acknowledged results

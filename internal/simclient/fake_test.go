@@ -2,12 +2,15 @@ package simclient
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,15 +38,20 @@ type fakeProject struct {
 	failInputs   bool            // inputs start with demoapp.FailMarker
 	deadline     time.Duration   // report deadline of results handed out; 0 = an hour
 	maxPerRPC    int             // results one reply may carry; 0 = 1
-	down         bool            // answer every scheduler request with 503 while set
-	nextHost     int64
-	issued       int
-	requests     []fakeRequest
-	downloads    int
-	uploadTries  int
-	uploads      map[string]fakeUpload
-	uploadTimes  map[string]time.Time
-	deadlines    []float64 // report deadlines handed out, in order
+	// shaped hands out jobs of the demo's shape: "in" offered gzip'd,
+	// the sticky "model" (described only to a host not listing it as
+	// held), "params", --rounds shapedRounds, outputs "out" and "log".
+	shaped      bool
+	downloadsOf map[string]int // downloads by URL path name
+	down        bool           // answer every scheduler request with 503 while set
+	nextHost    int64
+	issued      int
+	requests    []fakeRequest
+	downloads   int
+	uploadTries int
+	uploads     map[string]fakeUpload
+	uploadTimes map[string]time.Time
+	deadlines   []float64 // report deadlines handed out, in order
 }
 
 type fakeRequest struct {
@@ -152,6 +160,12 @@ func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
 			sum = md5hex(nil)
 		}
 		reply.Apps = []protocol.App{{Name: demoapp.AppName}}
+		if f.shaped {
+			f.shapedJob(&reply, &rec.req, wu, res, deadline)
+			rec.sent = append(rec.sent, res)
+			f.deadlines = append(f.deadlines, deadline)
+			continue
+		}
 		reply.FileInfos = append(reply.FileInfos,
 			protocol.FileInfo{Name: wu + "_in", URLs: []string{f.srv.URL + "/download/" + wu}, Nbytes: float64(len(input)), MD5Cksum: sum},
 			protocol.FileInfo{Name: res + "_0", URLs: []string{f.srv.URL + "/file_upload_handler"}, MaxNbytes: 100000, XMLSignature: testSignature},
@@ -168,15 +182,63 @@ func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
 	_ = protocol.WriteSchedulerReply(w, &reply)
 }
 
+// shapedRounds is the --rounds of the fake's shaped jobs.
+const shapedRounds = 7
+
+// shapedJob adds job wu of the demo's shape to reply; f.mu is held.
+func (f *fakeProject) shapedJob(reply *protocol.SchedulerReply, req *protocol.SchedulerRequest, wu, res string, deadline float64) {
+	input := f.input(wu)
+	z := gzipBytes(input)
+	model, params := demoapp.Model(), demoapp.Params()
+	reply.FileInfos = append(reply.FileInfos,
+		protocol.FileInfo{Name: wu + "_in", URLs: []string{f.srv.URL + "/download/" + wu}, GzippedURLs: []string{f.srv.URL + "/download/" + wu + ".gz"},
+			Nbytes: float64(len(input)), GzippedNbytes: float64(len(z)), MD5Cksum: md5hex(input)},
+		protocol.FileInfo{Name: wu + "_params", URLs: []string{f.srv.URL + "/download/params"}, Nbytes: float64(len(params)), MD5Cksum: md5hex(params)},
+		protocol.FileInfo{Name: res + "_0", URLs: []string{f.srv.URL + "/file_upload_handler"}, MaxNbytes: 100000, XMLSignature: testSignature},
+		protocol.FileInfo{Name: res + "_1", URLs: []string{f.srv.URL + "/file_upload_handler"}, MaxNbytes: 100000, XMLSignature: testSignature},
+	)
+	held := slices.ContainsFunc(req.HostFiles, func(h protocol.HostFile) bool { return h.Name == "model" && h.Status == protocol.FilePresent })
+	described := slices.ContainsFunc(reply.FileInfos, func(fi protocol.FileInfo) bool { return fi.Name == "model" })
+	if !held && !described {
+		reply.FileInfos = append(reply.FileInfos, protocol.FileInfo{Name: "model", URLs: []string{f.srv.URL + "/download/model"},
+			Nbytes: float64(len(model)), MD5Cksum: md5hex(model), Sticky: &protocol.Empty{}})
+	}
+	reply.Workunits = append(reply.Workunits, protocol.Workunit{Name: wu, AppName: demoapp.AppName, RscFpopsEst: fakeFpopsEst,
+		CommandLine: demoapp.CommandLine(shapedRounds),
+		FileRefs:    []protocol.FileRef{{FileName: wu + "_in", OpenName: "in"}, {FileName: "model", OpenName: "model"}, {FileName: wu + "_params", OpenName: "params"}}})
+	reply.Results = append(reply.Results, protocol.Result{Name: res, WUName: wu, Platform: platformName, VersionNum: 100,
+		ReportDeadline: deadline,
+		FileRefs:       []protocol.FileRef{{FileName: res + "_0", OpenName: "out"}, {FileName: res + "_1", OpenName: "log"}}})
+}
+
+func gzipBytes(b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	return buf.Bytes()
+}
+
 func (f *fakeProject) download(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.downloads++
+	if f.downloadsOf == nil {
+		f.downloadsOf = map[string]int{}
+	}
+	f.downloadsOf[name]++
 	f.notify()
-	f.mu.Unlock()
-	f.mu.Lock()
-	input := f.input(r.PathValue("name"))
-	f.mu.Unlock()
-	_, _ = w.Write(input)
+	switch base, gz := strings.CutSuffix(name, ".gz"); {
+	case name == "model":
+		_, _ = w.Write(demoapp.Model())
+	case name == "params":
+		_, _ = w.Write(demoapp.Params())
+	case gz:
+		_, _ = w.Write(gzipBytes(f.input(base)))
+	default:
+		_, _ = w.Write(f.input(name))
+	}
 }
 
 // input is the input file of job wu; f.mu is held.

@@ -31,6 +31,8 @@ type attachment struct {
 	seqno          int64
 	crossProjectID string
 	appVersions    []protocol.ClientAppVer
+	// sticky are the sticky input files the host holds for the project.
+	sticky stickyFiles
 	// nextRPCAt is when the server asked to hear from the host again
 	// (next_rpc_delay); +Inf when it did not.
 	nextRPCAt float64

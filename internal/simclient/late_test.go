@@ -140,19 +140,22 @@ func TestCheatersNeverAgreeWithEachOtherOrTheTruth(t *testing.T) {
 	t.Parallel()
 	opts := Options{Seed: 1, SchedulerURL: "http://x/", Authenticators: []string{"k"}}.withDefaults()
 	r := &runner{opts: opts, projects: opts.projects()}
-	input := demoapp.Input("wu_x")
-	correct := string(demoapp.Compute(input, demoapp.Rounds))
+	job := &task{files: demoapp.GeneratedFiles("wu_x"), rounds: demoapp.Rounds}
+	correct := string(demoapp.Output("wu_x"))
 	seen := map[string]int{correct: -1}
 	for i := range 200 {
 		// The same seed for every host: uniqueness must not rest on luck.
 		h := newHost(r, i, KindCheating, newTestRand())
-		out := string(h.compute(input))
+		outB, _ := h.compute(job)
+		out := string(outB)
 		if j, dup := seen[out]; dup {
 			t.Fatalf("cheating host %d computed the same output as host %d (-1: the correct one)", i, j)
 		}
 		seen[out] = i
 	}
-	if got := string(newHost(r, 0, KindCheating, newTestRand()).compute(nil)); got == string(newHost(r, 1, KindCheating, newTestRand()).compute(nil)) {
+	empty := &task{files: demoapp.Files{nil}, rounds: demoapp.Rounds}
+	got, _ := newHost(r, 0, KindCheating, newTestRand()).compute(empty)
+	if other, _ := newHost(r, 1, KindCheating, newTestRand()).compute(empty); string(got) == string(other) {
 		t.Errorf("two cheaters agree on an empty input: %q", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/taskserver/taskserver/internal/clientpolicy"
+	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/protocol"
 )
 
@@ -60,6 +61,7 @@ func (h *host) buildRequest(a *attachment, wr clientpolicy.WorkRequest, now floa
 			ActiveFrac: o.OnFrac, GPUActiveFrac: 1, ClientStartTime: float64(h.r.start.Unix()), Now: startUnix + now},
 		DiskUsage:   protocol.DiskUsage{DBoincUsedTotal: 1e6, DBoincUsedProject: 1e6, DProjectShare: h.info.DFree / 2},
 		AppVersions: append([]protocol.ClientAppVer(nil), a.appVersions...),
+		HostFiles:   a.sticky.held(),
 	}
 	if wr.Seconds > 0 {
 		secs := max(wr.Seconds/a.dcf, 1e-3)
@@ -186,6 +188,7 @@ func (h *host) applyReply(a *attachment, now float64, reply *protocol.SchedulerR
 		}
 	}
 
+	a.sticky.forget(reply.DeleteFileInfos)
 	got, est := h.addTasks(a, reply, now)
 	if got > 0 {
 		h.r.rec.Fetched(a.index, got, est)
@@ -234,6 +237,7 @@ func (h *host) addTasks(a *attachment, reply *protocol.SchedulerReply, now float
 			Platform: av.Platform, PlanClass: av.PlanClass, AvgNCPUs: av.AvgNCPUs, Flops: av.Flops})
 	}
 	got, est := 0, 0.0
+	var err error
 	for _, res := range reply.Results {
 		if a.byName[res.Name] != nil {
 			continue
@@ -250,13 +254,18 @@ func (h *host) addTasks(a *attachment, reply *protocol.SchedulerReply, now float
 			}
 		}
 		var missing string
-		t.inputs, missing = lookupFiles(wu.FileRefs, files)
+		t.inputs, missing = lookupFiles(wu.FileRefs, files, &a.sticky)
 		if missing == "" {
-			t.outputs, missing = lookupFiles(res.FileRefs, files)
+			t.outputs, missing = lookupFiles(res.FileRefs, files, nil)
+			t.outputRefs = res.FileRefs
 		}
 		if missing != "" {
 			h.r.warnRateLimited("result refers to a file_info not in the reply; discarded", "host", h.index, "result", res.Name, "file", missing)
 			continue
+		}
+		// The app's command line is the app version's and then the job's.
+		if t.rounds, err = demoapp.ParseRounds(strings.Fields(wu.CommandLine)); err != nil {
+			t.badCommandLine = err.Error()
 		}
 		// Without an estimate from the server the host guesses its
 		// nominal task time.
@@ -283,10 +292,14 @@ func (a *attachment) addAppVersion(av protocol.ClientAppVer) {
 }
 
 // lookupFiles returns the file_infos the references name, in order, or the
-// name of the first one the reply did not describe.
-func lookupFiles(refs []protocol.FileRef, files map[string]protocol.FileInfo) (infos []protocol.FileInfo, missing string) {
+// name of the first one the reply did not describe. A sticky file the host
+// holds (or is downloading) may be left out of the reply.
+func lookupFiles(refs []protocol.FileRef, files map[string]protocol.FileInfo, sticky *stickyFiles) (infos []protocol.FileInfo, missing string) {
 	for _, fr := range refs {
 		f, ok := files[fr.FileName]
+		if !ok && sticky != nil {
+			f, ok = sticky.info(fr.FileName)
+		}
 		if !ok {
 			return nil, fr.FileName
 		}

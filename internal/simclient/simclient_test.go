@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -437,5 +439,47 @@ func TestInputWithWrongMD5FailsTask(t *testing.T) {
 	}
 	if f.downloads != 1 || len(f.uploads) != 0 || s.ResultsFailed != 1 {
 		t.Errorf("downloads=%d uploads=%d failed=%d, want 1 (a checksum error is permanent), 0, 1", f.downloads, len(f.uploads), s.ResultsFailed)
+	}
+}
+
+// TestJobOfSeveralFiles: a job of the demo's shape is computed from all its
+// inputs and its command line, both outputs are uploaded, the gzip'd input
+// is fetched from its gzipped_url, and the sticky model is downloaded once
+// per host, listed as held in later requests, and taken from the host's
+// copy when the reply leaves it out.
+func TestJobOfSeveralFiles(t *testing.T) {
+	t.Parallel()
+	f := newFakeProject(t)
+	f.set(func(f *fakeProject) { f.jobs, f.shaped = 3, true })
+	stop := startRun(t, testOptions(f))
+	f.waitFor(t, "a request after the ack of wu_2_0", droppedAfterAck("wu_2_0"))
+	s := stop()
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range 3 {
+		wu := fmt.Sprintf("wu_%d", i)
+		files := demoapp.Files{demoapp.Input(wu), demoapp.Model(), demoapp.Params()}
+		if got := f.uploads[wu+"_0_0"].data; !bytes.Equal(got, demoapp.Out(files, shapedRounds)) {
+			t.Errorf("%s out = %q, want demoapp.Out of its three files and --rounds %d", wu, got, shapedRounds)
+		}
+		if got := f.uploads[wu+"_0_1"].data; !bytes.Equal(got, demoapp.Log(files, shapedRounds)) {
+			t.Errorf("%s log = %q, want demoapp.Log", wu, got)
+		}
+		if f.downloadsOf[wu] != 0 || f.downloadsOf[wu+".gz"] != 1 {
+			t.Errorf("%s downloaded %d times plain, %d gzip'd; want only gzip'd, once", wu, f.downloadsOf[wu], f.downloadsOf[wu+".gz"])
+		}
+	}
+	if f.downloadsOf["model"] != 1 || f.downloadsOf["params"] != 3 {
+		t.Errorf("model downloaded %d times, params %d; want 1 and 3", f.downloadsOf["model"], f.downloadsOf["params"])
+	}
+	last := f.requests[len(f.requests)-1].req
+	if len(last.HostFiles) != 1 || last.HostFiles[0].Name != "model" || last.HostFiles[0].Status != protocol.FilePresent ||
+		last.HostFiles[0].Nbytes != float64(len(demoapp.Model())) {
+		t.Errorf("last request lists held files %+v, want the model, present", last.HostFiles)
+	}
+	if s.StickyReused != 2 || s.GzippedDownloads != 3 || s.FilesDownloaded != 7 || s.FilesUploaded != 6 {
+		t.Errorf("stats sticky_reused=%d gzipped=%d downloaded=%d uploaded=%d; want 2, 3, 7, 6",
+			s.StickyReused, s.GzippedDownloads, s.FilesDownloaded, s.FilesUploaded)
 	}
 }

@@ -31,6 +31,14 @@ type Stats struct {
 	// transient or permanent.
 	UploadErrors   int64 `json:"upload_errors"`
 	DownloadErrors int64 `json:"download_errors"`
+	// FilesDownloaded counts input files downloaded, GzippedDownloads
+	// those of them fetched gzip'd (from a gzipped_url), and StickyReused
+	// inputs a task took from the sticky files its host held instead.
+	FilesDownloaded  int64 `json:"files_downloaded"`
+	GzippedDownloads int64 `json:"gzipped_downloads"`
+	StickyReused     int64 `json:"sticky_reused"`
+	// FilesUploaded counts output files uploaded.
+	FilesUploaded int64 `json:"files_uploaded"`
 	// ResultsReported counts tasks reported at least once; ResultRereports
 	// counts further reports of a task not yet acknowledged.
 	ResultsReported int64 `json:"results_reported"`
@@ -113,6 +121,8 @@ type counters struct {
 	rpcs, rpcErrors                  atomic.Int64
 	received, computed, uploaded     atomic.Int64
 	uploadErrors, downloadErrors     atomic.Int64
+	downloads, gzipped, stickyReused atomic.Int64
+	uploadedFiles                    atomic.Int64
 	reported, rereports, acked       atomic.Int64
 	failed, vanished, cheated, abort atomic.Int64
 	late, preempted                  atomic.Int64
@@ -121,24 +131,28 @@ type counters struct {
 
 func (c *counters) snapshot(hostsByKind map[string]int64, elapsed time.Duration) Stats {
 	s := Stats{
-		HostsByKind:     make(map[string]int64, len(hostsByKind)),
-		RPCs:            c.rpcs.Load(),
-		RPCErrors:       c.rpcErrors.Load(),
-		ResultsReceived: c.received.Load(),
-		ResultsComputed: c.computed.Load(),
-		ResultsUploaded: c.uploaded.Load(),
-		UploadErrors:    c.uploadErrors.Load(),
-		DownloadErrors:  c.downloadErrors.Load(),
-		ResultsReported: c.reported.Load(),
-		ResultRereports: c.rereports.Load(),
-		ResultsAcked:    c.acked.Load(),
-		ResultsFailed:   c.failed.Load(),
-		ResultsVanished: c.vanished.Load(),
-		ResultsCheated:  c.cheated.Load(),
-		ResultsAborted:  c.abort.Load(),
-		ResultsLate:     c.late.Load(),
-		Preemptions:     c.preempted.Load(),
-		ElapsedSeconds:  elapsed.Seconds(),
+		HostsByKind:      make(map[string]int64, len(hostsByKind)),
+		RPCs:             c.rpcs.Load(),
+		RPCErrors:        c.rpcErrors.Load(),
+		ResultsReceived:  c.received.Load(),
+		ResultsComputed:  c.computed.Load(),
+		ResultsUploaded:  c.uploaded.Load(),
+		UploadErrors:     c.uploadErrors.Load(),
+		DownloadErrors:   c.downloadErrors.Load(),
+		FilesDownloaded:  c.downloads.Load(),
+		GzippedDownloads: c.gzipped.Load(),
+		StickyReused:     c.stickyReused.Load(),
+		FilesUploaded:    c.uploadedFiles.Load(),
+		ResultsReported:  c.reported.Load(),
+		ResultRereports:  c.rereports.Load(),
+		ResultsAcked:     c.acked.Load(),
+		ResultsFailed:    c.failed.Load(),
+		ResultsVanished:  c.vanished.Load(),
+		ResultsCheated:   c.cheated.Load(),
+		ResultsAborted:   c.abort.Load(),
+		ResultsLate:      c.late.Load(),
+		Preemptions:      c.preempted.Load(),
+		ElapsedSeconds:   elapsed.Seconds(),
 	}
 	for k, v := range hostsByKind {
 		s.HostsByKind[k] = v

@@ -2,6 +2,7 @@ package simclient
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
@@ -96,17 +97,31 @@ func (w *web) schedulerRPC(ctx context.Context, url string, req *protocol.Schedu
 	return decodeReply(b)
 }
 
-// download fetches one input file from its first URL that answers and
-// checks its size and md5 when the file_info gives them. A wrong size or
-// checksum is permanent, as in the real client.
+// download fetches one input file from its URLs, trying them in turn
+// over attempts, and checks its size and md5 when the file_info gives
+// them. A file with gzipped_url is fetched from those only, as the real
+// client does, and gunzipped before the checks. A wrong size or checksum is
+// permanent, as in the real client.
 func (w *web) download(ctx context.Context, fi protocol.FileInfo, attempt int) ([]byte, error) {
-	if len(fi.URLs) == 0 {
+	urls, gz := fi.URLs, len(fi.GzippedURLs) > 0
+	if gz {
+		urls = fi.GzippedURLs
+	}
+	if len(urls) == 0 {
 		return nil, permanent(fmt.Errorf("download %s: no url", fi.Name))
 	}
-	url := fi.URLs[attempt%len(fi.URLs)]
+	url := urls[attempt%len(urls)]
 	b, err := w.do(ctx, http.MethodGet, url, nil, false)
 	if err != nil {
 		return nil, fmt.Errorf("download %s: %w", fi.Name, err)
+	}
+	if gz {
+		if fi.GzippedNbytes > 0 && float64(len(b)) != fi.GzippedNbytes {
+			return nil, permanent(fmt.Errorf("download %s: got %d gzip'd bytes, want %.0f", fi.Name, len(b), fi.GzippedNbytes))
+		}
+		if b, err = gunzip(b); err != nil {
+			return nil, permanent(fmt.Errorf("download %s: %s: %w", fi.Name, url, err))
+		}
 	}
 	if fi.Nbytes > 0 && float64(len(b)) != fi.Nbytes {
 		return nil, permanent(fmt.Errorf("download %s: got %d bytes, want %.0f", fi.Name, len(b), fi.Nbytes))
@@ -142,6 +157,19 @@ func (w *web) upload(ctx context.Context, fi protocol.FileInfo, data []byte, sum
 	default:
 		return transient(fmt.Errorf("upload %s: data server status %d: %s", fi.Name, status, msg))
 	}
+}
+
+// gunzip is b decompressed, at most maxBody bytes.
+func gunzip(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, maxBody))
+	if err != nil {
+		return nil, err
+	}
+	return out, zr.Close()
 }
 
 func md5hex(b []byte) string {

@@ -57,19 +57,24 @@ type task struct {
 	res        protocol.Result
 	inputs     []protocol.FileInfo
 	outputs    []protocol.FileInfo
-	appVersion int // index into att.appVersions, or -1
+	outputRefs []protocol.FileRef // the result's file_refs, parallel to outputs
+	appVersion int                // index into att.appVersions, or -1
 	phase      taskPhase
 	cp         clientpolicy.Task
-	deadline   float64 // report deadline, run seconds
-	estRaw     float64 // rsc_fpops_est / p_fpops, before the correction factor
-	runtime    float64 // CPU seconds it really takes on this host
-	fails      bool    // ends in a compute error (failing host, or the demo app fails on it)
-	input      []byte
-	reported   bool
-	late       bool // first reported after its report deadline
-	wasRunning bool // scratch of host.schedule
-	cancel     context.CancelFunc
-	report     protocol.ReportResult
+	deadline   float64       // report deadline, run seconds
+	estRaw     float64       // rsc_fpops_est / p_fpops, before the correction factor
+	runtime    float64       // CPU seconds it really takes on this host
+	fails      bool          // ends in a compute error (failing host, or the demo app fails on it)
+	files      demoapp.Files // the inputs' contents, in the workunit's order
+	rounds     int           // the demo app's --rounds, from the command line
+	// badCommandLine, if not empty, is why the demo app would refuse the
+	// job's command line: the task ends in a compute error.
+	badCommandLine string
+	reported       bool
+	late           bool // first reported after its report deadline
+	wasRunning     bool // scratch of host.schedule
+	cancel         context.CancelFunc
+	report         protocol.ReportResult
 }
 
 // received starts a task the server sent: it joins its project's tasks and
@@ -91,36 +96,56 @@ func (h *host) received(t *task, now float64) {
 	h.taskWG.Go(func() {
 		defer cancel()
 		start := time.Now()
-		input, err := h.download(ctx, t)
+		files, err := h.download(ctx, t)
 		if ctx.Err() != nil {
 			return // stopping or aborted
 		}
 		elapsed := time.Since(start)
-		h.post(ctx, func(now float64) { h.downloaded(t, input, err, elapsed, now) })
+		h.post(ctx, func(now float64) { h.downloaded(t, files, err, elapsed, now) })
 	})
 }
 
-// download fetches and concatenates a task's inputs.
-func (h *host) download(ctx context.Context, t *task) ([]byte, error) {
-	var input []byte
+// download fetches a task's inputs; a sticky one comes from the host's
+// copy when it holds one.
+func (h *host) download(ctx context.Context, t *task) (demoapp.Files, error) {
+	files := make(demoapp.Files, 0, len(t.inputs))
 	for _, fi := range t.inputs {
+		fetch := func() ([]byte, error) {
+			var b []byte
+			err := h.retry(ctx, &h.r.c.downloadErrors, func(attempt int) error {
+				var err error
+				b, err = h.r.web.download(ctx, fi, attempt)
+				return err
+			})
+			if err == nil {
+				h.r.c.downloads.Add(1)
+				if len(fi.GzippedURLs) > 0 {
+					h.r.c.gzipped.Add(1)
+				}
+			}
+			return b, err
+		}
 		var b []byte
-		err := h.retry(ctx, &h.r.c.downloadErrors, func(attempt int) error {
-			var err error
-			b, err = h.r.web.download(ctx, fi, attempt)
-			return err
-		})
+		var err error
+		if fi.Sticky != nil {
+			var reused bool
+			if b, reused, err = t.att.sticky.get(ctx, fi, fetch); reused {
+				h.r.c.stickyReused.Add(1)
+			}
+		} else {
+			b, err = fetch()
+		}
 		if err != nil {
 			return nil, err
 		}
-		input = append(input, b...)
+		files = append(files, b)
 	}
-	return input, nil
+	return files, nil
 }
 
 // downloaded hands a task to the CPU scheduler once its inputs are here,
 // or makes it a download error to report.
-func (h *host) downloaded(t *task, input []byte, err error, elapsed time.Duration, now float64) {
+func (h *host) downloaded(t *task, files demoapp.Files, err error, elapsed time.Duration, now float64) {
 	if !h.holds(t) || t.phase != phaseDownloading {
 		return
 	}
@@ -136,12 +161,13 @@ func (h *host) downloaded(t *task, input []byte, err error, elapsed time.Duratio
 		h.ready(t, h.errorReport(t, state.ClientFilesDownloading, exit, elapsed.Seconds(), err.Error()), true, now)
 		return
 	}
-	t.input = input
+	t.files = files
 	t.phase = phaseComputing
 	d := h.computeTime().Seconds() * (0.9 + 0.2*h.rand())
 	// A failing host fails everything; every host fails a job the demo
-	// app fails on (demoapp.FailMarker), as the real demo_app does.
-	if h.kind == KindFailing || demoapp.Fails(input) {
+	// app fails on (demoapp.FailMarker, a bad command line), as the real
+	// demo_app does.
+	if h.kind == KindFailing || len(files) == 0 || demoapp.Fails(files[0]) || t.badCommandLine != "" {
 		t.fails, d = true, d/2
 	}
 	t.runtime = d
@@ -253,24 +279,28 @@ func (h *host) drop(t *task) {
 // unrecoverable error. When ctx ends early the result is meaningless and
 // the caller drops it.
 func (h *host) finish(ctx context.Context, t *task) (protocol.ReportResult, bool) {
-	out := h.compute(t.input)
+	out, log := h.compute(t)
 	h.r.c.computed.Add(1)
 	h.r.c.byKind[h.kind].computed.Add(1)
 	if h.kind == KindLate && !sleep(ctx, time.Until(h.lateUntil(t))) {
 		return protocol.ReportResult{}, false
 	}
 
-	sum := md5hex(out)
 	var files []protocol.ReportFileInfo
-	for _, fi := range t.outputs {
+	for i, fi := range t.outputs {
+		data := out
+		if t.outputRefs[i].OpenName == demoapp.LogName {
+			data = log
+		}
+		sum := md5hex(data)
 		url := ""
 		if urls := uploadURLs(fi); len(urls) > 0 {
 			url = urls[0]
 		}
-		rf := protocol.ReportFileInfo{Name: fi.Name, Nbytes: float64(len(out)), MaxNbytes: fi.MaxNbytes,
+		rf := protocol.ReportFileInfo{Name: fi.Name, Nbytes: float64(len(data)), MaxNbytes: fi.MaxNbytes,
 			MD5Cksum: sum, UploadURL: url}
 		err := h.retry(ctx, &h.r.c.uploadErrors, func(attempt int) error {
-			return h.r.web.upload(ctx, fi, out, sum, attempt)
+			return h.r.web.upload(ctx, fi, data, sum, attempt)
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -282,6 +312,7 @@ func (h *host) finish(ctx context.Context, t *task) (protocol.ReportResult, bool
 			rep.FileInfos = append(files, rf)
 			return rep, true
 		}
+		h.r.c.uploadedFiles.Add(1)
 		files = append(files, rf)
 	}
 	h.r.c.uploaded.Add(1)
@@ -303,22 +334,25 @@ func (h *host) lateUntil(t *task) time.Time {
 	return time.Unix(0, int64(dl*1e9)).Add(extra)
 }
 
-// compute is the demo app: the correct output, or for a cheater an output
-// of the same shape computed from a slightly altered input, so its digest
-// is wrong and differs from every other cheater's.
-func (h *host) compute(input []byte) []byte {
+// compute is the demo app: the correct "out" and "log" of the task's
+// inputs and rounds; for a cheater an "out" of the same shape computed from
+// a slightly altered first input, so its digest is wrong and differs from
+// every other cheater's.
+func (h *host) compute(t *task) (out, log []byte) {
+	log = demoapp.Log(t.files, t.rounds)
 	if h.kind != KindCheating {
-		return demoapp.Compute(input, demoapp.Rounds)
+		return demoapp.Out(t.files, t.rounds), log
 	}
 	h.r.c.cheated.Add(1)
-	forged := append([]byte(nil), input...)
+	forged := append([]byte(nil), t.files[0]...)
 	for len(forged) < len(h.salt) {
 		forged = append(forged, 0)
 	}
 	for i := range h.salt {
 		forged[i] ^= h.salt[i]
 	}
-	return demoapp.Compute(forged, demoapp.Rounds)
+	files := append(demoapp.Files{forged}, t.files[1:]...)
+	return demoapp.Out(files, t.rounds), log
 }
 
 // reportedSuccess is the server's rule for a success (the outputs uploaded
