@@ -1,0 +1,45 @@
+package projectrun
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/jobs"
+	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+// TestSeededDemoAppHasTheDemoTemplates: a demo job submitted without
+// templates (as taskctl job submit does) gets the demo job's shape from the
+// seeded app: three inputs, the command line, two outputs.
+func TestSeededDemoAppHasTheDemoTemplates(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	appID, err := SeedDemoApp(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jobs.NewCreator(st, filepath.Join(t.TempDir(), "download"), 16, time.Now)
+	if _, err := c.StageShared(ctx, demoapp.ModelFile, demoapp.Model(), false); err != nil {
+		t.Fatal(err)
+	}
+	job := jobs.Job{Name: "by_hand", Inputs: []jobs.Input{{Data: demoapp.Input("by_hand")}, {Shared: demoapp.ModelFile}, {Data: demoapp.Params()}}}
+	if err := c.Create(ctx, appID, []jobs.Job{job}, jobs.DefaultParams()); err != nil {
+		t.Fatal(err)
+	}
+	wu, err := st.WorkunitGetByName(ctx, "by_hand")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jobxml.ParseWorkunit(wu.XMLDoc)
+	if err != nil || len(doc.Inputs) != 3 || doc.CommandLine != demoapp.CommandLine(demoapp.Rounds) || !doc.Inputs[1].Sticky {
+		t.Fatalf("job by hand: %+v, %v; want the demo's three inputs, sticky model, command line", doc, err)
+	}
+	tmpl, err := st.JobTemplateGet(ctx, wu.OutputTemplateID)
+	if err != nil || tmpl.Body != demoapp.OutputTemplate {
+		t.Errorf("output template %+v, %v; want the demo's", tmpl, err)
+	}
+}
