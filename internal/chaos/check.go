@@ -137,8 +137,11 @@ func (p *project) check(ctx context.Context) (*Report, error) {
 			note("job %s handed over with error mask %d, its row has %d", name, d.mask, w.Int("error_mask"))
 		}
 		if d.mask == 0 {
-			sum := sha256.Sum256(demoapp.Output(name))
-			if d.digest != hex.EncodeToString(sum[:]) {
+			// Record hashes the outputs in order: "out", then "log".
+			h := sha256.New()
+			h.Write(demoapp.Output(name))
+			h.Write(demoapp.Log(demoapp.GeneratedFiles(name), demoapp.Rounds))
+			if d.digest != hex.EncodeToString(h.Sum(nil)) {
 				r.WrongOutputs++
 				note("job %s: the assimilated output is not the correct one", name)
 			}

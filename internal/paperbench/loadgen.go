@@ -46,6 +46,10 @@ type simHost struct {
 	seqno int64
 	cpid  string
 	held  []protocol.ReportResult
+	// sticky are the sticky files the host was sent (the demo model): it
+	// lists them in every request, as the real client does, so the
+	// scheduler neither describes them again nor counts their disk twice.
+	sticky []protocol.HostFile
 }
 
 // loadResult is what the load generator measured.
@@ -165,6 +169,7 @@ func (g *loadGen) rpc(ctx context.Context, client *http.Client, h *simHost) (tim
 			PMembw: 1e9, MNbytes: 4 << 30, MCache: 1 << 20, MSwap: 2 << 30, DTotal: 5e11, DFree: 2e11, OSName: "Linux", OSVersion: "6"},
 		DiskUsage: protocol.DiskUsage{DBoincUsedTotal: 1e6, DBoincUsedProject: 1e6, DProjectShare: 1e11},
 		Results:   h.held,
+		HostFiles: h.sticky,
 	}
 	var body bytes.Buffer
 	if err := protocol.WriteSchedulerRequest(&body, req); err != nil {
@@ -216,6 +221,9 @@ func (g *loadGen) rpc(ctx context.Context, client *http.Client, h *simHost) (tim
 	maxBytes := map[string]float64{}
 	for _, fi := range rep.FileInfos {
 		maxBytes[fi.Name] = fi.MaxNbytes
+		if fi.Sticky != nil && !slices.ContainsFunc(h.sticky, func(f protocol.HostFile) bool { return f.Name == fi.Name }) {
+			h.sticky = append(h.sticky, protocol.HostFile{Name: fi.Name, Nbytes: fi.Nbytes, Status: protocol.FilePresent})
+		}
 	}
 	for _, res := range rep.Results {
 		if _, dup := g.seen.LoadOrStore(res.Name, struct{}{}); dup {
