@@ -72,6 +72,13 @@ type Summary struct {
 	DoubleArchived   int `json:"double_archived"`
 	Violations       []string
 	InstancesCreated int `json:"instances_created"`
+	// The volunteers' file transfers (from the simulated client's
+	// report): input files downloaded, those fetched gzip'd, sticky
+	// inputs taken from a host's copy instead, output files uploaded.
+	FilesDownloaded  int64 `json:"files_downloaded"`
+	GzippedDownloads int64 `json:"gzipped_downloads"`
+	StickyReused     int64 `json:"sticky_reused"`
+	FilesUploaded    int64 `json:"files_uploaded"`
 }
 
 // OK reports whether no invariant broke.
@@ -89,6 +96,8 @@ func (s Summary) String() string {
 	fmt.Fprintf(&b, "jobs errored      %d\n", s.JobsErrored)
 	fmt.Fprintf(&b, "jobs purged       %d\n", s.JobsPurged)
 	fmt.Fprintf(&b, "jobs unfinished   %d\n", s.JobsUnfinished)
+	fmt.Fprintf(&b, "files downloaded  %d (%d gzip'd; %d sticky inputs reused)\n", s.FilesDownloaded, s.GzippedDownloads, s.StickyReused)
+	fmt.Fprintf(&b, "files uploaded    %d\n", s.FilesUploaded)
 	if s.OK() {
 		b.WriteString("invariants        ok\n")
 	} else {

@@ -2,6 +2,7 @@ package localproject
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/keys"
 	"github.com/taskserver/taskserver/internal/projectrun"
+	"github.com/taskserver/taskserver/internal/simclient"
 )
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
@@ -168,6 +170,14 @@ app: demo
 	sum, err := p.summarize(context.Background())
 	if err != nil {
 		return sum, errors.Join(runErr, stopErr, err)
+	}
+	// The simulated client writes its report when it stops.
+	if b, err := os.ReadFile(filepath.Join(o.ProjectDir, "simclient-report.json")); err == nil {
+		var st simclient.Stats
+		if err := json.Unmarshal(b, &st); err != nil {
+			return sum, errors.Join(runErr, stopErr, fmt.Errorf("read the simulated client's report: %w", err))
+		}
+		sum.FilesDownloaded, sum.GzippedDownloads, sum.StickyReused, sum.FilesUploaded = st.FilesDownloaded, st.GzippedDownloads, st.StickyReused, st.FilesUploaded
 	}
 	return sum, errors.Join(runErr, stopErr)
 }
