@@ -106,6 +106,9 @@ type MsgHandled struct {
 	ExtendDeadline int64
 	// Credit, if > 0, is granted to the message's host and its user.
 	Credit float64
+	// Replies are trickle-down messages to queue (their CreateTime is
+	// set to Now).
+	Replies []row.MsgToHost
 }
 
 // MsgHandledOutcome says what MsgFromHostMarkHandled did.
@@ -133,6 +136,11 @@ func (s *Store) MsgFromHostMarkHandled(ctx context.Context, p MsgHandled) (MsgHa
 		out = MsgHandledOutcome{}
 		if err := execChanged(ctx, tx, ErrConflict, msgFromHostMark, p.ID); err != nil {
 			return err
+		}
+		for _, r := range p.Replies {
+			if _, err := tx.ExecContext(ctx, msgToHostInsert, p.Now, r.HostID, r.Variety, r.XML); err != nil {
+				return fmt.Errorf("queue trickle-down message for host %d: %w", r.HostID, err)
+			}
 		}
 		if p.ExtendDeadline <= 0 && p.Credit <= 0 {
 			return nil
