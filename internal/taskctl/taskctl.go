@@ -62,7 +62,7 @@ func NewApp(opts Options) *cli.App {
 	}
 	return &cli.App{
 		Name:      "taskctl",
-		Usage:     "operate a task-server project: schema, catalog, users, jobs, batches, known answers, status, keys",
+		Usage:     "operate a task-server project: schema, catalog, users, jobs, batches, known answers, status, trickles, keys",
 		Flags:     flags,
 		Before:    config.LoadFile,
 		Writer:    t.stdout,
@@ -80,6 +80,7 @@ func NewApp(opts Options) *cli.App {
 			t.knownAnswerCommand(),
 			t.statusCommand(),
 			t.hostCommand(),
+			t.trickleCommand(),
 			t.keysCommand(),
 			t.signCommand(),
 		},
