@@ -65,6 +65,7 @@ func programRegistries(t *testing.T) map[string]*prometheus.Registry {
 	transitioner.NewMetrics(regs["transitioner"])
 	transitioner.RegisterBacklog(regs["transitioner"], st, time.Now)
 	trickle.NewMetrics(regs["trickle_handler"])
+	trickle.RegisterBacklog(regs["trickle_handler"], st, "")
 	validator.NewMetrics(regs["validator"])
 	validator.RegisterBacklog(regs["validator"], st, "lint")
 	workgenerator.NewMetrics(regs["work_generator"])

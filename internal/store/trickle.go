@@ -265,3 +265,16 @@ func (s *Store) MsgPurge(ctx context.Context, before int64, limit int) (up, down
 	}
 	return up, down, nil
 }
+
+const msgFromHostCountUnhandled = `SELECT COUNT(*) FROM (SELECT 1 FROM msg_from_host
+WHERE handled = 0 AND (? = '' OR variety = ?) LIMIT ?) t`
+
+// MsgFromHostCountUnhandled counts the unhandled trickle-up messages (of
+// variety alone unless it is empty), up to limit.
+func (s *Store) MsgFromHostCountUnhandled(ctx context.Context, variety string, limit int64) (int64, error) {
+	var n int64
+	if err := s.db.GetContext(ctx, &n, msgFromHostCountUnhandled, variety, variety, limit); err != nil {
+		return 0, fmt.Errorf("count unhandled trickle-up messages: %w", err)
+	}
+	return n, nil
+}

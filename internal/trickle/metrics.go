@@ -1,6 +1,8 @@
 package trickle
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskserver/taskserver/internal/daemon"
@@ -57,4 +59,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.messages, m.errors, m.backingOff, m.replies, m.extended, m.credit)
 	return m
+}
+
+// BacklogStore is the count behind the trickle handler's backlog gauge.
+type BacklogStore interface {
+	MsgFromHostCountUnhandled(ctx context.Context, variety string, limit int64) (int64, error)
+}
+
+// RegisterBacklog registers taskserver_trickle_handler_backlog_messages on
+// reg: unhandled messages of variety (all if empty), all replicas'
+// together, up to daemon.BacklogLimit.
+func RegisterBacklog(reg prometheus.Registerer, st BacklogStore, variety string) {
+	daemon.RegisterBacklog(reg, "trickle_handler", "backlog_messages",
+		"Trickle-up messages awaiting a handler (of --variety if set), all replicas' together, capped at 1e6.", nil,
+		func(ctx context.Context) (int64, error) {
+			return st.MsgFromHostCountUnhandled(ctx, variety, daemon.BacklogLimit)
+		})
 }

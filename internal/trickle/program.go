@@ -109,6 +109,7 @@ func Run(ctx context.Context, args []string, p Program) error {
 			case len(cfg.command) > 0:
 				h = CommandHandler{Argv: cfg.command, Timeout: cfg.timeout, Log: env.Log}
 			}
+			RegisterBacklog(env.Registry, env.Store, cfg.Variety)
 			svc, err := New(cfg.Config, Deps{Store: env.Store, Handler: h, Log: env.Log, Metrics: NewMetrics(env.Registry)})
 			if err != nil {
 				return nil, nil, err

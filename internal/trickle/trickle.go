@@ -101,6 +101,10 @@ type Service struct {
 	retry      map[int64]*retryState
 	after      int64 // the scan goes on after this id
 	enumerated int
+	// lastSent is the time of the last reply made: the client names a
+	// trickle-down's file in the task's slot directory by its time, so two
+	// replies to one task must not share one.
+	lastSent int64
 }
 
 // retryState is a failing message's place in its back-off.
@@ -213,7 +217,8 @@ func (s *Service) handle(ctx context.Context, m row.MsgFromHost) error {
 		p.Credit = cpu * s.cfg.CreditPerCPUSecond
 	}
 	for _, r := range replies {
-		xml, err := protocol.TrickleDownXML(m.ResultName, now.Unix(), r.Body)
+		s.lastSent = max(now.Unix(), s.lastSent+1)
+		xml, err := protocol.TrickleDownXML(m.ResultName, s.lastSent, r.Body)
 		if err != nil {
 			return s.failed(m, failHandler, fmt.Errorf("trickle message %d: reply: %w", m.ID, err))
 		}

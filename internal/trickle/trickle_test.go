@@ -302,3 +302,33 @@ func TestConfigRefusesNothingToDo(t *testing.T) {
 		t.Errorf("credit without a cap: %v, want a refusal naming --credit-max-cpu-seconds", err)
 	}
 }
+
+// twice replies twice to every message.
+type twice struct{}
+
+func (twice) Handle(context.Context, row.MsgFromHost) ([]Reply, error) {
+	return []Reply{{Variety: "a", Body: "<n>1</n>"}, {Variety: "a", Body: "<n>2</n>"}}, nil
+}
+
+func TestRepliesToOneTaskHaveDistinctTimes(t *testing.T) {
+	f := setup(t)
+	f.send("progress", "<n>1</n>", "<n>2</n>")
+	if _, err := f.service(Config{}, twice{}).RunOnce(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := f.st.MsgToHostTake(f.ctx, f.host.ID, 10)
+	if err != nil || len(msgs) != 4 {
+		t.Fatalf("queued %d replies, %v; want 4", len(msgs), err)
+	}
+	// The client names the file in the slot directory by the time: one
+	// time each, or a reply overwrites another before the app reads it.
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		i := strings.Index(m.XML, "<time>")
+		tm := m.XML[i : i+strings.Index(m.XML[i:], "\n")]
+		if seen[tm] {
+			t.Errorf("two replies to one task with %s", tm)
+		}
+		seen[tm] = true
+	}
+}
