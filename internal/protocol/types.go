@@ -46,8 +46,11 @@ type SchedulerRequest struct {
 	HostInfo                  HostInfo  `xml:"host_info"`
 	DiskUsage                 DiskUsage `xml:"disk_usage"`
 	// Coprocs is the GPU description, kept unparsed; only GPU hosts send it.
-	Coprocs      RawXML         `xml:"coprocs,omitempty"`
-	Results      []ReportResult `xml:"result"`
+	Coprocs RawXML         `xml:"coprocs,omitempty"`
+	Results []ReportResult `xml:"result"`
+	// HostFiles are the sticky files the client holds for the project,
+	// listed in every request (client/cs_scheduler.cpp).
+	HostFiles    []HostFile     `xml:"file_info"`
 	AppVersions  []ClientAppVer `xml:"app_versions>app_version"`
 	OtherResults []OtherResult  `xml:"other_results>other_result,omitempty"`
 	// HasOtherResults says the request had an <other_results> element, even
@@ -151,6 +154,20 @@ type ReportFileInfo struct {
 	// success in that case (PROTOCOL.md §8.5).
 	ErrorMsg string `xml:"error_msg,omitempty"`
 }
+
+// HostFile is a sticky file the client holds or is downloading: a
+// <file_info> at the top of a request. Status is the client's file status:
+// FilePresent once the file is downloaded and verified, 0 while it is not
+// (yet), negative after an error.
+type HostFile struct {
+	Name   string  `xml:"name"`
+	Nbytes float64 `xml:"nbytes"`
+	Status int     `xml:"status"`
+}
+
+// FilePresent is the client's FILE_PRESENT status: the file is on the host,
+// verified.
+const FilePresent = 1
 
 // ClientAppVer is one app version the client has (<app_versions><app_version>).
 // OtherResult.AppVersion indexes the request's list of these.
@@ -274,9 +291,17 @@ type FileInfo struct {
 	// UploadURLs are explicit upload URLs, an alternative to URLs.
 	UploadURLs []string `xml:"upload_url"`
 	Executable *Empty   `xml:"executable"`
-	MD5Cksum   string   `xml:"md5_cksum,omitempty"`
-	Nbytes     float64  `xml:"nbytes,omitempty"`
-	MaxNbytes  float64  `xml:"max_nbytes,omitempty"`
+	// GzippedURLs are where the gzip'd copy of a download is: a client
+	// given any downloads from them only (they replace URLs), to NAME.gz,
+	// and gunzips it to NAME (client/client_types.cpp, FILE_INFO::parse).
+	GzippedURLs []string `xml:"gzipped_url"`
+	MD5Cksum    string   `xml:"md5_cksum,omitempty"`
+	// Nbytes and MD5Cksum are those of the file itself, uncompressed: the
+	// client checks them after gunzipping a gzip'd download.
+	Nbytes float64 `xml:"nbytes,omitempty"`
+	// GzippedNbytes is the size of the gzip'd copy.
+	GzippedNbytes float64 `xml:"gzipped_nbytes,omitempty"`
+	MaxNbytes     float64 `xml:"max_nbytes,omitempty"`
 	// FileSignature is required on every app version file.
 	FileSignature string `xml:"file_signature,omitempty"`
 	// XMLSignature is the upload certificate of an output file.
