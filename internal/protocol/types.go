@@ -63,6 +63,9 @@ type SchedulerRequest struct {
 	// Results, so not acked, and reported again by the client.
 	ReportsLeft       int        `xml:"-"`
 	InProgressResults []IPResult `xml:"in_progress_results>ip_result,omitempty"`
+	// MsgsFromHost are the trickle-up messages the client holds; it sends
+	// each again until a reply has <message_ack/>.
+	MsgsFromHost []MsgFromHost `xml:"msg_from_host"`
 }
 
 // RawXML keeps an element's inner XML unparsed.
@@ -240,6 +243,13 @@ type SchedulerReply struct {
 	ResultAcks      []NameElement `xml:"result_ack"`
 	ResultAborts    []NameElement `xml:"result_abort"`
 	ResultAbortsINS []NameElement `xml:"result_abort_if_not_started"`
+	// MessageAck tells the client every trickle-up message of the request
+	// is stored: it deletes them (all of them, so it is sent only when
+	// every one is).
+	MessageAck *Empty `xml:"message_ack"`
+	// TrickleDowns are read by ParseSchedulerReply; the server writes its
+	// stored messages through Raw.
+	TrickleDowns []TrickleDown `xml:"trickle_down"`
 	// DeleteFileInfos clears the sticky flag of files the client holds.
 	DeleteFileInfos []string `xml:"delete_file_info"`
 	// Raw fragments are written verbatim inside the reply, after everything
