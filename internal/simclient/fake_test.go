@@ -43,15 +43,20 @@ type fakeProject struct {
 	// held), "params", --rounds shapedRounds, outputs "out" and "log".
 	shaped      bool
 	downloadsOf map[string]int // downloads by URL path name
-	down        bool           // answer every scheduler request with 503 while set
-	nextHost    int64
-	issued      int
-	requests    []fakeRequest
-	downloads   int
-	uploadTries int
-	uploads     map[string]fakeUpload
-	uploadTimes map[string]time.Time
-	deadlines   []float64 // report deadlines handed out, in order
+	// withholdMsgAcks: do not ack the trickle-ups of this many requests
+	// that carry some; trickleDown: send one trickle-down per reply
+	// acking trickle-ups.
+	withholdMsgAcks int
+	trickleDown     bool
+	down            bool // answer every scheduler request with 503 while set
+	nextHost        int64
+	issued          int
+	requests        []fakeRequest
+	downloads       int
+	uploadTries     int
+	uploads         map[string]fakeUpload
+	uploadTimes     map[string]time.Time
+	deadlines       []float64 // report deadlines handed out, in order
 }
 
 type fakeRequest struct {
@@ -60,6 +65,8 @@ type fakeRequest struct {
 	req    protocol.SchedulerRequest
 	acked  []string
 	sent   []string
+	// msgAcked: the reply had <message_ack/>.
+	msgAcked bool
 }
 
 type fakeUpload struct {
@@ -128,6 +135,18 @@ func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
 		}
 		reply.ResultAcks = append(reply.ResultAcks, protocol.NameElement{Name: res.Name})
 		rec.acked = append(rec.acked, res.Name)
+	}
+	if len(rec.req.MsgsFromHost) > 0 {
+		if f.withholdMsgAcks > 0 {
+			f.withholdMsgAcks--
+		} else {
+			reply.MessageAck = &protocol.Empty{}
+			rec.msgAcked = true
+			if f.trickleDown {
+				reply.Raw = append(reply.Raw, fmt.Sprintf("<trickle_down>\n<result_name>%s</result_name>\n<time>1</time>\nkeep going\n</trickle_down>\n",
+					rec.req.MsgsFromHost[0].ResultName))
+			}
+		}
 	}
 	for _, o := range rec.req.OtherResults {
 		if f.abort[o.Name] {

@@ -33,6 +33,10 @@ type attachment struct {
 	appVersions    []protocol.ClientAppVer
 	// sticky are the sticky input files the host holds for the project.
 	sticky stickyFiles
+	// msgs are the trickle-up messages not yet acknowledged, oldest
+	// first; msgsSent how many of them the request under way carries.
+	msgs     []protocol.MsgFromHost
+	msgsSent int
 	// nextRPCAt is when the server asked to hear from the host again
 	// (next_rpc_delay); +Inf when it did not.
 	nextRPCAt float64

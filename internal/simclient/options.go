@@ -92,6 +92,12 @@ type Options struct {
 	// output, and that return correct output after the deadline. Each in
 	// [0, 1], sum at most 1.
 	FailFrac, VanishFrac, CheatFrac, LateFrac float64
+	// TrickleFrac is the share of tasks whose app sends a trickle-up
+	// message (variety "progress", its CPU time in <cpu_time>) when it
+	// finishes computing, as long-running BOINC apps report progress; the
+	// host sends it with its next scheduler request until a reply has
+	// <message_ack/>. In [0, 1]; default 0.
+	TrickleFrac float64
 	// LateBy is how long after a task's report deadline a late host uploads
 	// and reports it: the deadline plus LateBy × a random factor in [1, 2).
 	// Default 5s.
@@ -282,7 +288,7 @@ func (o Options) validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"fail-frac", o.FailFrac}, {"vanish-frac", o.VanishFrac}, {"cheat-frac", o.CheatFrac}, {"late-frac", o.LateFrac}} {
+	}{{"fail-frac", o.FailFrac}, {"vanish-frac", o.VanishFrac}, {"cheat-frac", o.CheatFrac}, {"late-frac", o.LateFrac}, {"trickle-frac", o.TrickleFrac}} {
 		if !(f.v >= 0 && f.v <= 1) {
 			errs = append(errs, fmt.Errorf("%s %g: want 0..1", f.name, f.v))
 		}

@@ -63,6 +63,8 @@ func (h *host) buildRequest(a *attachment, wr clientpolicy.WorkRequest, now floa
 		AppVersions: append([]protocol.ClientAppVer(nil), a.appVersions...),
 		HostFiles:   a.sticky.held(),
 	}
+	req.MsgsFromHost = append(req.MsgsFromHost, a.msgs...)
+	a.msgsSent = len(a.msgs)
 	if wr.Seconds > 0 {
 		secs := max(wr.Seconds/a.dcf, 1e-3)
 		req.WorkReqSeconds = secs
@@ -189,6 +191,13 @@ func (h *host) applyReply(a *attachment, now float64, reply *protocol.SchedulerR
 	}
 
 	a.sticky.forget(reply.DeleteFileInfos)
+	if reply.MessageAck != nil {
+		// Every message of the request is stored: the client deletes them.
+		c.tricklesAcked.Add(int64(a.msgsSent))
+		a.msgs = a.msgs[a.msgsSent:]
+	}
+	a.msgsSent = 0
+	c.downs.Add(int64(len(reply.TrickleDowns)))
 	got, est := h.addTasks(a, reply, now)
 	if got > 0 {
 		h.r.rec.Fetched(a.index, got, est)

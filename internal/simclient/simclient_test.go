@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -481,5 +482,43 @@ func TestJobOfSeveralFiles(t *testing.T) {
 	if s.StickyReused != 2 || s.GzippedDownloads != 3 || s.FilesDownloaded != 7 || s.FilesUploaded != 6 {
 		t.Errorf("stats sticky_reused=%d gzipped=%d downloaded=%d uploaded=%d; want 2, 3, 7, 6",
 			s.StickyReused, s.GzippedDownloads, s.FilesDownloaded, s.FilesUploaded)
+	}
+}
+
+// TestTrickleUps: an app that trickles sends one trickle-up per task with
+// its CPU time; the host sends it in every request until a reply acks it,
+// then never again; trickle-downs are counted.
+func TestTrickleUps(t *testing.T) {
+	t.Parallel()
+	f := newFakeProject(t)
+	f.set(func(f *fakeProject) { f.jobs, f.withholdMsgAcks, f.trickleDown = 2, 1, true })
+	opts := testOptions(f)
+	opts.TrickleFrac = 1
+	stop := startRun(t, opts)
+	f.waitFor(t, "a request after the ack of wu_1_0", droppedAfterAck("wu_1_0"))
+	s := stop()
+
+	reqs := f.snapshotRequests()
+	sent := map[string]int{}
+	acked := map[string]bool{}
+	for i, r := range reqs {
+		for _, m := range r.req.MsgsFromHost {
+			if acked[m.ResultName] {
+				t.Errorf("request %d sends the trickle-up of %s again after it was acked", i, m.ResultName)
+			}
+			sent[m.ResultName]++
+			if m.Variety != "progress" || !strings.Contains(m.XML, "<cpu_time>") || m.Time <= 0 {
+				t.Errorf("trickle-up %+v: want variety progress, a time, <cpu_time>", m)
+			}
+		}
+		for _, m := range r.req.MsgsFromHost {
+			acked[m.ResultName] = acked[m.ResultName] || r.msgAcked
+		}
+	}
+	if len(sent) != 2 || sent["wu_0_0"] < 2 {
+		t.Errorf("trickle-ups sent per task %v; want both tasks', wu_0_0's again after its ack was withheld", sent)
+	}
+	if s.TricklesSent != 2 || s.TricklesAcked != 2 || s.TrickleDowns < 1 {
+		t.Errorf("stats trickles sent=%d acked=%d downs=%d; want 2, 2, at least 1", s.TricklesSent, s.TricklesAcked, s.TrickleDowns)
 	}
 }

@@ -39,6 +39,12 @@ type Stats struct {
 	StickyReused     int64 `json:"sticky_reused"`
 	// FilesUploaded counts output files uploaded.
 	FilesUploaded int64 `json:"files_uploaded"`
+	// TricklesSent counts trickle-up messages apps sent (each counted
+	// once, however often the host sends it); TricklesAcked those a reply
+	// acknowledged; TrickleDowns the trickle-down messages received.
+	TricklesSent  int64 `json:"trickles_sent"`
+	TricklesAcked int64 `json:"trickles_acked"`
+	TrickleDowns  int64 `json:"trickle_downs"`
 	// ResultsReported counts tasks reported at least once; ResultRereports
 	// counts further reports of a task not yet acknowledged.
 	ResultsReported int64 `json:"results_reported"`
@@ -123,6 +129,7 @@ type counters struct {
 	uploadErrors, downloadErrors     atomic.Int64
 	downloads, gzipped, stickyReused atomic.Int64
 	uploadedFiles                    atomic.Int64
+	trickles, tricklesAcked, downs   atomic.Int64
 	reported, rereports, acked       atomic.Int64
 	failed, vanished, cheated, abort atomic.Int64
 	late, preempted                  atomic.Int64
@@ -143,6 +150,9 @@ func (c *counters) snapshot(hostsByKind map[string]int64, elapsed time.Duration)
 		GzippedDownloads: c.gzipped.Load(),
 		StickyReused:     c.stickyReused.Load(),
 		FilesUploaded:    c.uploadedFiles.Load(),
+		TricklesSent:     c.trickles.Load(),
+		TricklesAcked:    c.tricklesAcked.Load(),
+		TrickleDowns:     c.downs.Load(),
 		ResultsReported:  c.reported.Load(),
 		ResultRereports:  c.rereports.Load(),
 		ResultsAcked:     c.acked.Load(),

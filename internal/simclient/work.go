@@ -3,6 +3,7 @@ package simclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -70,6 +71,7 @@ type task struct {
 	// badCommandLine, if not empty, is why the demo app would refuse the
 	// job's command line: the task ends in a compute error.
 	badCommandLine string
+	trickles       bool // its app sends a trickle-up when it finishes computing
 	reported       bool
 	late           bool // first reported after its report deadline
 	wasRunning     bool // scratch of host.schedule
@@ -163,6 +165,7 @@ func (h *host) downloaded(t *task, files demoapp.Files, err error, elapsed time.
 	}
 	t.files = files
 	t.phase = phaseComputing
+	t.trickles = h.r.opts.TrickleFrac > 0 && h.rand() < h.r.opts.TrickleFrac
 	d := h.computeTime().Seconds() * (0.9 + 0.2*h.rand())
 	// A failing host fails everything; every host fails a job the demo
 	// app fails on (demoapp.FailMarker, a bad command line), as the real
@@ -194,6 +197,12 @@ func (h *host) computed(t *task, at float64) {
 	h.dirty = true
 	t.cp.EstCPU = t.cp.CPU
 	h.cp.TaskFinished(&t.cp, at)
+	if t.trickles && !t.fails {
+		wall := h.r.start.Add(time.Duration(at * float64(time.Second))).Unix()
+		a.msgs = append(a.msgs, protocol.NewMsgFromHost(t.res.Name, wall, "progress",
+			fmt.Sprintf("<cpu_time>%.3f</cpu_time>", t.runtime)))
+		h.r.c.trickles.Add(1)
+	}
 	if t.fails {
 		h.ready(t, h.errorReport(t, state.ClientComputeError, exitComputeError, t.runtime,
 			"process exited with code 1 (0x1, -255)"), true, at)
