@@ -41,6 +41,7 @@ func run(ctx context.Context, args []string) error {
 			&cli.Float64Flag{Name: "fail-frac", Value: 0.05, Usage: "share of hosts whose tasks all fail"},
 			&cli.Float64Flag{Name: "vanish-frac", Value: 0.05, Usage: "share of hosts that take work and never come back"},
 			&cli.Float64Flag{Name: "cheat-frac", Value: 0.05, Usage: "share of hosts that return wrong output"},
+			&cli.Float64Flag{Name: "trickle-frac", Value: 0.2, Usage: "share of tasks whose app sends a trickle-up message"},
 			&cli.DurationFlag{Name: "delay-bound", Value: 30 * time.Second, Usage: "job deadline (short, so lost work is retried during the run)"},
 			&cli.DurationFlag{Name: "compute-time", Value: time.Second, Usage: "simulated compute time per task"},
 			&cli.StringFlag{Name: "summary-json", Usage: "also write the summary as JSON to this file"},
@@ -64,7 +65,7 @@ func run(ctx context.Context, args []string) error {
 				Fresh: c.Bool("fresh"), ProjectDir: c.String("project-dir"), Duration: c.Duration("duration"),
 				Jobs: c.Int("jobs"), UntilDone: c.Bool("until-done"), Timeout: c.Duration("timeout"),
 				Hosts: c.Int("hosts"), Users: c.Int("users"), FailFrac: c.Float64("fail-frac"),
-				VanishFrac: c.Float64("vanish-frac"), CheatFrac: c.Float64("cheat-frac"),
+				VanishFrac: c.Float64("vanish-frac"), CheatFrac: c.Float64("cheat-frac"), TrickleFrac: c.Float64("trickle-frac"),
 				DelayBound: c.Duration("delay-bound"), ComputeTime: c.Duration("compute-time"), Out: os.Stdout,
 			}
 			sum, err := localproject.Run(ctx, opts)

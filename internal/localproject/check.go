@@ -79,6 +79,11 @@ type Summary struct {
 	GzippedDownloads int64 `json:"gzipped_downloads"`
 	StickyReused     int64 `json:"sticky_reused"`
 	FilesUploaded    int64 `json:"files_uploaded"`
+	// TricklesSent are the trickle-ups the apps sent; TricklesStored and
+	// TricklesHandled the msg_from_host rows and those handled.
+	TricklesSent    int64 `json:"trickles_sent"`
+	TricklesStored  int   `json:"trickles_stored"`
+	TricklesHandled int   `json:"trickles_handled"`
 }
 
 // OK reports whether no invariant broke.
@@ -98,6 +103,7 @@ func (s Summary) String() string {
 	fmt.Fprintf(&b, "jobs unfinished   %d\n", s.JobsUnfinished)
 	fmt.Fprintf(&b, "files downloaded  %d (%d gzip'd; %d sticky inputs reused)\n", s.FilesDownloaded, s.GzippedDownloads, s.StickyReused)
 	fmt.Fprintf(&b, "files uploaded    %d\n", s.FilesUploaded)
+	fmt.Fprintf(&b, "trickle-ups       %d sent, %d stored, %d handled\n", s.TricklesSent, s.TricklesStored, s.TricklesHandled)
 	if s.OK() {
 		b.WriteString("invariants        ok\n")
 	} else {
@@ -216,6 +222,16 @@ func (p *project) summarize(ctx context.Context) (Summary, error) {
 			s.JobsUnfinished++
 		} else if w.Int("error_mask") == 0 && !hasOK {
 			violate("job %s succeeded but its output is missing", name)
+		}
+	}
+	msgs, err := projectrun.LiveRecords(ctx, p.st.DB(), "msg_from_host", []string{"id", "handled"})
+	if err != nil {
+		return s, fmt.Errorf("read trickle-ups: %w", err)
+	}
+	s.TricklesStored = len(msgs)
+	for _, m := range msgs {
+		if m.Int("handled") != 0 {
+			s.TricklesHandled++
 		}
 	}
 	for _, d := range []string{"download", "upload"} {

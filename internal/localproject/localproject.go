@@ -43,6 +43,9 @@ type Options struct {
 	FailFrac   float64
 	VanishFrac float64
 	CheatFrac  float64
+	// TrickleFrac is the share of tasks whose app sends a trickle-up;
+	// the trickle handler extends their deadlines.
+	TrickleFrac float64
 	// DelayBound is each job's deadline; short in tests so that vanished
 	// hosts' instances time out and are replaced within the run.
 	DelayBound    time.Duration

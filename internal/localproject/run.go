@@ -131,6 +131,8 @@ app: demo
 		{"assimilator", "assimilator", []string{"--listen", anyPort, "--sleep", "500ms", "--results-dir", "results"}},
 		{"file_deleter", "file_deleter", []string{"--listen", anyPort, "--sleep", "500ms"}},
 		{"db_purge", "db_purge", []string{"--listen", anyPort, "--sleep", "1s", "--archive-dir", "archives"}},
+		// A task that reports progress keeps its deadline a bound ahead.
+		{"trickle_handler", "trickle_handler", []string{"--listen", anyPort, "--sleep", "500ms", "--extend-deadline", delay}},
 		{"work_generator", "work_generator", []string{"--listen", anyPort, "--sleep", "500ms",
 			"--unsent-target", strconv.Itoa(o.UnsentTarget), "--total-jobs", strconv.Itoa(o.Jobs),
 			"--delay-bound", delay, "--min-quorum", "2", "--target-nresults", "2", "--rsc-fpops-est", "1e10"}},
@@ -156,6 +158,7 @@ app: demo
 	}
 	simArgs := []string{"--url", p.schedURL, "--authenticators", p.authPath, "--hosts", strconv.Itoa(o.Hosts),
 		"--fail-frac", ftoa(o.FailFrac), "--vanish-frac", ftoa(o.VanishFrac), "--cheat-frac", ftoa(o.CheatFrac),
+		"--trickle-frac", ftoa(o.TrickleFrac),
 		"--compute-time", o.ComputeTime.String(), "--backoff-scale", "0.01", "--backoff-max", "5s",
 		"--report", filepath.Join(o.ProjectDir, "simclient-report.json")}
 	sim, err := projectrun.Start(projectrun.Spec{Name: "simclient", Bin: filepath.Join(o.BinDir, "simclient"), LogDir: logDir, Args: simArgs})
@@ -178,6 +181,7 @@ app: demo
 			return sum, errors.Join(runErr, stopErr, fmt.Errorf("read the simulated client's report: %w", err))
 		}
 		sum.FilesDownloaded, sum.GzippedDownloads, sum.StickyReused, sum.FilesUploaded = st.FilesDownloaded, st.GzippedDownloads, st.StickyReused, st.FilesUploaded
+		sum.TricklesSent = st.TricklesSent
 	}
 	return sum, errors.Join(runErr, stopErr)
 }
