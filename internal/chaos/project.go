@@ -269,7 +269,10 @@ func (p *project) simclient(name string, hosts int, seed uint64, duration time.D
 		"--fail-frac", strconv.FormatFloat(failFrac, 'f', -1, 64), "--cheat-frac", strconv.FormatFloat(cheatFrac, 'f', -1, 64),
 		"--compute-time", p.opts.ComputeTime.String(), "--backoff-scale", "0.01", "--backoff-max", "3s",
 		"--transfer-attempts", "1000", "--http-timeout", "20s", "--seed", strconv.FormatUint(seed, 10),
-		"--ack-log", ack, "--summary-every", "30s"}
+		"--ack-log", ack, "--summary-every", "30s",
+		// Some tasks' apps trickle, so the scheduler stores trickle-ups
+		// through the faults too.
+		"--trickle-frac", "0.2"}
 	args = append(args, p.simArgs...)
 	if duration > 0 {
 		args = append(args, "--duration", duration.String())

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/jobtemplate"
@@ -15,8 +16,8 @@ import (
 	"github.com/taskserver/taskserver/internal/store"
 )
 
-// templates resolves the templates of one submission's jobs, each read and
-// stored once.
+// templates resolves the templates and shared files of one submission's
+// jobs, each read (and stored) once.
 type templates struct {
 	st     Store
 	app    row.App
@@ -24,10 +25,14 @@ type templates struct {
 	inputs map[string]jobtemplate.Input
 	outIDs map[string]int64
 	appIn  *jobtemplate.Input
+	// shared are the shared files found by the names jobs gave: a batch
+	// of jobs all naming one model looks it up once.
+	shared map[string]row.SharedFile
 }
 
 func newTemplates(st Store, app row.App, now int64) *templates {
-	return &templates{st: st, app: app, now: now, inputs: map[string]jobtemplate.Input{}, outIDs: map[string]int64{}}
+	return &templates{st: st, app: app, now: now, inputs: map[string]jobtemplate.Input{}, outIDs: map[string]int64{},
+		shared: map[string]row.SharedFile{}}
 }
 
 // input returns the job's input template: text if not empty, else the
@@ -95,7 +100,7 @@ var md5Pattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
 // the job (content to stage, a shared file, a remote file) and those the
 // template names itself. It returns the files in template order, the shared
 // files used, and the files to stage; nothing is written.
-func (c *Creator) resolve(ctx context.Context, job Job, in jobtemplate.Input, salt string) ([]jobtemplate.Resolved, []int64, []stageFile, error) {
+func (c *Creator) resolve(ctx context.Context, t *templates, job Job, in jobtemplate.Input, salt string) ([]jobtemplate.Resolved, []int64, []stageFile, error) {
 	if n := in.NumGiven(); len(job.Inputs) != n {
 		return nil, nil, nil, invalid(fmt.Errorf("its input template takes %d files, %d given", n, len(job.Inputs)))
 	}
@@ -107,7 +112,7 @@ func (c *Creator) resolve(ctx context.Context, job Job, in jobtemplate.Input, sa
 		var r jobtemplate.Resolved
 		switch {
 		case f.PhysicalName != "":
-			sf, err := c.sharedFile(ctx, f.PhysicalName)
+			sf, err := t.sharedFile(ctx, f.PhysicalName)
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("input template file %d: %w", i, err)
 			}
@@ -128,7 +133,7 @@ func (c *Creator) resolve(ctx context.Context, job Job, in jobtemplate.Input, sa
 			}
 			switch {
 			case g.Shared != "":
-				sf, err := c.sharedFile(ctx, g.Shared)
+				sf, err := t.sharedFile(ctx, g.Shared)
 				if err != nil {
 					return nil, nil, nil, fmt.Errorf("input %d: %w", given-1, err)
 				}
@@ -175,11 +180,14 @@ func resolvedShared(sf row.SharedFile, gz bool) jobtemplate.Resolved {
 }
 
 // sharedFile finds a live shared file by its physical name, or else the
-// latest staged under name.
-func (c *Creator) sharedFile(ctx context.Context, name string) (row.SharedFile, error) {
-	sf, err := c.st.SharedFileGet(ctx, name)
+// latest staged under name. The insert checks again that it is live.
+func (t *templates) sharedFile(ctx context.Context, name string) (row.SharedFile, error) {
+	if sf, ok := t.shared[name]; ok {
+		return sf, nil
+	}
+	sf, err := t.st.SharedFileGet(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
-		sf, err = c.st.SharedFileLatest(ctx, name)
+		sf, err = t.st.SharedFileLatest(ctx, name)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return sf, invalid(fmt.Errorf("shared file %q is not staged (taskctl file stage)", name))
@@ -193,11 +201,19 @@ func (c *Creator) sharedFile(ctx context.Context, name string) (row.SharedFile, 
 	return sf, nil
 }
 
+// gzipWriters are reused: a new gzip.Writer allocates about 800 KB of
+// compressor state, which for a batch of small inputs cost more CPU
+// (allocation and GC) than compressing them.
+var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+
 // gzipped is data gzip'd, as the client's download of a <gzipped_url>
 // expects.
 func gzipped(data []byte) ([]byte, error) {
 	var b bytes.Buffer
-	w := gzip.NewWriter(&b)
+	b.Grow(len(data)/2 + 64)
+	w := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(w)
+	w.Reset(&b)
 	if _, err := w.Write(data); err != nil {
 		return nil, err
 	}

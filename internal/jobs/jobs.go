@@ -275,7 +275,7 @@ func (c *Creator) prepare(ctx context.Context, app row.App, batch []Job, p Param
 		if err := p.withTemplate(in.Params).check(); err != nil {
 			return nil, nil, nil, invalid(fmt.Errorf("job %q: with its input template's parameters: %w", s.job.Name, err))
 		}
-		files, shared, stage, err := c.resolve(ctx, s.job, in, salt)
+		files, shared, stage, err := c.resolve(ctx, t, s.job, in, salt)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)
 		}

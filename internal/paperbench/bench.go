@@ -279,7 +279,8 @@ func (b *bench) phases() []phaseSpec {
 			{name: "assimilator", args: []string{"--handler", "copy", "--results-dir", "results"}},
 		},
 		done:  b.countIs(n, `SELECT COUNT(*) FROM workunit WHERE appid = ? AND assimilate_state = 2`, app),
-		check: b.filesIn(n, "results"),
+		// Each job's two outputs, "out" and "log".
+		check: b.filesIn(2*n, "results"),
 	}, {
 		name: PhaseFileDeletion, rows: 3 * n,
 		programs: []progSpec{
@@ -289,7 +290,10 @@ func (b *bench) phases() []phaseSpec {
 		done: b.all(
 			b.countIs(n, `SELECT COUNT(*) FROM workunit WHERE file_delete_state = 2`),
 			b.countIs(2*n, `SELECT COUNT(*) FROM result WHERE file_delete_state = 2`)),
-		check: b.checks(b.filesIn(0, "upload"), b.filesIn(0, "download")),
+		// Only the shared model is left in the download directory: the
+		// file deleter keeps a shared file for --shared-file-grace after
+		// its last job.
+		check: b.checks(b.filesIn(0, "upload"), b.sharedFilesIn("download")),
 	}, {
 		name: PhasePurge, rows: 3 * n,
 		programs: []progSpec{
@@ -354,6 +358,18 @@ func (b *bench) filesIn(want int64, sub string) func(context.Context) error {
 			return fmt.Errorf("%d files in %s, want %d", got, sub, want)
 		}
 		return nil
+	}
+}
+
+// sharedFilesIn is a check: the project subdirectory holds the live
+// shared files (with their gzip'd copies) and nothing else.
+func (b *bench) sharedFilesIn(sub string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var want int64
+		if err := b.db.QueryRowContext(ctx, `SELECT COUNT(*) + COALESCE(SUM(gzipped_nbytes > 0), 0) FROM shared_file WHERE state = 0`).Scan(&want); err != nil {
+			return fmt.Errorf("count shared files: %w", err)
+		}
+		return b.filesIn(want, sub)(ctx)
 	}
 }
 
