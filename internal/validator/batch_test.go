@@ -12,10 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/taskserver/taskserver/internal/row"
-	"github.com/taskserver/taskserver/job"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
+	"github.com/taskserver/taskserver/job"
 )
 
 // batchFailingStore is the real store whose batch write fails, and whose

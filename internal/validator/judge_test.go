@@ -13,9 +13,9 @@ import (
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/row"
-	"github.com/taskserver/taskserver/job"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store/storetest"
+	"github.com/taskserver/taskserver/job"
 )
 
 // inst is one instance of a job in a judge test: its output (none when
