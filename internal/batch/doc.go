@@ -17,7 +17,7 @@
 //
 // Reads: app, batch, workunit and result (counts), known_answer (through
 // package jobs), the results directory the assimilator's file handler writes
-// (<dir>/<job>, <job>.<i>, <job>.error). Writes: batch, workunit (creation;
+// (<dir>/<job>/<open name>, <dir>/<job>.error). Writes: batch, workunit (creation;
 // error_mask, hold and limits on cancel and requeue), input files in the
 // download directory.
 package batch
