@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -52,15 +54,24 @@ func TestCopyDeliversEveryOutputUnderItsLogicalName(t *testing.T) {
 		all, _ := b.addNamedJob(t, "all", map[string]string{"result": "42", "log": "ran", "extra": "x"})
 		noExtra, _ := b.addNamedJob(t, "noextra", map[string]string{"result": "43", "log": "ran too"})
 		noLog, _ := b.addNamedJob(t, "nolog", map[string]string{"result": "44", "extra": "y"})
+		closed, _ := b.addNamedJob(t, "closed", map[string]string{"result": "45", "log": "l"})
+		// The scheduler closed the output the host did not upload.
+		closedExtra, err := fanout.Path(b.upload, jobxml.OutputName("closed_0", 2), fanoutN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := outputfile.Close(closedExtra); err != nil {
+			t.Fatal(err)
+		}
 		runOnce(t, b.serviceWith(b.fileHandler(copyOnly), b.st, Config{}))
 		for id, want := range map[int64]state.AssimilateState{all: state.AssimilateDone, noExtra: state.AssimilateDone,
-			noLog: state.AssimilateReady} {
+			noLog: state.AssimilateReady, closed: state.AssimilateDone} {
 			if st := b.state(t, id); st != want {
 				t.Errorf("copy only %v: job %d = %v, want %v", copyOnly, id, st, want)
 			}
 		}
 		b.wantFiles(t, map[string]string{"all/result": "42", "all/log": "ran", "all/extra": "x",
-			"noextra/result": "43", "noextra/log": "ran too"})
+			"noextra/result": "43", "noextra/log": "ran too", "closed/result": "45", "closed/log": "l"})
 	}
 }
 

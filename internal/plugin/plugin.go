@@ -70,7 +70,8 @@ func Instance(r row.Result, outs []job.Output) job.Instance {
 // partial set, or a file an upload could still change, would hand over a
 // wrong result, so the job waits for a retry instead. The one exception is
 // an output the template marks optional: the application may not have
-// written it, so where it is absent it is left out of Outputs.
+// written it, so where there is no finished upload of it it is left out of
+// Outputs.
 func Canonical(r row.Result, uploadDir string, fan int) (job.Instance, error) {
 	files, err := jobxml.ParseResult(r.XMLDocIn)
 	if err != nil {
@@ -84,7 +85,9 @@ func Canonical(r row.Result, uploadDir string, fan int) (job.Instance, error) {
 			return job.Instance{}, fmt.Errorf("canonical result %d: %w", r.ID, err)
 		}
 		fi, err := os.Stat(path)
-		if errors.Is(err, fs.ErrNotExist) && f.Optional {
+		if f.Optional && (errors.Is(err, fs.ErrNotExist) || err == nil && !outputfile.Finished(fi.Mode())) {
+			// Not written: the scheduler leaves a closed empty file in its
+			// place when it records the report.
 			continue
 		}
 		if err != nil {

@@ -187,7 +187,7 @@ func (s *Service) initExpected(ctx context.Context, wu row.Workunit, expected []
 // returns with it the logical names of the outputs it has (its output set,
 // one name per line): two results whose sets differ disagree, whatever the
 // checker says. The checker gets the outputs to compare: not those marked
-// no_validate, nor an optional one r does not have. initResult returns
+// no_validate, nor an optional one r does not have (no finished upload). initResult returns
 // errMissing when a required file is not there, is not a finished upload,
 // or r's file list names it unusably; the checker's ErrInvalidOutput as is;
 // and any other error for a transient failure.
@@ -205,9 +205,10 @@ func (s *Service) initResult(ctx context.Context, r row.Result) (any, string, er
 		}
 		fi, err := os.Stat(path)
 		switch {
-		case errors.Is(err, fs.ErrNotExist) && f.Optional:
-			// Not written: absent from the set, which the other results'
-			// sets must match.
+		case f.Optional && (errors.Is(err, fs.ErrNotExist) || err == nil && !outputfile.Finished(fi.Mode())):
+			// Not written (the scheduler leaves a closed empty file in its
+			// place when it records the report): absent from the set,
+			// which the other results' sets must match.
 			continue
 		case errors.Is(err, fs.ErrNotExist):
 			return nil, "", fmt.Errorf("result %d: %s: %w", r.ID, f.Name, errMissing)

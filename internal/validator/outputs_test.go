@@ -18,9 +18,13 @@ var setTemplate = []jobxml.OutputFile{
 	{OpenName: "out"}, {OpenName: "sum"}, {OpenName: "log", NoValidate: true}, {OpenName: "extra", Optional: true},
 }
 
+// closed stands for an output the host did not upload: the scheduler
+// leaves a closed empty file in its place when it records the report.
+const closed = "\x00closed"
+
 // addOutputs inserts a reported success of job wuID whose outputs are
 // setTemplate's, and uploads the ones files holds (logical name →
-// content), finished.
+// content), finished (or closed for the content closed).
 func (b *bundle) addOutputs(t *testing.T, wuID int64, name string, userID, hostID int64, files map[string]string) int64 {
 	t.Helper()
 	outs := make([]jobxml.OutputFile, len(setTemplate))
@@ -38,10 +42,14 @@ func (b *bundle) addOutputs(t *testing.T, wuID int64, name string, userID, hostI
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		mode := outputfile.FinishedMode
+		if content == closed {
+			content, mode = "", outputfile.ClosedMode
+		}
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chmod(path, outputfile.FinishedMode); err != nil {
+		if err := os.Chmod(path, mode); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,6 +115,9 @@ exit 0`)
 		{"optional in both", with(map[string]string{"extra": "x"}), with(map[string]string{"extra": "x"}), state.ValidateValid, false},
 		{"optional differs", with(map[string]string{"extra": "x"}), with(map[string]string{"extra": "y"}), state.ValidateInconclusive, false},
 		{"optional missing from one", with(map[string]string{"extra": "x"}), base, state.ValidateInconclusive, false},
+		{"optional closed in both", with(map[string]string{"extra": closed}), base, state.ValidateValid, false},
+		{"optional closed in one", with(map[string]string{"extra": closed}), with(map[string]string{"extra": "x"}), state.ValidateInconclusive, false},
+		{"required output closed", base, with(map[string]string{"sum": closed}), state.ValidateInit, true},
 		{"required output missing", base, with(nil, "sum"), state.ValidateInit, true},
 		{"no_validate output missing", base, with(nil, "log"), state.ValidateInit, true},
 	}
