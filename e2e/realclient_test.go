@@ -652,7 +652,7 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 		}
 		if j.assimilated {
 			pg.assimilated++
-			out, err := os.ReadFile(filepath.Join(rp.dir, "results", name))
+			out, err := os.ReadFile(filepath.Join(rp.dir, "results", name, "out"))
 			if err != nil {
 				pg.problems = append(pg.problems, fmt.Sprintf("job %s assimilated but its output is missing: %v", name, err))
 				continue
