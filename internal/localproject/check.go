@@ -204,6 +204,13 @@ func (p *project) summarize(ctx context.Context) (Summary, error) {
 			s.WrongOutputs++
 			violate("job %s: assimilated output is not the correct one", name)
 		}
+		// The log is not validated, but every volunteer writes the same
+		// one, and it is delivered beside out.
+		if log, err := os.ReadFile(filepath.Join(resultsDir, name, demoapp.LogName)); hasOK &&
+			(err != nil || !bytes.Equal(log, demoapp.Log(demoapp.GeneratedFiles(name), demoapp.Rounds))) {
+			s.WrongOutputs++
+			violate("job %s: assimilated log is missing or not the demo app's (%v)", name, err)
+		}
 		if hasOK {
 			s.JobsAssimilated++
 			if w.Int("canonical_resultid") == 0 || w.Int("error_mask") != 0 {
