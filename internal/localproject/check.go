@@ -66,7 +66,7 @@ type Summary struct {
 	JobsErrored      int `json:"jobs_errored"`
 	JobsPurged       int `json:"jobs_purged"`
 	JobsUnfinished   int `json:"jobs_unfinished"`
-	FilesLeft        int `json:"files_left"`
+	FilesLeft        int `json:"files_left"` // input and output files, not live shared files
 	SameUserTwice    int `json:"same_user_twice"`
 	WrongOutputs     int `json:"wrong_outputs"`
 	DoubleOutcome    int `json:"double_outcome"`
@@ -249,6 +249,20 @@ func (p *project) summarize(ctx context.Context) (Summary, error) {
 			return s, err
 		}
 		s.FilesLeft += n
+	}
+	// A live shared file (the demo model) is not left over: the file
+	// deleter keeps it for --shared-file-grace after its last job.
+	shared, err := projectrun.LiveRecords(ctx, p.st.DB(), "shared_file", []string{"id", "state", "gzipped_nbytes"})
+	if err != nil {
+		return s, fmt.Errorf("read shared files: %w", err)
+	}
+	for _, f := range shared {
+		if f.Int("state") == 0 {
+			s.FilesLeft--
+			if f.Float("gzipped_nbytes") > 0 {
+				s.FilesLeft--
+			}
+		}
 	}
 	return s, nil
 }
