@@ -278,7 +278,7 @@ func (b *bench) phases() []phaseSpec {
 		programs: []progSpec{
 			{name: "assimilator", args: []string{"--handler", "copy", "--results-dir", "results"}},
 		},
-		done:  b.countIs(n, `SELECT COUNT(*) FROM workunit WHERE appid = ? AND assimilate_state = 2`, app),
+		done: b.countIs(n, `SELECT COUNT(*) FROM workunit WHERE appid = ? AND assimilate_state = 2`, app),
 		// Each job's two outputs, "out" and "log".
 		check: b.filesIn(2*n, "results"),
 	}, {
