@@ -213,10 +213,19 @@ func (p *project) check(ctx context.Context) (*Report, error) {
 	// (a live job's files are its own), and no live result waiting for a
 	// deletion that never came.
 	liveJobs := len(liveWU)
+	// The live shared files (the demo model) stay for the file deleter's
+	// --shared-file-grace after their last job: not leaked.
+	kept, err := projectrun.SharedFilesKept(ctx, p.st.DB())
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range []string{"download", "upload"} {
 		n, err := outputfile.CountLeft(filepath.Join(p.dir, d), time.Now(), ballastName)
 		if err != nil {
 			return nil, err
+		}
+		if d == "download" {
+			n -= kept
 		}
 		if liveJobs == 0 {
 			r.FilesLeaked += n

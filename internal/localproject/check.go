@@ -252,17 +252,10 @@ func (p *project) summarize(ctx context.Context) (Summary, error) {
 	}
 	// A live shared file (the demo model) is not left over: the file
 	// deleter keeps it for --shared-file-grace after its last job.
-	shared, err := projectrun.LiveRecords(ctx, p.st.DB(), "shared_file", []string{"id", "state", "gzipped_nbytes"})
+	kept, err := projectrun.SharedFilesKept(ctx, p.st.DB())
 	if err != nil {
-		return s, fmt.Errorf("read shared files: %w", err)
+		return s, err
 	}
-	for _, f := range shared {
-		if f.Int("state") == 0 {
-			s.FilesLeft--
-			if f.Float("gzipped_nbytes") > 0 {
-				s.FilesLeft--
-			}
-		}
-	}
+	s.FilesLeft -= kept
 	return s, nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -64,4 +65,25 @@ func CountLive(ctx context.Context, db Querier) (Counts, error) {
 		return c, fmt.Errorf("count instances: %w", err)
 	}
 	return c, nil
+}
+
+// SharedFilesKept is how many files of the download directory belong to
+// live shared files (each, and its gzip'd copy if it has one): files the
+// file deleter keeps for --shared-file-grace after their last job, so no
+// leftover of finished jobs.
+func SharedFilesKept(ctx context.Context, db Querier) (int, error) {
+	shared, err := LiveRecords(ctx, db, "shared_file", []string{"id", "state", "gzipped_nbytes"})
+	if err != nil {
+		return 0, fmt.Errorf("read shared files: %w", err)
+	}
+	n := 0
+	for _, f := range shared {
+		if f.Int("state") == int64(row.SharedFileLive) {
+			n++
+			if f.Float("gzipped_nbytes") > 0 {
+				n++
+			}
+		}
+	}
+	return n, nil
 }

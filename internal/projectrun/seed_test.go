@@ -26,6 +26,12 @@ func TestSeededDemoAppHasTheDemoTemplates(t *testing.T) {
 	if _, err := c.StageShared(ctx, demoapp.ModelFile, demoapp.Model(), false); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.StageShared(ctx, "zipped", []byte("a shared file with a gzip'd copy"), true); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := SharedFilesKept(ctx, st.DB()); n != 3 || err != nil {
+		t.Errorf("SharedFilesKept = %d, %v; want 3 (the model, another file and its gzip'd copy)", n, err)
+	}
 	job := jobs.Job{Name: "by_hand", Inputs: []jobs.Input{{Data: demoapp.Input("by_hand")}, {Shared: demoapp.ModelFile}, {Data: demoapp.Params()}}}
 	if err := c.Create(ctx, appID, []jobs.Job{job}, jobs.DefaultParams()); err != nil {
 		t.Fatal(err)
