@@ -31,7 +31,10 @@ ALTER TABLE workunit
 -- gzipped_nbytes > 0 when a gzip'd copy (name.gz) is staged too.
 -- state: 0 live, 1 being deleted (no new job may refer to it), 2 deleted.
 -- last_ref_time: when a job last referred to it (or it was staged), so a
--- file staged for jobs not yet submitted is not deleted at once.
+-- file staged for jobs not yet submitted is not deleted at once. njobs:
+-- how many jobs have referred to it; every new reference increments it, so
+-- the reference's conditional update (WHERE state = 0) always changes the
+-- row and conflicts with a delete pass on a cluster too.
 CREATE TABLE shared_file (
     id             INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     create_time    INT NOT NULL,
@@ -41,6 +44,7 @@ CREATE TABLE shared_file (
     gzipped_nbytes DOUBLE NOT NULL DEFAULT 0,
     state          TINYINT NOT NULL DEFAULT 0,
     last_ref_time  INT NOT NULL,
+    njobs          INT NOT NULL DEFAULT 0,
     UNIQUE KEY shared_file_name (name),
     KEY shared_file_state (state, last_ref_time)
 ) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci;

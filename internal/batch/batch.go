@@ -235,7 +235,7 @@ func (s *Service) Submit(ctx context.Context, spec Spec) (row.Batch, bool, error
 	}
 	list := make([]jobs.Job, len(spec.Jobs))
 	for i, j := range spec.Jobs {
-		list[i] = jobs.Job{Name: JobName(spec.Name, j.Name), Input: j.Input}
+		list[i] = jobs.Job{Name: JobName(spec.Name, j.Name), Inputs: []jobs.Input{{Data: j.Input}}}
 	}
 	b, created, err := s.creator.CreateBatch(ctx, app, row.Batch{CreateTime: s.now().Unix(), UserID: spec.UserID,
 		Name: spec.Name, Description: spec.Description, IdempotencyKey: spec.IdempotencyKey}, list, spec.Params)

@@ -116,7 +116,7 @@ func TestSubmit(t *testing.T) {
 	}
 	// A job name taken outside any batch.
 	if err := jobs.NewCreator(b.st, t.TempDir(), 8, nil).CreateForApp(ctx, b.app,
-		[]jobs.Job{{Name: "b3_j0"}}, jobs.DefaultParams()); err != nil {
+		[]jobs.Job{{Name: "b3_j0", Inputs: []jobs.Input{{}}}}, jobs.DefaultParams()); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := b.svc.Submit(ctx, spec("b3", 1)); !errors.Is(err, batch.ErrExists) {

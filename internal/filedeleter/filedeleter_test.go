@@ -72,7 +72,7 @@ func newService(t testing.TB, cfg filedeleter.Config, deps filedeleter.Deps) *fi
 // returns the job and its input file's path.
 func (b *bundle) job(t *testing.T, name string, fds state.FileDeleteState) (row.Workunit, string) {
 	t.Helper()
-	if err := b.creator.Create(b.ctx, b.appID, []jobs.Job{{Name: name, Input: []byte("input of " + name)}}, jobs.DefaultParams()); err != nil {
+	if err := b.creator.Create(b.ctx, b.appID, []jobs.Job{{Name: name, Inputs: []jobs.Input{{Data: []byte("input of " + name)}}}}, jobs.DefaultParams()); err != nil {
 		t.Fatalf("Create %s: %v", name, err)
 	}
 	wu, err := b.st.WorkunitGetByName(b.ctx, name)

@@ -1,6 +1,14 @@
-// Package jobs creates jobs: it stages a job's input file in the download
-// directory and inserts its workunit row with the job's parameters, so that
-// the transitioner creates its instances. The work generator, the operator
+// Package jobs creates jobs as BOINC's create_work does: from the job's
+// input template (its own, the app's, or the built-in one: one file opened
+// as "in") it stages the files given to the job in the download directory
+// (with a gzip'd copy beside a file the template marks <gzip/>), refers to
+// shared files staged once for many jobs (StageShared; content-addressed,
+// recorded in workunit_shared_file with the job so the file deleter keeps
+// them while a job needs them) and to files on other servers, and inserts
+// the workunit row with the document the template makes, the template's
+// parameters where the submitter left the defaults, and the job's output
+// template, from which the transitioner makes each instance's output
+// files. The work generator, the operator
 // tool's "job submit" and "batch submit", and the submission API all create
 // jobs through it, so a job looks the same whichever made it.
 //

@@ -16,14 +16,11 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/jobtemplate"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
-
-// InputOpenName is the name under which the application opens a job's input
-// file (BOINC's <open_name>).
-const InputOpenName = "in"
 
 // ErrJobExists is returned when a job of that name is already in the
 // database.
@@ -33,17 +30,48 @@ var ErrJobExists = errors.New("job already exists")
 type Store interface {
 	AppGet(ctx context.Context, id int64) (row.App, error)
 	BatchInsertWithJobs(ctx context.Context, p store.BatchInsertParams) (row.Batch, bool, error)
+	JobTemplateGet(ctx context.Context, id int64) (row.JobTemplate, error)
+	JobTemplatePut(ctx context.Context, kind, body string, now int64) (int64, error)
+	SharedFileGet(ctx context.Context, name string) (row.SharedFile, error)
+	SharedFileLatest(ctx context.Context, prefix string) (row.SharedFile, error)
+	SharedFileRegister(ctx context.Context, f row.SharedFile) (row.SharedFile, error)
 	KnownAnswerList(ctx context.Context, appID int64) ([]row.KnownAnswer, error)
 	KnownAnswerListInputs(ctx context.Context, ids []int64) ([]row.KnownAnswer, error)
 	WorkunitGetByName(ctx context.Context, name string) (row.Workunit, error)
-	WorkunitInsertBatch(ctx context.Context, wus []row.Workunit) error
+	WorkunitInsertBatch(ctx context.Context, wus []row.Workunit, refs store.SharedRefs) error
 }
 
-// Job is one job to create: its name and the content of its input file.
+// Job is one job to create: BOINC's create_work arguments.
 type Job struct {
-	Name  string
-	Input []byte
+	Name string
+	// Inputs are the files given to the job, one per file of its input
+	// template that the template does not name itself, in order.
+	Inputs []Input
+	// CommandLine, if not empty, replaces the input template's.
+	CommandLine string
+	// InputTemplate and OutputTemplate are the job's own templates in
+	// BOINC's format; empty means the app's (or the built-in ones).
+	InputTemplate, OutputTemplate string
 }
+
+// Input is one file given to a job: at most one of its content (staged for
+// this job; the default, so a zero Input is an empty file), a shared file
+// staged before, or a file kept on another server.
+type Input struct {
+	// Data is the file's content.
+	Data []byte
+	// Shared names a shared file (see StageShared): its physical name, or
+	// the name it was staged under, meaning the latest staged.
+	Shared string
+	// URL, MD5 and Nbytes describe a file on another server (BOINC's
+	// remote file); its physical name is "jf_<md5>".
+	URL    string
+	MD5    string
+	Nbytes float64
+}
+
+// MaxInputs bounds the files given to one job.
+const MaxInputs = 64
 
 // MaxNameLen is the longest job name the workunit table stores.
 const MaxNameLen = 254
@@ -65,27 +93,44 @@ func NewCreator(st Store, downloadDir string, fan int, now func() time.Time) *Cr
 	return &Creator{st: st, downloadDir: downloadDir, fanout: fan, now: now}
 }
 
-// RemoveInputs deletes the input files Create staged for jobs whose
-// insert did not commit, so a failed or interrupted batch leaves no file
-// that no job refers to. Files already gone are fine.
+// RemoveInputs deletes the input files (and gzip'd copies) Create staged
+// for jobs whose insert did not commit, so a failed or interrupted batch
+// leaves no file that no job refers to. Files already gone are fine.
 func (c *Creator) RemoveInputs(jobs []string) error {
 	var errs []error
 	for _, j := range jobs {
-		path, err := fanout.Path(c.downloadDir, InputName(j), c.fanout)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
+		for k := range MaxInputs {
+			path, err := fanout.Path(c.downloadDir, dataInputName(j, "", k), c.fanout)
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			for _, p := range []string{path, path + ".gz"} {
+				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					errs = append(errs, err)
+				}
+			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// InputName is the name of job's input file in the download directory
-// (jobs of a batch add a random part; see CreateBatch).
+// InputName is the name of job's first input file in the download
+// directory (jobs of a batch add a random part; see CreateBatch).
 func InputName(job string) string { return job + "_in" }
+
+// dataInputName is the name of the k-th file given to job with its
+// content: job_in, job_in1, job_in2, ...; salt (see CreateBatch), if not
+// empty, goes before "_in".
+func dataInputName(job, salt string, k int) string {
+	if salt != "" {
+		job += "_" + salt
+	}
+	if k == 0 {
+		return InputName(job)
+	}
+	return InputName(job) + strconv.Itoa(k)
+}
 
 // NewName returns a fresh job name "<prefix>_<unix time>_<16 random hex>":
 // unique without asking the database, and never reused, so a file left by a
@@ -120,11 +165,11 @@ func (c *Creator) CreateForApp(ctx context.Context, app row.App, batch []Job, p 
 	if len(batch) == 0 {
 		return p.check()
 	}
-	wus, extra, err := c.prepare(ctx, app, batch, p, "")
+	wus, extra, refs, err := c.prepare(ctx, app, batch, p, "")
 	if err != nil {
 		return err
 	}
-	return c.st.WorkunitInsertBatch(ctx, append(wus, extra...))
+	return c.st.WorkunitInsertBatch(ctx, append(wus, extra...), refs)
 }
 
 // CreateBatch creates batch b of app with its jobs, all in one transaction:
@@ -138,7 +183,7 @@ func (c *Creator) CreateBatch(ctx context.Context, app row.App, b row.Batch, bat
 	if err := p.check(); err != nil {
 		return row.Batch{}, false, err
 	}
-	wus, extra, err := c.prepare(ctx, app, batch, p, randomHex(4))
+	wus, extra, refs, err := c.prepare(ctx, app, batch, p, randomHex(4))
 	if err != nil {
 		return row.Batch{}, false, err
 	}
@@ -146,7 +191,7 @@ func (c *Creator) CreateBatch(ctx context.Context, app row.App, b row.Batch, bat
 	if b.CreateTime == 0 {
 		b.CreateTime = c.now().Unix()
 	}
-	return c.st.BatchInsertWithJobs(ctx, store.BatchInsertParams{Batch: b, Jobs: wus, Extra: extra})
+	return c.st.BatchInsertWithJobs(ctx, store.BatchInsertParams{Batch: b, Jobs: wus, Extra: extra, Shared: refs})
 }
 
 // Submit creates one job named name after checking that no job of that name
@@ -163,61 +208,109 @@ func (c *Creator) Submit(ctx context.Context, app row.App, job Job, p Params) er
 	return c.CreateForApp(ctx, app, []Job{job}, p)
 }
 
-// staged is a job whose input file is to be staged under file.
+// staged is a job to create and the known answer it copies, if any.
 type staged struct {
 	job           Job
-	file          string
 	knownAnswerID int64
 }
 
 // prepare checks every job, picks the known-answer jobs to mix in, stages
 // all input files and syncs their directories, and returns the workunit rows
-// of the jobs and of the known-answer jobs. Nothing is staged unless every
+// of the jobs and of the known-answer jobs, and the shared files they use. Nothing is staged unless every
 // job is valid. salt, if not empty, goes into the input file names.
-func (c *Creator) prepare(ctx context.Context, app row.App, batch []Job, p Params, salt string) ([]row.Workunit, []row.Workunit, error) {
+func (c *Creator) prepare(ctx context.Context, app row.App, batch []Job, p Params, salt string) ([]row.Workunit, []row.Workunit, store.SharedRefs, error) {
 	if err := p.check(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	seen := make(map[string]bool, len(batch))
 	todo := make([]staged, 0, len(batch))
 	for _, j := range batch {
-		file := inputFile(j.Name, salt)
-		if err := checkName(j.Name, file); err != nil {
-			return nil, nil, err
+		if err := checkName(j.Name, dataInputName(j.Name, salt, MaxInputs)); err != nil {
+			return nil, nil, nil, err
 		}
 		if seen[j.Name] {
-			return nil, nil, fmt.Errorf("job %q: named twice", j.Name)
+			return nil, nil, nil, fmt.Errorf("job %q: named twice", j.Name)
 		}
 		seen[j.Name] = true
-		todo = append(todo, staged{job: j, file: file})
+		todo = append(todo, staged{job: j})
 	}
 	kas, err := c.mix(ctx, app, len(batch))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for _, ka := range kas {
-		name := knownAnswerName(batch[mrand.IntN(len(batch))].Name)
-		if checkName(name, inputFile(name, salt)) != nil {
+		twin := batch[mrand.IntN(len(batch))]
+		name := knownAnswerName(twin.Name)
+		if checkName(name, dataInputName(name, salt, MaxInputs)) != nil {
 			name = randomHex(8) // the twin's name was near the length limit
 		}
-		todo = append(todo, staged{job: Job{Name: name, Input: ka.Input}, file: inputFile(name, salt), knownAnswerID: ka.ID})
+		// The known answer's input replaces the twin's first file; the
+		// others (shared files, a model) are the twin's.
+		j := twin
+		j.Name = name
+		j.Inputs = append([]Input{{Data: ka.Input}}, twin.Inputs[min(1, len(twin.Inputs)):]...)
+		todo = append(todo, staged{job: j, knownAnswerID: ka.ID})
 	}
 
 	now := c.now().Unix()
+	t := newTemplates(c.st, app, now)
+	type planned struct {
+		s      staged
+		tmpl   jobtemplate.Input
+		outID  int64
+		doc    jobxml.Workunit
+		shared []int64
+		stage  []stageFile
+	}
+	plans := make([]planned, 0, len(todo))
+	for _, s := range todo {
+		in, err := t.input(ctx, s.job.InputTemplate)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)
+		}
+		outID, err := t.output(ctx, s.job.OutputTemplate)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)
+		}
+		if err := p.withTemplate(in.Params).check(); err != nil {
+			return nil, nil, nil, fmt.Errorf("job %q: with its input template's parameters: %w", s.job.Name, err)
+		}
+		files, shared, stage, err := c.resolve(ctx, s.job, in, salt)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)
+		}
+		doc, err := in.Workunit(files, s.job.CommandLine)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)
+		}
+		plans = append(plans, planned{s: s, tmpl: in, outID: outID, doc: doc, shared: shared, stage: stage})
+	}
+	// Every job is valid: now stage.
 	wus := make([]row.Workunit, 0, len(batch))
 	var extra []row.Workunit
+	refs := store.SharedRefs{}
 	files := newStager(c.downloadDir, c.fanout)
-	for _, s := range todo {
-		in := jobxml.InputFile{Name: s.file, OpenName: InputOpenName, Nbytes: float64(len(s.job.Input)), MD5: md5Hex(s.job.Input), CopyFile: true}
-		doc, err := jobxml.FormatWorkunit(jobxml.Workunit{Inputs: []jobxml.InputFile{in}})
+	for _, pl := range plans {
+		for _, f := range pl.stage {
+			if err := files.write(f.name, f.data); err != nil {
+				return nil, nil, nil, fmt.Errorf("job %q: %w", pl.s.job.Name, err)
+			}
+			if f.gzip != nil {
+				if err := files.writeBeside(f.name, ".gz", f.gzip); err != nil {
+					return nil, nil, nil, fmt.Errorf("job %q: %w", pl.s.job.Name, err)
+				}
+			}
+		}
+		docText, err := jobxml.FormatWorkunit(pl.doc)
 		if err != nil {
-			return nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)
+			return nil, nil, nil, fmt.Errorf("job %q: %w", pl.s.job.Name, err)
 		}
-		if err := files.write(in.Name, s.job.Input); err != nil {
-			return nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)
+		wu := p.withTemplate(pl.tmpl.Params).workunit(app, pl.s.job.Name, docText, now, pl.s.knownAnswerID)
+		wu.OutputTemplateID = pl.outID
+		if len(pl.shared) > 0 {
+			refs[wu.Name] = pl.shared
 		}
-		wu := p.workunit(app, s.job.Name, doc, now, s.knownAnswerID)
-		if s.knownAnswerID != 0 {
+		if pl.s.knownAnswerID != 0 {
 			extra = append(extra, wu)
 		} else {
 			wus = append(wus, wu)
@@ -226,18 +319,9 @@ func (c *Creator) prepare(ctx context.Context, app row.App, batch []Job, p Param
 	// The files must be durable before any row refers to them: a row must
 	// never outlive its file in a crash.
 	if err := files.sync(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return wus, extra, nil
-}
-
-// inputFile is the name of job's input file, with salt (see CreateBatch)
-// if not empty.
-func inputFile(job, salt string) string {
-	if salt == "" {
-		return InputName(job)
-	}
-	return InputName(job + "_" + salt)
+	return wus, extra, refs, nil
 }
 
 // knownAnswerName names a known-answer job after twin, a job created with

@@ -70,10 +70,10 @@ func TestSubmitRefusesExistingNameWithoutTouchingItsFile(t *testing.T) {
 	app := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	dir := filepath.Join(t.TempDir(), "download")
 	c := jobs.NewCreator(st, dir, 8, nil)
-	if err := c.Submit(ctx, app, jobs.Job{Name: "j1", Input: []byte("first")}, jobs.DefaultParams()); err != nil {
+	if err := c.Submit(ctx, app, jobs.Job{Name: "j1", Inputs: []jobs.Input{{Data: []byte("first")}}}, jobs.DefaultParams()); err != nil {
 		t.Fatalf("Submit j1: %v", err)
 	}
-	err := c.Submit(ctx, app, jobs.Job{Name: "j1", Input: []byte("second")}, jobs.DefaultParams())
+	err := c.Submit(ctx, app, jobs.Job{Name: "j1", Inputs: []jobs.Input{{Data: []byte("second")}}}, jobs.DefaultParams())
 	if !errors.Is(err, jobs.ErrJobExists) {
 		t.Fatalf("second Submit j1 = %v, want ErrJobExists", err)
 	}
@@ -81,7 +81,7 @@ func TestSubmitRefusesExistingNameWithoutTouchingItsFile(t *testing.T) {
 	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, []byte("first")) {
 		t.Fatalf("input of j1 after refused resubmit = %q, %v; want \"first\"", got, err)
 	}
-	if err := c.Submit(ctx, app, jobs.Job{Name: "bad/name", Input: nil}, jobs.DefaultParams()); err == nil {
+	if err := c.Submit(ctx, app, jobs.Job{Name: "bad/name", Inputs: []jobs.Input{{Data: nil}}}, jobs.DefaultParams()); err == nil {
 		t.Fatal("Submit with a slash in the name succeeded, want an error")
 	}
 }
@@ -154,7 +154,7 @@ func TestCreatePolicies(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range tests {
 		app := f.app(t, tc.app)
-		if err := f.c.CreateForApp(ctx, app, []jobs.Job{{Name: tc.app.Name + "_j", Input: []byte("x")}}, tc.p); err != nil {
+		if err := f.c.CreateForApp(ctx, app, []jobs.Job{{Name: tc.app.Name + "_j", Inputs: []jobs.Input{{Data: []byte("x")}}}}, tc.p); err != nil {
 			t.Fatalf("%s: CreateForApp: %v", tc.name, err)
 		}
 		wu, err := f.st.WorkunitGetByName(ctx, tc.app.Name+"_j")
@@ -170,7 +170,7 @@ func TestCreatePolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.c.Create(ctx, ar.ID, []jobs.Job{{Name: "by_id", Input: nil}}, p); err != nil {
+	if err := f.c.Create(ctx, ar.ID, []jobs.Job{{Name: "by_id", Inputs: []jobs.Input{{Data: nil}}}}, p); err != nil {
 		t.Fatal(err)
 	}
 	if wu, _ := f.st.WorkunitGetByName(ctx, "by_id"); wu.ReplicationQuorum != 3 {
@@ -205,7 +205,7 @@ func TestCreateMixesKnownAnswerJobs(t *testing.T) {
 	p := jobs.DefaultParams()
 	p.Priority = 7
 	for _, app := range []row.App{always, never, empty} {
-		batch := []jobs.Job{{Name: app.Name + "_1", Input: []byte("a")}, {Name: app.Name + "_2", Input: []byte("b")}}
+		batch := []jobs.Job{{Name: app.Name + "_1", Inputs: []jobs.Input{{Data: []byte("a")}}}, {Name: app.Name + "_2", Inputs: []jobs.Input{{Data: []byte("b")}}}}
 		if err := f.c.CreateForApp(ctx, app, batch, p); err != nil {
 			t.Fatalf("CreateForApp(%s): %v", app.Name, err)
 		}
@@ -262,11 +262,11 @@ func TestKnownAnswerJobsLookLikeOtherJobs(t *testing.T) {
 	}
 	// The work generator's names, and a batch's (whose input files carry
 	// a random part).
-	gen := []jobs.Job{{Name: jobs.NewName("demo", f.now), Input: []byte("a")}, {Name: jobs.NewName("demo", f.now), Input: []byte("b")}}
+	gen := []jobs.Job{{Name: jobs.NewName("demo", f.now), Inputs: []jobs.Input{{Data: []byte("a")}}}, {Name: jobs.NewName("demo", f.now), Inputs: []jobs.Input{{Data: []byte("b")}}}}
 	if err := f.c.CreateForApp(ctx, app, gen, jobs.DefaultParams()); err != nil {
 		t.Fatalf("CreateForApp: %v", err)
 	}
-	batch := []jobs.Job{{Name: "run1_" + strings.Repeat("c", 16), Input: []byte("c")}}
+	batch := []jobs.Job{{Name: "run1_" + strings.Repeat("c", 16), Inputs: []jobs.Input{{Data: []byte("c")}}}}
 	if _, _, err := f.c.CreateBatch(ctx, app, row.Batch{UserID: 2, Name: "run1"}, batch, jobs.DefaultParams()); err != nil {
 		t.Fatalf("CreateBatch: %v", err)
 	}
@@ -300,15 +300,15 @@ func TestCreateBatch(t *testing.T) {
 	f := newCreatorFixture(t)
 	ctx := context.Background()
 	app := f.app(t, storetest.AppOptions{Name: "demo"})
-	batch := []jobs.Job{{Name: "b_x", Input: []byte("x")}, {Name: "b_y", Input: []byte("y")}}
+	batch := []jobs.Job{{Name: "b_x", Inputs: []jobs.Input{{Data: []byte("x")}}}, {Name: "b_y", Inputs: []jobs.Input{{Data: []byte("y")}}}}
 	b, created, err := f.c.CreateBatch(ctx, app, row.Batch{UserID: 2, Name: "b", IdempotencyKey: "k"}, batch, jobs.DefaultParams())
 	if err != nil || !created || b.NJobs != 2 || b.AppID != app.ID || b.CreateTime != f.now.Unix() {
 		t.Fatalf("CreateBatch = %+v, %v, %v", b, created, err)
 	}
 	wus := f.all(t)
 	for i, wu := range wus {
-		if wu.Batch != b.ID || string(f.input(t, wu)) != string(batch[i].Input) {
-			t.Errorf("job %s: batch %d, input %q; want batch %d, input %q", wu.Name, wu.Batch, f.input(t, wu), b.ID, batch[i].Input)
+		if wu.Batch != b.ID || string(f.input(t, wu)) != string(batch[i].Inputs[0].Data) {
+			t.Errorf("job %s: batch %d, input %q; want batch %d, input %q", wu.Name, wu.Batch, f.input(t, wu), b.ID, batch[i].Inputs[0].Data)
 		}
 		doc, _ := jobxml.ParseWorkunit(wu.XMLDoc)
 		if doc.Inputs[0].Name == jobs.InputName(wu.Name) {
@@ -316,7 +316,7 @@ func TestCreateBatch(t *testing.T) {
 		}
 	}
 	again, created, err := f.c.CreateBatch(ctx, app, row.Batch{UserID: 2, Name: "b2", IdempotencyKey: "k"},
-		[]jobs.Job{{Name: "b2_x"}}, jobs.DefaultParams())
+		[]jobs.Job{{Name: "b2_x", Inputs: []jobs.Input{{}}}}, jobs.DefaultParams())
 	if err != nil || created || again.ID != b.ID {
 		t.Fatalf("CreateBatch with the same key = %+v, %v, %v; want the first batch back", again, created, err)
 	}

@@ -35,7 +35,11 @@ func (s *stager) write(name string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("input file: %w", err)
 	}
-	dir := filepath.Dir(path)
+	return s.writePath(filepath.Dir(path), name, path, data)
+}
+
+// writePath writes data to path in dir, under name in messages.
+func (s *stager) writePath(dir, name, path string, data []byte) error {
 	if !s.dirs[dir] {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("create input directory: %w", err)
@@ -76,6 +80,16 @@ func (s *stager) write(name string, data []byte) error {
 	}
 	s.files = append(s.files, path)
 	return nil
+}
+
+// writeBeside stores data as name+suffix in name's fan-out directory (a
+// gzip'd copy is served from beside its file), like write.
+func (s *stager) writeBeside(name, suffix string, data []byte) error {
+	path, err := fanout.Path(s.root, name, s.fan)
+	if err != nil {
+		return fmt.Errorf("input file: %w", err)
+	}
+	return s.writePath(filepath.Dir(path), name+suffix, path+suffix, data)
 }
 
 // sync makes every file written, and its directory entries, durable.

@@ -283,3 +283,23 @@ type JobTemplate struct {
 	MD5        string `db:"md5"`
 	Body       string `db:"body"`
 }
+
+// SharedFile is an input file staged once and used by many jobs.
+type SharedFile struct {
+	ID            int64   `db:"id"`
+	CreateTime    int64   `db:"create_time"`
+	Name          string  `db:"name"`
+	MD5           string  `db:"md5"`
+	Nbytes        float64 `db:"nbytes"`
+	GzippedNbytes float64 `db:"gzipped_nbytes"`
+	State         int     `db:"state"`
+	LastRefTime   int64   `db:"last_ref_time"`
+	NJobs         int64   `db:"njobs"`
+}
+
+// Shared file states (shared_file.state).
+const (
+	SharedFileLive     = 0
+	SharedFileDeleting = 1
+	SharedFileDeleted  = 2
+)

@@ -101,6 +101,8 @@ type BatchInsertParams struct {
 	// Extra are jobs inserted in the same transaction but outside the batch
 	// (known-answer jobs mixed in); their Batch is left as given.
 	Extra []row.Workunit
+	// Shared are the shared files the jobs use.
+	Shared SharedRefs
 }
 
 // BatchInsertWithJobs inserts a batch and its jobs in one transaction, so a
@@ -133,7 +135,7 @@ func (s *Store) BatchInsertWithJobs(ctx context.Context, p BatchInsertParams) (r
 				return fmt.Errorf("workunit %q: %w", p.Extra[i].Name, err)
 			}
 		}
-		return nil
+		return insertSharedRefs(ctx, tx, p.Shared, max(latestCreateTime(p.Jobs), latestCreateTime(p.Extra)))
 	})
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1062 { // ER_DUP_ENTRY

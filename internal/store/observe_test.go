@@ -66,7 +66,7 @@ func TestObserverNamesTheStoreMethod(t *testing.T) {
 		t.Fatalf("AppGetByName(unknown) = %v, want ErrNotFound", err)
 	}
 	_, _ = st.WorkunitCountDue(ctx, store.BacklogCountParams{Now: 1, Limit: 10})
-	if err := st.WorkunitInsertBatch(ctx, []row.Workunit{{AppID: appID, Name: "obs_wu", TransitionTime: 1}}); err != nil {
+	if err := st.WorkunitInsertBatch(ctx, []row.Workunit{{AppID: appID, Name: "obs_wu", TransitionTime: 1}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// A streaming query and a transaction.

@@ -50,6 +50,7 @@ var sqlFragments = map[string]string{
 	"trans_batch.go: transDerivedTable(workunitTransitionCols, hi-lo)": "placeholders AS the constant column names",
 	"trans_batch.go: transDerivedTable(resultTransitionCols, hi-lo)":   "placeholders AS the constant column names",
 	"work_generator.go: transValues(workunitInsertTuple, hi-lo)":       "the constant placeholder tuple repeated",
+	"shared_file.go: transValues(sharedRefTuple, len(refArgs)/2)":      "the constant placeholder tuple repeated",
 	"user_admin.go: userColumns":                                       "constant column list",
 	"valid_batch.go: in":                                               "placeholders (validPlaceholders)",
 	"valid_batch.go: gain.String()":                                    "\" WHEN ? THEN ?\" repeated",

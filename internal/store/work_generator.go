@@ -61,16 +61,17 @@ hold_reason, hold_time, fixed_credit, replication_quorum, known_answer_id, tail_
 
 const workunitInsertTuple = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// WorkunitInsertBatch adds jobs in one transaction: either all of them exist
+// WorkunitInsertBatch adds jobs, with the shared files they use (refs, may
+// be nil), in one transaction: either all of them exist
 // afterwards or none do, which is what lets the work generator tell after a
 // crash whether a batch it was writing got in. The rows go in with one
 // multi-row INSERT per few hundred jobs.
-func (s *Store) WorkunitInsertBatch(ctx context.Context, wus []row.Workunit) error {
+func (s *Store) WorkunitInsertBatch(ctx context.Context, wus []row.Workunit, refs SharedRefs) error {
 	if len(wus) == 0 {
 		return nil
 	}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		return transChunks(len(wus), func(lo, hi int) error {
+		if err := transChunks(len(wus), func(lo, hi int) error {
 			args := make([]any, 0, (hi-lo)*33)
 			for _, w := range wus[lo:hi] {
 				args = append(args, w.CreateTime, w.AppID, w.Name, w.XMLDoc, w.Batch, w.RscFpopsEst,
@@ -82,7 +83,10 @@ func (s *Store) WorkunitInsertBatch(ctx context.Context, wus []row.Workunit) err
 			}
 			_, err := tx.ExecContext(ctx, workunitInsertMulti+transValues(workunitInsertTuple, hi-lo), args...)
 			return err
-		})
+		}); err != nil {
+			return err
+		}
+		return insertSharedRefs(ctx, tx, refs, latestCreateTime(wus))
 	})
 	if err != nil {
 		return fmt.Errorf("insert %d workunits: %w", len(wus), err)
@@ -123,4 +127,13 @@ func (s *Store) WorkunitCountByNamePrefix(ctx context.Context, appID int64, pref
 func likePrefix(p string) string {
 	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 	return r.Replace(p) + "%"
+}
+
+// latestCreateTime is the creation time of new jobs, for the shared files they use.
+func latestCreateTime(wus []row.Workunit) int64 {
+	var t int64
+	for _, w := range wus {
+		t = max(t, w.CreateTime)
+	}
+	return t
 }

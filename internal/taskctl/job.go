@@ -50,7 +50,7 @@ func (t *tool) jobCommand() *cli.Command {
 						name = jobs.NewName(app.Name, t.now())
 					}
 					creator := jobs.NewCreator(st, cfg.DownloadDir, cfg.Fanout, t.now)
-					if err := creator.Submit(ctx, app, jobs.Job{Name: name, Input: input}, params); err != nil {
+					if err := creator.Submit(ctx, app, jobs.Job{Name: name, Inputs: []jobs.Input{{Data: input}}}, params); err != nil {
 						return err
 					}
 					wu, err := st.WorkunitGetByName(ctx, name)

@@ -198,7 +198,7 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("input of job %s: %w", name, err)
 		}
-		batch[i] = jobs.Job{Name: name, Input: in}
+		batch[i] = jobs.Job{Name: name, Inputs: []jobs.Input{{Data: in}}}
 	}
 	// Write-ahead: from here until the second write, a crash leaves a
 	// pending batch that load resolves against the database.

@@ -272,7 +272,7 @@ func Job(t testing.TB, st *store.Store, o JobOptions) row.Workunit {
 		FixedCredit: o.FixedCredit, ReplicationQuorum: o.ReplicationQuorum, KnownAnswerID: o.KnownAnswerID,
 		TailCopies: o.TailCopies}
 	ctx := context.Background()
-	if err := st.WorkunitInsertBatch(ctx, []row.Workunit{wu}); err != nil {
+	if err := st.WorkunitInsertBatch(ctx, []row.Workunit{wu}, nil); err != nil {
 		t.Fatalf("insert job %s: %v", wu.Name, err)
 	}
 	stored, err := st.WorkunitGetByName(ctx, wu.Name)
