@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/boincapp"
 	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -37,18 +39,95 @@ const (
 	realClientVersion   = 100
 	realClientFailJob   = "rc_fail"
 	realClientJobPrefix = "rc_job_"
+	realClientShared    = "rc_shared" // the shared, sticky input's staged name
+	// realClientRounds is the app's work per job (--rounds): about a second.
+	realClientRounds = 20000000
+	// realClientTrickleWait is how long the app waits for a trickle-down
+	// (--trickle-wait); one comes after two trickle-ups, some 10 s apart.
+	realClientTrickleWait = 0
+)
+
+// The app's templates, in BOINC's format: the job's own input ("in",
+// copied into the slot), the shared sticky file ("shared"), the gzip'd
+// parameters ("params"), the command line; two outputs, "out" (validated)
+// and "log" (about 300 KB, not validated).
+var (
+	realClientInputTemplate = fmt.Sprintf(`<input_template>
+<file_info>
+    <number>0</number>
+</file_info>
+<file_info>
+    <number>1</number>
+    <sticky/>
+    <no_delete/>
+</file_info>
+<file_info>
+    <number>2</number>
+    <gzip/>
+</file_info>
+<workunit>
+    <file_ref>
+        <file_number>0</file_number>
+        <open_name>%s</open_name>
+        <copy_file/>
+    </file_ref>
+    <file_ref>
+        <file_number>1</file_number>
+        <open_name>%s</open_name>
+    </file_ref>
+    <file_ref>
+        <file_number>2</file_number>
+        <open_name>%s</open_name>
+    </file_ref>
+    <command_line>--rounds %d --trickle-wait %d</command_line>
+</workunit>
+</input_template>
+`, boincapp.InName, boincapp.SharedName, boincapp.ParamsName, realClientRounds, realClientTrickleWait)
+	realClientOutputTemplate = fmt.Sprintf(`<output_template>
+<file_info>
+    <name><OUTFILE_0/></name>
+    <generated_locally/>
+    <upload_when_present/>
+    <max_nbytes>4096</max_nbytes>
+    <url><UPLOAD_URL/></url>
+</file_info>
+<file_info>
+    <name><OUTFILE_1/></name>
+    <generated_locally/>
+    <upload_when_present/>
+    <max_nbytes>2000000</max_nbytes>
+    <url><UPLOAD_URL/></url>
+</file_info>
+<result>
+    <file_ref>
+        <file_name><OUTFILE_0/></file_name>
+        <open_name>%s</open_name>
+        <copy_file/>
+    </file_ref>
+    <file_ref>
+        <file_name><OUTFILE_1/></file_name>
+        <open_name>%s</open_name>
+        <no_validate/>
+    </file_ref>
+</result>
+</output_template>
+`, boincapp.OutName, boincapp.LogName)
 )
 
 // TestRealBOINCClient runs the whole server against two real BOINC clients
 // (Debian boinc-client 7.20.5), each attached with its own account through
-// an account file, and checks that jobs flow all the way: signed app
-// download, compute, upload, report, validation with a quorum of two hosts,
-// credit, assimilation; and that a job whose app fails comes back as a
-// client error and is retried.
+// an account file, running a real BOINC-API application (boinc_demo, C++
+// on Debian's libboinc-app-dev), and checks that jobs flow all the way:
+// signed app download; three inputs (the job's own, one shared by every
+// job and sticky, one gzip'd) and a command line, as the app's BOINC
+// templates describe; compute; two outputs uploaded (one of about 300 KB);
+// report; validation with a quorum of two hosts; credit; assimilation with
+// both outputs; that a job whose app fails comes back as a client error
+// and is retried; and that the sticky file is downloaded once per client.
 //
 // It runs when `boinc` is on PATH, or always with TASKSERVER_REAL_CLIENT=1
-// (then a missing client is a failure). `make test-client` installs the
-// client and runs it.
+// (then a missing client or app is a failure). `make test-client` installs
+// the client, builds the app and runs it.
 func TestRealBOINCClient(t *testing.T) {
 	required := os.Getenv("TASKSERVER_REAL_CLIENT") == "1"
 	boinc, err := exec.LookPath("boinc")
@@ -61,8 +140,16 @@ func TestRealBOINCClient(t *testing.T) {
 	if testing.Short() && !required {
 		t.Skip("real BOINC client test skipped in -short mode")
 	}
+	app, err := boincapp.Path()
+	if err != nil {
+		if required {
+			t.Fatalf("TASKSERVER_REAL_CLIENT=1 but %v", err)
+		}
+		t.Skipf("real BOINC client test skipped: %v", err)
+	}
 	bin := buildPrograms(t)
 	rp := newRealProject(t, bin)
+	rp.app = app
 	defer rp.stopAll() // also on t.Fatal: clients first, then daemons
 
 	rp.setup()
@@ -110,6 +197,7 @@ func TestRealBOINCClient(t *testing.T) {
 		rp.dumpLogs()
 		t.Errorf("wrong results: %s", strings.Join(last.problems, "; "))
 	}
+	rp.checkSticky(last)
 	rp.checkLookupAccount(ctx)
 	fmt.Printf("real BOINC client: %d jobs completed\n", last.bothDone)
 	t.Logf("real BOINC client: %d jobs completed (by both clients) in %s", last.bothDone, time.Since(start).Round(time.Second))
@@ -124,10 +212,13 @@ type realProject struct {
 	config   string
 	urlBase  string // http://127.0.0.1:PORT, the master URL without the slash
 	schedAdr string
+	app      string // the BOINC-API application's program
 	users    []realUser
-	daemons  []*realProc
-	clients  []*realProc
-	stopped  bool
+	// sharedFile is the physical name of the shared, sticky input.
+	sharedFile string
+	daemons    []*realProc
+	clients    []*realProc
+	stopped    bool
 }
 
 type realUser struct {
@@ -202,8 +293,8 @@ func (rp *realProject) taskctl(args ...string) string {
 	return stdout.String()
 }
 
-// setup makes the keys, the catalog with the signed demo app version, two
-// accounts and the jobs.
+// setup makes the keys, the catalog with the signed app version, two
+// accounts, the shared input and the jobs.
 func (rp *realProject) setup() {
 	t := rp.t
 	// The code-signing private key is kept out of the project, as an
@@ -213,7 +304,7 @@ func (rp *realProject) setup() {
 	rp.taskctl("platform", "add", "--name", realClientPlatform)
 	rp.taskctl("app", "add", "--name", demoapp.AppName)
 	rp.taskctl("app-version", "add", "--app", demoapp.AppName, "--platform", realClientPlatform,
-		"--version-num", strconv.Itoa(realClientVersion), "--file", filepath.Join(rp.bin, "demo_app"),
+		"--version-num", strconv.Itoa(realClientVersion), "--file", rp.app,
 		"--code-sign-key", filepath.Join(offline, "code_sign_private"))
 
 	for i := 0; i < 2; i++ {
@@ -226,25 +317,43 @@ func (rp *realProject) setup() {
 	}
 	rp.taskctl("user", "set", "--email", rp.users[0].email, "--password", realClientPassword)
 
-	jobArgs := []string{"--app", demoapp.AppName, "--delay-bound", realClientDelay.String(),
-		"--min-quorum", "2", "--target-nresults", "2", "--max-error-results", "3", "--max-total-results", "6",
-		"--rsc-fpops-est", "1e9", "--rsc-fpops-bound", "1e12"}
-	inputs := filepath.Join(t.TempDir())
-	submit := func(name string, input []byte) {
-		path := filepath.Join(inputs, name)
-		if err := os.WriteFile(path, input, 0o644); err != nil {
-			t.Fatalf("write job input: %v", err)
+	// The jobs are made through package jobs, as taskctl job submit makes
+	// them, with the job's own BOINC templates.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, rp.dsn, store.Options{MaxOpenConns: 2})
+	if err != nil {
+		t.Fatalf("open project database: %v", err)
+	}
+	defer st.Close()
+	app, err := st.AppGetByName(ctx, demoapp.AppName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creator := jobs.NewCreator(st, filepath.Join(rp.dir, "download"), 1024, time.Now)
+	shared, err := creator.StageShared(ctx, realClientShared, boincapp.Shared(), false)
+	if err != nil {
+		t.Fatalf("stage the shared input: %v", err)
+	}
+	rp.sharedFile = shared.Name
+	params := jobs.DefaultParams()
+	params.DelayBound = realClientDelay
+	params.RscFpopsEst, params.RscFpopsBound = 1e9, 1e12
+	submit := func(name string, in []byte) {
+		job := jobs.Job{Name: name, InputTemplate: realClientInputTemplate, OutputTemplate: realClientOutputTemplate,
+			Inputs: []jobs.Input{{Data: in}, {Shared: realClientShared}, {Data: boincapp.Params(name)}}}
+		if err := creator.Submit(ctx, app, job, params); err != nil {
+			t.Fatalf("submit job %s: %v", name, err)
 		}
-		rp.taskctl(append([]string{"job", "submit", "--name", name, "--input", path}, jobArgs...)...)
 	}
 	for i := 0; i < realClientJobs; i++ {
 		name := fmt.Sprintf("%s%d", realClientJobPrefix, i)
-		submit(name, demoapp.Input(name))
+		submit(name, boincapp.Input(name))
 	}
 	// The failing job last: a task error makes the client wait 1-2 minutes
 	// before its next request (PROTOCOL.md §9.4), so it should not be the
 	// first job a client gets.
-	submit(realClientFailJob, append([]byte("FAIL: this job's app exits 3\n"), demoapp.Input(realClientFailJob)...))
+	submit(realClientFailJob, append([]byte("FAIL: this job's app exits 3\n"), boincapp.Input(realClientFailJob)...))
 }
 
 // startDaemons starts every daemon on the project. db_purge keeps finished
@@ -374,6 +483,7 @@ func (rp *realProject) startClient(boinc string, i int) {
 <work_buf_additional_days>0.01</work_buf_additional_days>
 <disk_min_free_gb>0.1</disk_min_free_gb>
 <disk_max_used_pct>90</disk_max_used_pct>
+<disk_interval>1</disk_interval>
 <network_wifi_only>0</network_wifi_only>
 </global_preferences>
 `,
@@ -560,6 +670,7 @@ type realProgress struct {
 	assimilated   int
 	problems      []string
 	failRetried   bool
+	userJobs      [2]int // jobs with a valid result of the user's client
 }
 
 func (p realProgress) String() string {
@@ -652,13 +763,8 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 		}
 		if j.assimilated {
 			pg.assimilated++
-			out, err := os.ReadFile(filepath.Join(rp.dir, "results", name))
-			if err != nil {
-				pg.problems = append(pg.problems, fmt.Sprintf("job %s assimilated but its output is missing: %v", name, err))
-				continue
-			}
-			if !bytes.Equal(out, demoapp.Output(name)) {
-				pg.problems = append(pg.problems, fmt.Sprintf("job %s: assimilated output %q, want %q", name, out, demoapp.Output(name)))
+			if problem := rp.checkAssimilated(name); problem != "" {
+				pg.problems = append(pg.problems, problem)
 				continue
 			}
 		}
@@ -666,8 +772,79 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 			j.okUsers[rp.users[0].id] && j.okUsers[rp.users[1].id] {
 			pg.bothDone++
 		}
+		for i, u := range rp.users {
+			if j.okUsers[u.id] {
+				pg.userJobs[i]++
+			}
+		}
 	}
 	return pg, nil
+}
+
+// checkAssimilated checks the assimilated outputs of job: both delivered,
+// "out" what the app must compute, "log" at least boincapp.LogSize bytes.
+// It returns a problem, or "".
+func (rp *realProject) checkAssimilated(job string) string {
+	read := func(logical, path string) ([]byte, string) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Sprintf("job %s assimilated but its output %q is missing: %v", job, logical, err)
+		}
+		return b, ""
+	}
+	out, problem := read(boincapp.OutName, filepath.Join(rp.dir, "results", job))
+	if problem != "" {
+		return problem
+	}
+	if want := boincapp.Output(boincapp.Input(job), boincapp.Shared(), boincapp.Params(job), realClientRounds); !bytes.Equal(out, want) {
+		return fmt.Sprintf("job %s: assimilated %q = %q, want %q", job, boincapp.OutName, out, want)
+	}
+	log, problem := read(boincapp.LogName, filepath.Join(rp.dir, "results", job+".1"))
+	if problem != "" {
+		return problem
+	}
+	if len(log) < boincapp.LogSize {
+		return fmt.Sprintf("job %s: assimilated %q has %d bytes, want at least %d", job, boincapp.LogName, len(log), boincapp.LogSize)
+	}
+	return ""
+}
+
+// checkSticky checks that each client, having run two jobs or more,
+// downloaded the shared, sticky input once (its event log, with file_xfer
+// on, says "Started download of" a file once per download) and holds it as
+// sticky (client_state.xml marks its <file> <sticky/>): a file that is not
+// sticky is deleted as soon as no job of the host uses it, and downloaded
+// again for the next job.
+func (rp *realProject) checkSticky(pg realProgress) {
+	t := rp.t
+	for i, u := range rp.users {
+		if pg.userJobs[i] < 2 {
+			t.Errorf("client%d completed %d jobs, want 2 or more to see the sticky input kept", i, pg.userJobs[i])
+			continue
+		}
+		b, err := os.ReadFile(rp.clients[i].log)
+		if err != nil {
+			t.Fatalf("read client%d's event log: %v", i, err)
+		}
+		if n := strings.Count(string(b), "Started download of "+rp.sharedFile+"\n"); n != 1 {
+			t.Errorf("client%d downloaded the sticky input %s %d times in %d jobs, want once", i, rp.sharedFile, n, pg.userJobs[i])
+		} else {
+			t.Logf("client%d downloaded the sticky input %s once and ran %d jobs", i, rp.sharedFile, pg.userJobs[i])
+		}
+		if b, err = os.ReadFile(filepath.Join(u.dataDir, "client_state.xml")); err != nil {
+			t.Fatalf("read client%d's state: %v", i, err)
+		}
+		sticky := false
+		for _, f := range strings.Split(string(b), "<file>")[1:] {
+			f, _, _ = strings.Cut(f, "</file>")
+			if strings.Contains(f, "<name>"+rp.sharedFile+"</name>") {
+				sticky = strings.Contains(f, "<sticky/>")
+			}
+		}
+		if !sticky {
+			t.Errorf("client%d's client_state.xml has no <file> %s marked <sticky/>", i, rp.sharedFile)
+		}
+	}
 }
 
 func realFreePort(t *testing.T) int {
