@@ -19,6 +19,7 @@ import (
 	"github.com/taskserver/taskserver/internal/boincapp"
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/jobs"
+	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -198,6 +199,7 @@ func TestRealBOINCClient(t *testing.T) {
 		t.Errorf("wrong results: %s", strings.Join(last.problems, "; "))
 	}
 	rp.checkSticky(last)
+	rp.checkGzip(ctx, st)
 	rp.checkLookupAccount(ctx)
 	fmt.Printf("real BOINC client: %d jobs completed\n", last.bothDone)
 	t.Logf("real BOINC client: %d jobs completed (by both clients) in %s", last.bothDone, time.Since(start).Round(time.Second))
@@ -844,6 +846,51 @@ func (rp *realProject) checkSticky(pg realProgress) {
 		if !sticky {
 			t.Errorf("client%d's client_state.xml has no <file> %s marked <sticky/>", i, rp.sharedFile)
 		}
+	}
+}
+
+// checkGzip checks that the clients downloaded each job's "params" (stored
+// gzip'd) from the gzip'd copy's URL: with file_xfer_debug on, the event
+// log gives the URL of every download. (That the client unzipped it shows
+// in the digest of "out", which covers "params".)
+func (rp *realProject) checkGzip(ctx context.Context, st *store.Store) {
+	t := rp.t
+	var logs string
+	for _, c := range rp.clients {
+		b, err := os.ReadFile(c.log)
+		if err != nil {
+			t.Fatalf("read %s's event log: %v", c.name, err)
+		}
+		logs += string(b)
+	}
+	downloads := 0
+	for i := 0; i < realClientJobs; i++ {
+		job := fmt.Sprintf("%s%d", realClientJobPrefix, i)
+		wu, err := st.WorkunitGetByName(ctx, job)
+		if err != nil {
+			t.Fatalf("read job %s: %v", job, err)
+		}
+		doc, err := jobxml.ParseWorkunit(wu.XMLDoc)
+		if err != nil {
+			t.Fatalf("job %s: %v", job, err)
+		}
+		for _, f := range doc.Inputs {
+			if f.OpenName != boincapp.ParamsName {
+				continue
+			}
+			if f.GzippedNbytes <= 0 {
+				t.Errorf("job %s: %q (%s) has no gzip'd copy", job, f.OpenName, f.Name)
+			}
+			for _, m := range regexp.MustCompile(`URL: \S*/`+regexp.QuoteMeta(f.Name)+`(\S*)\n`).FindAllStringSubmatch(logs, -1) {
+				downloads++
+				if m[1] != ".gz" {
+					t.Errorf("job %s: a client downloaded %q from %s, want its gzip'd copy %s.gz", job, f.OpenName, strings.TrimSpace(strings.TrimPrefix(m[0], "URL: ")), f.Name)
+				}
+			}
+		}
+	}
+	if downloads == 0 {
+		t.Errorf("no download of a job's %q in the clients' event logs", boincapp.ParamsName)
 	}
 }
 
