@@ -45,7 +45,10 @@ const (
 	realClientRounds = 20000000
 	// realClientTrickleWait is how long the app waits for a trickle-down
 	// (--trickle-wait); one comes after two trickle-ups, some 10 s apart.
-	realClientTrickleWait = 0
+	realClientTrickleWait = 60
+	// realClientTrickleEcho starts each trickle-down the test's trickle
+	// handler sends back.
+	realClientTrickleEcho = "echo of trickle-up"
 )
 
 // The app's templates, in BOINC's format: the job's own input ("in",
@@ -374,6 +377,7 @@ func (rp *realProject) startDaemons() {
 		{"validator", []string{"--listen", listen(), "--sleep", "300ms"}},
 		{"assimilator", []string{"--listen", listen(), "--sleep", "300ms", "--results-dir", "results"}},
 		{"file_deleter", []string{"--listen", listen(), "--sleep", "500ms"}},
+		{"trickle_handler", []string{"--listen", listen(), "--sleep", "300ms", "--handler-cmd", rp.trickleEchoCommand()}},
 		{"db_purge", []string{"--listen", listen(), "--sleep", "1s", "--archive-dir", "archives", "--min-age", "1h"}},
 	}
 	for _, s := range steps {
@@ -393,6 +397,20 @@ func (rp *realProject) startDaemons() {
 			})
 		}
 	}
+}
+
+// trickleEchoCommand writes the trickle handler's command: it answers each
+// trickle-up with a trickle-down to the same task, naming the message and
+// the task, which the app writes into its "log".
+func (rp *realProject) trickleEchoCommand() string {
+	path := filepath.Join(rp.dir, "trickle-echo.sh")
+	script := `#!/bin/sh
+printf '` + realClientTrickleEcho + ` %s from %s\n' "$TASKSERVER_TRICKLE_ID" "$TASKSERVER_TRICKLE_RESULT_NAME" >"$TASKSERVER_TRICKLE_REPLY"
+`
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		rp.t.Fatalf("write the trickle handler's command: %v", err)
+	}
+	return path
 }
 
 func (rp *realProject) configValue(key string) string {
@@ -673,16 +691,20 @@ type realProgress struct {
 	problems      []string
 	failRetried   bool
 	userJobs      [2]int // jobs with a valid result of the user's client
+	// trickles counts the trickle-up messages stored (msg_from_host), of
+	// which tricklesUnhandled the trickle handler has not handled yet.
+	trickles, tricklesUnhandled int
 }
 
 func (p realProgress) String() string {
-	return fmt.Sprintf("hosts %d, results %v, jobs done by both clients %d/%d, assimilated %d, FAIL job: %d client errors in %d instances, user credit %.3g/%.3g",
-		p.hosts, p.results, p.bothDone, realClientJobs, p.assimilated, p.failErrors, p.failInstances, p.userCredit[0], p.userCredit[1])
+	return fmt.Sprintf("hosts %d, results %v, jobs done by both clients %d/%d, assimilated %d, FAIL job: %d client errors in %d instances, user credit %.3g/%.3g, trickle-ups %d (%d unhandled)",
+		p.hosts, p.results, p.bothDone, realClientJobs, p.assimilated, p.failErrors, p.failInstances, p.userCredit[0], p.userCredit[1],
+		p.trickles, p.tricklesUnhandled)
 }
 
 func (p realProgress) done() bool {
 	return p.bothDone >= realClientWantBoth && p.failErrors >= 1 && p.failRetried &&
-		p.userCredit[0] > 0 && p.userCredit[1] > 0
+		p.userCredit[0] > 0 && p.userCredit[1] > 0 && p.trickles > 0 && p.tricklesUnhandled == 0
 }
 
 // progress reads the jobs' state: read-only queries, so they live here
@@ -705,12 +727,27 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 			return pg, err
 		}
 	}
+	var trickles []struct {
+		Result  string `db:"result_name"`
+		N       int    `db:"n"`
+		Handled int    `db:"handled"`
+	}
+	if err := db.SelectContext(ctx, &trickles, `SELECT result_name, COUNT(*) AS n, SUM(handled) AS handled FROM msg_from_host GROUP BY result_name`); err != nil {
+		return pg, err
+	}
+	tricklesOf := map[string]int{} // trickle-ups stored, by task
+	for _, m := range trickles {
+		tricklesOf[m.Result] = m.N
+		pg.trickles += m.N
+		pg.tricklesUnhandled += m.N - m.Handled
+	}
 	var rows []struct {
 		WU            string  `db:"wu_name"`
 		WUID          int64   `db:"wu_id"`
 		Canonical     int64   `db:"canonical_resultid"`
 		Assimilate    int     `db:"assimilate_state"`
 		ID            int64   `db:"id"`
+		Name          string  `db:"name"`
 		ServerState   int     `db:"server_state"`
 		Outcome       int     `db:"outcome"`
 		ValidateState int     `db:"validate_state"`
@@ -720,12 +757,13 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 		ExitStatus    int     `db:"exit_status"`
 	}
 	err := db.SelectContext(ctx, &rows, `SELECT w.name AS wu_name, w.id AS wu_id, w.canonical_resultid, w.assimilate_state,
-		r.id, r.server_state, r.outcome, r.validate_state, r.hostid, r.userid, r.granted_credit, r.exit_status
+		r.id, r.name, r.server_state, r.outcome, r.validate_state, r.hostid, r.userid, r.granted_credit, r.exit_status
 		FROM workunit w JOIN result r ON r.workunitid = w.id ORDER BY r.id`)
 	if err != nil {
 		return pg, err
 	}
 	type job struct {
+		canonical   string // the canonical instance's name
 		assimilated bool
 		okUsers     map[int64]bool // users with a valid, credited result
 		okHosts     map[int64]bool
@@ -737,6 +775,9 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 		if j == nil {
 			j = &job{assimilated: r.Assimilate == int(state.AssimilateDone), okUsers: map[int64]bool{}, okHosts: map[int64]bool{}}
 			jobs[r.WU] = j
+		}
+		if r.ID == r.Canonical {
+			j.canonical = r.Name
 		}
 		if r.WU == realClientFailJob {
 			pg.failInstances++
@@ -765,7 +806,7 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 		}
 		if j.assimilated {
 			pg.assimilated++
-			if problem := rp.checkAssimilated(name); problem != "" {
+			if problem := rp.checkAssimilated(name, j.canonical, tricklesOf[j.canonical]); problem != "" {
 				pg.problems = append(pg.problems, problem)
 				continue
 			}
@@ -784,9 +825,11 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 }
 
 // checkAssimilated checks the assimilated outputs of job: both delivered,
-// "out" what the app must compute, "log" at least boincapp.LogSize bytes.
-// It returns a problem, or "".
-func (rp *realProject) checkAssimilated(job string) string {
+// "out" what the app must compute, "log" at least boincapp.LogSize bytes
+// and telling that every trickle-up the canonical instance sent was stored
+// once (trickles, the msg_from_host rows of the instance) and that the
+// trickle handler's answer reached the app. It returns a problem, or "".
+func (rp *realProject) checkAssimilated(job, canonical string, trickles int) string {
 	read := func(logical, path string) ([]byte, string) {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -807,6 +850,19 @@ func (rp *realProject) checkAssimilated(job string) string {
 	}
 	if len(log) < boincapp.LogSize {
 		return fmt.Sprintf("job %s: assimilated %q has %d bytes, want at least %d", job, boincapp.LogName, len(log), boincapp.LogSize)
+	}
+	// The log's second and third lines: "trickle-ups sent: N" and
+	// "trickle-down: TEXT".
+	lines := strings.SplitN(string(log), "\n", 4)
+	var sent int
+	if _, err := fmt.Sscanf(lines[1], "trickle-ups sent: %d", &sent); err != nil || sent < 1 {
+		return fmt.Sprintf("job %s: log line %q: want the app's count of trickle-ups, at least 1", job, lines[1])
+	}
+	if trickles != sent {
+		return fmt.Sprintf("job %s: instance %s sent %d trickle-ups, %d stored (msg_from_host): want each once", job, canonical, sent, trickles)
+	}
+	if want := "trickle-down: " + realClientTrickleEcho + " "; !strings.HasPrefix(lines[2], want) || !strings.HasSuffix(lines[2], " from "+canonical) {
+		return fmt.Sprintf("job %s: log line %q: want the trickle handler's answer to %s (%s N from %s)", job, lines[2], canonical, realClientTrickleEcho, canonical)
 	}
 	return ""
 }

@@ -108,6 +108,7 @@ static std::string trickle_down() {
         fclose(f);
     }
     boinc_delete_file(name);
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     return text.empty() ? std::string("(empty trickle-down)") : text;
 }
 
