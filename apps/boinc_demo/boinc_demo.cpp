@@ -22,13 +22,13 @@
 // starting with "FAIL" makes the app fail with exit status 3 on every host.
 #include <boinc/boinc_api.h>
 #include <boinc/filesys.h>
+#include <boinc/util.h>
 
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <unistd.h>
 
 // The checkpoint lives in the slot directory, under a plain (unresolved)
 // name: the client keeps the slot when it restarts a task, and the file is
@@ -86,11 +86,13 @@ static void fail(const char* what) {
 
 // trickle_up sends one trickle-up message. The client names the message's
 // file by the second it arrived in, so two messages must be a second apart.
+// (boinc_sleep, not sleep: the library's timer signal, ten times a second,
+// cuts a plain sleep short.)
 static void trickle_up(int& sent, const char* text) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s (message %d)", text, sent + 1);
     if (boinc_send_trickle_up(const_cast<char*>("boinc_demo"), buf) == 0) sent++;
-    sleep(1);
+    boinc_sleep(1);
 }
 
 // trickle_down returns the text of a trickle-down message the client put
@@ -179,7 +181,7 @@ int main(int argc, char** argv) {
     if (!boinc_is_standalone()) {
         for (int waited = 0; down.empty() && waited < trickle_wait; waited++) {
             if (waited % 8 == 7) trickle_up(sent, "waiting for a trickle-down");
-            sleep(1);
+            boinc_sleep(1);
             down = trickle_down();
         }
     }
