@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -22,16 +23,18 @@ func run(ctx context.Context, args []string) error {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "archive-dir", Value: "archives", Usage: "directory of the archive files (relative to the project directory)", EnvVars: []string{config.EnvName("archive-dir")}},
 			&cli.DurationFlag{Name: "min-age", Value: 0, Usage: "how long a finished job is kept after its files were deleted", EnvVars: []string{config.EnvName("min-age")}},
+			&cli.DurationFlag{Name: "trickle-retention", Value: 30 * 24 * time.Hour, Usage: "how long handled trickle-up and delivered trickle-down messages are kept before they are deleted (not archived; 0: kept)", EnvVars: []string{config.EnvName("trickle-retention")}},
 			&cli.IntFlag{Name: "max-archive-rows", Value: 10000, Usage: "rows per archive file before a new one is started", EnvVars: []string{config.EnvName("max-archive-rows")}},
 		},
 		Config: func(c *cli.Context, common config.Common, loop config.Loop) dbpurge.Config {
 			return dbpurge.Config{
-				ArchiveDir:     common.Path(c.String("archive-dir")),
-				MinAge:         c.Duration("min-age"),
-				MaxArchiveRows: c.Int("max-archive-rows"),
-				Mod:            loop.Mod,
-				ModIndex:       loop.ModIndex,
-				Batch:          loop.Batch,
+				ArchiveDir:       common.Path(c.String("archive-dir")),
+				MinAge:           c.Duration("min-age"),
+				MaxArchiveRows:   c.Int("max-archive-rows"),
+				TrickleRetention: c.Duration("trickle-retention"),
+				Mod:              loop.Mod,
+				ModIndex:         loop.ModIndex,
+				Batch:            loop.Batch,
 			}
 		},
 		Build: func(_ *cli.Context, cfg dbpurge.Config, env daemon.Env) (daemon.Service, func() error, error) {

@@ -47,6 +47,7 @@ const (
 	flagMaxConns            = "max-db-conns"
 	flagNextRPCDelay        = "next-rpc-delay"
 	flagReportImmediately   = "report-immediately"
+	flagTrickleDown         = "trickle-down"
 	flagAccountCreation     = "account-creation"
 	flagARTrustValid        = "ar-trust-valid"
 	flagARSpotCheck         = "ar-spot-check"
@@ -102,6 +103,8 @@ func flags() []cli.Flag {
 			Usage: "make clients contact the scheduler again after this long even when they need nothing (0: never asked)"},
 		&cli.BoolFlag{Name: flagReportImmediately, Value: true, EnvVars: env(flagReportImmediately),
 			Usage: "ask clients to report each result as soon as its output is uploaded (--report-immediately=false: clients batch reports)"},
+		&cli.BoolFlag{Name: flagTrickleDown, Value: true, EnvVars: env(flagTrickleDown),
+			Usage: "put the trickle-down messages queued for a host (taskctl trickle send, trickle handlers) in its replies; costs one indexed read per request (--trickle-down=false: none are sent)"},
 		&cli.BoolFlag{Name: flagAccountCreation, Value: false, EnvVars: env(flagAccountCreation),
 			Usage: "let volunteers create accounts with create_account.php (the Manager's wizard, boinccmd --create_account)"},
 		&cli.IntFlag{Name: flagARTrustValid, Value: 10, EnvVars: env(flagARTrustValid),
@@ -278,6 +281,7 @@ func schedulerConfig(c *cli.Context, common config.Common, rateLimit scheduler.R
 		UploadGrace:         scheduler.UploadGraceFromFlag(c.Duration(flagUploadGrace)),
 		NextRPCDelay:        c.Duration(flagNextRPCDelay),
 		ReportImmediately:   c.Bool(flagReportImmediately),
+		TrickleDown:         c.Bool(flagTrickleDown),
 		ProjectName:         c.String(flagProjectName),
 		RequestDelay:        c.Duration(flagRequestDelay),
 		MaxResultsPerRPC:    c.Int(flagMaxResultsPerRPC),

@@ -1,6 +1,7 @@
 // Package appversion reads and writes app_version.xml_doc: the files of one
 // build of an app, each with the code signature the BOINC client demands
-// before it runs anything (PROTOCOL.md §5). taskctl writes the document when
+// before it runs anything (PROTOCOL.md §5), and the version's command-line
+// arguments (BOINC's <cmdline>). taskctl writes the document when
 // a version is added; the scheduler reads it to describe the version in its
 // replies. An empty document is a version with no files, which only the
 // simulated client (it runs the science in-process) can use.
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/taskserver/taskserver/internal/fanout"
 )
@@ -43,8 +45,25 @@ type File struct {
 	CopyFile bool `xml:"copy_file"`
 }
 
+// Version is what app_version.xml_doc holds: the version's files and the
+// command-line arguments of the version, which the client sends the
+// application after the job's own (client/app_start.cpp: "<program> <job's
+// command line> <version's cmdline>").
+type Version struct {
+	// Cmdline is BOINC's <cmdline> of an <app_version>.
+	Cmdline string
+	// Files are the version's files; none for a version only the
+	// simulated client can run.
+	Files []File
+}
+
+// MaxCmdline is the longest cmdline the client keeps: it reads it into a
+// 256-byte buffer (client/client_types.h, APP_VERSION::cmdline).
+const MaxCmdline = 255
+
 type doc struct {
 	XMLName xml.Name `xml:"app_version_files"`
+	Cmdline string   `xml:"cmdline,omitempty"`
 	Files   []File   `xml:"file"`
 }
 
@@ -62,33 +81,68 @@ func FileName(app string, versionNum int, platform, base string, main bool) stri
 	return name
 }
 
-// Format writes app_version.xml_doc for files, which must be valid (see
-// Check).
-func Format(files []File) (string, error) {
-	if err := Check(files); err != nil {
+// Format writes app_version.xml_doc for v, whose files, if any, must be
+// valid (see Check). A version with neither files nor cmdline is the empty
+// document.
+func Format(v Version) (string, error) {
+	if err := v.check(); err != nil {
 		return "", err
 	}
-	b, err := xml.Marshal(doc{Files: files})
+	if len(v.Files) == 0 && v.Cmdline == "" {
+		return "", nil
+	}
+	b, err := xml.Marshal(doc{Cmdline: v.Cmdline, Files: v.Files})
 	if err != nil {
 		return "", fmt.Errorf("format app version files: %w", err)
 	}
 	return string(b), nil
 }
 
-// Parse reads app_version.xml_doc. An empty document has no files; any
-// other must be valid.
-func Parse(text string) ([]File, error) {
+// Parse reads app_version.xml_doc. An empty document is a version with no
+// files; any other must be valid.
+func Parse(text string) (Version, error) {
 	if strings.TrimSpace(text) == "" {
-		return nil, nil
+		return Version{}, nil
 	}
 	var d doc
 	if err := xml.Unmarshal([]byte(text), &d); err != nil {
-		return nil, fmt.Errorf("parse app version files: %w", err)
+		return Version{}, fmt.Errorf("parse app version files: %w", err)
 	}
-	if err := Check(d.Files); err != nil {
-		return nil, err
+	v := Version{Cmdline: d.Cmdline, Files: d.Files}
+	if err := v.check(); err != nil {
+		return Version{}, err
 	}
-	return d.Files, nil
+	return v, nil
+}
+
+// check reports whether v can be sent: its files, if any, valid, and a
+// cmdline the client keeps whole.
+func (v Version) check() error {
+	if err := CheckCmdline(v.Cmdline); err != nil {
+		return err
+	}
+	if len(v.Files) == 0 {
+		return nil
+	}
+	return Check(v.Files)
+}
+
+// CheckCmdline reports whether cmdline can be a version's: at most
+// MaxCmdline bytes (the client would cut it), one line of printable text
+// (the client trims its ends and a line break would end the arguments).
+func CheckCmdline(cmdline string) error {
+	if len(cmdline) > MaxCmdline {
+		return fmt.Errorf("%w: cmdline is %d bytes, want at most %d (the client keeps no more)", ErrInvalid, len(cmdline), MaxCmdline)
+	}
+	if cmdline != strings.TrimSpace(cmdline) {
+		return fmt.Errorf("%w: cmdline %q starts or ends with white space, which the client drops", ErrInvalid, cmdline)
+	}
+	for _, r := range cmdline {
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+			return fmt.Errorf("%w: cmdline %q has a control character or invalid UTF-8, want one line of text", ErrInvalid, cmdline)
+		}
+	}
+	return nil
 }
 
 // Check reports whether files can be sent to a client: at least one, names

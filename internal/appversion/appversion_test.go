@@ -19,24 +19,34 @@ func files() []File {
 
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
-	in := files()
-	doc, err := Format(in)
-	if err != nil {
-		t.Fatal(err)
+	for _, in := range []Version{
+		{Files: files()},
+		{Cmdline: "--mode fast --db 'a b' <x> & y", Files: files()},
+		{Cmdline: "--sim"}, // a version without files, for the simulated client
+	} {
+		doc, err := Format(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := Parse(doc)
+		if err != nil || !reflect.DeepEqual(out, in) {
+			t.Fatalf("Parse(Format(%+v)) = %+v, %v", in, out, err)
+		}
 	}
-	out, err := Parse(doc)
-	if err != nil || !reflect.DeepEqual(out, in) {
-		t.Fatalf("Parse(Format(%+v)) = %+v, %v", in, out, err)
-	}
-	if out, err := Parse("  \n"); err != nil || out != nil {
+	if out, err := Parse("  \n"); err != nil || !reflect.DeepEqual(out, Version{}) {
 		t.Fatalf("Parse(empty) = %+v, %v; want no files", out, err)
+	}
+	if doc, err := Format(Version{}); err != nil || doc != "" {
+		t.Fatalf("Format(no files, no cmdline) = %q, %v; want the empty document", doc, err)
 	}
 }
 
 func TestCheck(t *testing.T) {
 	t.Parallel()
+	if err := Check(nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Check(no files) = %v, want ErrInvalid", err)
+	}
 	cases := map[string]func(fs []File) []File{
-		"no files":      func([]File) []File { return nil },
 		"two mains":     func(fs []File) []File { fs[1].MainProgram = true; return fs },
 		"no main":       func(fs []File) []File { fs[0].MainProgram = false; return fs },
 		"duplicate":     func(fs []File) []File { fs[1].Name = fs[0].Name; return fs },
@@ -47,12 +57,23 @@ func TestCheck(t *testing.T) {
 		"unsigned":      func(fs []File) []File { fs[1].Signature = " \n"; return fs },
 	}
 	for name, mutate := range cases {
-		if _, err := Format(mutate(files())); !errors.Is(err, ErrInvalid) {
+		if _, err := Format(Version{Files: mutate(files())}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Format with %s = %v, want ErrInvalid", name, err)
 		}
 	}
 	if _, err := Parse(`<app_version_files><file><name>../../etc/passwd</name></file></app_version_files>`); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Parse of a path name = %v, want ErrInvalid", err)
+	}
+	for _, bad := range []string{strings.Repeat("x", MaxCmdline+1), "a\nb", " --x", "--x\t", "\x00"} {
+		if _, err := Format(Version{Cmdline: bad, Files: files()}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Format(cmdline %q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	if _, err := Parse(`<app_version_files><cmdline>a&#10;b</cmdline></app_version_files>`); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Parse of a two-line cmdline = %v, want ErrInvalid", err)
+	}
+	if _, err := Format(Version{Cmdline: strings.Repeat("x", MaxCmdline), Files: files()}); err != nil {
+		t.Errorf("Format(cmdline of %d bytes) = %v, want it taken", MaxCmdline, err)
 	}
 }
 

@@ -104,10 +104,13 @@ func New(o Options) *Service {
 		resultsDir: o.ResultsDir, limits: o.Limits.withDefaults(), now: o.Now}
 }
 
-// Job is one job of a batch: its name within the batch and its input.
+// Job is one job of a batch: its name within the batch, the files given
+// to it (one per file of its input template that the template does not
+// name itself, in order) and its command line (empty: the template's).
 type Job struct {
-	Name  string
-	Input []byte
+	Name        string
+	Inputs      []jobs.Input
+	CommandLine string
 }
 
 // Spec is a batch to submit.
@@ -124,6 +127,9 @@ type Spec struct {
 	// Jobs are named <batch name>_<job name> in the database.
 	Jobs   []Job
 	Params jobs.Params
+	// InputTemplate and OutputTemplate are the batch's templates in BOINC's
+	// format, for every job; empty means the app's.
+	InputTemplate, OutputTemplate string
 }
 
 // Name limits. A job's full name, its input file and its output files must
@@ -185,10 +191,15 @@ func (s *Service) check(spec Spec) error {
 			errs = append(errs, fmt.Errorf("%w: job name %q used twice", ErrInvalid, j.Name))
 		}
 		seen[j.Name] = true
-		if n := int64(len(j.Input)); n > s.limits.MaxInputBytes {
-			errs = append(errs, fmt.Errorf("%w: input of job %q is %d bytes, at most %d allowed", ErrTooLarge, j.Name, n, s.limits.MaxInputBytes))
+		if len(j.Inputs) > jobs.MaxInputs {
+			errs = append(errs, fmt.Errorf("%w: job %q has %d input files, at most %d allowed", ErrTooLarge, j.Name, len(j.Inputs), jobs.MaxInputs))
 		}
-		total += int64(len(j.Input))
+		for k, in := range j.Inputs {
+			if n := int64(len(in.Data)); n > s.limits.MaxInputBytes {
+				errs = append(errs, fmt.Errorf("%w: input %d of job %q is %d bytes, at most %d allowed", ErrTooLarge, k, j.Name, n, s.limits.MaxInputBytes))
+			}
+			total += int64(len(in.Data))
+		}
 		if len(errs) > 10 {
 			break // enough to go on with
 		}
@@ -235,12 +246,16 @@ func (s *Service) Submit(ctx context.Context, spec Spec) (row.Batch, bool, error
 	}
 	list := make([]jobs.Job, len(spec.Jobs))
 	for i, j := range spec.Jobs {
-		list[i] = jobs.Job{Name: JobName(spec.Name, j.Name), Inputs: []jobs.Input{{Data: j.Input}}}
+		list[i] = jobs.Job{Name: JobName(spec.Name, j.Name), Inputs: j.Inputs, CommandLine: j.CommandLine,
+			InputTemplate: spec.InputTemplate, OutputTemplate: spec.OutputTemplate}
 	}
 	b, created, err := s.creator.CreateBatch(ctx, app, row.Batch{CreateTime: s.now().Unix(), UserID: spec.UserID,
 		Name: spec.Name, Description: spec.Description, IdempotencyKey: spec.IdempotencyKey}, list, spec.Params)
 	if errors.Is(err, store.ErrDuplicate) {
 		return row.Batch{}, false, fmt.Errorf("batch %q or one of its job names: %w", spec.Name, ErrExists)
+	}
+	if errors.Is(err, jobs.ErrInvalid) {
+		return row.Batch{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err != nil {
 		return row.Batch{}, false, fmt.Errorf("submit batch %q: %w", spec.Name, err)
@@ -268,6 +283,19 @@ func (s *Service) Find(ctx context.Context, ref string) (row.Batch, error) {
 		}
 	}
 	return s.st.BatchGetByName(ctx, ref)
+}
+
+// StageShared stages data as shared file name (see jobs.Creator.StageShared).
+// A bad name is ErrInvalid.
+func (s *Service) StageShared(ctx context.Context, name string, data []byte, gz bool) (row.SharedFile, error) {
+	if int64(len(data)) > s.limits.MaxInputBytes {
+		return row.SharedFile{}, fmt.Errorf("%w: shared file %q is %d bytes, at most %d allowed", ErrTooLarge, name, len(data), s.limits.MaxInputBytes)
+	}
+	f, err := s.creator.StageShared(ctx, name, data, gz)
+	if errors.Is(err, jobs.ErrInvalid) {
+		return f, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return f, err
 }
 
 // Get returns batch id.

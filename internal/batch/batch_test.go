@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/batch"
+	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobs"
+	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -27,20 +29,22 @@ import (
 var _ batch.Store = (*store.Store)(nil)
 
 type bundle struct {
-	st         *store.Store
-	svc        *batch.Service
-	app        row.App
-	resultsDir string
-	now        time.Time
+	st          *store.Store
+	svc         *batch.Service
+	app         row.App
+	resultsDir  string
+	downloadDir string
+	now         time.Time
 }
 
 func setup(t *testing.T, limits batch.Limits) *bundle {
 	t.Helper()
 	st := storetest.New(t)
 	dir := t.TempDir()
-	b := &bundle{st: st, resultsDir: filepath.Join(dir, "results"), now: time.Unix(1_700_000_000, 0)}
+	b := &bundle{st: st, resultsDir: filepath.Join(dir, "results"), downloadDir: filepath.Join(dir, "download"),
+		now: time.Unix(1_700_000_000, 0)}
 	b.app = storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
-	b.svc = batch.New(batch.Options{Store: st, DownloadDir: filepath.Join(dir, "download"), Fanout: 8,
+	b.svc = batch.New(batch.Options{Store: st, DownloadDir: b.downloadDir, Fanout: 8,
 		ResultsDir: b.resultsDir, Limits: limits, Now: func() time.Time { return b.now }})
 	return b
 }
@@ -49,7 +53,7 @@ func setup(t *testing.T, limits batch.Limits) *bundle {
 func spec(name string, n int) batch.Spec {
 	s := batch.Spec{App: "demo", Name: name, Params: jobs.DefaultParams()}
 	for i := range n {
-		s.Jobs = append(s.Jobs, batch.Job{Name: "j" + string(rune('0'+i)), Input: []byte("input " + string(rune('0'+i)))})
+		s.Jobs = append(s.Jobs, batch.Job{Name: "j" + string(rune('0'+i)), Inputs: []jobs.Input{{Data: []byte("input " + string(rune('0'+i)))}}})
 	}
 	return s
 }
@@ -149,9 +153,26 @@ func TestSubmitRefuses(t *testing.T) {
 		{"missing app", func(s *batch.Spec) { s.App = "nosuch" }, store.ErrNotFound},
 		{"deprecated app", func(s *batch.Spec) { s.App = "old" }, batch.ErrInvalid},
 		{"too many jobs", func(s *batch.Spec) { s.Jobs = append(s.Jobs, batch.Job{Name: "x"}, batch.Job{Name: "y"}) }, batch.ErrTooLarge},
-		{"input too large", func(s *batch.Spec) { s.Jobs[0].Input = make([]byte, 11) }, batch.ErrTooLarge},
+		{"input too large", func(s *batch.Spec) { s.Jobs[0].Inputs[0].Data = make([]byte, 11) }, batch.ErrTooLarge},
+		{"second input too large", func(s *batch.Spec) {
+			s.Jobs[0].Inputs = append(s.Jobs[0].Inputs, jobs.Input{Data: make([]byte, 11)})
+		}, batch.ErrTooLarge},
+		// The job description against its templates: checked before
+		// anything is staged.
+		{"more inputs than the template takes", func(s *batch.Spec) {
+			s.Jobs[1].Inputs = append(s.Jobs[1].Inputs, jobs.Input{Data: []byte("x")})
+		}, batch.ErrInvalid},
+		{"a template naming a file not given", func(s *batch.Spec) { s.InputTemplate = twoInputs }, batch.ErrInvalid},
+		{"a template naming a shared file not staged", func(s *batch.Spec) { s.InputTemplate = sharedInput }, batch.ErrInvalid},
+		{"a shared input not staged", func(s *batch.Spec) { s.Jobs[1].Inputs[0] = jobs.Input{Shared: "nosuch"} }, batch.ErrInvalid},
+		{"a remote input without md5", func(s *batch.Spec) {
+			s.Jobs[1].Inputs[0] = jobs.Input{URL: "https://example.org/f", Nbytes: 3}
+		}, batch.ErrInvalid},
+		{"an output without a size limit", func(s *batch.Spec) { s.OutputTemplate = noLimitOutput }, batch.ErrInvalid},
+		{"a bad input template", func(s *batch.Spec) { s.InputTemplate = "<input_template>" }, batch.ErrInvalid},
+		{"an open name with ..", func(s *batch.Spec) { s.InputTemplate = dotDotInput }, batch.ErrInvalid},
 		{"inputs too large together", func(s *batch.Spec) {
-			s.Jobs = []batch.Job{{Name: "a", Input: make([]byte, 9)}, {Name: "b", Input: make([]byte, 9)}, {Name: "c", Input: make([]byte, 9)}}
+			s.Jobs = []batch.Job{{Name: "a", Inputs: []jobs.Input{{Data: make([]byte, 9)}}}, {Name: "b", Inputs: []jobs.Input{{Data: make([]byte, 9)}}}, {Name: "c", Inputs: []jobs.Input{{Data: make([]byte, 9)}}}}
 		}, batch.ErrTooLarge},
 	}
 	for _, tc := range tests {
@@ -165,6 +186,49 @@ func TestSubmitRefuses(t *testing.T) {
 	if err := b.st.DB().Get(&n, `SELECT COUNT(*) FROM workunit`); err != nil || n != 0 {
 		t.Fatalf("%d jobs after refused submissions, %v; want 0", n, err)
 	}
+	if err := b.st.DB().Get(&n, `SELECT COUNT(*) FROM job_template`); err != nil || n != 0 {
+		t.Errorf("%d templates stored by refused submissions, %v; want 0", n, err)
+	}
+	if files := filesUnder(t, b.downloadDir); len(files) != 0 {
+		t.Errorf("refused submissions staged %v", files)
+	}
+}
+
+// Templates for refused submissions.
+const (
+	twoInputs = `<input_template>
+<file_info><number>0</number></file_info><file_info><number>1</number></file_info>
+<workunit><file_ref><file_number>0</file_number><open_name>a</open_name></file_ref>
+<file_ref><file_number>1</file_number><open_name>b</open_name></file_ref></workunit></input_template>`
+	sharedInput = `<input_template>
+<file_info><number>0</number></file_info><file_info><physical_name>model_0123</physical_name></file_info>
+<workunit><file_ref><open_name>a</open_name></file_ref><file_ref><open_name>model</open_name></file_ref></workunit></input_template>`
+	dotDotInput = `<input_template><file_info><number>0</number></file_info>
+<workunit><file_ref><open_name>../a</open_name></file_ref></workunit></input_template>`
+	noLimitOutput = `<output_template><file_info><name><OUTFILE_0/></name></file_info>
+<result><file_ref><file_name><OUTFILE_0/></file_name><open_name>out</open_name></file_ref></result></output_template>`
+)
+
+// filesUnder lists the regular files under dir (none if it is missing).
+func filesUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if errors.Is(err, os.ErrNotExist) {
+			return filepath.SkipDir
+		}
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			out = append(out, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func TestStatusListCancelRequeue(t *testing.T) {
@@ -341,5 +405,86 @@ func TestOutputs(t *testing.T) {
 	noDir := batch.New(batch.Options{Store: b.st})
 	if _, err := noDir.Outputs(ctx, bt); !errors.Is(err, batch.ErrNoResultsDir) {
 		t.Fatalf("Outputs without a results directory = %v, want ErrNoResultsDir", err)
+	}
+}
+
+// threeInputs takes a file given to the job (gzip'd too), a shared file
+// and a remote file, with a default command line.
+const threeInputs = `<input_template>
+<file_info><number>0</number><gzip/></file_info>
+<file_info><number>1</number></file_info>
+<file_info><number>2</number></file_info>
+<workunit>
+<file_ref><file_number>0</file_number><open_name>data</open_name></file_ref>
+<file_ref><file_number>1</file_number><open_name>model</open_name></file_ref>
+<file_ref><file_number>2</file_number><open_name>table</open_name></file_ref>
+<command_line>--default</command_line>
+<rsc_fpops_est>2e12</rsc_fpops_est>
+</workunit></input_template>`
+
+const twoOutputs = `<output_template>
+<file_info><name><OUTFILE_0/></name><max_nbytes>1000</max_nbytes></file_info>
+<file_info><name><OUTFILE_1/></name><max_nbytes>2000</max_nbytes></file_info>
+<result>
+<file_ref><file_name><OUTFILE_0/></file_name><open_name>result.txt</open_name></file_ref>
+<file_ref><file_name><OUTFILE_1/></file_name><open_name>log.txt</open_name></file_ref>
+</result></output_template>`
+
+func TestSubmitSeveralInputs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, batch.Limits{})
+	ctx := context.Background()
+	model, err := b.svc.StageShared(ctx, "model", []byte("the model"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md5 := "0123456789abcdef0123456789abcdef"
+	s := batch.Spec{App: "demo", Name: "multi", Params: jobs.DefaultParams(), InputTemplate: threeInputs, OutputTemplate: twoOutputs}
+	for i, cl := range []string{"--x 1", ""} {
+		s.Jobs = append(s.Jobs, batch.Job{Name: "j" + strconv.Itoa(i), CommandLine: cl, Inputs: []jobs.Input{
+			{Data: []byte("data " + strconv.Itoa(i))},
+			{Shared: "model"},
+			{URL: "https://files.example.org/table", MD5: md5, Nbytes: 1234},
+		}})
+	}
+	bt := b.submit(t, s)
+	for i, wantCL := range []string{"--x 1", "--default"} {
+		wu, err := b.st.WorkunitGetByName(ctx, batch.JobName("multi", "j"+strconv.Itoa(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := jobxml.ParseWorkunit(wu.XMLDoc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wu.Batch != bt.ID || doc.CommandLine != wantCL || len(doc.Inputs) != 3 || wu.RscFpopsEst != 2e12 {
+			t.Fatalf("job %d = %+v with %+v; want in batch %d, command line %q, 3 inputs, the template's fpops", i, wu, doc, bt.ID, wantCL)
+		}
+		data, shared, remote := doc.Inputs[0], doc.Inputs[1], doc.Inputs[2]
+		if data.OpenName != "data" || data.Nbytes != 6 || !(data.GzippedNbytes > 0) {
+			t.Errorf("job %d first input = %+v; want opened as data, 6 bytes, gzip'd", i, data)
+		}
+		path, _ := fanout.Path(b.downloadDir, data.Name, 8)
+		if got, err := os.ReadFile(path); err != nil || string(got) != "data "+strconv.Itoa(i) {
+			t.Errorf("job %d staged input %s = %q, %v", i, data.Name, got, err)
+		}
+		if _, err := os.Stat(path + ".gz"); err != nil {
+			t.Errorf("job %d gzip'd input: %v", i, err)
+		}
+		if shared.Name != model.Name || shared.OpenName != "model" || !shared.NoDelete {
+			t.Errorf("job %d shared input = %+v; want %s opened as model, no_delete", i, shared, model.Name)
+		}
+		if remote.Name != "jf_"+md5 || len(remote.URLs) != 1 || remote.URLs[0] != "https://files.example.org/table" ||
+			remote.Nbytes != 1234 || remote.OpenName != "table" {
+			t.Errorf("job %d remote input = %+v", i, remote)
+		}
+		out, err := b.st.JobTemplateGet(ctx, wu.OutputTemplateID)
+		if err != nil || out.Body != twoOutputs {
+			t.Errorf("job %d output template = %+v, %v; want the batch's", i, out, err)
+		}
+	}
+	var refs int
+	if err := b.st.DB().Get(&refs, `SELECT COUNT(*) FROM workunit_shared_file WHERE shared_file_id = ?`, model.ID); err != nil || refs != 2 {
+		t.Errorf("%d jobs refer to the shared model, %v; want 2", refs, err)
 	}
 }

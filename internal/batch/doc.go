@@ -15,9 +15,17 @@
 // again. Large batches are changed in short chunks of jobs, never in one long
 // statement; an interrupted cancel is finished by cancelling again.
 //
-// Reads: app, batch, workunit and result (counts), known_answer (through
-// package jobs), the results directory the assimilator's file handler writes
-// (<dir>/<job>, <job>.<i>, <job>.error). Writes: batch, workunit (creation;
-// error_mask, hold and limits on cancel and requeue), input files in the
-// download directory.
+// A job is described as BOINC's create_work describes one: its files (each
+// given by content, as a shared file, or as a remote URL), its command line,
+// and the batch's input and output templates (default: the app's). Package
+// jobs checks all of it before staging anything; its ErrInvalid becomes
+// ErrInvalid here. JobOutputs names a job's outputs by their logical names,
+// the open names of the job's output template.
+//
+// Reads: app, batch, workunit and result (counts), job_template,
+// known_answer and shared_file (through package jobs), the results
+// directory the assimilator's file handler writes (<dir>/<job>, <job>.<i>,
+// <job>.error). Writes: batch, workunit (creation; error_mask, hold and
+// limits on cancel and requeue), input files and shared files in the
+// download directory (through package jobs).
 package batch

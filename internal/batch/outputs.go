@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/taskserver/taskserver/internal/jobtemplate"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
@@ -24,8 +25,11 @@ type OutputFile struct {
 	// Job is the job's name; Name the file's (the job's name, with ".<i>"
 	// for its output i >= 1, or ".error" for a failed job).
 	Job, Name string
-	Path      string
-	Size      int64
+	// Logical is the output's name in the job's output template (its open
+	// name: what the application wrote); empty for the .error file.
+	Logical string
+	Path    string
+	Size    int64
 }
 
 // outputPage is the number of jobs read per query while listing outputs.
@@ -64,6 +68,45 @@ func (s *Service) Outputs(ctx context.Context, b row.Batch) ([]OutputFile, error
 		}
 		after = wus[len(wus)-1].ID
 	}
+}
+
+// JobOutputs lists the files of job wu in the results directory by their
+// logical names (the open names of the job's output template, in order):
+// every output of an assimilated job, or its .error file if it failed. A
+// job not yet assimilated has none.
+func (s *Service) JobOutputs(ctx context.Context, wu row.Workunit) ([]OutputFile, error) {
+	if s.resultsDir == "" {
+		return nil, ErrNoResultsDir
+	}
+	if wu.AssimilateState != state.AssimilateDone {
+		return nil, nil
+	}
+	files, err := s.jobOutputs(wu.Name)
+	if err != nil {
+		return nil, err
+	}
+	names := jobtemplate.DefaultOutput(0).OpenNames()
+	if wu.OutputTemplateID != 0 {
+		t, err := s.st.JobTemplateGet(ctx, wu.OutputTemplateID)
+		if err != nil {
+			return nil, err
+		}
+		out, err := jobtemplate.ParseOutput(t.Body)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: %w", wu.Name, err)
+		}
+		names = out.OpenNames()
+	}
+	for i := range files {
+		if files[i].Name == wu.Name+errorSuffix {
+			continue
+		}
+		if i >= len(names) {
+			return nil, fmt.Errorf("job %s: output %d in the results directory, but its output template has %d", wu.Name, i, len(names))
+		}
+		files[i].Logical = names[i]
+	}
+	return files, nil
 }
 
 func (s *Service) jobOutputs(job string) ([]OutputFile, error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/taskserver/taskserver/internal/store/storetest"
 	"github.com/taskserver/taskserver/internal/submitapi"
 	"github.com/taskserver/taskserver/internal/transitioner"
+	"github.com/taskserver/taskserver/internal/trickle"
 	"github.com/taskserver/taskserver/internal/validator"
 	"github.com/taskserver/taskserver/internal/workgenerator"
 )
@@ -32,7 +33,7 @@ import (
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // loopPrograms are the programs run by daemon.RunLoopProgram.
-var loopPrograms = []string{"assimilator", "db_purge", "feeder", "file_deleter", "transitioner", "validator", "work_generator"}
+var loopPrograms = []string{"assimilator", "db_purge", "feeder", "file_deleter", "transitioner", "trickle_handler", "validator", "work_generator"}
 
 // programRegistries builds every program's metrics, each on a fresh
 // registry as its main does, and touches the database metrics once so
@@ -63,6 +64,8 @@ func programRegistries(t *testing.T) map[string]*prometheus.Registry {
 	filedeleter.RegisterBacklog(regs["file_deleter"], st)
 	transitioner.NewMetrics(regs["transitioner"])
 	transitioner.RegisterBacklog(regs["transitioner"], st, time.Now)
+	trickle.NewMetrics(regs["trickle_handler"])
+	trickle.RegisterBacklog(regs["trickle_handler"], st, "")
 	validator.NewMetrics(regs["validator"])
 	validator.RegisterBacklog(regs["validator"], st, "lint")
 	workgenerator.NewMetrics(regs["work_generator"])

@@ -48,6 +48,9 @@ func (h *Handler) serveDownload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// An explicit type stops ServeContent from sniffing: these are data.
+	// A gzip'd copy is sent as it is stored, without Content-Encoding: the
+	// client saves NAME.gz whole and gunzips it itself (it turns off
+	// curl's decoding for such downloads, client/http_curl.cpp).
 	w.Header().Set("Content-Type", "application/octet-stream")
 	cw := &countingWriter{ResponseWriter: w, status: http.StatusOK}
 	http.ServeContent(cw, r, st.Name(), st.ModTime(), f)
@@ -64,14 +67,25 @@ func (h *Handler) serveDownload(w http.ResponseWriter, r *http.Request) {
 
 // downloadPath checks that p is exactly "<dir>/<name>", with a valid name
 // and dir the fan-out directory of name, and returns it; nothing else in
-// the download directory is served.
+// the download directory is served. The gzip'd copy of a file, NAME.gz, is
+// kept in NAME's directory and served from there, at the URL the
+// scheduler gives as the file's <gzipped_url> (NAME's URL with ".gz").
 func (h *Handler) downloadPath(p string) (string, bool) {
 	dir, name, ok := strings.Cut(p, "/")
-	if !ok || fanout.ValidName(name) != nil || dir != fanout.Dir(name, h.opts.Fanout) {
+	if !ok || fanout.ValidName(name) != nil {
 		return "", false
 	}
-	return dir + "/" + name, true
+	if dir == fanout.Dir(name, h.opts.Fanout) {
+		return dir + "/" + name, true
+	}
+	if orig, gz := strings.CutSuffix(name, gzSuffix); gz && orig != "" && dir == fanout.Dir(orig, h.opts.Fanout) {
+		return dir + "/" + name, true
+	}
+	return "", false
 }
+
+// gzSuffix ends the name of a file's gzip'd copy.
+const gzSuffix = ".gz"
 
 // countingWriter records the status and counts the body bytes of a
 // response. It passes ReadFrom through so that sendfile still works.

@@ -21,6 +21,7 @@ type Store interface {
 	WorkunitListPurgeable(ctx context.Context, p store.PurgeListParams) ([]row.Workunit, error)
 	ResultListByWorkunitIDs(ctx context.Context, wuids []int64) ([]row.Result, error)
 	WorkunitPurge(ctx context.Context, p store.PurgeParams) (store.PurgeCounts, error)
+	MsgPurge(ctx context.Context, before int64, limit int) (up, down int64, err error)
 }
 
 // Config is db_purge's configuration; each setting has the rules of its
@@ -39,6 +40,9 @@ type Config struct {
 	Mod, ModIndex int
 	// Batch is the most jobs purged per pass, in one transaction (--batch).
 	Batch int
+	// TrickleRetention is how long handled trickle messages are kept
+	// (--trickle-retention); 0 keeps them. See purgeTrickles.
+	TrickleRetention time.Duration
 }
 
 // Validate returns every problem with c, each naming its flag.
@@ -49,6 +53,9 @@ func (c Config) Validate() error {
 	}
 	if c.MinAge < 0 {
 		errs = append(errs, fmt.Errorf("--min-age %s: want 0 or a positive duration", c.MinAge))
+	}
+	if c.TrickleRetention < 0 {
+		errs = append(errs, fmt.Errorf("--trickle-retention %s: want 0 (keep) or a positive duration", c.TrickleRetention))
 	}
 	if c.MaxArchiveRows < 1 {
 		errs = append(errs, fmt.Errorf("--max-archive-rows %d: want at least 1", c.MaxArchiveRows))
@@ -114,6 +121,9 @@ func (s *Service) Close() error {
 // RunOnce archives and deletes one batch of purgeable jobs with their
 // instances, and returns how many jobs it purged.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
+	if err := s.purgeTrickles(ctx); err != nil {
+		return 0, err
+	}
 	wus, err := s.list(ctx)
 	if err != nil || len(wus) == 0 {
 		return 0, err

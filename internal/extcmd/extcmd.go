@@ -5,6 +5,7 @@
 package extcmd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,8 @@ type Spec struct {
 	Argv, Args []string
 	// Env is added to this process's environment.
 	Env []string
+	// Stdin is the program's standard input; nil gives it none.
+	Stdin []byte
 	// Timeout kills the program (and its process group) after this long; 0
 	// means no limit beyond ctx.
 	Timeout time.Duration
@@ -64,6 +67,9 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	}
 	cmd := exec.CommandContext(ctx, s.Argv[0], append(append([]string(nil), s.Argv[1:]...), s.Args...)...)
 	cmd.Env = append(os.Environ(), s.Env...)
+	if s.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(s.Stdin)
+	}
 	out := &cappedBuffer{max: limit}
 	cmd.Stdout, cmd.Stderr = out, out
 	killProcessGroup(cmd)

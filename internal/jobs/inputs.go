@@ -39,7 +39,7 @@ func (t *templates) input(ctx context.Context, text string) (jobtemplate.Input, 
 		}
 		in, err := jobtemplate.ParseInput(text)
 		if err != nil {
-			return in, err
+			return in, invalid(err)
 		}
 		t.inputs[text] = in
 		return in, nil
@@ -71,7 +71,7 @@ func (t *templates) output(ctx context.Context, text string) (int64, error) {
 		return id, nil
 	}
 	if _, err := jobtemplate.ParseOutput(text); err != nil {
-		return 0, err
+		return 0, invalid(err)
 	}
 	id, err := t.st.JobTemplatePut(ctx, jobtemplate.KindOutput, text, t.now)
 	if err != nil {
@@ -97,7 +97,7 @@ var md5Pattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
 // files used, and the files to stage; nothing is written.
 func (c *Creator) resolve(ctx context.Context, job Job, in jobtemplate.Input, salt string) ([]jobtemplate.Resolved, []int64, []stageFile, error) {
 	if n := in.NumGiven(); len(job.Inputs) != n {
-		return nil, nil, nil, fmt.Errorf("its input template takes %d files, %d given", n, len(job.Inputs))
+		return nil, nil, nil, invalid(fmt.Errorf("its input template takes %d files, %d given", n, len(job.Inputs)))
 	}
 	var files []jobtemplate.Resolved
 	var shared []int64
@@ -124,7 +124,7 @@ func (c *Creator) resolve(ctx context.Context, job Job, in jobtemplate.Input, sa
 				}
 			}
 			if kinds > 1 {
-				return nil, nil, nil, fmt.Errorf("input %d: give exactly one of its content, a shared file or a URL", given-1)
+				return nil, nil, nil, invalid(fmt.Errorf("input %d: give exactly one of its content, a shared file or a URL", given-1))
 			}
 			switch {
 			case g.Shared != "":
@@ -135,13 +135,13 @@ func (c *Creator) resolve(ctx context.Context, job Job, in jobtemplate.Input, sa
 				r, shared = resolvedShared(sf, f.Gzip), append(shared, sf.ID)
 			case g.URL != "":
 				if !strings.HasPrefix(g.URL, "http://") && !strings.HasPrefix(g.URL, "https://") {
-					return nil, nil, nil, fmt.Errorf("input %d: URL %q: want http:// or https://", given-1, g.URL)
+					return nil, nil, nil, invalid(fmt.Errorf("input %d: URL %q: want http:// or https://", given-1, g.URL))
 				}
 				if !md5Pattern.MatchString(g.MD5) || !(g.Nbytes > 0) {
-					return nil, nil, nil, fmt.Errorf("input %d: URL %s: a remote file needs its md5 (32 hex digits) and size (> 0), as the client checks them", given-1, g.URL)
+					return nil, nil, nil, invalid(fmt.Errorf("input %d: URL %s: a remote file needs its md5 (32 hex digits) and size (> 0), as the client checks them", given-1, g.URL))
 				}
 				if f.Gzip {
-					return nil, nil, nil, fmt.Errorf("input %d: URL %s: <gzip/> is for files staged here", given-1, g.URL)
+					return nil, nil, nil, invalid(fmt.Errorf("input %d: URL %s: <gzip/> is for files staged here", given-1, g.URL))
 				}
 				r = jobtemplate.Resolved{Name: "jf_" + g.MD5, Nbytes: g.Nbytes, MD5: g.MD5, URLs: []string{g.URL}}
 			default:
@@ -182,13 +182,13 @@ func (c *Creator) sharedFile(ctx context.Context, name string) (row.SharedFile, 
 		sf, err = c.st.SharedFileLatest(ctx, name)
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return sf, fmt.Errorf("shared file %q is not staged (taskctl file stage)", name)
+		return sf, invalid(fmt.Errorf("shared file %q is not staged (taskctl file stage)", name))
 	}
 	if err != nil {
 		return sf, err
 	}
 	if sf.State != row.SharedFileLive {
-		return sf, fmt.Errorf("shared file %q: %w", sf.Name, store.ErrSharedFileGone)
+		return sf, invalid(fmt.Errorf("shared file %q: %w", sf.Name, store.ErrSharedFileGone))
 	}
 	return sf, nil
 }
@@ -220,7 +220,7 @@ func (c *Creator) StageShared(ctx context.Context, name string, data []byte, gz 
 	sum := md5Hex(data)
 	phys := SharedName(name, sum)
 	if err := checkName(name, phys+".gz"); err != nil {
-		return row.SharedFile{}, fmt.Errorf("shared file: %w", err)
+		return row.SharedFile{}, invalid(fmt.Errorf("shared file: %w", err))
 	}
 	if existing, err := c.st.SharedFileGet(ctx, phys); err == nil && existing.State == row.SharedFileLive && (existing.GzippedNbytes > 0 || !gz) {
 		return c.st.SharedFileRegister(ctx, existing) // on disk already; mark it used now

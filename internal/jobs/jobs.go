@@ -220,16 +220,16 @@ type staged struct {
 // job is valid. salt, if not empty, goes into the input file names.
 func (c *Creator) prepare(ctx context.Context, app row.App, batch []Job, p Params, salt string) ([]row.Workunit, []row.Workunit, store.SharedRefs, error) {
 	if err := p.check(); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, invalid(err)
 	}
 	seen := make(map[string]bool, len(batch))
 	todo := make([]staged, 0, len(batch))
 	for _, j := range batch {
 		if err := checkName(j.Name, dataInputName(j.Name, salt, MaxInputs)); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, invalid(err)
 		}
 		if seen[j.Name] {
-			return nil, nil, nil, fmt.Errorf("job %q: named twice", j.Name)
+			return nil, nil, nil, invalid(fmt.Errorf("job %q: named twice", j.Name))
 		}
 		seen[j.Name] = true
 		todo = append(todo, staged{job: j})
@@ -273,7 +273,7 @@ func (c *Creator) prepare(ctx context.Context, app row.App, batch []Job, p Param
 			return nil, nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)
 		}
 		if err := p.withTemplate(in.Params).check(); err != nil {
-			return nil, nil, nil, fmt.Errorf("job %q: with its input template's parameters: %w", s.job.Name, err)
+			return nil, nil, nil, invalid(fmt.Errorf("job %q: with its input template's parameters: %w", s.job.Name, err))
 		}
 		files, shared, stage, err := c.resolve(ctx, s.job, in, salt)
 		if err != nil {
@@ -281,7 +281,7 @@ func (c *Creator) prepare(ctx context.Context, app row.App, batch []Job, p Param
 		}
 		doc, err := in.Workunit(files, s.job.CommandLine)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("job %q: %w", s.job.Name, err)
+			return nil, nil, nil, invalid(fmt.Errorf("job %q: %w", s.job.Name, err))
 		}
 		plans = append(plans, planned{s: s, tmpl: in, outID: outID, doc: doc, shared: shared, stage: stage})
 	}
@@ -398,4 +398,25 @@ func (c *Creator) mix(ctx context.Context, app row.App, n int) ([]row.KnownAnswe
 func md5Hex(b []byte) string {
 	sum := md5.Sum(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// ErrInvalid marks an error in what was submitted (a bad name, template or
+// input, a shared file not staged) rather than a failure of the server:
+// errors.Is(err, ErrInvalid) tells callers to answer it as a bad request.
+// The error's message is the problem's alone.
+var ErrInvalid = errors.New("invalid job")
+
+// invalidError is err marked as the submitter's.
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string        { return e.err.Error() }
+func (e invalidError) Unwrap() error        { return e.err }
+func (e invalidError) Is(target error) bool { return target == ErrInvalid }
+
+// invalid marks err as the submitter's (nil stays nil).
+func invalid(err error) error {
+	if err == nil {
+		return nil
+	}
+	return invalidError{err}
 }

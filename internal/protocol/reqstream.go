@@ -130,6 +130,9 @@ func parseRequestStream(r io.Reader, lim Limits) (*SchedulerRequest, error) {
 	decodeInto(root, reflect.ValueOf(req).Elem())
 	req.HasOtherResults = root.child("other_results") != nil
 	req.Results = p.results
+	for i := range req.MsgsFromHost {
+		req.MsgsFromHost[i].readMsgFields()
+	}
 	req.ReportsLeft = p.left
 	return req, nil
 }

@@ -58,6 +58,9 @@ func ParseSchedulerReply(r io.Reader) (*SchedulerReply, error) {
 	}
 	rep := &SchedulerReply{}
 	decodeInto(root, reflect.ValueOf(rep).Elem())
+	for i := range rep.TrickleDowns {
+		rep.TrickleDowns[i].readTrickleFields()
+	}
 	return rep, nil
 }
 

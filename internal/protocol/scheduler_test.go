@@ -313,6 +313,8 @@ func fullReply() *SchedulerReply {
 			{Name: "upper_1.00.sh", URLs: []string{"http://h.x/download/1a/upper_1.00.sh?a=1&b=2"},
 				Executable: &Empty{}, MD5Cksum: "0d749965cfe1604be63d2ee76d01585a", Nbytes: 183, FileSignature: sig},
 			{Name: "in_1", URLs: []string{"http://h.x/download/2/in_1", "http://mirror.x/in_1"}, Nbytes: 18, Sticky: &Empty{}, NoDelete: &Empty{}},
+			{Name: "in_2", URLs: []string{"http://h.x/download/3/in_2"}, GzippedURLs: []string{"http://h.x/download/3/in_2.gz"},
+				MD5Cksum: "0d749965cfe1604be63d2ee76d01585a", Nbytes: 4096, GzippedNbytes: 60},
 			{Name: "r_0_0", URLs: []string{"http://h.x/file_upload_handler"}, UploadURLs: []string{"http://h.x/up"},
 				MaxNbytes: 100000, XMLSignature: sig},
 		},
@@ -355,6 +357,7 @@ func TestSchedulerReplyRoundTrip(t *testing.T) {
 		"<url>http://h.x/download/1a/upper_1.00.sh?a=1&amp;b=2</url>",
 		"<report_deadline>1795823420</report_deadline>", "<rsc_fpops_est>1000000000</rsc_fpops_est>",
 		"<flops>1250000000</flops>", "<next_rpc_delay>3600.5</next_rpc_delay>",
+		"<gzipped_url>http://h.x/download/3/in_2.gz</gzipped_url>", "<gzipped_nbytes>60</gzipped_nbytes>",
 		rawFile + rawVersion + "\n</scheduler_reply>\n",
 	} {
 		if !strings.Contains(text, want) {

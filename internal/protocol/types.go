@@ -46,8 +46,11 @@ type SchedulerRequest struct {
 	HostInfo                  HostInfo  `xml:"host_info"`
 	DiskUsage                 DiskUsage `xml:"disk_usage"`
 	// Coprocs is the GPU description, kept unparsed; only GPU hosts send it.
-	Coprocs      RawXML         `xml:"coprocs,omitempty"`
-	Results      []ReportResult `xml:"result"`
+	Coprocs RawXML         `xml:"coprocs,omitempty"`
+	Results []ReportResult `xml:"result"`
+	// HostFiles are the sticky files the client holds for the project,
+	// listed in every request (client/cs_scheduler.cpp).
+	HostFiles    []HostFile     `xml:"file_info"`
 	AppVersions  []ClientAppVer `xml:"app_versions>app_version"`
 	OtherResults []OtherResult  `xml:"other_results>other_result,omitempty"`
 	// HasOtherResults says the request had an <other_results> element, even
@@ -60,6 +63,9 @@ type SchedulerRequest struct {
 	// Results, so not acked, and reported again by the client.
 	ReportsLeft       int        `xml:"-"`
 	InProgressResults []IPResult `xml:"in_progress_results>ip_result,omitempty"`
+	// MsgsFromHost are the trickle-up messages the client holds; it sends
+	// each again until a reply has <message_ack/>.
+	MsgsFromHost []MsgFromHost `xml:"msg_from_host"`
 }
 
 // RawXML keeps an element's inner XML unparsed.
@@ -149,6 +155,20 @@ type ReportFileInfo struct {
 	ErrorMsg string `xml:"error_msg,omitempty"`
 }
 
+// HostFile is a sticky file the client holds or is downloading: a
+// <file_info> at the top of a request. Status is the client's file status:
+// FilePresent once the file is downloaded and verified, 0 while it is not
+// (yet), negative after an error.
+type HostFile struct {
+	Name   string  `xml:"name"`
+	Nbytes float64 `xml:"nbytes"`
+	Status int     `xml:"status"`
+}
+
+// FilePresent is the client's FILE_PRESENT status: the file is on the host,
+// verified.
+const FilePresent = 1
+
 // ClientAppVer is one app version the client has (<app_versions><app_version>).
 // OtherResult.AppVersion indexes the request's list of these.
 type ClientAppVer struct {
@@ -223,6 +243,13 @@ type SchedulerReply struct {
 	ResultAcks      []NameElement `xml:"result_ack"`
 	ResultAborts    []NameElement `xml:"result_abort"`
 	ResultAbortsINS []NameElement `xml:"result_abort_if_not_started"`
+	// MessageAck tells the client every trickle-up message of the request
+	// is stored: it deletes them (all of them, so it is sent only when
+	// every one is).
+	MessageAck *Empty `xml:"message_ack"`
+	// TrickleDowns are read by ParseSchedulerReply; the server writes its
+	// stored messages through Raw.
+	TrickleDowns []TrickleDown `xml:"trickle_down"`
 	// DeleteFileInfos clears the sticky flag of files the client holds.
 	DeleteFileInfos []string `xml:"delete_file_info"`
 	// Raw fragments are written verbatim inside the reply, after everything
@@ -264,9 +291,17 @@ type FileInfo struct {
 	// UploadURLs are explicit upload URLs, an alternative to URLs.
 	UploadURLs []string `xml:"upload_url"`
 	Executable *Empty   `xml:"executable"`
-	MD5Cksum   string   `xml:"md5_cksum,omitempty"`
-	Nbytes     float64  `xml:"nbytes,omitempty"`
-	MaxNbytes  float64  `xml:"max_nbytes,omitempty"`
+	// GzippedURLs are where the gzip'd copy of a download is: a client
+	// given any downloads from them only (they replace URLs), to NAME.gz,
+	// and gunzips it to NAME (client/client_types.cpp, FILE_INFO::parse).
+	GzippedURLs []string `xml:"gzipped_url"`
+	MD5Cksum    string   `xml:"md5_cksum,omitempty"`
+	// Nbytes and MD5Cksum are those of the file itself, uncompressed: the
+	// client checks them after gunzipping a gzip'd download.
+	Nbytes float64 `xml:"nbytes,omitempty"`
+	// GzippedNbytes is the size of the gzip'd copy.
+	GzippedNbytes float64 `xml:"gzipped_nbytes,omitempty"`
+	MaxNbytes     float64 `xml:"max_nbytes,omitempty"`
 	// FileSignature is required on every app version file.
 	FileSignature string `xml:"file_signature,omitempty"`
 	// XMLSignature is the upload certificate of an output file.

@@ -303,3 +303,32 @@ const (
 	SharedFileDeleting = 1
 	SharedFileDeleted  = 2
 )
+
+// MsgFromHost is a trickle-up message: sent by a running application
+// through the client, stored by the scheduler, handled once by a trickle
+// handler.
+type MsgFromHost struct {
+	ID         int64  `db:"id"`
+	CreateTime int64  `db:"create_time"`
+	HostID     int64  `db:"hostid"`
+	Variety    string `db:"variety"`
+	Handled    bool   `db:"handled"`
+	ResultName string `db:"result_name"`
+	// MD5 is of the message as received (XML): a message the client sends
+	// again is stored once.
+	MD5 string `db:"msg_md5"`
+	// XML is the message as received: the task's name and time, then the
+	// application's text (its <variety> and body).
+	XML string `db:"xml"`
+}
+
+// MsgToHost is a trickle-down message queued for a host: XML is the whole
+// <trickle_down> element the scheduler puts in its reply, once.
+type MsgToHost struct {
+	ID         int64  `db:"id"`
+	CreateTime int64  `db:"create_time"`
+	HostID     int64  `db:"hostid"`
+	Variety    string `db:"variety"`
+	Handled    bool   `db:"handled"`
+	XML        string `db:"xml"`
+}

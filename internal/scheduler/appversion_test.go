@@ -71,7 +71,7 @@ func (f *fixture) installVersion(k *rsa.PrivateKey, files map[string][]byte, ord
 		}
 		list = append(list, af)
 	}
-	doc, err := appversion.Format(list)
+	doc, err := appversion.Format(appversion.Version{Files: list})
 	if err != nil {
 		f.t.Fatal(err)
 	}

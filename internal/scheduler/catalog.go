@@ -28,9 +28,9 @@ type catalog struct {
 	// not make), of an app that is not deprecated, at least its min_version,
 	// with a readable file list.
 	versionsByApp map[int64][]row.AppVersion
-	// files are the versions' files from xml_doc; none for a version with
-	// an empty document, which only the simulated client can run.
-	files map[int64][]appversion.File
+	// docs are the versions' xml_doc, read: their files (none for a
+	// version only the simulated client can run) and cmdline.
+	docs map[int64]appversion.Version
 	// unreadable are the versions whose xml_doc cannot be read: never sent,
 	// since a client given them could run nothing.
 	unreadable map[int64]error
@@ -45,7 +45,7 @@ func newCatalog(t shmcache.Tables, gen uint64) *catalog {
 		appByName:      map[string]row.App{},
 		versionByID:    map[int64]row.AppVersion{},
 		versionsByApp:  map[int64][]row.AppVersion{},
-		files:          map[int64][]appversion.File{},
+		docs:           map[int64]appversion.Version{},
 		unreadable:     map[int64]error{},
 	}
 	for _, p := range t.Platforms {
@@ -62,12 +62,12 @@ func newCatalog(t shmcache.Tables, gen uint64) *catalog {
 	}
 	for _, v := range t.AppVersions {
 		c.versionByID[v.ID] = v
-		files, err := appversion.Parse(v.XMLDoc)
+		doc, err := appversion.Parse(v.XMLDoc)
 		if err != nil {
 			c.unreadable[v.ID] = err
 			continue
 		}
-		c.files[v.ID] = files
+		c.docs[v.ID] = doc
 		a, ok := c.appByID[v.AppID]
 		if !ok || a.Deprecated || v.Deprecated || v.PlanClass != "" || v.VersionNum < a.MinVersion {
 			continue
@@ -87,6 +87,9 @@ type version struct {
 	// files are the version's files to send with it (none for an
 	// anonymous-platform client or a version without files).
 	files []appversion.File
+	// cmdline is the version's command-line arguments (none for an
+	// anonymous-platform client: its app_info.xml has its own).
+	cmdline string
 }
 
 // choose returns, for each app the host can run, the version to send: the
@@ -134,8 +137,7 @@ func (c *catalog) choose(req *protocol.SchedulerRequest) map[int64]version {
 			}
 		}
 		if found {
-			out[appID] = version{app: c.appByID[appID], av: best, files: c.files[best.ID],
-				platform: c.platformByID[best.PlatformID].Name, versionNum: best.VersionNum}
+			out[appID] = c.project(best)
 		}
 	}
 	return out
@@ -163,11 +165,17 @@ func (c *catalog) forResend(req *protocol.SchedulerRequest, appID, avID int64, a
 		return v, true
 	}
 	if v, ok := c.versionByID[avID]; ok && avID != 0 && c.unreadable[avID] == nil {
-		return version{app: c.appByID[v.AppID], av: v, files: c.files[avID],
-			platform: c.platformByID[v.PlatformID].Name, versionNum: v.VersionNum}, true
+		return c.project(v), true
 	}
 	v, ok := chosen[appID]
 	return v, ok
+}
+
+// project is the project's version v, to send with its files and cmdline.
+func (c *catalog) project(v row.AppVersion) version {
+	d := c.docs[v.ID]
+	return version{app: c.appByID[v.AppID], av: v, files: d.Files, cmdline: d.Cmdline,
+		platform: c.platformByID[v.PlatformID].Name, versionNum: v.VersionNum}
 }
 
 // catalogCache rebuilds the index only when the feeder republishes.

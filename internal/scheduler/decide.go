@@ -48,6 +48,9 @@ type walk struct {
 	hrBound  map[int64]bool
 	rejected map[string]int // candidates turned down, by reason
 	seen     int            // candidates looked at
+	// held are the sticky files the host lists as present and those sent
+	// to it in this reply; nil when it lists none (see diskNeed).
+	held map[string]bool
 	// dry runs the decision without claims or writes.
 	dry bool
 	// trace, if set, hears every verdict: reason "" is a send.

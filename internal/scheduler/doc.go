@@ -71,6 +71,11 @@
 //     replication_quorum), in the commit that sends it;
 //   - workunit_user: one row per (job, user) sent, whose primary key keeps
 //     two instances of one job from ever reaching one user.
+//   - msg_from_host: the request's trickle-up messages, all in one
+//     statement after the commit, each (host, md5 of the message) once;
+//     the reply acks them (<message_ack/>) only once they are stored;
+//   - msg_to_host.handled: the host's queued trickle-down messages are
+//     marked delivered as they are put in the reply (--trickle-down).
 //
 // Nothing a client reports is dropped: a result is acknowledged only once
 // its report is recorded (or it needs no recording), and a request that

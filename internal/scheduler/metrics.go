@@ -76,6 +76,8 @@ type Metrics struct {
 	commitBatch    prometheus.Histogram
 	readBatch      prometheus.Histogram
 	stageWait      *prometheus.HistogramVec
+	trickleUps     *prometheus.CounterVec
+	trickleDowns   prometheus.Counter
 }
 
 // NewMetrics registers the scheduler's domain metrics on reg.
@@ -124,6 +126,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		stageWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "stage_duration_seconds", Help: "Time a request spent in a shared database stage (read: its account, host and instances; commit: its writes), waiting for its batch included.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"stage"}),
+		trickleUps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "trickle_ups_total", Help: "Trickle-up messages received, by outcome (stored; duplicate: stored before, its ack lost; refused: past the per-request bounds, not acked; error: not stored, not acked)."},
+			[]string{"outcome"}),
+		trickleDowns: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+			Name: "trickle_downs_total", Help: "Trickle-down messages put in a reply (and marked delivered)."}),
+	}
+	for _, o := range []string{trickleStored, trickleDuplicate, trickleRefused, trickleError} {
+		m.trickleUps.WithLabelValues(o)
 	}
 	for _, s := range []string{stageRead, stageCommit} {
 		m.stageWait.WithLabelValues(s)
@@ -151,6 +161,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.arSends.WithLabelValues(r)
 	}
 	reg.MustRegister(m.requests, m.duration, m.resultsSent, m.resultsResent, m.resultsReported, m.noWork, m.shortfall, m.claims, m.resultsAborted,
-		m.arSends, m.lateReports, m.detached, m.commitBatch, m.readBatch, m.stageWait)
+		m.arSends, m.lateReports, m.detached, m.commitBatch, m.readBatch, m.stageWait, m.trickleUps, m.trickleDowns)
 	return m
 }

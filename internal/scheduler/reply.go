@@ -30,6 +30,15 @@ func (s *Service) addResults(ctx context.Context, x *rpc, items []sendItem) {
 	}
 	b := replyBuilder{s: s, reply: x.reply, flops: x.host.PFpops,
 		apps: map[string]bool{}, versions: map[string]bool{}, files: map[string]bool{}}
+	// A sticky file the host holds is not described again: the client
+	// links a <file_ref> to the <file_info> it already has by name
+	// (client/client_state.cpp, link_file_ref), so the file is neither
+	// downloaded nor listed twice.
+	for _, f := range x.req.HostFiles {
+		if f.Status == protocol.FilePresent {
+			b.files[f.Name] = true
+		}
+	}
 	for _, it := range items {
 		r, ok := byID[it.resultID]
 		if !ok {
@@ -60,7 +69,9 @@ type replyBuilder struct {
 	flops    float64
 	apps     map[string]bool
 	versions map[string]bool
-	files    map[string]bool
+	// files are the files the client has a <file_info> for: described
+	// earlier in the reply, or sticky files the host holds.
+	files map[string]bool
 }
 
 // add describes one result. Nothing is added to the reply unless all of it
@@ -77,12 +88,11 @@ func (b *replyBuilder) add(r row.Result, wu row.Workunit, v version) error {
 	var inFiles []protocol.FileInfo
 	var wuRefs []protocol.FileRef
 	for _, f := range in.Inputs {
-		rel, err := fanout.Rel(f.Name, b.s.opts.Fanout)
+		fi, err := b.input(f)
 		if err != nil {
 			return fmt.Errorf("workunit %d input: %w", wu.ID, err)
 		}
-		inFiles = append(inFiles, protocol.FileInfo{Name: f.Name, URLs: []string{b.s.download + rel},
-			MD5Cksum: f.MD5, Nbytes: f.Nbytes})
+		inFiles = append(inFiles, fi)
 		wuRefs = append(wuRefs, protocol.FileRef{FileName: f.Name, OpenName: f.OpenName, CopyFile: empty(f.CopyFile)})
 	}
 	var outFiles []protocol.FileInfo
@@ -94,7 +104,8 @@ func (b *replyBuilder) add(r row.Result, wu row.Workunit, v version) error {
 		}
 		outFiles = append(outFiles, protocol.FileInfo{Name: f.Name, URLs: []string{b.s.uploadURL},
 			MaxNbytes: f.MaxNbytes, XMLSignature: sig})
-		resRefs = append(resRefs, protocol.FileRef{FileName: f.Name, OpenName: f.OpenName, CopyFile: empty(f.CopyFile)})
+		resRefs = append(resRefs, protocol.FileRef{FileName: f.Name, OpenName: f.OpenName, CopyFile: empty(f.CopyFile),
+			Optional: empty(f.Optional)})
 	}
 
 	var verFiles []protocol.FileInfo
@@ -138,12 +149,38 @@ func (b *replyBuilder) add(r row.Result, wu row.Workunit, v version) error {
 	return nil
 }
 
-// version describes an app version: its <app_version> and the <file_info>
-// of each of its files, each signed (the client runs no unsigned app file,
-// PROTOCOL.md §5.1) and the main program marked executable. A version
-// without files (the simulated client's) is sent bare.
+// input describes an input file: downloaded from its own URLs (a file kept
+// on another server) or from the project's download directory, and, when
+// a gzip'd copy is staged (NAME.gz in NAME's fan-out directory), from that
+// copy's URLs, which the client prefers. The size and md5 stay those of
+// the file itself: the client checks them after it gunzips the copy
+// (client/cs_files.cpp, FILE_INFO::verify_file).
+func (b *replyBuilder) input(f jobxml.InputFile) (protocol.FileInfo, error) {
+	fi := protocol.FileInfo{Name: f.Name, URLs: f.URLs, MD5Cksum: f.MD5, Nbytes: f.Nbytes,
+		Sticky: empty(f.Sticky), NoDelete: empty(f.NoDelete)}
+	if len(fi.URLs) == 0 {
+		rel, err := fanout.Rel(f.Name, b.s.opts.Fanout)
+		if err != nil {
+			return protocol.FileInfo{}, err
+		}
+		fi.URLs = []string{b.s.download + rel}
+	}
+	if f.GzippedNbytes > 0 {
+		for _, u := range fi.URLs {
+			fi.GzippedURLs = append(fi.GzippedURLs, u+".gz")
+		}
+		fi.GzippedNbytes = f.GzippedNbytes
+	}
+	return fi, nil
+}
+
+// version describes an app version: its <app_version> with its cmdline and
+// the <file_info> of each of its files, each signed (the client runs no
+// unsigned app file, PROTOCOL.md §5.1) and the main program marked
+// executable. A version without files (the simulated client's) is sent
+// bare.
 func (b *replyBuilder) version(v version) ([]protocol.FileInfo, *protocol.AppVersion, error) {
-	av := &protocol.AppVersion{AppName: v.app.Name, VersionNum: v.versionNum, Platform: v.platform}
+	av := &protocol.AppVersion{AppName: v.app.Name, VersionNum: v.versionNum, Platform: v.platform, Cmdline: v.cmdline}
 	if len(v.files) == 0 {
 		return nil, av, nil
 	}

@@ -156,6 +156,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 		if cacheErr == nil {
 			var err error
 			w := s.newWalk(x.host, cat, chosen, queue, nheld, hostJobs)
+			w.held = heldSticky(x.req)
 			sent, reason, err = s.scan(ctx, x, cache, w)
 			if err != nil {
 				return err
@@ -191,6 +192,9 @@ type candidate struct {
 	v         version
 	replicate bool
 	p         store.SchedSend
+	// sticky are the job's sticky inputs, when the disk check credits
+	// them (see diskNeed).
+	sticky []jobxml.InputFile
 }
 
 // scan walks the cache from a random slot (so concurrent requests spread
@@ -230,6 +234,9 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 		// went through.
 		var round []candidate
 		inRound := map[int64]bool{} // jobs claimed in this round
+		// Sticky inputs of the jobs claimed in this round: there if their
+		// sends go through (the sends that do are then counted again).
+		roundHeld := map[string]bool{}
 		q0, covered0 := *q, covered
 		for ; k < n; k++ {
 			m := len(sent) + len(round)
@@ -251,7 +258,11 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				break
 			}
 			w.seen++
-			v, hr, why := w.check(e)
+			sticky := s.stickyInputs(ctx, w, e)
+			need := diskNeed(e.RscDiskBound, sticky, w.held, roundHeld)
+			de := e
+			de.RscDiskBound = need
+			v, hr, why := w.check(de)
 			if why != "" {
 				w.reject(i, e, why)
 				continue
@@ -272,7 +283,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				}
 				replicate = replicates(v.app, x.host, s.opts.ARTrustValid, s.opts.ARSpotCheck, w.quar, s.deps.Rand)
 			}
-			round = append(round, candidate{slot: i, cl: cl, e: e, v: v, replicate: replicate, p: store.SchedSend{
+			round = append(round, candidate{slot: i, cl: cl, e: e, v: v, replicate: replicate, sticky: sticky, p: store.SchedSend{
 				ResultID:       e.ResultID,
 				WorkunitID:     e.WorkunitID,
 				HostID:         x.host.ID,
@@ -287,7 +298,8 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 			}})
 			// Counted as sent until the commit says otherwise.
 			covered += q.runtime(e.RscFpopsEst)
-			q.add(e.RscFpopsEst, e.RscDiskBound)
+			q.add(e.RscFpopsEst, need)
+			hold(roundHeld, sticky)
 			inRound[e.WorkunitID] = true
 		}
 		if len(round) == 0 {
@@ -339,7 +351,10 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				}
 				sent = append(sent, sendItem{resultID: cd.e.ResultID, v: cd.v})
 				covered += q.runtime(cd.e.RscFpopsEst)
-				q.add(cd.e.RscFpopsEst, cd.e.RscDiskBound)
+				q.add(cd.e.RscFpopsEst, diskNeed(cd.e.RscDiskBound, cd.sticky, w.held))
+				if len(cd.sticky) > 0 {
+					hold(w.held, cd.sticky)
+				}
 				w.skipJob[cd.e.WorkunitID] = true
 			default:
 				r := refusalOf(err)

@@ -40,6 +40,8 @@ type Store interface {
 	UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (row.User, row.Host, bool, []store.HostResult, error)
 	UserHostHeldList(ctx context.Context, keys []store.AuthHost, limit int) ([]store.UserHostHeld, error)
 	WorkunitListByIDs(ctx context.Context, ids []int64) ([]row.Workunit, error)
+	MsgFromHostInsert(ctx context.Context, msgs []row.MsgFromHost) (int64, error)
+	MsgToHostTake(ctx context.Context, hostID int64, limit int) ([]row.MsgToHost, error)
 }
 
 // DefaultUploadGrace is --upload-grace's default.
@@ -123,6 +125,10 @@ type Config struct {
 	// CommitLanes is how many group commits may run at once
 	// (--commit-lanes).
 	CommitLanes int
+	// TrickleDown puts the trickle-down messages queued for the host
+	// (msg_to_host) in each reply, which costs a read per request
+	// (--trickle-down).
+	TrickleDown bool
 }
 
 // Validate returns every problem with c, each naming its flag.
@@ -436,6 +442,8 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 			return nil, false, err
 		}
 	}
+	s.storeTrickleUps(ctx, x)
+	s.deliverTrickleDowns(ctx, x)
 	if s.opts.ReportImmediately {
 		for i := range x.reply.Results {
 			x.reply.Results[i].ReportImmediately = &protocol.Empty{}

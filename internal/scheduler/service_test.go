@@ -148,6 +148,9 @@ type job struct {
 	hrClass int
 	// xmlDoc replaces the job's description when set.
 	xmlDoc string
+	// outputs, when set, are the output files of the instance named
+	// rname, instead of one "out".
+	outputs func(rname string) []jobxml.OutputFile
 }
 
 // addJob creates a job with its instances UNSENT and puts them in the cache.
@@ -182,7 +185,11 @@ func (f *fixture) addJob(name string, j job) (int64, []int64) {
 	var ids []int64
 	for i := 0; i < j.instances; i++ {
 		rname := fmt.Sprintf("%s_%d", name, i)
-		in, err := jobxml.FormatResult(storetest.Outputs(rname, []string{"out"}, 1e5))
+		outs := storetest.Outputs(rname, []string{"out"}, 1e5)
+		if j.outputs != nil {
+			outs = j.outputs(rname)
+		}
+		in, err := jobxml.FormatResult(outs)
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -231,6 +238,8 @@ type request struct {
 	diskFree  float64
 	dontSend  bool
 	results   []string // <result> elements
+	// hostFiles are the sticky files the client lists after its reports.
+	hostFiles []protocol.HostFile
 	hasOther  bool
 	other     []string // names in <other_results>
 	// cpid is the host_cpid; empty gets a fresh one, so that requests
@@ -293,6 +302,11 @@ func (r request) body() string {
 		r.osName, r.vendor, r.model)
 	for _, res := range r.results {
 		b.WriteString(res)
+	}
+	// As client/cs_scheduler.cpp writes them.
+	for _, f := range r.hostFiles {
+		fmt.Fprintf(&b, "    <file_info>\n        <name>%s</name>\n        <nbytes>%f</nbytes>\n        <status>%d</status>\n    </file_info>\n",
+			f.Name, f.Nbytes, f.Status)
 	}
 	if r.hasOther || len(r.other) > 0 {
 		b.WriteString("<other_results>\n")

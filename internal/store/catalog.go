@@ -139,3 +139,23 @@ func (s *Store) AppUpdate(ctx context.Context, a row.App) error {
 	}
 	return nil
 }
+
+const appSetTemplates = `UPDATE app SET input_template_id = ?, output_template_id = ? WHERE id = ?`
+
+// AppSetTemplates sets app id's default input and output templates
+// (job_template ids; 0 for the built-in ones). The caller stores and checks
+// the templates first (JobTemplatePut). Only jobs created afterwards use
+// them: a job's documents are made when it is created. A missing app is
+// ErrNotFound.
+func (s *Store) AppSetTemplates(ctx context.Context, id, inputTemplateID, outputTemplateID int64) error {
+	err := withRetry(ctx, func() error {
+		_, err := s.db.ExecContext(ctx, appSetTemplates, inputTemplateID, outputTemplateID, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set templates of app %d: %w", id, err)
+	}
+	// Rows affected counts changed rows only: check existence separately.
+	_, err = s.AppGet(ctx, id)
+	return err
+}

@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/taskserver/taskserver/internal/batch"
 	"github.com/taskserver/taskserver/internal/jobs"
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -104,6 +107,9 @@ func New(o Options) (*API, error) {
 	a.route("/api/v1/batches/{id}/cancel", "batch_cancel", map[string]handler{http.MethodPost: a.cancel})
 	a.route("/api/v1/batches/{id}/outputs", "batch_outputs", map[string]handler{http.MethodGet: a.outputs})
 	a.route("/api/v1/jobs/{name}/cancel", "job_cancel", map[string]handler{http.MethodPost: a.cancelJob})
+	a.route("/api/v1/jobs/{name}/outputs", "job_outputs", map[string]handler{http.MethodGet: a.jobOutputs})
+	a.route("/api/v1/jobs/{name}/outputs/{file}", "job_output", map[string]handler{http.MethodGet: a.jobOutput})
+	a.route("/api/v1/files", "files", map[string]handler{http.MethodPost: a.stageFile})
 	a.mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		a.m.requests.WithLabelValues("unknown", "404").Inc()
 		writeError(w, http.StatusNotFound, "no such endpoint")
@@ -187,15 +193,37 @@ type SubmitRequest struct {
 	// IdempotencyKey may come in the Idempotency-Key header instead.
 	IdempotencyKey string       `json:"idempotency_key,omitempty"`
 	Jobs           []JobRequest `json:"jobs"`
-	// Params override the server's default job parameters field by field.
+	// Params override the server's default job parameters field by field;
+	// a parameter the input template sets replaces the server's default.
 	Params ParamsRequest `json:"params"`
+	// InputTemplate and OutputTemplate are templates in BOINC's format for
+	// every job of the batch; empty means the app's.
+	InputTemplate  string `json:"input_template,omitempty"`
+	OutputTemplate string `json:"output_template,omitempty"`
 }
 
 // JobRequest is one job of a submission. Name defaults to the job's index;
-// the job is named <batch>_<name>. Input is base64 in JSON.
+// the job is named <batch>_<name>. Inputs are its files in the input
+// template's order; Input (base64) is short for one file given by its
+// content, for the built-in template. Give one or the other.
 type JobRequest struct {
-	Name  string `json:"name,omitempty"`
-	Input []byte `json:"input"`
+	Name        string         `json:"name,omitempty"`
+	Input       []byte         `json:"input,omitempty"`
+	Inputs      []InputRequest `json:"inputs,omitempty"`
+	CommandLine string         `json:"command_line,omitempty"`
+}
+
+// InputRequest is one file given to a job: exactly one of its content
+// (data, base64), a shared file (shared: the name it was staged under,
+// meaning the latest so staged, or the physical name POST /api/v1/files
+// answered), or a file on another server (url with its md5 and nbytes).
+// An empty object is an empty file.
+type InputRequest struct {
+	Data   []byte  `json:"data,omitempty"`
+	Shared string  `json:"shared,omitempty"`
+	URL    string  `json:"url,omitempty"`
+	MD5    string  `json:"md5,omitempty"`
+	Nbytes float64 `json:"nbytes,omitempty"`
 }
 
 // ParamsRequest are the job parameters of a submission, BOINC's names.
@@ -251,12 +279,17 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, u row.User) int {
 		key = req.IdempotencyKey
 	}
 	spec := batch.Spec{App: req.App, Name: req.Name, Description: req.Description, IdempotencyKey: key,
-		UserID: u.ID, Params: req.Params.params(), Jobs: make([]batch.Job, len(req.Jobs))}
+		UserID: u.ID, Params: req.Params.params(), Jobs: make([]batch.Job, len(req.Jobs)),
+		InputTemplate: req.InputTemplate, OutputTemplate: req.OutputTemplate}
 	for i, j := range req.Jobs {
 		if j.Name == "" {
 			j.Name = strconv.Itoa(i)
 		}
-		spec.Jobs[i] = batch.Job{Name: j.Name, Input: j.Input}
+		ins, err := j.inputs()
+		if err != nil {
+			return writeError(w, http.StatusBadRequest, fmt.Sprintf("job %q: %v", j.Name, err))
+		}
+		spec.Jobs[i] = batch.Job{Name: j.Name, Inputs: ins, CommandLine: j.CommandLine}
 	}
 	b, created, err := a.o.Batches.Submit(r.Context(), spec)
 	if err != nil {
@@ -274,6 +307,21 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, u row.User) int {
 	}
 	w.Header().Set("Location", Prefix+"batches/"+strconv.FormatInt(b.ID, 10))
 	return writeJSON(w, code, SubmitResponse{Created: created, Batch: st})
+}
+
+// inputs are the job's files.
+func (j JobRequest) inputs() ([]jobs.Input, error) {
+	if j.Inputs == nil {
+		return []jobs.Input{{Data: j.Input}}, nil
+	}
+	if j.Input != nil {
+		return nil, errors.New(`give "input" or "inputs", not both`)
+	}
+	out := make([]jobs.Input, len(j.Inputs))
+	for i, in := range j.Inputs {
+		out[i] = jobs.Input{Data: in.Data, Shared: in.Shared, URL: in.URL, MD5: in.MD5, Nbytes: in.Nbytes}
+	}
+	return out, nil
 }
 
 // ListResponse answers GET /api/v1/batches.
@@ -412,6 +460,140 @@ func (a *API) outputs(w http.ResponseWriter, r *http.Request, u row.User) int {
 	return http.StatusOK
 }
 
+// FileResponse answers POST /api/v1/files.
+type FileResponse struct {
+	// Name is the shared file's physical name, <name>_<md5>: a job whose
+	// input is {"shared": Name} gets exactly this content.
+	Name          string  `json:"name"`
+	MD5           string  `json:"md5"`
+	Nbytes        float64 `json:"nbytes"`
+	GzippedNbytes float64 `json:"gzipped_nbytes,omitempty"`
+}
+
+// stageFile stages the request body as shared file ?name=, with a gzip'd
+// copy if ?gzip=1.
+func (a *API) stageFile(w http.ResponseWriter, r *http.Request, u row.User) int {
+	q := r.URL.Query()
+	name := q.Get("name")
+	if name == "" {
+		return writeError(w, http.StatusBadRequest, "name: want the shared file's name (?name=NAME)")
+	}
+	gz := false
+	if v := q.Get("gzip"); v != "" {
+		var err error
+		if gz, err = strconv.ParseBool(v); err != nil {
+			return writeError(w, http.StatusBadRequest, "gzip: want 0 or 1")
+		}
+	}
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return a.fail(w, err)
+	}
+	f, err := a.o.Batches.StageShared(r.Context(), name, data, gz)
+	if err != nil {
+		return a.fail(w, err)
+	}
+	a.log.Info("shared file staged", "file", f.Name, "user_id", u.ID, "bytes", f.Nbytes)
+	return writeJSON(w, http.StatusCreated, FileResponse{Name: f.Name, MD5: f.MD5, Nbytes: f.Nbytes, GzippedNbytes: f.GzippedNbytes})
+}
+
+// ownJob returns the job the path's {name} names if it is of one of u's
+// batches; otherwise it writes 404 and returns a non-zero status.
+// Known-answer jobs (batch 0) and other people's jobs look missing.
+func (a *API) ownJob(w http.ResponseWriter, r *http.Request, u row.User) (row.Workunit, row.Batch, int) {
+	wu, err := a.o.Batches.Job(r.Context(), r.PathValue("name"))
+	if errors.Is(err, store.ErrNotFound) || (err == nil && wu.Batch == 0) {
+		return wu, row.Batch{}, writeError(w, http.StatusNotFound, "no such job")
+	}
+	if err != nil {
+		return wu, row.Batch{}, a.fail(w, err)
+	}
+	b, err := a.o.Batches.Get(r.Context(), wu.Batch)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && b.UserID != u.ID) {
+		return wu, b, writeError(w, http.StatusNotFound, "no such job")
+	}
+	if err != nil {
+		return wu, b, a.fail(w, err)
+	}
+	return wu, b, 0
+}
+
+// JobOutputsResponse answers GET /api/v1/jobs/{name}/outputs.
+type JobOutputsResponse struct {
+	Job string `json:"job"`
+	// Done says the job was assimilated: its outputs (or its error) are
+	// final. Until then Outputs is empty.
+	Done bool `json:"done"`
+	// Error names the error bits of a job that failed.
+	Error   string           `json:"error,omitempty"`
+	Outputs []OutputResponse `json:"outputs"`
+}
+
+// OutputResponse is one output of a job.
+type OutputResponse struct {
+	// Name is the output's logical name (its open name in the output
+	// template); URL is where to get it.
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+	URL  string `json:"url"`
+}
+
+func (a *API) jobOutputs(w http.ResponseWriter, r *http.Request, u row.User) int {
+	wu, _, code := a.ownJob(w, r, u)
+	if code != 0 {
+		return code
+	}
+	files, err := a.o.Batches.JobOutputs(r.Context(), wu)
+	if err != nil {
+		return a.fail(w, err)
+	}
+	resp := JobOutputsResponse{Job: wu.Name, Done: wu.AssimilateState == state.AssimilateDone, Outputs: []OutputResponse{}}
+	for _, f := range files {
+		if f.Logical == "" {
+			b, err := os.ReadFile(f.Path)
+			if err != nil {
+				return a.fail(w, err)
+			}
+			resp.Error = strings.TrimSpace(string(b))
+			continue
+		}
+		resp.Outputs = append(resp.Outputs, OutputResponse{Name: f.Logical, Size: f.Size,
+			URL: Prefix + "jobs/" + url.PathEscape(wu.Name) + "/outputs/" + url.PathEscape(f.Logical)})
+	}
+	return writeJSON(w, http.StatusOK, resp)
+}
+
+// jobOutput sends one output of a job, by its logical name.
+func (a *API) jobOutput(w http.ResponseWriter, r *http.Request, u row.User) int {
+	wu, _, code := a.ownJob(w, r, u)
+	if code != 0 {
+		return code
+	}
+	files, err := a.o.Batches.JobOutputs(r.Context(), wu)
+	if err != nil {
+		return a.fail(w, err)
+	}
+	for _, f := range files {
+		if f.Logical == "" || f.Logical != r.PathValue("file") {
+			continue
+		}
+		in, err := os.Open(f.Path)
+		if err != nil {
+			return a.fail(w, err)
+		}
+		defer in.Close()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.FormatInt(f.Size, 10))
+		w.WriteHeader(http.StatusOK)
+		// The header fixed the length: a short copy shows as a short body.
+		if _, err := io.CopyN(w, in, f.Size); err != nil {
+			a.log.Warn("submission API: output stream failed", "job", wu.Name, "file", f.Logical, "error", err)
+		}
+		return http.StatusOK
+	}
+	return writeError(w, http.StatusNotFound, "no such output (not assimilated yet, or not an output of this job)")
+}
+
 // JobCancelResponse answers a job cancel.
 type JobCancelResponse struct {
 	Job       string `json:"job"`
@@ -419,25 +601,9 @@ type JobCancelResponse struct {
 }
 
 func (a *API) cancelJob(w http.ResponseWriter, r *http.Request, u row.User) int {
-	name := r.PathValue("name")
-	wu, err := a.o.Batches.Job(r.Context(), name)
-	if errors.Is(err, store.ErrNotFound) {
-		return writeError(w, http.StatusNotFound, "no such job")
-	}
-	if err != nil {
-		return a.fail(w, err)
-	}
-	// Only jobs of the caller's batches; known-answer jobs (batch 0) and
-	// other people's jobs look missing.
-	if wu.Batch == 0 {
-		return writeError(w, http.StatusNotFound, "no such job")
-	}
-	b, err := a.o.Batches.Get(r.Context(), wu.Batch)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && b.UserID != u.ID) {
-		return writeError(w, http.StatusNotFound, "no such job")
-	}
-	if err != nil {
-		return a.fail(w, err)
+	wu, b, code := a.ownJob(w, r, u)
+	if code != 0 {
+		return code
 	}
 	if err := a.o.Batches.CancelJob(r.Context(), wu); err != nil {
 		return a.fail(w, err)

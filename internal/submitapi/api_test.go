@@ -27,10 +27,11 @@ import (
 )
 
 type bundle struct {
-	st         *store.Store
-	srv        *httptest.Server
-	reg        *prometheus.Registry
-	resultsDir string
+	st          *store.Store
+	srv         *httptest.Server
+	reg         *prometheus.Registry
+	resultsDir  string
+	downloadDir string
 	// API keys: alice and bob may submit, carol may not.
 	alice, bob, carol string
 	aliceID           int64
@@ -43,7 +44,7 @@ func setup(t *testing.T, maxBody int64) *bundle {
 	st := storetest.New(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	b := &bundle{st: st, resultsDir: filepath.Join(dir, "results"),
+	b := &bundle{st: st, resultsDir: filepath.Join(dir, "results"), downloadDir: filepath.Join(dir, "download"),
 		alice: "0123456789abcdef0123456789abcdef", bob: "fedcba9876543210fedcba9876543210", carol: "aaaabbbbccccddddaaaabbbbccccdddd"}
 	storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo", Weight: 1})
 	for _, u := range []struct {
@@ -61,7 +62,7 @@ func setup(t *testing.T, maxBody int64) *bundle {
 			b.aliceAccount = account
 		}
 	}
-	svc := batch.New(batch.Options{Store: st, DownloadDir: filepath.Join(dir, "download"), Fanout: 8,
+	svc := batch.New(batch.Options{Store: st, DownloadDir: b.downloadDir, Fanout: 8,
 		ResultsDir: b.resultsDir, Now: func() time.Time { return time.Unix(1_700_000_000, 0) }})
 	b.reg = prometheus.NewRegistry()
 	api, err := submitapi.New(submitapi.Options{Batches: svc, Users: st, MaxBodyBytes: maxBody,

@@ -34,7 +34,8 @@ func checkVersion(t *testing.T, b *bundle, num int, want map[string][]byte) {
 	if !found {
 		t.Fatalf("AppVersionList = %+v: no version %d", avs, num)
 	}
-	files, err := appversion.Parse(doc)
+	ver, err := appversion.Parse(doc)
+	files := ver.Files
 	if err != nil || len(files) != len(want) {
 		t.Fatalf("appversion.Parse(version %d xml_doc %q) = %+v, %v; want %d files", num, doc, files, err, len(want))
 	}
@@ -195,5 +196,59 @@ func TestKeysRotate(t *testing.T) {
 	}
 	if _, _, err := b.run(t, "keys", "rotate", "--dir", dir); err == nil {
 		t.Error("a second rotate in the same second succeeded, want a refusal to overwrite the kept files")
+	}
+}
+
+// versionDoc reads the xml_doc of the app version numbered num.
+func versionDoc(t *testing.T, b *bundle, num int) (appversion.Version, bool) {
+	t.Helper()
+	avs, err := b.st.AppVersionList(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range avs {
+		if v.VersionNum == num {
+			doc, err := appversion.Parse(v.XMLDoc)
+			if err != nil {
+				t.Fatalf("version %d xml_doc %q: %v", num, v.XMLDoc, err)
+			}
+			return doc, true
+		}
+	}
+	return appversion.Version{}, false
+}
+
+// TestAppVersionCmdline: app-version add --cmdline stores the version's
+// command-line arguments with its files (the scheduler sends them as the
+// <app_version>'s <cmdline>), also for a version without files; one the
+// client would cut or split is refused and nothing is added.
+func TestAppVersionCmdline(t *testing.T) {
+	b := setup(t, storetest.NewDatabase(t))
+	offline := t.TempDir()
+	b.mustRun(t, "keys", "generate", "--code-sign-out", offline)
+	b.mustRun(t, "platform", "add", "--name", "x86_64-pc-linux-gnu")
+	b.mustRun(t, "app", "add", "--name", "demo")
+	mainPath := filepath.Join(t.TempDir(), "demo_app")
+	if err := os.WriteFile(mainPath, []byte("#!/bin/sh\necho demo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"app-version", "add", "--app", "demo", "--platform", "x86_64-pc-linux-gnu"}
+
+	b.mustRun(t, append(base, "--version-num", "100", "--file", mainPath,
+		"--code-sign-key", filepath.Join(offline, "code_sign_private"), "--cmdline", "--mode fast --db 'a b'")...)
+	if v, ok := versionDoc(t, b, 100); !ok || v.Cmdline != "--mode fast --db 'a b'" || len(v.Files) != 1 || !v.Files[0].MainProgram {
+		t.Errorf("version 100 = %+v (found %v), want cmdline %q and its main program", v, ok, "--mode fast --db 'a b'")
+	}
+	b.mustRun(t, append(base, "--version-num", "101", "--cmdline", "--sim")...)
+	if v, ok := versionDoc(t, b, 101); !ok || v.Cmdline != "--sim" || len(v.Files) != 0 {
+		t.Errorf("version 101 = %+v (found %v), want cmdline --sim and no files", v, ok)
+	}
+	for _, bad := range []string{strings.Repeat("x", appversion.MaxCmdline+1), "a\nb"} {
+		if _, _, err := b.run(t, append(base, "--version-num", "102", "--cmdline", bad)...); err == nil || !strings.Contains(err.Error(), "--cmdline") {
+			t.Errorf("app-version add --cmdline %q = %v, want an error naming --cmdline", bad, err)
+		}
+	}
+	if _, ok := versionDoc(t, b, 102); ok {
+		t.Error("a version with a refused --cmdline was added")
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -236,17 +238,19 @@ func (t *tool) writeTar(ctx context.Context, svc *batch.Service, b row.Batch, pa
 func (t *tool) batchSubmitCommand() *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "app", Required: true, Usage: "app the jobs are for"},
-		&cli.StringFlag{Name: "name", Required: true, Usage: "batch name, unique; jobs are named <name>_<input file name>"},
+		&cli.StringFlag{Name: "name", Required: true, Usage: "batch name, unique; jobs are named <name>_<job name>"},
 		&cli.StringFlag{Name: "description", Usage: "what the batch is for"},
 		&cli.StringFlag{Name: "idempotency-key", Usage: "a submission repeated with this key returns the first batch and creates nothing"},
-		&cli.StringFlag{Name: "input-dir", Usage: "one job per regular file in this directory (hidden files skipped)"},
-		&cli.StringSliceFlag{Name: "input", Usage: "one job per file (repeatable)"},
+		&cli.StringFlag{Name: "input-dir", Usage: "one job per regular file in this directory (hidden files skipped), named by the file"},
+		&cli.StringSliceFlag{Name: "input", Usage: "one job per file (repeatable), named by the file"},
+		&cli.StringFlag{Name: "jobs", Usage: "one job per line of this file (- for standard input), as create_work --stdin reads: " +
+			"[--name N] [--command-line X] [--remote-file URL,NBYTES,MD5] FILE|shared:NAME ...; blank and # lines skipped"},
 	}
 	return &cli.Command{
 		Name: "submit",
-		Usage: "create a batch: one job per input file, all in one transaction; " +
-			"job parameters default to the project configuration",
-		Flags: append(flags, jobs.Flags()...),
+		Usage: "create a batch: one job per input file, or per line of --jobs, all in one transaction; " +
+			"job parameters default to the input template's and then the project configuration",
+		Flags: append(append(flags, templateFlags()...), jobs.Flags()...),
 		// Job parameters set in the project file apply here too.
 		Before: config.LoadFile,
 		Action: func(c *cli.Context) error {
@@ -254,18 +258,14 @@ func (t *tool) batchSubmitCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			paths, err := inputPaths(c.String("input-dir"), c.StringSlice("input"))
+			inT, outT, err := readTemplates(c)
 			if err != nil {
 				return err
 			}
 			spec := batch.Spec{App: c.String("app"), Name: c.String("name"), Description: c.String("description"),
-				IdempotencyKey: c.String("idempotency-key"), Params: params}
-			for _, p := range paths {
-				in, err := os.ReadFile(p)
-				if err != nil {
-					return fmt.Errorf("read input: %w", err)
-				}
-				spec.Jobs = append(spec.Jobs, batch.Job{Name: filepath.Base(p), Input: in})
+				IdempotencyKey: c.String("idempotency-key"), Params: params, InputTemplate: inT, OutputTemplate: outT}
+			if spec.Jobs, err = t.batchJobs(c); err != nil {
+				return err
 			}
 			return t.withBatches(c, "", func(ctx context.Context, svc *batch.Service) error {
 				b, created, err := svc.Submit(ctx, spec)
@@ -280,6 +280,77 @@ func (t *tool) batchSubmitCommand() *cli.Command {
 			})
 		},
 	}
+}
+
+// batchJobs reads the batch's jobs: from --jobs, or one per file of
+// --input-dir or --input. --command-line goes before each job's own (as
+// create_work joins them).
+func (t *tool) batchJobs(c *cli.Context) ([]batch.Job, error) {
+	cl := c.String("command-line")
+	join := func(own string) string { return strings.TrimSpace(cl + " " + own) }
+	if path := c.String("jobs"); path != "" {
+		if c.String("input-dir") != "" || len(c.StringSlice("input")) > 0 {
+			return nil, errors.New("give --jobs, --input-dir or --input, not two")
+		}
+		return t.readJobsFile(path, join)
+	}
+	paths, err := inputPaths(c.String("input-dir"), c.StringSlice("input"))
+	if err != nil {
+		return nil, err
+	}
+	var out []batch.Job
+	for _, p := range paths {
+		in, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("read input: %w", err)
+		}
+		out = append(out, batch.Job{Name: filepath.Base(p), Inputs: []jobs.Input{{Data: in}}, CommandLine: join("")})
+	}
+	return out, nil
+}
+
+// readJobsFile reads a --jobs file: a job per line (see parseJobLine),
+// named by --name, else by its first local file, else by its line number.
+// Every file is read here, before anything is staged.
+func (t *tool) readJobsFile(path string, commandLine func(own string) string) ([]batch.Job, error) {
+	var text []byte
+	var err error
+	if path == "-" {
+		text, err = io.ReadAll(t.stdin)
+	} else {
+		text, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--jobs: %w", err)
+	}
+	var out []batch.Job
+	for i, line := range strings.Split(string(text), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		where := fmt.Sprintf("--jobs %s line %d", path, i+1)
+		jl, err := parseJobLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		ins, err := jl.inputs.load(t.stdin)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		name := jl.name
+		if name == "" {
+			name = filepath.Base(jl.inputs.firstPath())
+		}
+		if name == "." || name == "" {
+			name = strconv.Itoa(i + 1)
+		}
+		out = append(out, batch.Job{Name: name, Inputs: ins, CommandLine: commandLine(jl.commandLine)})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--jobs %s: no jobs", path)
+	}
+	return out, nil
 }
 
 // inputPaths lists the input files: those given, or the regular,

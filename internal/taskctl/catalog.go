@@ -52,7 +52,7 @@ func (t *tool) appCommand() *cli.Command {
 				&cli.StringFlag{Name: "user-friendly-name", Usage: "name shown to people (default: --name)"},
 				&cli.IntFlag{Name: "min-version", Usage: "oldest app version number sent to clients"},
 				&cli.Float64Flag{Name: "weight", Value: 1, Usage: "share of work this app gets relative to others"},
-			}, appPolicyFlags()...),
+			}, append(appPolicyFlags(), appTemplateFlags()...)...),
 			Action: func(c *cli.Context) error {
 				a := row.App{CreateTime: t.now().Unix(), Name: c.String("name"),
 					UserFriendlyName: orDefault(c.String("user-friendly-name"), c.String("name")),
@@ -60,7 +60,14 @@ func (t *tool) appCommand() *cli.Command {
 				if err := applyAppFlags(c, &a, false); err != nil {
 					return err
 				}
+				in, out, err := appTemplates(c)
+				if err != nil {
+					return err
+				}
 				return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
+					if err := t.putTemplates(ctx, st, &a, in, out); err != nil {
+						return err
+					}
 					id, err := st.AppInsert(ctx, a)
 					if err != nil {
 						return err
@@ -111,7 +118,7 @@ func (t *tool) appCommand() *cli.Command {
 					return nil
 				})
 			},
-		}},
+		}, t.appTemplatesCommand()},
 	}
 }
 
@@ -182,6 +189,8 @@ func (t *tool) appVersionCommand() *cli.Command {
 				&cli.StringFlag{Name: "plan-class", Usage: "plan class (empty: plain CPU version)"},
 				&cli.StringSliceFlag{Name: "file", Usage: "a file of the version (repeatable; the first is the main program). " +
 					"Without --file the version has no files: only the simulated client can run it"},
+				&cli.StringFlag{Name: "cmdline", Usage: "command-line arguments of this version, which the client passes the " +
+					"application after the job's own (BOINC's <cmdline> of an app version)"},
 				&cli.StringFlag{Name: "code-sign-key", Usage: "sign the files here with this code-signing private key (the code_sign_private that keys generate --code-sign-out wrote, e.g. on removable media)"},
 				&cli.StringFlag{Name: "signatures", Usage: "file of signatures made offline with: taskctl sign --key KEY FILE..."},
 				&cli.StringFlag{Name: "code-sign-public", Value: "keys/code_sign_public",
@@ -195,12 +204,15 @@ func (t *tool) appVersionCommand() *cli.Command {
 				if len(paths) == 0 && (c.String("code-sign-key") != "" || c.String("signatures") != "") {
 					return errors.New("--code-sign-key and --signatures sign --file: give the version's files")
 				}
+				if err := appversion.CheckCmdline(c.String("cmdline")); err != nil {
+					return fmt.Errorf("--cmdline: %w", err)
+				}
 				cfg, err := config.CommonFrom(c)
 				if err != nil {
 					return err
 				}
 				var files []versionFile
-				var doc string
+				ver := appversion.Version{Cmdline: c.String("cmdline")}
 				if len(paths) > 0 {
 					files, err = describeFiles(paths, c.String("app"), c.Int("version-num"), c.String("platform"))
 					if err != nil {
@@ -210,13 +222,13 @@ func (t *tool) appVersionCommand() *cli.Command {
 						cfg.Path(c.String("code-sign-public"))); err != nil {
 						return err
 					}
-					var list []appversion.File
 					for _, f := range files {
-						list = append(list, f.f)
+						ver.Files = append(ver.Files, f.f)
 					}
-					if doc, err = appversion.Format(list); err != nil {
-						return err
-					}
+				}
+				doc, err := appversion.Format(ver)
+				if err != nil {
+					return err
 				}
 				return t.withStore(c, false, func(ctx context.Context, st *store.Store, cfg config.Common) error {
 					app, err := st.AppGetByName(ctx, c.String("app"))

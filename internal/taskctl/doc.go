@@ -1,13 +1,16 @@
 // Package taskctl is the operator tool: it creates and upgrades the schema,
-// adds platforms, apps (with their lifecycle policies), app versions, users
-// and known-answer inputs, submits jobs and batches, cancels and requeues
+// adds platforms, apps (with their lifecycle policies and default job
+// templates), app versions, users and known-answer inputs, stages shared
+// input files, submits jobs and batches (with create_work's options: several
+// inputs, remote files, command lines, templates), cancels and requeues
 // them, collects a batch's outputs, shows the queues, and generates the
 // project's key pairs. It reads the same project configuration file,
 // environment variables and flags as the daemons.
 //
-// Writes: schema (DDL), platform, app, app_version, user, known_answer rows;
-// workunit rows and input files (job submit, batch submit, through package
-// jobs, as the work generator does); batch rows; workunit error_mask, hold
+// Writes: schema (DDL), platform, app, app_version, user, known_answer,
+// job_template rows; workunit rows and input files (job submit, batch
+// submit), shared_file rows and files (file stage), all through package
+// jobs, as the work generator does; batch rows; workunit error_mask, hold
 // and limits on cancel and requeue (through package batch); key files.
 // Reads: counts over workunit and result (status, batch status), the results
 // directory (batch outputs).

@@ -3,8 +3,6 @@ package taskctl
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -15,18 +13,22 @@ import (
 )
 
 func (t *tool) jobCommand() *cli.Command {
+	var inputs inputList
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "app", Required: true, Usage: "app the job is for"},
-		&cli.StringFlag{Name: "name", Usage: "job name, unique (default: <app>_<unix time>_<random hex>)"},
-		&cli.StringFlag{Name: "input", Required: true, Usage: "file to stage as the job's input (opened by the app as \"in\")"},
+		&cli.StringFlag{Name: "name", Aliases: []string{"wu-name", "wu_name"},
+			Usage: "job name, unique (default: <app>_<unix time>_<random hex>)"},
 	}
+	flags = append(flags, inputFlags(&inputs)...)
+	flags = append(flags, templateFlags()...)
 	return &cli.Command{
 		Name:  "job",
 		Usage: "manage jobs",
 		Subcommands: []*cli.Command{{
 			Name: "submit",
-			Usage: "stage an input file in the download directory and create a job for it, " +
-				"as the work generator does; job parameters default to the project configuration",
+			Usage: "stage the job's input files in the download directory and create the job, as BOINC's create_work " +
+				"does; its templates default to the app's, its parameters to the input template's and then the project " +
+				"configuration",
 			Flags: append(flags, jobs.Flags()...),
 			// Job parameters set in the project file (shared with the work
 			// generator) apply here too.
@@ -36,9 +38,15 @@ func (t *tool) jobCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				input, err := os.ReadFile(c.String("input"))
+				// Every local file and template is read before anything
+				// is staged.
+				ins, err := inputs.load(t.stdin)
 				if err != nil {
-					return fmt.Errorf("read --input: %w", err)
+					return err
+				}
+				inT, outT, err := readTemplates(c)
+				if err != nil {
+					return err
 				}
 				return t.withStore(c, false, func(ctx context.Context, st *store.Store, cfg config.Common) error {
 					app, err := st.AppGetByName(ctx, c.String("app"))
@@ -49,8 +57,10 @@ func (t *tool) jobCommand() *cli.Command {
 					if name == "" {
 						name = jobs.NewName(app.Name, t.now())
 					}
+					job := jobs.Job{Name: name, Inputs: ins, CommandLine: c.String("command-line"),
+						InputTemplate: inT, OutputTemplate: outT}
 					creator := jobs.NewCreator(st, cfg.DownloadDir, cfg.Fanout, t.now)
-					if err := creator.Submit(ctx, app, jobs.Job{Name: name, Inputs: []jobs.Input{{Data: input}}}, params); err != nil {
+					if err := creator.Submit(ctx, app, job, params); err != nil {
 						return err
 					}
 					wu, err := st.WorkunitGetByName(ctx, name)

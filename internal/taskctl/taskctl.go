@@ -62,7 +62,7 @@ func NewApp(opts Options) *cli.App {
 	}
 	return &cli.App{
 		Name:      "taskctl",
-		Usage:     "operate a task-server project: schema, catalog, users, jobs, batches, known answers, status, keys",
+		Usage:     "operate a task-server project: schema, catalog, users, jobs, shared files, batches, known answers, status, trickles, keys",
 		Flags:     flags,
 		Before:    config.LoadFile,
 		Writer:    t.stdout,
@@ -76,10 +76,12 @@ func NewApp(opts Options) *cli.App {
 			t.appVersionCommand(),
 			t.userCommand(),
 			t.jobCommand(),
+			t.fileCommand(),
 			t.batchCommand(),
 			t.knownAnswerCommand(),
 			t.statusCommand(),
 			t.hostCommand(),
+			t.trickleCommand(),
 			t.keysCommand(),
 			t.signCommand(),
 		},
