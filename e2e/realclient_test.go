@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
 	"net"
@@ -322,34 +323,32 @@ func (rp *realProject) setup() {
 	}
 	rp.taskctl("user", "set", "--email", rp.users[0].email, "--password", realClientPassword)
 
-	// The jobs are made through package jobs, as taskctl job submit makes
-	// them, with the job's own BOINC templates.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, err := store.Open(ctx, rp.dsn, store.Options{MaxOpenConns: 2})
-	if err != nil {
-		t.Fatalf("open project database: %v", err)
-	}
-	defer st.Close()
-	app, err := st.AppGetByName(ctx, demoapp.AppName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	creator := jobs.NewCreator(st, filepath.Join(rp.dir, "download"), 1024, time.Now)
-	shared, err := creator.StageShared(ctx, realClientShared, boincapp.Shared(), false)
-	if err != nil {
-		t.Fatalf("stage the shared input: %v", err)
-	}
-	rp.sharedFile = shared.Name
-	params := jobs.DefaultParams()
-	params.DelayBound = realClientDelay
-	params.RscFpopsEst, params.RscFpopsBound = 1e9, 1e12
-	submit := func(name string, in []byte) {
-		job := jobs.Job{Name: name, InputTemplate: realClientInputTemplate, OutputTemplate: realClientOutputTemplate,
-			Inputs: []jobs.Input{{Data: in}, {Shared: realClientShared}, {Data: boincapp.Params(name)}}}
-		if err := creator.Submit(ctx, app, job, params); err != nil {
-			t.Fatalf("submit job %s: %v", name, err)
+	// The app's BOINC templates, the shared input and the jobs, as an
+	// operator who knows create_work makes them.
+	files := t.TempDir()
+	write := func(name string, b []byte) string {
+		path := filepath.Join(files, name)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatalf("write %s: %v", name, err)
 		}
+		return path
+	}
+	rp.taskctl("app", "templates", "--app", demoapp.AppName,
+		"--input-template", write("input_template.xml", []byte(realClientInputTemplate)),
+		"--output-template", write("output_template.xml", []byte(realClientOutputTemplate)))
+	staged := rp.taskctl("file", "stage", realClientShared, write("shared", boincapp.Shared()))
+	rp.sharedFile = jobs.SharedName(realClientShared, fmt.Sprintf("%x", md5.Sum(boincapp.Shared())))
+	if !strings.Contains(staged, rp.sharedFile) {
+		t.Fatalf("taskctl file stage printed %q, want the physical name %s", staged, rp.sharedFile)
+	}
+	submit := func(name string, in []byte) {
+		args := []string{"job", "submit", "--app", demoapp.AppName, "--name", name,
+			"--input", write(name+"_in", in), "--input", "shared:" + realClientShared, "--input", write(name+"_params", boincapp.Params(name)),
+			"--delay-bound", realClientDelay.String(), "--rsc-fpops-est", "1e9", "--rsc-fpops-bound", "1e12"}
+		if rounds := realClientRoundsOf(name); rounds != realClientRounds {
+			args = append(args, "--command-line", fmt.Sprintf("--rounds %d --trickle-wait %d", rounds, realClientTrickleWait))
+		}
+		rp.taskctl(args...)
 	}
 	for i := 0; i < realClientJobs; i++ {
 		name := fmt.Sprintf("%s%d", realClientJobPrefix, i)
@@ -359,6 +358,15 @@ func (rp *realProject) setup() {
 	// before its next request (PROTOCOL.md §9.4), so it should not be the
 	// first job a client gets.
 	submit(realClientFailJob, append([]byte("FAIL: this job's app exits 3\n"), boincapp.Input(realClientFailJob)...))
+}
+
+// realClientRoundsOf is job's --rounds: the input template's, except for
+// the last job, whose own command line replaces the template's.
+func realClientRoundsOf(job string) int64 {
+	if job == fmt.Sprintf("%s%d", realClientJobPrefix, realClientJobs-1) {
+		return realClientRounds / 2
+	}
+	return realClientRounds
 }
 
 // startDaemons starts every daemon on the project. db_purge keeps finished
@@ -841,7 +849,7 @@ func (rp *realProject) checkAssimilated(job, canonical string, trickles int) str
 	if problem != "" {
 		return problem
 	}
-	if want := boincapp.Output(boincapp.Input(job), boincapp.Shared(), boincapp.Params(job), realClientRounds); !bytes.Equal(out, want) {
+	if want := boincapp.Output(boincapp.Input(job), boincapp.Shared(), boincapp.Params(job), realClientRoundsOf(job)); !bytes.Equal(out, want) {
 		return fmt.Sprintf("job %s: assimilated %q = %q, want %q", job, boincapp.OutName, out, want)
 	}
 	log, problem := read(boincapp.LogName, filepath.Join(rp.dir, "results", job+".1"))

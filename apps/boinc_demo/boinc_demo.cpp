@@ -96,8 +96,8 @@ static void trickle_up(int& sent, const char* text) {
 }
 
 // trickle_down returns the text of a trickle-down message the client put
-// in the slot directory, or "" when none has come; the file is removed so
-// that the same message is not read twice.
+// in the slot directory, on one line, or "" when none has come; the file is
+// removed so that the same message is not read twice.
 static std::string trickle_down() {
     char name[256];
     if (!boinc_receive_trickle_down(name, sizeof name)) return "";
@@ -110,8 +110,12 @@ static std::string trickle_down() {
         fclose(f);
     }
     boinc_delete_file(name);
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-    return text.empty() ? std::string("(empty trickle-down)") : text;
+    // The client keeps the message's line breaks, the first and last too.
+    for (char& c : text) {
+        if (c == '\n' || c == '\r') c = ' ';
+    }
+    size_t b = text.find_first_not_of(' '), e = text.find_last_not_of(' ');
+    return b == std::string::npos ? std::string("(empty trickle-down)") : text.substr(b, e - b + 1);
 }
 
 int main(int argc, char** argv) {
