@@ -29,7 +29,9 @@ import (
 // Handler hands one finished job to the project.
 type Handler interface {
 	// Handle gets a job that succeeded with its canonical instance, whose
-	// outputs are the job's result, or a job that failed for good with
+	// outputs are the job's result: every output file, each under its
+	// logical name (canonical.Output finds one), an optional output the
+	// instance does not have left out. Or it gets a job that failed for good with
 	// canonical nil (j.Errors says why). Once it returns nil the job is
 	// marked assimilated; an error leaves the job to be handled again after
 	// a back-off (10 s doubling to 1 h), while other jobs go on; an error

@@ -188,7 +188,7 @@ func (r *polRun) checkBatches(d *polData, s *polSummary) {
 	want := map[string][]byte{}
 	for _, j := range byBatch[r.mainID] {
 		out := demoapp.Output(j.Name)
-		want[polMainBatch+"/"+j.Name] = out
+		want[polMainBatch+"/"+j.Name+"/out"] = out
 		if j.CanonicalID == 0 || j.ErrorMask != 0 {
 			s.violate("main batch", "job did not succeed: %s", d.history(j))
 			continue

@@ -10,8 +10,10 @@ package jobtest
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -25,9 +27,14 @@ import (
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
-// OutputName is the logical name of the one output file of every instance
-// the Add methods make.
+// OutputName is the logical name of the one output file of the instances
+// AddJobToValidate and AddJobToAssimilate make.
 const OutputName = "out"
+
+// Files are an instance's output files by logical name (open name):
+// name → content. An instance's file list names its files in the order of
+// their names.
+type Files map[string]string
 
 // fanOut is the --fanout of Args: small, so a test's project directory
 // stays small.
@@ -75,6 +82,17 @@ func (p *Project) Args(program string, extra ...string) []string {
 // output file OutputName holds outputs[i].
 func (p *Project) AddJobToValidate(name string, minQuorum int, outputs ...string) {
 	p.t.Helper()
+	files := make([]Files, len(outputs))
+	for i, out := range outputs {
+		files[i] = Files{OutputName: out}
+	}
+	p.AddJobToValidateFiles(name, minQuorum, files...)
+}
+
+// AddJobToValidateFiles is AddJobToValidate with several output files per
+// instance: instance <name>_<i> has outputs[i].
+func (p *Project) AddJobToValidateFiles(name string, minQuorum int, outputs ...Files) {
+	p.t.Helper()
 	n := len(outputs)
 	id := p.addJob(storetest.JobOptions{Name: name, MinQuorum: minQuorum, TargetNResults: n, MaxErrorResults: n + 1,
 		MaxTotalResults: 2*n + 2, MaxSuccessResults: n + 1, NeedValidate: true})
@@ -87,6 +105,13 @@ func (p *Project) AddJobToValidate(name string, minQuorum int, outputs ...string
 // the assimilator: its canonical instance <name>_0 has the output file
 // OutputName holding output.
 func (p *Project) AddJobToAssimilate(name string, batch int64, output string) {
+	p.t.Helper()
+	p.AddJobToAssimilateFiles(name, batch, Files{OutputName: output})
+}
+
+// AddJobToAssimilateFiles is AddJobToAssimilate with several output files:
+// the canonical instance's are output.
+func (p *Project) AddJobToAssimilateFiles(name string, batch int64, output Files) {
 	p.t.Helper()
 	id := p.addJob(storetest.JobOptions{Name: name, Batch: batch, AssimilateState: state.AssimilateReady})
 	rid := p.addInstance(id, name+"_0", batch, output, state.ValidateValid)
@@ -186,27 +211,32 @@ func (p *Project) addJob(o storetest.JobOptions) int64 {
 }
 
 // addInstance inserts a reported successful instance of job id with
-// verdict vs, whose one output file holds out, uploaded and finished as the
-// data server leaves it.
-func (p *Project) addInstance(id int64, name string, batch int64, out string, vs state.ValidateState) int64 {
+// verdict vs, whose output files are outs, uploaded and finished as the
+// data server leaves them.
+func (p *Project) addInstance(id int64, name string, batch int64, outs Files, vs state.ValidateState) int64 {
 	p.t.Helper()
-	doc, err := jobxml.FormatResult([]jobxml.OutputFile{{Name: jobxml.OutputName(name, 0), OpenName: OutputName, MaxNbytes: 1e6, CopyFile: true}})
+	files := make([]jobxml.OutputFile, 0, len(outs))
+	for i, open := range slices.Sorted(maps.Keys(outs)) {
+		f := jobxml.OutputFile{Name: jobxml.OutputName(name, i), OpenName: open, MaxNbytes: 1e6, CopyFile: true}
+		files = append(files, f)
+		path, err := fanout.Path(filepath.Join(p.Dir, "upload"), f.Name, fanOut)
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(path), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(path, []byte(outs[open]), outputfile.FinishedMode)
+		}
+		if err == nil {
+			// WriteFile's mode is narrowed by the umask; a finished upload's is exact.
+			err = os.Chmod(path, outputfile.FinishedMode)
+		}
+		if err != nil {
+			p.t.Fatalf("jobtest: output %s of %s: %v", open, name, err)
+		}
+	}
+	doc, err := jobxml.FormatResult(files)
 	if err != nil {
 		p.t.Fatalf("jobtest: instance %s: %v", name, err)
-	}
-	path, err := fanout.Path(filepath.Join(p.Dir, "upload"), jobxml.OutputName(name, 0), fanOut)
-	if err == nil {
-		err = os.MkdirAll(filepath.Dir(path), 0o755)
-	}
-	if err == nil {
-		err = os.WriteFile(path, []byte(out), outputfile.FinishedMode)
-	}
-	if err == nil {
-		// WriteFile's mode is narrowed by the umask; a finished upload's is exact.
-		err = os.Chmod(path, outputfile.FinishedMode)
-	}
-	if err != nil {
-		p.t.Fatalf("jobtest: output of %s: %v", name, err)
 	}
 	return storetest.Instance(p.t, p.st, storetest.InstanceOptions{Job: id, App: p.appID, Name: name, Batch: batch,
 		ServerState: state.ServerOver, Outcome: state.OutcomeSuccess, ValidateState: vs, XMLDocIn: doc}).ID

@@ -39,9 +39,14 @@ var ErrInvalidOutput = errors.New("invalid output")
 // several jobs are judged at once (--workers): a Checker must be safe for
 // concurrent use across jobs.
 type Checker interface {
-	// Init reads one instance's output files (inst.Outputs) and returns
-	// their parsed form. A known-answer job's expected output comes through
-	// Init too, as an instance of ID 0 with one output without a name. An
+	// Init reads one instance's output files (inst.Outputs, each by its
+	// logical name; inst.Output finds one) and returns their parsed form.
+	// Outputs holds the files to compare, in the job's order: not those
+	// the output template marks no_validate, nor an optional output the
+	// instance does not have. Two instances that do not have the same
+	// outputs disagree without Compare. A known-answer job's expected
+	// output comes through Init too, as an instance of ID 0 with one output
+	// without a name. An
 	// error wrapping ErrInvalidOutput means the output is bad; any other
 	// error is transient.
 	Init(ctx context.Context, inst job.Instance) (any, error)
@@ -104,12 +109,8 @@ type checker struct{ c Checker }
 
 // Init hands the instance over as a job.Instance; a rejection is the
 // daemon's ErrInvalidOutput as well as the project's.
-func (a checker) Init(ctx context.Context, r row.Result, files []string) (any, error) {
-	in, err := plugin.Instance(r, files)
-	if err != nil {
-		return nil, err
-	}
-	v, err := a.c.Init(ctx, in)
+func (a checker) Init(ctx context.Context, r row.Result, outputs []job.Output) (any, error) {
+	v, err := a.c.Init(ctx, plugin.Instance(r, outputs))
 	if errors.Is(err, ErrInvalidOutput) {
 		return nil, invalid{err}
 	}

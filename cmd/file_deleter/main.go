@@ -1,5 +1,6 @@
 // Command file_deleter deletes the input and output files of finished jobs
-// and marks their rows done, and sweeps the upload directory for orphaned
+// and marks their rows done, deletes the shared input files no unfinished
+// job refers to, and sweeps the upload directory for orphaned
 // uploads (files no result row names any more).
 package main
 
@@ -21,6 +22,7 @@ const (
 	flagOrphanAge   = "orphan-age"
 	flagOrphanEvery = "orphan-every"
 	flagUploadGrace = "upload-grace"
+	flagSharedGrace = "shared-file-grace"
 )
 
 func run(ctx context.Context, args []string) error {
@@ -40,18 +42,22 @@ func run(ctx context.Context, args []string) error {
 			&cli.DurationFlag{Name: flagUploadGrace, Value: scheduler.DefaultUploadGrace,
 				Usage:   "the scheduler's --" + flagUploadGrace + ", which must match it (set upload-grace in the project file both read): an output deleted while its upload certificate is still good (until the task's report deadline plus this) is replaced by an empty closed tombstone until then, so the certificate cannot create it again; 0 is the default, negative is none",
 				EnvVars: []string{config.EnvName(flagUploadGrace)}},
+			&cli.DurationFlag{Name: flagSharedGrace, Value: 24 * time.Hour,
+				Usage:   "delete a shared input file once no unfinished job refers to it and none referred to it (nor was it staged) for this long, so a file staged for jobs not submitted yet is kept (0: no grace)",
+				EnvVars: []string{config.EnvName(flagSharedGrace)}},
 		},
 		Config: func(c *cli.Context, common config.Common, loop config.Loop) filedeleter.Config {
 			return filedeleter.Config{
-				DownloadDir: common.DownloadDir,
-				UploadDir:   common.UploadDir,
-				Fanout:      common.Fanout,
-				Mod:         loop.Mod,
-				ModIndex:    loop.ModIndex,
-				Batch:       loop.Batch,
-				OrphanAge:   c.Duration(flagOrphanAge),
-				OrphanEvery: c.Duration(flagOrphanEvery),
-				UploadGrace: scheduler.UploadGraceFromFlag(c.Duration(flagUploadGrace)),
+				DownloadDir:     common.DownloadDir,
+				UploadDir:       common.UploadDir,
+				Fanout:          common.Fanout,
+				Mod:             loop.Mod,
+				ModIndex:        loop.ModIndex,
+				Batch:           loop.Batch,
+				OrphanAge:       c.Duration(flagOrphanAge),
+				OrphanEvery:     c.Duration(flagOrphanEvery),
+				UploadGrace:     scheduler.UploadGraceFromFlag(c.Duration(flagUploadGrace)),
+				SharedFileGrace: c.Duration(flagSharedGrace),
 			}
 		},
 		Build: func(_ *cli.Context, cfg filedeleter.Config, env daemon.Env) (daemon.Service, func() error, error) {

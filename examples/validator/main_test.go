@@ -74,13 +74,17 @@ func TestDemoCheckerCompare(t *testing.T) {
 func TestDemoCheckerRejectsMalformedOutput(t *testing.T) {
 	t.Parallel()
 	for _, files := range [][]string{
-		{"bytes 4096\nrounds 1000\n"},  // no digest
-		{"digest\n"},                   // a line without a value
-		{"digest ab\n", "digest ab\n"}, // two files
+		{"bytes 4096\nrounds 1000\n"}, // no digest
+		{"digest\n"},                  // a line without a value
 	} {
 		if _, err := initOutput(t, files...); !errors.Is(err, validator.ErrInvalidOutput) {
 			t.Errorf("Init(%q) = %v, want ErrInvalidOutput", files, err)
 		}
+	}
+	// The checker finds its output by its logical name.
+	in := job.Instance{ID: 1, Name: "job_0", Outputs: []job.Output{{Name: "log", Path: "/nonexistent"}}}
+	if _, err := checker.Init(context.Background(), in); !errors.Is(err, validator.ErrInvalidOutput) {
+		t.Errorf("Init(no output \"out\") = %v, want ErrInvalidOutput", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -78,8 +79,9 @@ func mustNew(s *Service, err error) *Service {
 func (b *bundle) advance(d time.Duration) { b.now.Add(int64(d / time.Second)) }
 
 // addJob inserts a job ready for assimilation. With outputs it has a
-// canonical result whose output files hold them (nil: file not uploaded);
-// without, it failed with error mask mask.
+// canonical result whose output files hold them (nil: file not uploaded),
+// opened as "out", "out1", "out2", ...; without, it failed with error mask
+// mask.
 func (b *bundle) addJob(t *testing.T, name string, mask state.ErrorMask, outputs ...[]byte) int64 {
 	t.Helper()
 	wuID := storetest.Job(t, b.st, storetest.JobOptions{CreateTime: t0, App: b.appID, Name: name, MinQuorum: 1,
@@ -90,7 +92,8 @@ func (b *bundle) addJob(t *testing.T, name string, mask state.ErrorMask, outputs
 	}
 	rname := name + "_0"
 	opens := make([]string, len(outputs))
-	for i := range opens {
+	opens[0] = "out"
+	for i := 1; i < len(opens); i++ {
 		opens[i] = "out" + strconv.Itoa(i)
 	}
 	doc, err := jobxml.FormatResult(storetest.Outputs(rname, opens, 1e6))
@@ -132,16 +135,28 @@ func (b *bundle) job(t *testing.T, id int64) row.Workunit {
 	return storetest.Workunit(t, b.st, id)
 }
 
-// files lists the results directory.
+// files lists the results directory, sub-directories included: each file
+// by its path ("job/out"), each empty directory with a slash ("job/").
 func (b *bundle) files(t *testing.T) []string {
 	t.Helper()
-	entries, err := os.ReadDir(b.results)
+	var names []string
+	err := filepath.WalkDir(b.results, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == b.results {
+			return err
+		}
+		rel := filepath.ToSlash(path[len(b.results)+1:])
+		if !d.IsDir() {
+			names = append(names, rel)
+			return nil
+		}
+		entries, err := os.ReadDir(path)
+		if err == nil && len(entries) == 0 {
+			names = append(names, rel+"/")
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatalf("read results dir: %v", err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
 	}
 	return names
 }
@@ -172,8 +187,8 @@ func TestSuccessWritesOutputOnceAndMarksDone(t *testing.T) {
 	if n := runOnce(t, s); n != 1 {
 		t.Fatalf("RunOnce = %d jobs, want 1", n)
 	}
-	if got := b.read(t, "job"); got != "digest 42\n" {
-		t.Errorf("results/job = %q, want the canonical output", got)
+	if got := b.read(t, "job/out"); got != "digest 42\n" {
+		t.Errorf("results/job/out = %q, want the canonical output", got)
 	}
 	if wu := b.job(t, wuID); wu.AssimilateState != state.AssimilateDone || wu.TransitionTime != t0 || wu.ModTime != t0 {
 		t.Errorf("job = assimilate %v transition_time %d mod_time %d; want done, %d, %d",
@@ -188,11 +203,11 @@ func TestSuccessWritesOutputOnceAndMarksDone(t *testing.T) {
 		t.Fatal(err)
 	}
 	runOnce(t, s)
-	if got := b.files(t); !slices.Equal(got, []string{"job"}) {
-		t.Errorf("results dir after a rerun = %v, want [job] only", got)
+	if got := b.files(t); !slices.Equal(got, []string{"job/out"}) {
+		t.Errorf("results dir after a rerun = %v, want [job/out] only", got)
 	}
-	if got := b.read(t, "job"); got != "digest 42\n" {
-		t.Errorf("results/job after a rerun = %q, want the same bytes", got)
+	if got := b.read(t, "job/out"); got != "digest 42\n" {
+		t.Errorf("results/job/out after a rerun = %q, want the same bytes", got)
 	}
 	if got := testutil.ToFloat64(b.m.jobs.WithLabelValues("success")); got != 2 {
 		t.Errorf(`jobs_assimilated_total{kind="success"} = %v, want 2`, got)
@@ -220,8 +235,8 @@ func TestSeveralOutputFiles(t *testing.T) {
 	b := setup(t)
 	b.addJob(t, "multi", 0, []byte("zero"), []byte("one"))
 	runOnce(t, b.service(1, 0))
-	if got0, got1 := b.read(t, "multi"), b.read(t, "multi.1"); got0 != "zero" || got1 != "one" {
-		t.Errorf("results multi, multi.1 = %q, %q; want zero, one", got0, got1)
+	if got0, got1 := b.read(t, "multi/out"), b.read(t, "multi/out1"); got0 != "zero" || got1 != "one" {
+		t.Errorf("results multi/out, multi/out1 = %q, %q; want zero, one", got0, got1)
 	}
 }
 

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/extcmd"
-	"github.com/taskserver/taskserver/internal/fanout"
-	"github.com/taskserver/taskserver/internal/jobxml"
+	"github.com/taskserver/taskserver/internal/plugin"
 	"github.com/taskserver/taskserver/internal/row"
 )
 
@@ -23,6 +22,9 @@ const (
 	EnvBatch      = "TASKSERVER_BATCH"
 	EnvErrorMask  = "TASKSERVER_ERROR_MASK"  // the job's error_mask as a number; 0 for a success
 	EnvErrorNames = "TASKSERVER_ERROR_NAMES" // its bits' names joined by "|"; empty for a success
+	// EnvOutputNames holds the logical names (open names) of the output
+	// files given as arguments, one per line, in the arguments' order.
+	EnvOutputNames = "TASKSERVER_OUTPUT_NAMES"
 )
 
 // DefaultMaxOutput is how much of a command's output CommandHandler keeps
@@ -30,10 +32,12 @@ const (
 const DefaultMaxOutput = 4096
 
 // CommandHandler runs a program for each job: Argv, then the paths of the
-// canonical instance's output files in the upload directory, in the
-// instance's file order (none for a failed job), with the job described in
-// the Env* variables. Exit status 0 means the job is handled; anything else,
-// a missing output file, or running past Timeout, means it is retried. The
+// canonical instance's output files in the upload directory, one argument
+// each in the instance's file order (an optional output it does not have
+// left out; none for a failed job), EnvOutputNames naming them, with the
+// job described in the other Env* variables. Exit status 0 means the job is
+// handled; anything else, a missing or unfinished output file (see
+// plugin.Canonical), or running past Timeout, means it is retried. The
 // program must be idempotent, like any Handler. Its standard output and
 // error, together and bounded, go to the log (debug on success) and into
 // the error (on failure).
@@ -59,11 +63,14 @@ func (h CommandHandler) Handle(ctx context.Context, wu row.Workunit, canonical *
 	if len(h.Argv) == 0 || h.Argv[0] == "" {
 		return errors.New("handler command: no program")
 	}
-	var paths []string
+	var paths, logical []string
 	if canonical != nil {
-		var err error
-		if paths, err = outputPaths(h.UploadDir, h.Fanout, *canonical); err != nil {
+		in, err := plugin.Canonical(*canonical, h.UploadDir, h.Fanout)
+		if err != nil {
 			return err
+		}
+		for _, o := range in.Outputs {
+			paths, logical = append(paths, o.Path), append(logical, o.Name)
 		}
 	}
 	names := ""
@@ -81,6 +88,7 @@ func (h CommandHandler) Handle(ctx context.Context, wu row.Workunit, canonical *
 			EnvBatch + "=" + strconv.FormatInt(wu.Batch, 10),
 			EnvErrorMask + "=" + strconv.Itoa(int(wu.ErrorMask)),
 			EnvErrorNames + "=" + names,
+			EnvOutputNames + "=" + strings.Join(logical, "\n"),
 		}})
 	if err != nil {
 		return fmt.Errorf("handler command for job %s: %w", wu.Name, err)
@@ -92,26 +100,4 @@ func (h CommandHandler) Handle(ctx context.Context, wu row.Workunit, canonical *
 		h.Log.Debug("handler command output", "workunit_id", wu.ID, "output", res.Output)
 	}
 	return nil
-}
-
-// outputPaths lists where the canonical instance's output files are,
-// failing if one is missing: a handler given a partial set would report a
-// wrong result, so the job waits for a retry instead.
-func outputPaths(uploadDir string, fan int, canonical row.Result) ([]string, error) {
-	files, err := jobxml.ParseResult(canonical.XMLDocIn)
-	if err != nil {
-		return nil, fmt.Errorf("canonical result %d: %w", canonical.ID, err)
-	}
-	paths := make([]string, 0, len(files))
-	for _, f := range files {
-		path, err := fanout.Path(uploadDir, f.Name, fan)
-		if err != nil {
-			return nil, fmt.Errorf("canonical result %d: %w", canonical.ID, err)
-		}
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("canonical result %d output: %w", canonical.ID, err)
-		}
-		paths = append(paths, path)
-	}
-	return paths, nil
 }

@@ -3,10 +3,15 @@
 // assimilator with. For a job with a canonical instance a Handler gets the
 // instance and its output files; for a job that failed for good it gets the
 // job alone (its error mask says why). Either way the job is then marked
-// assimilated. Built-in handlers: FileHandler (--handler copy, the default)
-// hands the canonical output to a results directory (a hard link to the
-// uploaded file where it can, else a copy); CommandHandler
-// (--handler command) runs a program per job. A project with a Go handler
+// assimilated. A handler sees every output file of the canonical instance
+// under its logical name (open name); an optional output the instance does
+// not have is left out, a required one missing (or an upload not finished)
+// holds the job back for a retry. Built-in handlers: FileHandler
+// (--handler copy, the default) hands the canonical outputs to a results
+// directory, as <results>/<job>/<open name> (a hard link to the uploaded
+// file where it can, else a copy); CommandHandler (--handler command) runs
+// a program per job, the outputs as arguments, their names in
+// TASKSERVER_OUTPUT_NAMES. A project with a Go handler
 // writes its own main around the public package assimilator at the module
 // root, which adapts it to Program (see examples/assimilator).
 //

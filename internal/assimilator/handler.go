@@ -9,13 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/taskserver/taskserver/internal/fanout"
-	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
+	"github.com/taskserver/taskserver/internal/plugin"
 	"github.com/taskserver/taskserver/internal/row"
 )
 
@@ -52,9 +51,11 @@ const ErrorSuffix = ".error"
 const tmpSuffix = "%tmp"
 
 // FileHandler stores each job's outcome as files in a results directory:
-// <Dir>/<job name> holds the canonical instance's (first) output file, and
-// <Dir>/<job name>.<i> its output file i for i >= 1; a failed job gets
-// <Dir>/<job name>.error holding the names of its error bits.
+// the directory <Dir>/<job name> holds every output file of the canonical
+// instance under its logical name (its open name, such as
+// <Dir>/<job name>/out), an optional output the instance does not have
+// left out (see plugin.Canonical); a failed job gets <Dir>/<job name>.error
+// holding the names of its error bits.
 //
 // An output file is handed over by a hard link to the uploaded file when
 // the upload and results directories are on one file system: no file is
@@ -69,7 +70,7 @@ const tmpSuffix = "%tmp"
 // the data of every linked and written file (one syncfs on Linux, so
 // linked data is durable whoever wrote the upload and whether or not it
 // synced), then each written file renamed to its final name, then the
-// results directory synced. A name in the results directory always holds a
+// jobs' directories and the results directory synced. A name in the results directory always holds a
 // whole file, and a crash before Flush returns loses nothing the database
 // says is assimilated.
 //
@@ -91,6 +92,9 @@ type FileHandler struct {
 	// made says this handler created Dir since the last Flush, so its
 	// parent's entry must be synced too.
 	made bool
+	// jobDirs are the jobs' directories filled since the last Flush, whose
+	// entries Flush syncs.
+	jobDirs map[string]bool
 	// linked are the files linked into Dir since the last Flush.
 	linked []string
 	// pending are the files written under temporary names, to be renamed
@@ -132,24 +136,24 @@ func (h *FileHandler) handle(wu row.Workunit, canonical *row.Result) error {
 	if canonical == nil {
 		return h.write(wu.Name+ErrorSuffix, strings.NewReader(wu.ErrorMask.String()+"\n"))
 	}
-	files, err := jobxml.ParseResult(canonical.XMLDocIn)
+	in, err := plugin.Canonical(*canonical, h.UploadDir, h.Fanout)
 	if err != nil {
-		return fmt.Errorf("canonical result %d: %w", canonical.ID, err)
+		return err
 	}
-	if len(files) == 0 {
-		return h.write(wu.Name, strings.NewReader(""))
+	dir := filepath.Join(h.Dir, wu.Name)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("results of job %s: %w", wu.Name, err)
 	}
-	for i, f := range files {
-		src, err := fanout.Path(h.UploadDir, f.Name, h.Fanout)
-		if err != nil {
-			return fmt.Errorf("canonical result %d: %w", canonical.ID, err)
-		}
-		name := wu.Name
-		if i > 0 {
-			name += "." + strconv.Itoa(i)
-		}
-		if err := h.place(src, name); err != nil {
-			return fmt.Errorf("canonical result %d output: %w", canonical.ID, err)
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("results of job %s: %s is not a directory (%v)", wu.Name, dir, err)
+	}
+	if h.jobDirs == nil {
+		h.jobDirs = map[string]bool{}
+	}
+	h.jobDirs[dir] = true
+	for _, o := range in.Outputs {
+		if err := h.place(o.Path, filepath.Join(wu.Name, o.Name)); err != nil {
+			return fmt.Errorf("canonical result %d output %s: %w", canonical.ID, o.Name, err)
 		}
 	}
 	return nil
@@ -325,7 +329,7 @@ func (h *FileHandler) drop(from int) {
 
 // Flush makes every job handled since the last Flush durable: the linked
 // and written files' data synced, each written file renamed to its final
-// name, then the results directory synced (and its parent, if the handler
+// name, then the jobs' directories and the results directory synced (and its parent, if the handler
 // created it). On error the written files are removed; those jobs are
 // handled again.
 func (h *FileHandler) Flush(context.Context) error {
@@ -333,7 +337,7 @@ func (h *FileHandler) Flush(context.Context) error {
 	defer h.mu.Unlock()
 	// The next page checks Dir again, in case it was removed meanwhile.
 	h.ready = false
-	if len(h.linked) == 0 && len(h.pending) == 0 && !h.made {
+	if len(h.linked) == 0 && len(h.pending) == 0 && len(h.jobDirs) == 0 && !h.made {
 		return nil
 	}
 	// The jobs of a failed Flush are handled again, and link again.
@@ -343,6 +347,12 @@ func (h *FileHandler) Flush(context.Context) error {
 		h.drop(0)
 		return err
 	}
+	for dir := range h.jobDirs {
+		if err := syncDir(dir); err != nil {
+			return fmt.Errorf("results: %w", err)
+		}
+	}
+	h.jobDirs = nil
 	if err := syncDir(h.Dir); err != nil {
 		return fmt.Errorf("results: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -73,6 +74,9 @@ func (b *bundle) wantFiles(t *testing.T, want map[string]string) {
 		t.Fatalf("results dir = %v, want %v", got, names)
 	}
 	for n, body := range want {
+		if strings.HasSuffix(n, "/") {
+			continue // an empty directory
+		}
 		if got := b.read(t, n); got != body {
 			t.Errorf("results/%s = %q, want %q", n, got, body)
 		}
@@ -98,10 +102,10 @@ func TestOutputsAreHardLinkedWhereTheyCanBe(t *testing.T) {
 			t.Errorf("job %d = %v, want done", id, st)
 		}
 	}
-	b.wantFiles(t, map[string]string{"single": "digest 42\n", "multi": "zero", "multi.1": "one",
+	b.wantFiles(t, map[string]string{"single/out": "digest 42\n", "multi/out": "zero", "multi/out1": "one",
 		"failed.error": "cancelled\n"})
-	for name, path := range map[string]string{"single": b.uploadPath(t, "single_0", 0),
-		"multi": b.uploadPath(t, "multi_0", 0), "multi.1": b.uploadPath(t, "multi_0", 1)} {
+	for name, path := range map[string]string{"single/out": b.uploadPath(t, "single_0", 0),
+		"multi/out": b.uploadPath(t, "multi_0", 0), "multi/out1": b.uploadPath(t, "multi_0", 1)} {
 		if !b.sameFile(t, name, path) {
 			t.Errorf("results/%s is not a hard link to %s", name, path)
 		}
@@ -110,8 +114,8 @@ func TestOutputsAreHardLinkedWhereTheyCanBe(t *testing.T) {
 	if err := os.Remove(b.uploadPath(t, "single_0", 0)); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.read(t, "single"); got != "digest 42\n" {
-		t.Errorf("results/single after its upload was deleted = %q", got)
+	if got := b.read(t, "single/out"); got != "digest 42\n" {
+		t.Errorf("results/single/out after its upload was deleted = %q", got)
 	}
 }
 
@@ -120,7 +124,7 @@ func TestOutputsAreCopiedWhereLinkingFails(t *testing.T) {
 	b := setup(t)
 	ids := []int64{b.addJob(t, "single", 0, []byte("digest 42\n")), b.addJob(t, "multi", 0, []byte("zero"), []byte("one")),
 		b.addJob(t, "empty", 0), b.addJob(t, "failed", state.ErrCancelled)}
-	// A job whose instance lists no output files gets an empty file.
+	// A job whose instance lists no output files gets an empty directory.
 	doc, err := jobxml.FormatResult(storetest.Outputs("empty_0", nil, 1e6))
 	if err != nil {
 		t.Fatal(err)
@@ -136,10 +140,10 @@ func TestOutputsAreCopiedWhereLinkingFails(t *testing.T) {
 			t.Errorf("job %d = %v, want done", id, st)
 		}
 	}
-	b.wantFiles(t, map[string]string{"single": "digest 42\n", "multi": "zero", "multi.1": "one", "empty": "",
+	b.wantFiles(t, map[string]string{"single/out": "digest 42\n", "multi/out": "zero", "multi/out1": "one", "empty/": "",
 		"failed.error": "cancelled\n"})
-	if b.sameFile(t, "single", b.uploadPath(t, "single_0", 0)) {
-		t.Error("results/single is the upload file, want a copy when linking fails")
+	if b.sameFile(t, "single/out", b.uploadPath(t, "single_0", 0)) {
+		t.Error("results/single/out is the upload file, want a copy when linking fails")
 	}
 }
 
@@ -147,19 +151,19 @@ func TestLinkReplacesAStaleResultFile(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	id := b.addJob(t, "job", 0, []byte("new"))
-	if err := os.MkdirAll(b.results, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(b.results, "job"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(b.results, "job"), []byte("stale"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(b.results, "job", "out"), []byte("stale"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	runOnce(t, b.serviceWith(b.fileHandler(false), b.st, Config{}))
 	if st := b.state(t, id); st != state.AssimilateDone {
 		t.Errorf("job = %v, want done", st)
 	}
-	b.wantFiles(t, map[string]string{"job": "new"})
-	if !b.sameFile(t, "job", b.uploadPath(t, "job_0", 0)) {
-		t.Error("results/job is not the upload file")
+	b.wantFiles(t, map[string]string{"job/out": "new"})
+	if !b.sameFile(t, "job/out", b.uploadPath(t, "job_0", 0)) {
+		t.Error("results/job/out is not the upload file")
 	}
 }
 
@@ -192,7 +196,7 @@ func TestCrashBeforeFlushLeavesJobsReadyAndARerunIsHarmless(t *testing.T) {
 					t.Errorf("job %d after the rerun = %v, want done", id, st)
 				}
 			}
-			b.wantFiles(t, map[string]string{"a": "alpha", "b": "beta", "b.1": "gamma",
+			b.wantFiles(t, map[string]string{"a/out": "alpha", "b/out": "beta", "b/out1": "gamma",
 				"c.error": "too_many_error_results\n"})
 		})
 	}
@@ -256,7 +260,7 @@ func TestFlushFailureMarksNothingTheHandlerTook(t *testing.T) {
 			t.Errorf("job %d after a Flush that worked = %v, want done", id, st)
 		}
 	}
-	b.wantFiles(t, map[string]string{"a": "alpha", "b.error": "cancelled\n"})
+	b.wantFiles(t, map[string]string{"a/out": "alpha", "b.error": "cancelled\n"})
 }
 
 func TestFileHandlerFlushFailureLeavesNoTemporaryFiles(t *testing.T) {
@@ -264,7 +268,7 @@ func TestFileHandlerFlushFailureLeavesNoTemporaryFiles(t *testing.T) {
 	b := setup(t)
 	ids := []int64{b.addJob(t, "a", 0, []byte("alpha")), b.addJob(t, "b", 0, []byte("beta"))}
 	// A directory where b's file goes: the copy's rename, in Flush, fails.
-	blocker := filepath.Join(b.results, "b", "x")
+	blocker := filepath.Join(b.results, "b", "out", "x")
 	if err := os.MkdirAll(blocker, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -275,10 +279,10 @@ func TestFileHandlerFlushFailureLeavesNoTemporaryFiles(t *testing.T) {
 			t.Errorf("job %d after a failed Flush = %v, want still ready", id, st)
 		}
 	}
-	if got := b.files(t); !slices.Equal(got, []string{"a", "b"}) {
-		t.Errorf("results dir after a failed Flush = %v, want [a b]: a whole, b the blocker, no temporary files", got)
+	if got := b.files(t); !slices.Equal(got, []string{"a/out", "b/out/x/"}) {
+		t.Errorf("results dir after a failed Flush = %v, want [a/out b/out/x/]: a whole, b the blocker, no temporary files", got)
 	}
-	if err := os.RemoveAll(filepath.Join(b.results, "b")); err != nil {
+	if err := os.RemoveAll(filepath.Join(b.results, "b", "out")); err != nil {
 		t.Fatal(err)
 	}
 	b.advance(RetryMin)
@@ -288,7 +292,7 @@ func TestFileHandlerFlushFailureLeavesNoTemporaryFiles(t *testing.T) {
 			t.Errorf("job %d after the retry = %v, want done", id, st)
 		}
 	}
-	b.wantFiles(t, map[string]string{"a": "alpha", "b": "beta"})
+	b.wantFiles(t, map[string]string{"a/out": "alpha", "b/out": "beta"})
 }
 
 func TestFileHandlerCreatesTheResultsDirectory(t *testing.T) {
@@ -300,7 +304,7 @@ func TestFileHandlerCreatesTheResultsDirectory(t *testing.T) {
 	if st := b.state(t, id); st != state.AssimilateDone {
 		t.Errorf("job = %v, want done", st)
 	}
-	b.wantFiles(t, map[string]string{"a": "alpha"})
+	b.wantFiles(t, map[string]string{"a/out": "alpha"})
 }
 
 // TestWritableOutputIsNotPublished: an output an upload may still write to

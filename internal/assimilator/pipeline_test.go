@@ -148,9 +148,9 @@ func (p *pipeline) checkFinished(wantCanonical string, wantValid map[string]stat
 	p.t.Helper()
 	p.run("assimilator", p.assim)
 	p.run("transitioner", p.trans)
-	body, err := os.ReadFile(filepath.Join(p.results, p.jobName))
+	body, err := os.ReadFile(filepath.Join(p.results, p.jobName, "out"))
 	if err != nil || string(body) != string(demoapp.Output(p.jobName)) {
-		p.t.Errorf("results/%s = %q, %v; want the demo app's correct output", p.jobName, body, err)
+		p.t.Errorf("results/%s/out = %q, %v; want the demo app's correct output", p.jobName, body, err)
 	}
 	wu := p.job()
 	if wu.AssimilateState != state.AssimilateDone || wu.FileDeleteState != state.FileDeleteReady ||

@@ -192,11 +192,11 @@ func TestMissingOutputIsRetriedOnceUploaded(t *testing.T) {
 	b.upload1(t, jobxml.OutputName("missing_0", 0), []byte("late"))
 	b.advance(RetryMin)
 	runOnce(t, s)
-	if got := b.read(t, "missing"); got != "late" {
-		t.Errorf("results/missing once its file is there = %q, want late", got)
+	if got := b.read(t, "missing/out"); got != "late" {
+		t.Errorf("results/missing/out once its file is there = %q, want late", got)
 	}
-	if got := b.files(t); !slices.Equal(got, []string{"fine", "missing"}) {
-		t.Errorf("results dir = %v, want [fine missing]: no temporary files left", got)
+	if got := b.files(t); !slices.Equal(got, []string{"fine/out", "missing/out"}) {
+		t.Errorf("results dir = %v, want [fine/out missing/out]: no temporary files left", got)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -342,18 +343,18 @@ func TestOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	write := func(name, body string) {
-		if err := os.MkdirAll(b.resultsDir, 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(b.resultsDir, name)), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(b.resultsDir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("out_j0", "first")
-	write("out_j0.1", "second")
+	write("out_j0/out", "first")
+	write("out_j0/log", "second")
 	write("out_j1.error", "too_many_error_results\n")
-	write("out_j2", "stale")
-	want := map[string]string{"out_j0": "first", "out_j0.1": "second", "out_j1.error": "too_many_error_results\n"}
+	write("out_j2/out", "stale")
+	want := map[string]string{"out_j0/out": "first", "out_j0/log": "second", "out_j1.error": "too_many_error_results\n"}
 
 	var buf bytes.Buffer
 	n, err := b.svc.WriteTarGz(ctx, bt, &buf)
@@ -388,17 +389,21 @@ func TestOutputs(t *testing.T) {
 	if n, err := b.svc.CopyOutputs(ctx, bt, dest); err != nil || n != 3 {
 		t.Fatalf("CopyOutputs = %d, %v; want 3", n, err)
 	}
-	entries, _ := os.ReadDir(dest)
 	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-		body, _ := os.ReadFile(filepath.Join(dest, e.Name()))
-		if want[e.Name()] != string(body) {
-			t.Errorf("copied %s = %q, want %q", e.Name(), body, want[e.Name()])
+	_ = filepath.WalkDir(dest, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
 		}
-	}
+		name := filepath.ToSlash(path[len(dest)+1:])
+		names = append(names, name)
+		body, _ := os.ReadFile(path)
+		if want[name] != string(body) {
+			t.Errorf("copied %s = %q, want %q", name, body, want[name])
+		}
+		return nil
+	})
 	sort.Strings(names)
-	if !reflect.DeepEqual(names, []string{"out_j0", "out_j0.1", "out_j1.error"}) {
+	if !reflect.DeepEqual(names, []string{"out_j0/log", "out_j0/out", "out_j1.error"}) {
 		t.Fatalf("copied files = %v", names)
 	}
 

@@ -24,8 +24,8 @@
 //
 // Reads: app, batch, workunit and result (counts), job_template,
 // known_answer and shared_file (through package jobs), the results
-// directory the assimilator's file handler writes (<dir>/<job>, <job>.<i>,
-// <job>.error). Writes: batch, workunit (creation; error_mask, hold and
-// limits on cancel and requeue), input files and shared files in the
+// directory the assimilator's file handler writes (<dir>/<job>/<open name>,
+// <dir>/<job>.error). Writes: batch, workunit (creation; error_mask, hold
+// and limits on cancel and requeue), input files and shared files in the
 // download directory (through package jobs).
 package batch

@@ -9,10 +9,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
-	"strconv"
+	"strings"
 
-	"github.com/taskserver/taskserver/internal/jobtemplate"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
@@ -22,8 +22,9 @@ var ErrNoResultsDir = errors.New("no results directory configured")
 
 // OutputFile is one file of a batch's outputs in the results directory.
 type OutputFile struct {
-	// Job is the job's name; Name the file's (the job's name, with ".<i>"
-	// for its output i >= 1, or ".error" for a failed job).
+	// Job is the job's name; Name the file's path in the results
+	// directory, with slashes: "<job>/<open name>" for an output (its
+	// logical name), "<job>.error" for a failed job.
 	Job, Name string
 	// Logical is the output's name in the job's output template (its open
 	// name: what the application wrote); empty for the .error file.
@@ -40,8 +41,9 @@ const outputPage = 500
 const errorSuffix = ".error"
 
 // Outputs lists the files of batch b's assimilated jobs in the results
-// directory, by job id: <job>, <job>.1, <job>.2, ... while they exist, and
-// <job>.error. Jobs not yet assimilated have none.
+// directory (the assimilator's copy handler's layout), by job id: the files
+// of the directory <job>, each an output under its logical name, in name
+// order, and <job>.error. Jobs not yet assimilated have none.
 func (s *Service) Outputs(ctx context.Context, b row.Batch) ([]OutputFile, error) {
 	if s.resultsDir == "" {
 		return nil, ErrNoResultsDir
@@ -81,65 +83,41 @@ func (s *Service) JobOutputs(ctx context.Context, wu row.Workunit) ([]OutputFile
 	if wu.AssimilateState != state.AssimilateDone {
 		return nil, nil
 	}
-	files, err := s.jobOutputs(wu.Name)
-	if err != nil {
-		return nil, err
-	}
-	names := jobtemplate.DefaultOutput(0).OpenNames()
-	if wu.OutputTemplateID != 0 {
-		t, err := s.st.JobTemplateGet(ctx, wu.OutputTemplateID)
-		if err != nil {
-			return nil, err
-		}
-		out, err := jobtemplate.ParseOutput(t.Body)
-		if err != nil {
-			return nil, fmt.Errorf("job %s: %w", wu.Name, err)
-		}
-		names = out.OpenNames()
-	}
-	for i := range files {
-		if files[i].Name == wu.Name+errorSuffix {
-			continue
-		}
-		if i >= len(names) {
-			return nil, fmt.Errorf("job %s: output %d in the results directory, but its output template has %d", wu.Name, i, len(names))
-		}
-		files[i].Logical = names[i]
-	}
-	return files, nil
+	return s.jobOutputs(wu.Name)
 }
 
+// jobOutputs lists job's files in the results directory: <job>/<open name>
+// for each output delivered, in name order, and <job>.error.
 func (s *Service) jobOutputs(job string) ([]OutputFile, error) {
 	var out []OutputFile
-	add := func(name string) (bool, error) {
-		path := filepath.Join(s.resultsDir, name)
+	add := func(name string) error {
+		path := filepath.Join(s.resultsDir, filepath.FromSlash(name))
 		fi, err := os.Stat(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			return false, nil
+			return nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("output of job %s: %w", job, err)
+			return fmt.Errorf("output of job %s: %w", job, err)
 		}
-		if !fi.Mode().IsRegular() {
-			return false, nil
+		if fi.Mode().IsRegular() {
+			logical := ""
+			if rest, ok := strings.CutPrefix(name, job+"/"); ok {
+				logical = rest
+			}
+			out = append(out, OutputFile{Job: job, Name: name, Logical: logical, Path: path, Size: fi.Size()})
 		}
-		out = append(out, OutputFile{Job: job, Name: name, Path: path, Size: fi.Size()})
-		return true, nil
+		return nil
 	}
-	for i := 0; ; i++ {
-		name := job
-		if i > 0 {
-			name += "." + strconv.Itoa(i)
-		}
-		ok, err := add(name)
-		if err != nil {
+	entries, err := os.ReadDir(filepath.Join(s.resultsDir, job))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("outputs of job %s: %w", job, err)
+	}
+	for _, e := range entries { // sorted by name
+		if err := add(job + "/" + e.Name()); err != nil {
 			return nil, err
 		}
-		if !ok {
-			break
-		}
 	}
-	if _, err := add(job + errorSuffix); err != nil {
+	if err := add(job + errorSuffix); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -196,7 +174,8 @@ func addTar(tw *tar.Writer, name, path string) error {
 }
 
 // CopyOutputs copies batch b's outputs into directory dest (created if
-// missing) under their own names, and returns how many files it copied. Each
+// missing) under their own names (<job>/<open name>, <job>.error), and
+// returns how many files it copied. Each
 // file is written to a temporary name and renamed, so dest never holds part
 // of one.
 func (s *Service) CopyOutputs(ctx context.Context, b row.Batch, dest string) (int, error) {
@@ -218,7 +197,12 @@ func (s *Service) CopyOutputs(ctx context.Context, b row.Batch, dest string) (in
 	return len(files), nil
 }
 
-func copyFile(src, dir, name string) error {
+func copyFile(src, dest, name string) error {
+	dir := filepath.Join(dest, filepath.FromSlash(path.Dir(name)))
+	name = path.Base(name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("copy %s: %w", name, err)
+	}
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", name, err)

@@ -163,6 +163,7 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	s.m.deleted.WithLabelValues("workunit").Add(float64(c.Workunits))
 	s.m.deleted.WithLabelValues("result").Add(float64(c.Results))
 	s.m.deleted.WithLabelValues("workunit_user").Add(float64(c.WorkunitUsers))
+	s.m.deleted.WithLabelValues("workunit_shared_file").Add(float64(c.SharedRefs))
 	s.log.Info("purged jobs", "workunits", c.Workunits, "results", c.Results,
 		"workunit_users", c.WorkunitUsers, "archive_bytes", nw+nr)
 	return int(c.Workunits), nil

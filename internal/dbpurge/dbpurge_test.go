@@ -79,14 +79,18 @@ var (
 	inProg    = res{state.ServerInProgress, state.FileDeleteInit}
 )
 
-// job inserts a job with the given file_delete_state and mod_time and its
-// instances (one workunit_user row each); it returns the job's id.
+// job inserts a job with the given file_delete_state and mod_time, a
+// reference to shared file 1, and its instances (one workunit_user row
+// each); it returns the job's id.
 func (b *bundle) job(t *testing.T, name string, fds state.FileDeleteState, modTime int64, results ...res) int64 {
 	t.Helper()
 	id := storetest.Job(t, b.st, storetest.JobOptions{CreateTime: 1, App: b.appID, Name: name,
 		XMLDoc:          `<workunit><file_info><name>` + name + `_in</name></file_info></workunit>`,
 		FileDeleteState: fds, ModTime: modTime, RscFpopsEst: 1.5e12, MinQuorum: 2, TargetNResults: 2,
 		AssimilateState: state.AssimilateDone, CanonicalResultID: 7}).ID
+	if _, err := b.st.DB().Exec(`INSERT INTO workunit_shared_file (shared_file_id, workunitid) VALUES (1, ?)`, id); err != nil {
+		t.Fatal(err)
+	}
 	for i, r := range results {
 		rname := name + "_" + strconv.Itoa(i)
 		rid := storetest.Instance(t, b.st, storetest.InstanceOptions{CreateTime: 1, Job: id, Name: rname,
@@ -110,13 +114,18 @@ func (b *bundle) count(t *testing.T, query string, args ...any) int {
 }
 
 // rowsLeft reports how many workunit, result and workunit_user rows job id
-// still has.
+// still has, and whether its reference to a shared file is left (1).
 func (b *bundle) rowsLeft(t *testing.T, id int64) [3]int {
-	return [3]int{
+	left := [3]int{
 		b.count(t, `SELECT COUNT(*) FROM workunit WHERE id = ?`, id),
 		b.count(t, `SELECT COUNT(*) FROM result WHERE workunitid = ?`, id),
 		b.count(t, `SELECT COUNT(*) FROM workunit_user WHERE workunitid = ?`, id),
 	}
+	// The shared-file reference goes with the job, and only with it.
+	if refs := b.count(t, `SELECT COUNT(*) FROM workunit_shared_file WHERE workunitid = ?`, id); refs != left[0] {
+		t.Errorf("job %d: %d workunit rows, %d shared file references", id, left[0], refs)
+	}
+	return left
 }
 
 // archived reads every archive file of prefix, in name order.
@@ -180,7 +189,7 @@ func TestArchivesThenDeletesFinishedJobsOnly(t *testing.T) {
 	}
 	for _, id := range []int64{purge1, purge2, purge3} {
 		if left := b.rowsLeft(t, id); left != [3]int{} {
-			t.Errorf("job %d after purge: workunit/result/workunit_user rows left = %v, want none", id, left)
+			t.Errorf("job %d after purge: workunit/result/workunit_user rows left = %v, want none (nor its shared file reference)", id, left)
 		}
 	}
 	for why, id := range keep {

@@ -4,8 +4,10 @@
 //
 // Reads: workunit (file_delete_state = DONE, mod_time, and all columns to
 // archive), result (every instance of those jobs).
-// Writes: archive files in the archive directory; deletes workunit, result
-// and workunit_user rows.
+// Writes: archive files in the archive directory; deletes workunit, result,
+// workunit_user and workunit_shared_file rows (a purged job's references to
+// shared files, which the file deleter's shared-file pass no longer needs:
+// a job is purged only once its files are deleted).
 //
 // # Which jobs are purged
 //

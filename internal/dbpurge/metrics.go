@@ -6,8 +6,8 @@ import (
 	"github.com/taskserver/taskserver/internal/daemon"
 )
 
-// Metrics are db_purge's domain metrics. Label table is workunit, result or
-// workunit_user.
+// Metrics are db_purge's domain metrics. Label table is workunit, result,
+// workunit_user or workunit_shared_file (deleted only).
 type Metrics struct {
 	archived     *prometheus.CounterVec
 	deleted      *prometheus.CounterVec
@@ -29,7 +29,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.archived.WithLabelValues(table)
 		m.archiveBytes.WithLabelValues(table)
 	}
-	for _, table := range []string{"workunit", "result", "workunit_user"} {
+	for _, table := range []string{"workunit", "result", "workunit_user", "workunit_shared_file"} {
 		m.deleted.WithLabelValues(table)
 	}
 	reg.MustRegister(m.archived, m.deleted, m.archiveBytes)

@@ -4,11 +4,30 @@
 //
 // Reads: workunit (file_delete_state = READY; xml_doc for the input file
 // names), result (file_delete_state = READY; xml_doc_in for the output file
-// names, report_deadline for when its upload certificates expire). Files are found with package fanout under the download directory
-// (inputs) and the upload directory (outputs).
+// names, report_deadline for when its upload certificates expire);
+// shared_file (state, last_ref_time, name, gzipped_nbytes) with
+// workunit_shared_file ⋈ workunit (file_delete_state). Files are found with
+// package fanout under the download directory (inputs) and the upload
+// directory (outputs).
 // Writes: workunit.file_delete_state and result.file_delete_state, READY →
 // DONE, or READY → ERROR when a file could not be deleted for a reason other
-// than being absent already (or the row's XML is unreadable); mod_time.
+// than being absent already (or the row's XML is unreadable); mod_time;
+// shared_file.state, 0 (live) → 1 (being deleted) → 2 (deleted).
+//
+// A job's input files are deleted with it, each with its gzip'd copy
+// (NAME.gz, in NAME's fan-out directory) when it has one, except those
+// marked <no_delete/> (shared files among them) and those on another
+// server (<url>). Every output file of a result is deleted.
+//
+// Shared input files (shared.go) are deleted by a pass of their own: a
+// shared file goes from live to being deleted, in one conditional statement,
+// when no job whose files are still needed (file_delete_state not DONE)
+// refers to it and none referred to it for SharedFileGrace; then the file
+// and its gzip'd copy are deleted, then the row is marked deleted. A job
+// submitted at the same moment either refers to the file first (its update
+// raises last_ref_time, and the pass's statement, waiting for the row,
+// leaves it) or is refused (its update requires the state live), so no
+// file is deleted under a job.
 //
 // Each pass reads up to --batch READY workunits and --batch READY results
 // (id and file list only), deletes all their files with a few workers, and

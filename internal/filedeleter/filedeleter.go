@@ -16,6 +16,7 @@ import (
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/outputfile"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -23,6 +24,7 @@ import (
 const (
 	kindInput  = "input"
 	kindOutput = "output"
+	kindShared = "shared" // shared input files and their gzip'd copies
 	kindOrphan = "orphan" // errors of the orphan sweep
 )
 
@@ -33,6 +35,9 @@ type Store interface {
 	WorkunitFileDeleteFinish(ctx context.Context, p store.FileDeleteFinishParams) (int64, error)
 	ResultFileDeleteFinish(ctx context.Context, p store.FileDeleteFinishParams) (int64, error)
 	ResultNamesExisting(ctx context.Context, names []string) ([]string, error)
+	SharedFileMarkDeleting(ctx context.Context, p store.SharedFileDeleteParams) (int64, error)
+	SharedFileListDeleting(ctx context.Context, p store.SharedFileDeleteParams) ([]row.SharedFile, error)
+	SharedFileMarkDeleted(ctx context.Context, ids []int64) (int64, error)
 }
 
 // Config is the file deleter's configuration; each setting has the rules
@@ -67,6 +72,11 @@ type Config struct {
 	// create them again. The program reads --upload-grace as the scheduler
 	// does (0: the default, negative: none) and passes the result.
 	UploadGrace time.Duration
+	// SharedFileGrace is how long a shared file no unfinished job refers
+	// to is kept after a job last referred to it (or it was staged), so
+	// that a file staged for jobs not submitted yet is not deleted first
+	// (--shared-file-grace); 0 keeps it no longer.
+	SharedFileGrace time.Duration
 }
 
 // Validate returns every problem with c, each naming its flag.
@@ -92,6 +102,9 @@ func (c Config) Validate() error {
 	}
 	if c.UploadGrace < 0 {
 		errs = append(errs, fmt.Errorf("--upload-grace %s: want 0 (none) or a positive duration", c.UploadGrace))
+	}
+	if c.SharedFileGrace < 0 {
+		errs = append(errs, fmt.Errorf("--shared-file-grace %s: want 0 (none) or a positive duration", c.SharedFileGrace))
 	}
 	return errors.Join(errs...)
 }
@@ -145,7 +158,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 type item struct {
 	table    string // "workunit" or "result"
 	id       int64
-	names    []string
+	files    []file
 	parseErr error
 	// certExpiry is when a result's upload certificates stop authorising
 	// uploads; zero for a workunit.
@@ -155,12 +168,18 @@ type item struct {
 }
 
 // RunOnce handles up to a batch of READY workunits and up to a batch of
-// READY results, then runs a step of the orphan sweep if one is under way
-// or due, and returns how many rows it moved out of READY (orphans deleted
-// are not rows: they do not keep the loop from its idle sleep, which keeps
-// the sweep at a low rate).
+// READY results, then deletes up to a batch of shared files no job needs
+// any more (shared.go), then runs a step of the orphan sweep if one is
+// under way or due, and returns how many rows it moved (out of READY, and
+// shared files to deleted; orphans deleted are not rows: they do not keep
+// the loop from its idle sleep, which keeps the sweep at a low rate).
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	moved, err := s.handleReady(ctx)
+	if err != nil {
+		return moved, err
+	}
+	shared, err := s.deleteShared(ctx)
+	moved += shared
 	if err != nil {
 		return moved, err
 	}
@@ -187,12 +206,12 @@ func (s *Service) handleReady(ctx context.Context) (int, error) {
 	}
 	items := make([]item, 0, len(wus)+len(results))
 	for _, wu := range wus {
-		names, err := inputNames(wu.XMLDoc)
-		items = append(items, item{table: tableWorkunit, id: wu.ID, names: names, parseErr: err})
+		files, err := inputFiles(wu.XMLDoc)
+		items = append(items, item{table: tableWorkunit, id: wu.ID, files: files, parseErr: err})
 	}
 	for _, r := range results {
-		names, err := outputNames(r.XMLDoc)
-		items = append(items, item{table: tableResult, id: r.ID, names: names, parseErr: err,
+		files, err := outputFiles(r.XMLDoc)
+		items = append(items, item{table: tableResult, id: r.ID, files: files, parseErr: err,
 			certExpiry: time.Unix(r.ReportDeadline, 0).Add(max(s.cfg.UploadGrace, 0))})
 	}
 	s.deleteFiles(items, s.now())
@@ -319,25 +338,32 @@ func (s *Service) deleteItem(it *item, now time.Time) {
 		return
 	}
 	tombstone := it.certExpiry.After(now)
-	for _, name := range it.names {
+	for _, f := range it.files {
 		var err error
 		if tombstone {
-			err = s.tombstone(root, name, it.certExpiry)
+			err = s.tombstone(root, f.name, it.certExpiry)
 		} else {
-			err = deleteFile(root, name, s.cfg.Fanout)
+			err = deleteFile(root, f, s.cfg.Fanout)
 		}
-		switch {
-		case err == nil:
-			s.m.filesDeleted.WithLabelValues(kind).Inc()
-			it.deleted++
-		case errors.Is(err, fs.ErrNotExist):
-			s.m.filesMissing.WithLabelValues(kind).Inc()
-			it.missing++
-		default:
-			s.m.errors.WithLabelValues(kind).Inc()
-			it.errors++
-			s.log.Warn("cannot delete file", idKey, it.id, "file", name, "error", err)
-		}
+		s.count(kind, err, &it.deleted, &it.missing, &it.errors, idKey, it.id, f)
+	}
+}
+
+// count records what became of file f, of kind kind, deleted with error
+// err: in the metrics, in *deleted, *missing or *errs, and in the log if it
+// could not be deleted. idKey and id name its row for the log.
+func (s *Service) count(kind string, err error, deleted, missing, errs *int, idKey string, id int64, f file) {
+	switch {
+	case err == nil:
+		s.m.filesDeleted.WithLabelValues(kind).Inc()
+		*deleted++
+	case errors.Is(err, fs.ErrNotExist):
+		s.m.filesMissing.WithLabelValues(kind).Inc()
+		*missing++
+	default:
+		s.m.errors.WithLabelValues(kind).Inc()
+		*errs++
+		s.log.Warn("cannot delete file", idKey, id, "file", f.String(), "error", err)
 	}
 }
 
@@ -359,11 +385,13 @@ func (s *Service) tombstone(root, name string, expires time.Time) error {
 	return nil
 }
 
-func deleteFile(root, name string, fan int) error {
-	path, err := fanout.Path(root, name, fan)
+// deleteFile deletes f from under root.
+func deleteFile(root string, f file, fan int) error {
+	path, err := fanout.Path(root, f.name, fan)
 	if err != nil {
 		return err
 	}
+	path += f.suffix
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("delete %s: %w", path, err)
 	}

@@ -34,6 +34,9 @@ type bundle struct {
 	svc                *filedeleter.Service
 	mod, modIndex, max int
 	grace              time.Duration // the file deleter's UploadGrace
+	sharedGrace        time.Duration // its SharedFileGrace
+	// wrap, if set, wraps the store the service uses.
+	wrap func(filedeleter.Store) filedeleter.Store
 }
 
 func setup(t *testing.T) *bundle {
@@ -52,9 +55,14 @@ func setup(t *testing.T) *bundle {
 func (b *bundle) build(t testing.TB) {
 	t.Helper()
 	b.reg = prometheus.NewRegistry()
+	var st filedeleter.Store = b.st
+	if b.wrap != nil {
+		st = b.wrap(st)
+	}
 	b.svc = newService(t, filedeleter.Config{DownloadDir: b.download, UploadDir: b.upload, Fanout: fan,
-		Mod: b.mod, ModIndex: b.modIndex, Batch: b.max, OrphanEvery: time.Hour, UploadGrace: b.grace},
-		filedeleter.Deps{Store: b.st, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Mod: b.mod, ModIndex: b.modIndex, Batch: b.max, OrphanEvery: time.Hour, UploadGrace: b.grace,
+		SharedFileGrace: b.sharedGrace},
+		filedeleter.Deps{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Metrics: filedeleter.NewMetrics(b.reg), Now: func() time.Time { return b.now }})
 }
 

@@ -9,8 +9,9 @@ import (
 	"github.com/taskserver/taskserver/internal/store"
 )
 
-// Metrics are the file deleter's domain metrics. Label kind is "input" or
-// "output" ("orphan" too for errors); table is "workunit" or "result";
+// Metrics are the file deleter's domain metrics. Label kind is "input",
+// "output" or "shared" ("orphan" too for errors); table is "workunit",
+// "result" or "shared_file" (outcome "done" only);
 // outcome is "done" or "error" for rows, and what the orphan sweep made of
 // a file for orphan_sweep_files_total.
 type Metrics struct {
@@ -28,13 +29,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const sub = "file_deleter"
 	m := &Metrics{
 		filesDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
-			Name: "files_deleted_total", Help: "Files deleted, by kind (input, output)."}, []string{"kind"}),
+			Name: "files_deleted_total", Help: "Files deleted, by kind (input, output, shared)."}, []string{"kind"}),
 		filesMissing: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "files_missing_total", Help: "Files to delete that were already absent, by kind."}, []string{"kind"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "errors_total", Help: "Files that could not be deleted or rows whose XML was unreadable, by kind; kind orphan: file system errors of the orphan sweep."}, []string{"kind"}),
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
-			Name: "rows_handled_total", Help: "Rows moved out of READY, by table and outcome (done, error)."}, []string{"table", "outcome"}),
+			Name: "rows_handled_total", Help: "Rows moved out of READY, by table and outcome (done, error); shared_file: shared files deleted."}, []string{"table", "outcome"}),
 		orphanFiles: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "orphan_sweep_files_total", Help: "Entries of the upload directory the orphan sweep looked at, by outcome (young, referenced, orphan, unrecognised)."}, []string{"outcome"}),
 		orphansDeleted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
@@ -42,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		tombstones: prometheus.NewCounter(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
 			Name: "tombstones_total", Help: "Outputs replaced by an empty closed tombstone, because their upload certificate was still good, until it expires."}),
 	}
-	for _, kind := range []string{kindInput, kindOutput} {
+	for _, kind := range []string{kindInput, kindOutput, kindShared} {
 		m.filesDeleted.WithLabelValues(kind)
 		m.filesMissing.WithLabelValues(kind)
 		m.errors.WithLabelValues(kind)
@@ -55,6 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.rows.WithLabelValues(table, "done")
 		m.rows.WithLabelValues(table, "error")
 	}
+	m.rows.WithLabelValues(tableSharedFile, "done")
 	reg.MustRegister(m.filesDeleted, m.filesMissing, m.errors, m.rows, m.orphanFiles, m.orphansDeleted, m.tombstones)
 	return m
 }

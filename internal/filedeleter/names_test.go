@@ -9,7 +9,8 @@ import (
 )
 
 // TestNamesToDelete: every output, and the inputs that belong to the job
-// alone: not a shared or no_delete file, not one kept on another server.
+// alone, with their gzip'd copies: not a shared or no_delete file, not one
+// kept on another server.
 func TestNamesToDelete(t *testing.T) {
 	t.Parallel()
 	wu, err := jobxml.FormatWorkunit(jobxml.Workunit{CommandLine: "-n 3", Inputs: []jobxml.InputFile{
@@ -21,17 +22,17 @@ func TestNamesToDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := inputNames(wu); err != nil || !slices.Equal(got, []string{"a_in", "b_in"}) {
-		t.Errorf("inputNames = %q, %v; want a_in, b_in", got, err)
+	if got, err := inputFiles(wu); err != nil || !slices.Equal(got, []file{{"a_in", ""}, {"b_in", ""}, {"b_in", ".gz"}}) {
+		t.Errorf("inputFiles = %v, %v; want a_in, b_in, b_in.gz", got, err)
 	}
-	if got, err := inputNames(`<workunit><file_info><name>old_in</name><open_name>in</open_name></file_info></workunit>`); err != nil || !slices.Equal(got, []string{"old_in"}) {
-		t.Errorf("inputNames of a document before version 5 = %q, %v", got, err)
+	if got, err := inputFiles(`<workunit><file_info><name>old_in</name><open_name>in</open_name></file_info></workunit>`); err != nil || !slices.Equal(got, []file{{"old_in", ""}}) {
+		t.Errorf("inputFiles of a document before version 5 = %v, %v", got, err)
 	}
 	res, _ := jobxml.FormatResult(storetest.Outputs("r_0", []string{"out", "log"}, 1e6))
-	if got, err := outputNames(res); err != nil || !slices.Equal(got, []string{"r_0_0", "r_0_1"}) {
-		t.Errorf("outputNames = %q, %v", got, err)
+	if got, err := outputFiles(res); err != nil || !slices.Equal(got, []file{{"r_0_0", ""}, {"r_0_1", ""}}) {
+		t.Errorf("outputFiles = %v, %v", got, err)
 	}
-	if _, err := inputNames(`<file_info><name>../etc</name></file_info><workunit><file_ref><file_name>../etc</file_name><open_name>in</open_name></file_ref></workunit>`); err == nil {
-		t.Error("inputNames accepted a path")
+	if _, err := inputFiles(`<file_info><name>../etc</name></file_info><workunit><file_ref><file_name>../etc</file_name><open_name>in</open_name></file_ref></workunit>`); err == nil {
+		t.Error("inputFiles accepted a path")
 	}
 }

@@ -41,7 +41,9 @@ func (p *project) progress(ctx context.Context) (Progress, error) {
 		return pg, err
 	}
 	for _, e := range entries {
-		if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+		// A job's outputs directory, or its .error file; not a file on its
+		// way to its name.
+		if !strings.HasPrefix(e.Name(), ".") && !strings.HasSuffix(e.Name(), "%tmp") {
 			pg.Assimilated++
 		}
 	}
@@ -174,8 +176,8 @@ func (p *project) summarize(ctx context.Context) (Summary, error) {
 
 	resultsDir := filepath.Join(p.opts.ProjectDir, "results")
 	for name, w := range jobs {
-		okPath := filepath.Join(resultsDir, name)
-		errPath := okPath + ".error"
+		okPath := filepath.Join(resultsDir, name, "out")
+		errPath := filepath.Join(resultsDir, name+".error")
 		out, okErr := os.ReadFile(okPath)
 		_, errErr := os.Stat(errPath)
 		hasOK, hasErr := okErr == nil, errErr == nil

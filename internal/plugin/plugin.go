@@ -8,7 +8,9 @@
 package plugin
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -54,53 +56,47 @@ func Job(wu row.Workunit, app string) job.Job {
 	return j
 }
 
-// Instance returns the job.Instance of r whose output files are at paths,
-// in the order of r's file list. The outputs are named by that list; where
-// r has none (a known answer's expected output) they have no name.
-func Instance(r row.Result, paths []string) (job.Instance, error) {
-	files, err := jobxml.ParseResult(r.XMLDocIn)
-	if err != nil {
-		return job.Instance{}, fmt.Errorf("result %d file list: %w", r.ID, err)
-	}
-	if len(files) != 0 && len(files) != len(paths) {
-		return job.Instance{}, fmt.Errorf("result %d: %d output paths for %d files", r.ID, len(paths), len(files))
-	}
+// Instance returns the job.Instance of r with outputs outs, as the
+// validator hands them to its checker.
+func Instance(r row.Result, outs []job.Output) job.Instance {
 	in := instance(r)
-	in.Outputs = make([]job.Output, len(paths))
-	for i, p := range paths {
-		in.Outputs[i].Path = p
-		if len(files) != 0 {
-			in.Outputs[i].Name = files[i].OpenName
-		}
-	}
-	return in, nil
+	in.Outputs = outs
+	return in
 }
 
 // Canonical returns the job.Instance of r, its output files located in
-// uploadDir laid out with fan-out fan. Each must be there and finished (see
-// package outputfile): a handler given a partial set, or a file an upload
-// could still change, would hand over a wrong result, so the job waits
-// for a retry instead.
+// uploadDir laid out with fan-out fan, each under its logical name. Each
+// must be there and finished (see package outputfile): a handler given a
+// partial set, or a file an upload could still change, would hand over a
+// wrong result, so the job waits for a retry instead. The one exception is
+// an output the template marks optional: the application may not have
+// written it, so where there is no finished upload of it it is left out of
+// Outputs.
 func Canonical(r row.Result, uploadDir string, fan int) (job.Instance, error) {
 	files, err := jobxml.ParseResult(r.XMLDocIn)
 	if err != nil {
 		return job.Instance{}, fmt.Errorf("canonical result %d: %w", r.ID, err)
 	}
 	in := instance(r)
-	in.Outputs = make([]job.Output, len(files))
-	for i, f := range files {
+	in.Outputs = make([]job.Output, 0, len(files))
+	for _, f := range files {
 		path, err := fanout.Path(uploadDir, f.Name, fan)
 		if err != nil {
 			return job.Instance{}, fmt.Errorf("canonical result %d: %w", r.ID, err)
 		}
 		fi, err := os.Stat(path)
+		if f.Optional && (errors.Is(err, fs.ErrNotExist) || err == nil && !outputfile.Finished(fi.Mode())) {
+			// Not written: the scheduler leaves a closed empty file in its
+			// place when it records the report.
+			continue
+		}
 		if err != nil {
-			return job.Instance{}, fmt.Errorf("canonical result %d output: %w", r.ID, err)
+			return job.Instance{}, fmt.Errorf("canonical result %d output %s: %w", r.ID, f.OpenName, err)
 		}
 		if !outputfile.Finished(fi.Mode()) {
 			return job.Instance{}, fmt.Errorf("canonical result %d: %s is not a finished upload (mode %v)", r.ID, path, fi.Mode())
 		}
-		in.Outputs[i] = job.Output{Name: f.OpenName, Path: path}
+		in.Outputs = append(in.Outputs, job.Output{Name: f.OpenName, Path: path})
 	}
 	return in, nil
 }

@@ -35,35 +35,6 @@ func TestJobErrors(t *testing.T) {
 	}
 }
 
-func TestInstanceNamesOutputsByTheFileList(t *testing.T) {
-	t.Parallel()
-	doc, err := jobxml.FormatResult(storetest.Outputs("r_0", []string{"out", "log"}, 1e6))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := row.Result{ID: 4, Name: "r_0", WorkunitID: 2, HostID: 5, CPUTime: 1.5, StderrOut: "ok", XMLDocIn: doc}
-	in, err := Instance(r, []string{"/u/a", "/u/b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := job.Instance{ID: 4, Name: "r_0", JobID: 2, HostID: 5, CPUTime: 1.5, Stderr: "ok",
-		Outputs: []job.Output{{Name: "out", Path: "/u/a"}, {Name: "log", Path: "/u/b"}}}
-	if !reflect.DeepEqual(in, want) {
-		t.Errorf("Instance = %+v, want %+v", in, want)
-	}
-	if o, ok := in.Output("log"); !ok || o.Path != "/u/b" {
-		t.Errorf(`Output("log") = %+v, %v; want /u/b`, o, ok)
-	}
-	// A known answer's expected output has no file list.
-	in, err = Instance(row.Result{Name: "known_answer_9", WorkunitID: 2}, []string{"/tmp/k"})
-	if err != nil || !reflect.DeepEqual(in.Outputs, []job.Output{{Path: "/tmp/k"}}) {
-		t.Errorf("known answer Instance = %+v, %v; want one output without a name", in, err)
-	}
-	if _, err := Instance(r, []string{"/u/a"}); err == nil {
-		t.Error("Instance with fewer paths than files = nil error")
-	}
-}
-
 func TestCanonicalHandsOverOnlyFinishedOutputs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -156,7 +156,7 @@ func TestAssimilatedOutputCannotChange(t *testing.T) {
 	if err := h.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	published := filepath.Join(results, wu.Name)
+	published := filepath.Join(results, wu.Name, "out")
 	check := func(when string) {
 		t.Helper()
 		if got, err := os.ReadFile(published); err != nil || !bytes.Equal(got, data) {

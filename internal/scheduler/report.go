@@ -379,7 +379,10 @@ func reportOutcome(rr *protocol.ReportResult) (state.Outcome, bool) {
 // closeOutputs closes every output file of a reported result
 // (outputfile.Close), so no upload changes or adds to them once the report
 // is recorded, and returns the name of the first that is not a finished
-// output of the size the client reported; "" when all are.
+// output of the size the client reported; "" when all are. An optional
+// output the client did not report (it reports only the files it uploaded,
+// and skips an optional one the application did not write) need not be
+// there: it is closed all the same, and absent for the daemons after.
 func (s *Service) closeOutputs(outputs []jobxml.OutputFile, reported []protocol.ReportFileInfo) (string, error) {
 	if s.opts.UploadDir == "" {
 		return "", nil
@@ -396,6 +399,9 @@ func (s *Service) closeOutputs(outputs []jobxml.OutputFile, reported []protocol.
 		if err != nil {
 			return "", fmt.Errorf("output %s: %w", o.Name, err)
 		}
+		if _, ok := nbytes[o.Name]; !finished && !ok && o.Optional {
+			continue
+		}
 		if n := nbytes[o.Name]; !finished || n > 0 && size != int64(n) {
 			unfinished = cmp.Or(unfinished, o.Name)
 		}
@@ -409,7 +415,9 @@ func (s *Service) closeOutputs(outputs []jobxml.OutputFile, reported []protocol.
 // size may still be written), or of another size than the client
 // reported; "" when all count. The client reports a result as uploaded
 // even when an upload failed for good (PROTOCOL.md §8.5), and the
-// validator must not be handed a success with nothing to check.
+// validator must not be handed a success with nothing to check. An
+// optional output the client did not report need not be there (see
+// closeOutputs).
 func (s *Service) missingOutput(outputs []jobxml.OutputFile, reported []protocol.ReportFileInfo) (string, error) {
 	if s.opts.UploadDir == "" {
 		return "", nil
@@ -421,13 +429,16 @@ func (s *Service) missingOutput(outputs []jobxml.OutputFile, reported []protocol
 			return o.Name, nil // no upload could have stored it
 		}
 		fi, err := os.Stat(path)
-		if errors.Is(err, fs.ErrNotExist) {
+		_, reportedByClient := nbytes[o.Name]
+		absent := errors.Is(err, fs.ErrNotExist) || err == nil && !outputfile.Finished(fi.Mode())
+		switch {
+		case absent && o.Optional && !reportedByClient:
+			continue
+		case errors.Is(err, fs.ErrNotExist):
 			return o.Name, nil
-		}
-		if err != nil {
+		case err != nil:
 			return "", fmt.Errorf("output %s: %w", o.Name, err)
-		}
-		if !outputfile.Finished(fi.Mode()) {
+		case !outputfile.Finished(fi.Mode()):
 			return o.Name, nil
 		}
 		if n := nbytes[o.Name]; n > 0 && fi.Size() != int64(n) {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/state"
 )
@@ -108,6 +109,68 @@ func TestReportWithoutUploadedOutput(t *testing.T) {
 			}
 			if got := testutil.ToFloat64(f.svc.m.resultsReported.WithLabelValues(label)); got != 1 {
 				t.Fatalf("results_reported_total{%s} = %v, want 1", label, got)
+			}
+		})
+	}
+}
+
+// TestOptionalOutputMayBeMissing: a successful report need not include an
+// optional output the application did not write (the client reports only
+// what it uploaded); an optional output the client reports uploading but
+// that is not there, and a required one missing, make the result an error.
+func TestOptionalOutputMayBeMissing(t *testing.T) {
+	t.Parallel()
+	report := regexp.MustCompile(`(?s)\s*<error_msg>.*</error_msg>`).ReplaceAllString(sampleReport(t, sample24), "")
+	const out, extra = "wu_upper_1_0_r0_out", "wu_upper_1_0_r1_extra"
+	// The client reports uploading extra too.
+	withExtra := strings.Replace(report, "</result>", "<file_info>\n    <name>"+extra+
+		"</name>\n    <nbytes>5.000000</nbytes>\n    <max_nbytes>100000.000000</max_nbytes>\n</file_info>\n</result>", 1)
+	for _, tt := range []struct {
+		name     string
+		report   string
+		uploaded map[string]int // bytes of each finished file in the upload directory
+		want     state.Outcome
+	}{
+		{"optional output not written", report, map[string]int{out: 23}, state.OutcomeSuccess},
+		{"optional output written", withExtra, map[string]int{out: 23, extra: 5}, state.OutcomeSuccess},
+		{"optional output reported but not there", withExtra, map[string]int{out: 23}, state.OutcomeClientError},
+		{"required output missing", report, map[string]int{}, state.OutcomeClientError},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			uploads := t.TempDir()
+			f := setup(t, func(o *Options) { o.UploadDir = uploads })
+			_, ids := f.addJob("wu_upper_1", job{})
+			doc, err := jobxml.FormatResult([]jobxml.OutputFile{{Name: out, OpenName: "out", MaxNbytes: 1e5},
+				{Name: extra, OpenName: "extra", MaxNbytes: 1e5, Optional: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.st.DB().ExecContext(f.ctx, `UPDATE result SET xml_doc_in = ? WHERE id = ?`, doc, ids[0]); err != nil {
+				t.Fatal(err)
+			}
+			host := f.sendTo(1)
+			for name, n := range tt.uploaded {
+				p, err := fanout.Path(uploads, name, 16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(strings.Repeat("x", n)), outputfile.FinishedMode); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(p, outputfile.FinishedMode); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep := f.rpc(request{hostID: host, results: []string{tt.report}})
+			if !acked(rep, "wu_upper_1_0") {
+				t.Fatalf("report not acked: %+v", rep.ResultAcks)
+			}
+			if r := f.result(ids[0]); r.ServerState != state.ServerOver || r.Outcome != tt.want {
+				t.Fatalf("recorded server state %v outcome %v, want OVER, %v", r.ServerState, r.Outcome, tt.want)
 			}
 		})
 	}

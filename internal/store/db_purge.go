@@ -72,17 +72,19 @@ type PurgeParams struct {
 
 // PurgeCounts is how many rows a purge deleted, by table.
 type PurgeCounts struct {
-	Workunits, Results, WorkunitUsers int64
+	Workunits, Results, WorkunitUsers, SharedRefs int64
 }
 
 const (
 	purgeDeleteResults      = `DELETE FROM result WHERE workunitid IN (?)`
 	purgeDeleteWorkunitUser = `DELETE FROM workunit_user WHERE workunitid IN (?)`
+	purgeDeleteSharedRefs   = `DELETE FROM workunit_shared_file WHERE workunitid IN (?)`
 	purgeDeleteWorkunits    = `DELETE FROM workunit WHERE id IN (?) AND file_delete_state = ?`
 )
 
-// WorkunitPurge deletes the given jobs, their instances and their
-// workunit_user rows in one transaction. If the rows are not what the caller
+// WorkunitPurge deletes the given jobs, their instances, their
+// workunit_user rows and their references to shared files
+// (workunit_shared_file) in one transaction. If the rows are not what the caller
 // archived (an instance more or less, or a job no longer DONE) it deletes
 // nothing and returns ErrConflict, so no row goes unarchived.
 func (s *Store) WorkunitPurge(ctx context.Context, p PurgeParams) (PurgeCounts, error) {
@@ -101,6 +103,9 @@ func (s *Store) WorkunitPurge(ctx context.Context, p PurgeParams) (PurgeCounts, 
 		}
 		c.Results = n
 		if c.WorkunitUsers, err = purgeExecIn(ctx, tx, purgeDeleteWorkunitUser, p.WorkunitIDs); err != nil {
+			return err
+		}
+		if c.SharedRefs, err = purgeExecIn(ctx, tx, purgeDeleteSharedRefs, p.WorkunitIDs); err != nil {
 			return err
 		}
 		n, err = purgeExecIn(ctx, tx, purgeDeleteWorkunits, p.WorkunitIDs, int(state.FileDeleteDone))

@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/state"
 )
 
 // ErrSharedFileGone is returned when a job refers to a shared file that is
@@ -160,4 +161,72 @@ WHERE id = ? AND state = 0`, uses[id], now, id)
 		return fmt.Errorf("record shared file references: %w", err)
 	}
 	return nil
+}
+
+// SharedFileDeleteParams picks the shared files a delete pass takes.
+type SharedFileDeleteParams struct {
+	// RefBefore: only files no job referred to (nor stage touched) at or
+	// after this Unix time: a file staged for jobs not submitted yet is
+	// kept for the grace.
+	RefBefore int64
+	// Mod and ModIndex pick this replica's rows: id % Mod = ModIndex.
+	Mod, ModIndex int
+	// Limit bounds the rows taken.
+	Limit int
+}
+
+// sharedFileMarkDeleting takes live shared files that no job still needing
+// its files refers to. It is one statement, so a job that refers to the
+// file at the same time either committed first (its reference raised
+// last_ref_time, and the row no longer qualifies: InnoDB re-reads a row it
+// waited for) or comes after (its own update, WHERE state = 0, changes no
+// row and its insert fails with ErrSharedFileGone).
+const sharedFileMarkDeleting = `UPDATE shared_file SET state = 1
+WHERE state = 0 AND last_ref_time < ? AND id % ? = ?
+AND NOT EXISTS (SELECT 1 FROM workunit_shared_file wsf JOIN workunit w ON w.id = wsf.workunitid
+	WHERE wsf.shared_file_id = shared_file.id AND w.file_delete_state <> ?)
+ORDER BY id LIMIT ?`
+
+// SharedFileMarkDeleting moves up to p.Limit shared files from live to
+// being deleted (state 0 → 1): those last referred to before p.RefBefore
+// that no job whose files are still needed (file_delete_state not DONE)
+// refers to. It returns how many it moved. From then on no new job may
+// refer to them (see insertSharedRefs) and staging them again is refused
+// until they are deleted.
+func (s *Store) SharedFileMarkDeleting(ctx context.Context, p SharedFileDeleteParams) (int64, error) {
+	n, err := s.exec(ctx, sharedFileMarkDeleting, p.RefBefore, p.Mod, p.ModIndex, int(state.FileDeleteDone), p.Limit)
+	if err != nil {
+		return 0, fmt.Errorf("mark unused shared files for deletion: %w", err)
+	}
+	return n, nil
+}
+
+// SharedFileListDeleting returns up to p.Limit shared files being deleted
+// (state 1), by id: those SharedFileMarkDeleting just moved, and those of
+// a pass that stopped before marking them deleted. p.RefBefore is unused.
+func (s *Store) SharedFileListDeleting(ctx context.Context, p SharedFileDeleteParams) ([]row.SharedFile, error) {
+	var out []row.SharedFile
+	if err := s.db.SelectContext(ctx, &out, `SELECT `+sharedFileColumns+` FROM shared_file
+WHERE state = 1 AND id % ? = ? ORDER BY id LIMIT ?`, p.Mod, p.ModIndex, p.Limit); err != nil {
+		return nil, fmt.Errorf("list shared files being deleted: %w", err)
+	}
+	return out, nil
+}
+
+// SharedFileMarkDeleted moves the shared files ids that are being deleted
+// to deleted (state 1 → 2), once their files are gone, and returns how
+// many it moved.
+func (s *Store) SharedFileMarkDeleted(ctx context.Context, ids []int64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	q, args, err := sqlx.In(`UPDATE shared_file SET state = 2 WHERE id IN (?) AND state = 1`, ids)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.exec(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("mark %d shared files deleted: %w", len(ids), err)
+	}
+	return n, nil
 }

@@ -325,10 +325,10 @@ func TestOutputs(t *testing.T) {
 	if _, err := b.st.DB().Exec(`UPDATE workunit SET assimilate_state = ? WHERE name = 'out_j0'`, state.AssimilateDone); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(b.resultsDir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(b.resultsDir, "out_j0"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(b.resultsDir, "out_j0"), []byte("the answer"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(b.resultsDir, "out_j0", "out"), []byte("the answer"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	path := "/api/v1/batches/" + strconv.FormatInt(res.Batch.ID, 10) + "/outputs"
@@ -344,8 +344,8 @@ func TestOutputs(t *testing.T) {
 	}
 	tr := tar.NewReader(zr)
 	h, err := tr.Next()
-	if err != nil || h.Name != "out/out_j0" {
-		t.Fatalf("first tar entry = %+v, %v; want out/out_j0", h, err)
+	if err != nil || h.Name != "out/out_j0/out" {
+		t.Fatalf("first tar entry = %+v, %v; want out/out_j0/out", h, err)
 	}
 	if body, _ := io.ReadAll(tr); string(body) != "the answer" {
 		t.Fatalf("out_j0 in the tar = %q", body)

@@ -103,11 +103,12 @@ func TestSubmitJobsWithTemplatesAndOutputs(t *testing.T) {
 	if _, err := b.st.DB().Exec(`UPDATE workunit SET assimilate_state = ? WHERE id = ?`, state.AssimilateDone, wu.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(b.resultsDir, 0o755); err != nil {
+	// The copy assimilator's layout: <results>/<job>/<open name>.
+	if err := os.MkdirAll(filepath.Join(b.resultsDir, "tpl_a"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, body := range map[string]string{"tpl_a": "42\n", "tpl_a.1": "log lines\n"} {
-		if err := os.WriteFile(filepath.Join(b.resultsDir, name), []byte(body), 0o644); err != nil {
+	for name, body := range map[string]string{"result.txt": "42\n", "log.txt": "log lines\n"} {
+		if err := os.WriteFile(filepath.Join(b.resultsDir, "tpl_a", name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,8 +116,9 @@ func TestSubmitJobsWithTemplatesAndOutputs(t *testing.T) {
 	r = b.do(t, "GET", outputs, b.alice, nil)
 	r.want(t, "outputs", http.StatusOK)
 	lo = submitapi.JobOutputsResponse{}
+	// In name order.
 	if err := json.Unmarshal(r.body, &lo); err != nil || !lo.Done || len(lo.Outputs) != 2 ||
-		lo.Outputs[0].Name != "result.txt" || lo.Outputs[0].Size != 3 || lo.Outputs[1].Name != "log.txt" {
+		lo.Outputs[1].Name != "result.txt" || lo.Outputs[1].Size != 3 || lo.Outputs[0].Name != "log.txt" {
 		t.Fatalf("outputs = %s, %v; want result.txt and log.txt", r.body, err)
 	}
 	for _, o := range lo.Outputs {

@@ -170,7 +170,7 @@ func (t *tool) batchCommand() *cli.Command {
 			{
 				Name: "outputs",
 				Usage: "collect the outputs of the batch's assimilated jobs from the results directory " +
-					"(<job>, <job>.<i>, <job>.error) into a folder or a .tar.gz",
+					"(<job>/<open name>, <job>.error) into a folder or a .tar.gz",
 				ArgsUsage: "ID|NAME",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "results-dir", Value: "results", EnvVars: []string{config.EnvName("results-dir")},

@@ -189,7 +189,7 @@ func TestBatchCommands(t *testing.T) {
 		state.AssimilateDone, jobs[1].ID); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(b.projectDir, "results", jobs[1].Name), "output b")
+	writeFile(t, filepath.Join(b.projectDir, "results", jobs[1].Name, "out"), "output b")
 
 	status := b.mustRun(t, "batch", "status", "run1")
 	for _, want := range []string{"batch " + m2s(id) + " run1 (app demo) in_progress", "jobs 3: done 1, pending 1, held 1"} {
@@ -220,12 +220,12 @@ func TestBatchCommands(t *testing.T) {
 	// Outputs, as a folder and as a tar.
 	dest := filepath.Join(b.projectDir, "collected")
 	b.mustRun(t, "batch", "outputs", "--dest", dest, "run1")
-	if got, err := os.ReadFile(filepath.Join(dest, "run1_b.txt")); err != nil || string(got) != "output b" {
+	if got, err := os.ReadFile(filepath.Join(dest, "run1_b.txt", "out")); err != nil || string(got) != "output b" {
 		t.Fatalf("collected output = %q, %v", got, err)
 	}
 	tarPath := filepath.Join(b.projectDir, "run1.tar.gz")
 	b.mustRun(t, "batch", "outputs", "--tar", tarPath, "run1")
-	if names := tarNames(t, tarPath); strings.Join(names, ",") != "run1/run1_b.txt" {
+	if names := tarNames(t, tarPath); strings.Join(names, ",") != "run1/run1_b.txt/out" {
 		t.Fatalf("tar entries = %v", names)
 	}
 	if _, _, err := b.run(t, "batch", "outputs", "run1"); err == nil {

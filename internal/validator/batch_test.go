@@ -15,6 +15,7 @@ import (
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
+	"github.com/taskserver/taskserver/job"
 )
 
 // batchFailingStore is the real store whose batch write fails, and whose
@@ -80,7 +81,7 @@ type recordingChecker struct {
 	stderr map[int64]string
 }
 
-func (c recordingChecker) Init(ctx context.Context, r row.Result, files []string) (any, error) {
+func (c recordingChecker) Init(ctx context.Context, r row.Result, files []job.Output) (any, error) {
 	c.mu.Lock()
 	c.stderr[r.ID] = r.StderrOut
 	c.mu.Unlock()

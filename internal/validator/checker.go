@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/job"
 )
 
 // ErrInvalidOutput marks an output a Checker rejects: the instance's output
@@ -29,12 +30,15 @@ var ErrInvalidOutput = errors.New("invalid output")
 // validator reads for itself (id, name, file list and the like); any other
 // Checker gets every column.
 type Checker interface {
-	// Init reads one result's output files (paths, in the result's file
-	// order) and returns its parsed form. An error wrapping
+	// Init reads one result's output files and returns its parsed form.
+	// outputs are the files to compare, in the result's file order, each
+	// by its logical name (open name) and path: not those the template
+	// marks no_validate, nor an optional one the result does not have. A
+	// known answer's expected output is one output without a name. An error wrapping
 	// ErrInvalidOutput means the output is bad (result invalid / validate
 	// error); any other error is transient (job retried on a later pass,
 	// metric counted).
-	Init(ctx context.Context, r row.Result, files []string) (any, error)
+	Init(ctx context.Context, r row.Result, outputs []job.Output) (any, error)
 	// Compare says whether two initialised outputs agree. It should be
 	// symmetric; an error is transient.
 	Compare(ctx context.Context, a, b any) (bool, error)
@@ -52,12 +56,14 @@ type Digest [32]byte
 type Bitwise struct{}
 
 // Init digests the files in order, with each file's length after it so
-// that (ab, c) and (a, bc) differ.
-func (Bitwise) Init(_ context.Context, r row.Result, files []string) (any, error) {
+// that (ab, c) and (a, bc) differ. The names are not digested: the
+// validator compares which outputs two results have before it compares
+// their digests, and a known answer's expected output has none.
+func (Bitwise) Init(_ context.Context, r row.Result, outputs []job.Output) (any, error) {
 	h := sha256.New()
 	var n [8]byte
-	for _, path := range files {
-		f, err := os.Open(path)
+	for _, o := range outputs {
+		f, err := os.Open(o.Path)
 		if err != nil {
 			return nil, fmt.Errorf("read output of result %d: %w", r.ID, err)
 		}
@@ -94,7 +100,7 @@ type Trust struct{}
 
 // Init accepts any output whose files exist and are finished (the validator checks that
 // before calling Init).
-func (Trust) Init(context.Context, row.Result, []string) (any, error) { return struct{}{}, nil }
+func (Trust) Init(context.Context, row.Result, []job.Output) (any, error) { return struct{}{}, nil }
 
 // Compare says yes.
 func (Trust) Compare(context.Context, any, any) (bool, error) { return true, nil }

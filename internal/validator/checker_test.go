@@ -11,21 +11,23 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/job"
 )
 
 // writeFiles writes each content to its own file in a temporary directory
-// and returns the paths.
-func writeFiles(t *testing.T, contents ...string) []string {
+// and returns them as outputs named f0, f1, ...
+func writeFiles(t *testing.T, contents ...string) []job.Output {
 	t.Helper()
 	dir := t.TempDir()
-	paths := make([]string, len(contents))
+	outs := make([]job.Output, len(contents))
 	for i, c := range contents {
-		paths[i] = filepath.Join(dir, "f"+string(rune('0'+i)))
-		if err := os.WriteFile(paths[i], []byte(c), 0o644); err != nil {
+		outs[i].Name = "f" + string(rune('0'+i))
+		outs[i].Path = filepath.Join(dir, outs[i].Name)
+		if err := os.WriteFile(outs[i].Path, []byte(c), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return paths
+	return outs
 }
 
 // compareFiles runs c on two outputs, each given as its files' contents.

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/extcmd"
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/job"
 )
 
 // Environment variables the Command checker's programs get, besides the
@@ -24,6 +26,10 @@ const (
 	EnvResultA        = "TASKSERVER_RESULT_A"
 	EnvResultB        = "TASKSERVER_RESULT_B"
 	EnvFilesPerResult = "TASKSERVER_FILES_PER_RESULT"
+	// EnvOutputNames holds the logical names (open names) of one
+	// result's files, one per line, in the order of its arguments: for
+	// the compare command A's and B's, which have the same outputs.
+	EnvOutputNames = "TASKSERVER_OUTPUT_NAMES"
 )
 
 // Exit statuses of the Command checker's programs.
@@ -44,7 +50,11 @@ const DefaultCommandTimeout = time.Minute
 // if set, is run with one result's output files appended: exit status 0
 // accepts the output, 1 rejects it (a validate error). CompareArgv is run
 // with the files of result A then those of result B appended: 0 means they
-// agree, 1 that they do not. Any other status, a program that cannot start,
+// agree, 1 that they do not. A result's files are those the validator
+// compares (see Checker.Init), in the job's output order, one argument
+// each; EnvOutputNames names them, so a program finds an output by its
+// logical name. A job with one output gives one argument per result, as
+// before outputs had names. Any other status, a program that cannot start,
 // or one running past Timeout (killed with everything it started) is a
 // transient error: the job is retried on a later pass. Programs must not
 // change the files. The argument lists are taken as given, without a shell.
@@ -72,15 +82,23 @@ func (c Command) Check() error {
 type commandOutput struct {
 	name  string
 	files []string
+	// names are the files' logical names, one per line (EnvOutputNames).
+	names string
 }
 
 // Init runs the init program, if any, on the result's files.
-func (c Command) Init(ctx context.Context, r row.Result, files []string) (any, error) {
-	out := commandOutput{name: r.Name, files: files}
+func (c Command) Init(ctx context.Context, r row.Result, outputs []job.Output) (any, error) {
+	out := commandOutput{name: r.Name, files: make([]string, len(outputs))}
+	names := make([]string, len(outputs))
+	for i, o := range outputs {
+		out.files[i], names[i] = o.Path, o.Name
+	}
+	out.names = strings.Join(names, "\n")
 	if len(c.InitArgv) == 0 {
 		return out, nil
 	}
-	ok, err := c.run(ctx, c.InitArgv, files, EnvResultName+"="+r.Name, EnvResultID+"="+strconv.FormatInt(r.ID, 10))
+	ok, err := c.run(ctx, c.InitArgv, out.files, EnvResultName+"="+r.Name, EnvResultID+"="+strconv.FormatInt(r.ID, 10),
+		EnvOutputNames+"="+out.names)
 	if err != nil {
 		return nil, fmt.Errorf("init command for result %s: %w", r.Name, err)
 	}
@@ -101,9 +119,15 @@ func (c Command) Compare(ctx context.Context, a, b any) (bool, error) {
 	if len(oa.files) != len(ob.files) {
 		return false, nil
 	}
+	names := oa.names
+	if names == "" {
+		// A known answer's expected output has no names; the instance's
+		// are the job's.
+		names = ob.names
+	}
 	args := append(append([]string(nil), oa.files...), ob.files...)
 	ok, err := c.run(ctx, c.CompareArgv, args, EnvResultA+"="+oa.name, EnvResultB+"="+ob.name,
-		EnvFilesPerResult+"="+strconv.Itoa(len(oa.files)))
+		EnvFilesPerResult+"="+strconv.Itoa(len(oa.files)), EnvOutputNames+"="+names)
 	if err != nil {
 		return false, fmt.Errorf("compare command for results %s and %s: %w", oa.name, ob.name, err)
 	}

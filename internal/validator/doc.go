@@ -3,7 +3,12 @@
 // output comparison into.
 //
 // A Checker reads one instance's output files (Init) and says whether two
-// outputs agree (Compare). The built-ins are Bitwise (equal files, the
+// outputs agree (Compare). An instance's output is a set of files, each by
+// its logical name (open name): the checker gets those the job's output
+// template does not mark no_validate, and an optional output is in the set
+// only where there is a finished upload of it. Two instances whose sets
+// differ disagree without the checker; a required output missing makes the
+// instance a validate error. The built-ins are Bitwise (equal files, the
 // default), Numeric (numbers within a tolerance), Trust (every output that
 // is there) and Command (programs of the project's own); a project's own
 // Checker comes through the public package validator at the module root,

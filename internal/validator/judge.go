@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/job"
 )
 
 // errMissing marks an output whose file is not there, or that the result's
@@ -35,8 +37,11 @@ func (s *Service) judge(ctx context.Context, wu row.Workunit, results []row.Resu
 	}()
 
 	// The reference output, when there is one: a known answer is checked
-	// against, always; a canonical instance's output once found.
+	// against, always; a canonical instance's output once found. refSet
+	// names the reference's outputs, a canonical one's only: a known
+	// answer's single output has no name.
 	var ref any
+	var refSet string
 	switch {
 	case expected != nil:
 		v, err := s.initExpected(ctx, wu, expected)
@@ -46,7 +51,7 @@ func (s *Service) judge(ctx context.Context, wu row.Workunit, results []row.Resu
 		inits = append(inits, v)
 		ref = v
 	case wu.CanonicalResultID != 0:
-		v, err := s.initCanonical(ctx, wu, results)
+		v, set, err := s.initCanonical(ctx, wu, results)
 		if errors.Is(err, errMissing) {
 			// The job's files are deleted: nothing to compare with.
 			v := Verdict{States: map[int64]state.ValidateState{}}
@@ -59,15 +64,16 @@ func (s *Service) judge(ctx context.Context, wu row.Workunit, results []row.Resu
 			return Verdict{}, err
 		}
 		inits = append(inits, v)
-		ref = v
+		ref, refSet = v, set
 	}
 
 	ids := make([]int64, len(candidates))
 	outs := make([]any, len(candidates))
+	sets := make([]string, len(candidates))
 	unusable := make([]bool, len(candidates))
 	for i, r := range candidates {
 		ids[i] = r.ID
-		v, err := s.initResult(ctx, r)
+		v, set, err := s.initResult(ctx, r)
 		switch {
 		case errors.Is(err, errMissing), errors.Is(err, ErrInvalidOutput):
 			unusable[i] = true
@@ -76,12 +82,15 @@ func (s *Service) judge(ctx context.Context, wu row.Workunit, results []row.Resu
 			return Verdict{}, fmt.Errorf("workunit %d: %w", wu.ID, err)
 		default:
 			inits = append(inits, v)
-			outs[i] = v
+			outs[i], sets[i] = v, set
 		}
 	}
 
 	if ref == nil {
 		v, err := Quorum(wu.MinQuorum, ids, unusable, func(i, j int) (bool, error) {
+			if sets[i] != sets[j] {
+				return false, nil
+			}
 			return s.checker.Compare(ctx, outs[i], outs[j])
 		})
 		if err != nil {
@@ -90,6 +99,9 @@ func (s *Service) judge(ctx context.Context, wu row.Workunit, results []row.Resu
 		return v, nil
 	}
 	v, err := AgainstReference(ids, unusable, func(i int) (bool, error) {
+		if expected == nil && refSet != sets[i] {
+			return false, nil
+		}
 		return s.checker.Compare(ctx, ref, outs[i])
 	})
 	if err != nil {
@@ -107,11 +119,11 @@ func (s *Service) judge(ctx context.Context, wu row.Workunit, results []row.Resu
 	return v, nil
 }
 
-// initCanonical initialises the output of wu's canonical instance. It
-// returns errMissing when the job's or the instance's files are deleted,
+// initCanonical initialises the output of wu's canonical instance and
+// names its outputs (see initResult). It returns errMissing when the job's or the instance's files are deleted,
 // and a (transient) error when they should be there and are not: a file
 // system that is not all there must not turn good results into bad ones.
-func (s *Service) initCanonical(ctx context.Context, wu row.Workunit, results []row.Result) (any, error) {
+func (s *Service) initCanonical(ctx context.Context, wu row.Workunit, results []row.Result) (any, string, error) {
 	var canon *row.Result
 	for i := range results {
 		if results[i].ID == wu.CanonicalResultID {
@@ -121,26 +133,26 @@ func (s *Service) initCanonical(ctx context.Context, wu row.Workunit, results []
 	deleted := wu.FileDeleteState != state.FileDeleteInit || (canon != nil && canon.FileDeleteState != state.FileDeleteInit)
 	if canon == nil {
 		if deleted {
-			return nil, errMissing
+			return nil, "", errMissing
 		}
-		return nil, fmt.Errorf("workunit %d: canonical result %d is not among its results", wu.ID, wu.CanonicalResultID)
+		return nil, "", fmt.Errorf("workunit %d: canonical result %d is not among its results", wu.ID, wu.CanonicalResultID)
 	}
-	v, err := s.initResult(ctx, *canon)
+	v, set, err := s.initResult(ctx, *canon)
 	switch {
 	case errors.Is(err, errMissing) && deleted:
-		return nil, errMissing
+		return nil, "", errMissing
 	case errors.Is(err, errMissing):
 		// Not %w: to the caller this is a transient error, not a deletion.
-		return nil, fmt.Errorf("workunit %d: output of canonical result %d is missing: %v", wu.ID, canon.ID, err)
+		return nil, "", fmt.Errorf("workunit %d: output of canonical result %d is missing: %v", wu.ID, canon.ID, err)
 	case errors.Is(err, ErrInvalidOutput):
 		// Valid once, rejected now: the checker changed. Comparing with
 		// something else would be a guess; an operator must look.
-		return nil, fmt.Errorf("workunit %d: the checker rejects the output of canonical result %d: %v", wu.ID,
+		return nil, "", fmt.Errorf("workunit %d: the checker rejects the output of canonical result %d: %v", wu.ID,
 			canon.ID, err)
 	case err != nil:
-		return nil, fmt.Errorf("workunit %d: canonical: %w", wu.ID, err)
+		return nil, "", fmt.Errorf("workunit %d: canonical: %w", wu.ID, err)
 	}
-	return v, nil
+	return v, set, nil
 }
 
 // initExpected initialises a known answer's expected output, written to a
@@ -162,7 +174,7 @@ func (s *Service) initExpected(ctx context.Context, wu row.Workunit, expected []
 		return nil, fmt.Errorf("workunit %d: known answer %d: %w", wu.ID, wu.KnownAnswerID, err)
 	}
 	r := row.Result{Name: fmt.Sprintf("known_answer_%d", wu.KnownAnswerID), WorkunitID: wu.ID, AppID: wu.AppID}
-	v, err := s.checker.Init(ctx, r, []string{path})
+	v, err := s.checker.Init(ctx, r, []job.Output{{Path: path}})
 	if err != nil {
 		// Not %w: a rejected known answer must not pass for a rejected
 		// instance output.
@@ -171,39 +183,54 @@ func (s *Service) initExpected(ctx context.Context, wu row.Workunit, expected []
 	return v, nil
 }
 
-// initResult initialises instance r's output through the checker. It
-// returns errMissing when a file is not there or r's file list names it
-// unusably, the checker's ErrInvalidOutput as is, and any other error for a
-// transient failure.
-func (s *Service) initResult(ctx context.Context, r row.Result) (any, error) {
+// initResult initialises instance r's output through the checker, and
+// returns with it the logical names of the outputs it has (its output set,
+// one name per line): two results whose sets differ disagree, whatever the
+// checker says. The checker gets the outputs to compare: not those marked
+// no_validate, nor an optional one r does not have (no finished upload). initResult returns
+// errMissing when a required file is not there, is not a finished upload,
+// or r's file list names it unusably; the checker's ErrInvalidOutput as is;
+// and any other error for a transient failure.
+func (s *Service) initResult(ctx context.Context, r row.Result) (any, string, error) {
 	files, err := jobxml.ParseResult(r.XMLDocIn)
 	if err != nil {
-		return nil, fmt.Errorf("result %d file list: %v: %w", r.ID, err, errMissing)
+		return nil, "", fmt.Errorf("result %d file list: %v: %w", r.ID, err, errMissing)
 	}
-	paths := make([]string, len(files))
-	for i, f := range files {
+	outs := make([]job.Output, 0, len(files))
+	var set strings.Builder
+	for _, f := range files {
 		path, err := fanout.Path(s.opts.UploadDir, f.Name, s.opts.Fanout)
 		if err != nil {
-			return nil, fmt.Errorf("result %d: %v: %w", r.ID, err, errMissing)
+			return nil, "", fmt.Errorf("result %d: %v: %w", r.ID, err, errMissing)
 		}
 		fi, err := os.Stat(path)
 		switch {
+		case f.Optional && (errors.Is(err, fs.ErrNotExist) || err == nil && !outputfile.Finished(fi.Mode())):
+			// Not written (the scheduler leaves a closed empty file in its
+			// place when it records the report): absent from the set,
+			// which the other results' sets must match.
+			continue
 		case errors.Is(err, fs.ErrNotExist):
-			return nil, fmt.Errorf("result %d: %s: %w", r.ID, f.Name, errMissing)
+			return nil, "", fmt.Errorf("result %d: %s: %w", r.ID, f.Name, errMissing)
 		case err != nil:
-			return nil, fmt.Errorf("result %d output: %w", r.ID, err)
+			return nil, "", fmt.Errorf("result %d output: %w", r.ID, err)
 		case !outputfile.Finished(fi.Mode()):
 			// An upload may still write to it (or it was closed unfinished):
 			// what is read now need not be what is there later, so it is
 			// no output at all.
-			return nil, fmt.Errorf("result %d: %s is not a finished upload (mode %v): %w", r.ID, f.Name, fi.Mode(), errMissing)
+			return nil, "", fmt.Errorf("result %d: %s is not a finished upload (mode %v): %w", r.ID, f.Name, fi.Mode(), errMissing)
 		}
-		paths[i] = path
+		if f.NoValidate {
+			// There, as a successful result must have it, but not compared.
+			continue
+		}
+		set.WriteString(f.OpenName + "\n")
+		outs = append(outs, job.Output{Name: f.OpenName, Path: path})
 	}
-	v, err := s.checker.Init(ctx, r, paths)
+	v, err := s.checker.Init(ctx, r, outs)
 	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrInvalidOutput) {
 		// Gone between the check and the read.
-		return nil, fmt.Errorf("%v: %w", err, errMissing)
+		return nil, "", fmt.Errorf("%v: %w", err, errMissing)
 	}
-	return v, err
+	return v, set.String(), err
 }

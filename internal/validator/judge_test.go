@@ -15,6 +15,7 @@ import (
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store/storetest"
+	"github.com/taskserver/taskserver/job"
 )
 
 // inst is one instance of a job in a judge test: its output (none when
@@ -38,8 +39,8 @@ type failingChecker struct {
 	failOn string
 }
 
-func (f failingChecker) Init(ctx context.Context, r row.Result, files []string) (any, error) {
-	b, err := os.ReadFile(files[0])
+func (f failingChecker) Init(ctx context.Context, r row.Result, files []job.Output) (any, error) {
+	b, err := os.ReadFile(files[0].Path)
 	if err == nil && string(b) == f.failOn {
 		return nil, errors.New("upload directory unreachable")
 	}
@@ -52,7 +53,7 @@ type countingChecker struct {
 	inits, cleanups *int
 }
 
-func (c countingChecker) Init(ctx context.Context, r row.Result, files []string) (any, error) {
+func (c countingChecker) Init(ctx context.Context, r row.Result, files []job.Output) (any, error) {
 	*c.inits++
 	return c.Bitwise.Init(ctx, r, files)
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/job"
 )
 
 // Numeric is the Checker of an app whose outputs are text with numbers that
@@ -57,12 +58,12 @@ const maxTokenBytes = 1 << 20
 
 // Init reads the files into tokens. A token longer than maxTokenBytes makes
 // the output invalid.
-func (Numeric) Init(_ context.Context, r row.Result, files []string) (any, error) {
-	out := make(numericOutput, 0, len(files))
-	for _, path := range files {
-		toks, err := readTokens(path)
+func (Numeric) Init(_ context.Context, r row.Result, outputs []job.Output) (any, error) {
+	out := make(numericOutput, 0, len(outputs))
+	for _, o := range outputs {
+		toks, err := readTokens(o.Path)
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fmt.Errorf("output %s of result %d: a token longer than %d bytes: %w", path, r.ID, maxTokenBytes,
+			return nil, fmt.Errorf("output %s of result %d: a token longer than %d bytes: %w", o.Name, r.ID, maxTokenBytes,
 				ErrInvalidOutput)
 		}
 		if err != nil {
