@@ -838,21 +838,22 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 // once (trickles, the msg_from_host rows of the instance) and that the
 // trickle handler's answer reached the app. It returns a problem, or "".
 func (rp *realProject) checkAssimilated(job, canonical string, trickles int) string {
-	read := func(logical, path string) ([]byte, string) {
-		b, err := os.ReadFile(path)
+	// The copy handler delivers each output as <results>/<job>/<open name>.
+	read := func(logical string) ([]byte, string) {
+		b, err := os.ReadFile(filepath.Join(rp.dir, "results", job, logical))
 		if err != nil {
 			return nil, fmt.Sprintf("job %s assimilated but its output %q is missing: %v", job, logical, err)
 		}
 		return b, ""
 	}
-	out, problem := read(boincapp.OutName, filepath.Join(rp.dir, "results", job))
+	out, problem := read(boincapp.OutName)
 	if problem != "" {
 		return problem
 	}
 	if want := boincapp.Output(boincapp.Input(job), boincapp.Shared(), boincapp.Params(job), realClientRoundsOf(job)); !bytes.Equal(out, want) {
 		return fmt.Sprintf("job %s: assimilated %q = %q, want %q", job, boincapp.OutName, out, want)
 	}
-	log, problem := read(boincapp.LogName, filepath.Join(rp.dir, "results", job+".1"))
+	log, problem := read(boincapp.LogName)
 	if problem != "" {
 		return problem
 	}
