@@ -203,6 +203,7 @@ func TestRealBOINCClient(t *testing.T) {
 		t.Errorf("wrong results: %s", strings.Join(last.problems, "; "))
 	}
 	rp.checkSticky(last)
+	rp.checkCheckpoints()
 	rp.checkGzip(ctx, st)
 	rp.checkLookupAccount(ctx)
 	fmt.Printf("real BOINC client: %d jobs completed\n", last.bothDone)
@@ -490,6 +491,7 @@ func (rp *realProject) startClient(boinc string, i int) {
 <file_xfer_debug/>
 <task/>
 <task_debug/>
+<checkpoint_debug/>
 <unparsed_xml/>
 </log_flags>
 <options>
@@ -910,6 +912,25 @@ func (rp *realProject) checkSticky(pg realProgress) {
 		}
 		if !sticky {
 			t.Errorf("client%d's client_state.xml has no <file> %s marked <sticky/>", i, rp.sharedFile)
+		}
+	}
+}
+
+// checkCheckpoints checks that the app checkpointed on the real client:
+// with checkpoint_debug on, the client logs each checkpoint the app
+// reports (boinc_checkpoint_completed), at the period of the volunteer's
+// disk_interval preference (1 s here).
+func (rp *realProject) checkCheckpoints() {
+	for _, c := range rp.clients {
+		b, err := os.ReadFile(c.log)
+		if err != nil {
+			rp.t.Fatalf("read %s's event log: %v", c.name, err)
+		}
+		re := regexp.MustCompile(`\[checkpoint\] result (` + regexp.QuoteMeta(realClientJobPrefix) + `\S+) checkpointed`)
+		if m := re.FindAllStringSubmatch(string(b), -1); len(m) == 0 {
+			rp.t.Errorf("%s's event log has no checkpoint of the app (\"[checkpoint] result %s... checkpointed\")", c.name, realClientJobPrefix)
+		} else {
+			rp.t.Logf("%s: the app checkpointed %d times (first: %s)", c.name, len(m), m[0][1])
 		}
 	}
 }

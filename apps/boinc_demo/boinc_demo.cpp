@@ -79,6 +79,21 @@ static FILE* open_output(const char* logical) {
     return boinc_fopen(path.c_str(), "wb");
 }
 
+// checkpoint saves the state after round r when the client says it is
+// time (its checkpoint period, the volunteer's "store at most every"
+// preference). Written to a new file and renamed, so a crash mid-write
+// leaves the old checkpoint whole.
+static void checkpoint(long r, uint64_t h) {
+    if (!boinc_time_to_checkpoint()) return;
+    FILE* f = boinc_fopen("checkpoint.new", "w");
+    if (f) {
+        fprintf(f, "round %ld state %016" PRIx64 "\n", r, h);
+        fclose(f);
+        boinc_rename("checkpoint.new", kCheckpoint);
+    }
+    boinc_checkpoint_completed();
+}
+
 static void fail(const char* what) {
     fprintf(stderr, "boinc_demo: %s\n", what);
     boinc_finish(1);
@@ -165,17 +180,7 @@ int main(int argc, char** argv) {
     trickle_up(sent, start ? "resumed" : "started");
     for (long r = start; r < rounds; r++) {
         h = round_of(h, (uint64_t)r);
-        if (boinc_time_to_checkpoint()) {
-            // Written to a new file and renamed, so a crash mid-write
-            // leaves the old checkpoint whole.
-            FILE* f = boinc_fopen("checkpoint.new", "w");
-            if (f) {
-                fprintf(f, "round %ld state %016" PRIx64 "\n", r + 1, h);
-                fclose(f);
-                boinc_rename("checkpoint.new", kCheckpoint);
-            }
-            boinc_checkpoint_completed();
-        }
+        checkpoint(r + 1, h);
         if ((r & 0xffff) == 0) boinc_fraction_done((double)r / rounds);
     }
 
@@ -186,6 +191,7 @@ int main(int argc, char** argv) {
         for (int waited = 0; down.empty() && waited < trickle_wait; waited++) {
             if (waited % 8 == 7) trickle_up(sent, "waiting for a trickle-down");
             boinc_sleep(1);
+            checkpoint(rounds, h);
             down = trickle_down();
         }
     }
