@@ -47,6 +47,13 @@ const (
 	// realClientTrickleWait is how long the app waits for a trickle-down
 	// (--trickle-wait); one comes after two trickle-ups, some 10 s apart.
 	realClientTrickleWait = 60
+	// realClientUpThrottle limits client0's uploads (bytes/s) until the
+	// test restarts it in the middle of a "log" upload, so that upload is
+	// resumed.
+	realClientUpThrottle = 20000
+	// realClientResumed is what the app writes to stderr (the result's
+	// stderr_out) when it resumes from a checkpoint.
+	realClientResumed = "boinc_demo: resumed from the checkpoint"
 	// realClientTrickleEcho starts each trickle-down the test's trickle
 	// handler sends back.
 	realClientTrickleEcho = "echo of trickle-up"
@@ -186,6 +193,9 @@ func TestRealBOINCClient(t *testing.T) {
 				break
 			}
 		}
+		if rp.restarted == "" {
+			rp.restartDuringUpload(boinc)
+		}
 		if p := rp.exited(); p != nil {
 			rp.dumpLogs()
 			t.Fatalf("%s exited during the run: %v (log %s)", p.name, p.err, p.log)
@@ -203,6 +213,7 @@ func TestRealBOINCClient(t *testing.T) {
 		t.Errorf("wrong results: %s", strings.Join(last.problems, "; "))
 	}
 	rp.checkSticky(last)
+	rp.checkResumed(ctx, st)
 	rp.checkCheckpoints()
 	rp.checkGzip(ctx, st)
 	rp.checkLookupAccount(ctx)
@@ -223,9 +234,12 @@ type realProject struct {
 	users    []realUser
 	// sharedFile is the physical name of the shared, sticky input.
 	sharedFile string
-	daemons    []*realProc
-	clients    []*realProc
-	stopped    bool
+	// restarted names the output client0 was uploading when the test
+	// restarted it ("" before).
+	restarted string
+	daemons   []*realProc
+	clients   []*realProc
+	stopped   bool
 }
 
 type realUser struct {
@@ -481,6 +495,10 @@ func (rp *realProject) startClient(boinc string, i int) {
 		t.Fatalf("make client data directory: %v", err)
 	}
 	master := rp.urlBase + "/"
+	upLimit := 0 // none
+	if i == 0 {
+		upLimit = realClientUpThrottle // until restartDuringUpload
+	}
 	files := map[string]string{
 		// no_info_fetch: no lookups at boinc.berkeley.edu.
 		"cc_config.xml": `<cc_config>
@@ -499,9 +517,32 @@ func (rp *realProject) startClient(boinc string, i int) {
 </options>
 </cc_config>
 `,
-		// The machine is busy with the server itself: without
-		// suspend_cpu_usage 0 the client suspends computing.
-		"global_prefs_override.xml": `<global_preferences>
+		"global_prefs_override.xml": realClientPrefs(upLimit),
+		accountFileName(master):     fmt.Sprintf("<account>\n<master_url>%s</master_url>\n<authenticator>%s</authenticator>\n</account>\n", master, u.auth),
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(u.dataDir, name), []byte(text), 0o600); err != nil {
+			t.Fatalf("write client file: %v", err)
+		}
+	}
+	u.guiPort = realFreePort(t)
+	rp.clients = append(rp.clients, rp.runClient(boinc, i))
+}
+
+// runClient starts client i on its data directory.
+func (rp *realProject) runClient(boinc string, i int) *realProc {
+	u := rp.users[i]
+	return rp.start(fmt.Sprintf("client%d", i), boinc, u.dataDir,
+		"--dir", u.dataDir, "--gui_rpc_port", strconv.Itoa(u.guiPort), "--no_gpus", "--skip_cpu_benchmarks")
+}
+
+// realClientPrefs are the volunteer's preferences: compute always,
+// checkpoint every second, small work buffer; uploads limited to
+// upBytesSec bytes/s if > 0.
+func realClientPrefs(upBytesSec int) string {
+	// The machine is busy with the server itself: without
+	// suspend_cpu_usage 0 the client suspends computing.
+	return `<global_preferences>
 <run_on_batteries>1</run_on_batteries>
 <run_if_user_active>1</run_if_user_active>
 <run_gpu_if_user_active>1</run_gpu_if_user_active>
@@ -515,20 +556,72 @@ func (rp *realProject) startClient(boinc string, i int) {
 <disk_max_used_pct>90</disk_max_used_pct>
 <disk_interval>1</disk_interval>
 <network_wifi_only>0</network_wifi_only>
+<max_bytes_sec_up>` + strconv.Itoa(upBytesSec) + `</max_bytes_sec_up>
 </global_preferences>
-`,
-		accountFileName(master): fmt.Sprintf("<account>\n<master_url>%s</master_url>\n<authenticator>%s</authenticator>\n</account>\n", master, u.auth),
+`
+}
+
+// restartDuringUpload stops client0 a few seconds into its first upload
+// of a "log" output (throttled, so it takes some 15 s) and starts it again
+// without the limit: the client asks the server how much of the file it
+// has (<get_file_size>) and resumes the upload there, and restarts its
+// running tasks, which resume from their checkpoints.
+func (rp *realProject) restartDuringUpload(boinc string) {
+	t := rp.t
+	b, err := os.ReadFile(rp.clients[0].log)
+	if err != nil {
+		t.Fatalf("read client0's event log: %v", err)
 	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(u.dataDir, name), []byte(text), 0o600); err != nil {
-			t.Fatalf("write client file: %v", err)
+	m := regexp.MustCompile(`Started upload of (` + regexp.QuoteMeta(realClientJobPrefix) + `\d+_\d+_1)\n`).FindSubmatch(b)
+	if m == nil {
+		return
+	}
+	time.Sleep(4 * time.Second)
+	if err := rp.clients[0].stop(); err != nil {
+		t.Fatalf("stop client0: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(rp.users[0].dataDir, "global_prefs_override.xml"), []byte(realClientPrefs(0)), 0o600); err != nil {
+		t.Fatalf("write client0's preferences: %v", err)
+	}
+	rp.clients[0] = rp.runClient(boinc, 0)
+	rp.restarted = string(m[1])
+	t.Logf("restarted client0 while it uploaded %s", rp.restarted)
+}
+
+// checkResumed checks what the restart of client0 must have caused: an
+// upload resumed past its start (with file_xfer_debug the client logs each
+// upload's starting offset) and a task resumed from its checkpoint (the
+// app says so on stderr, which comes back as the result's stderr_out).
+func (rp *realProject) checkResumed(ctx context.Context, st *store.Store) {
+	t := rp.t
+	if rp.restarted == "" {
+		t.Errorf("client0 was never seen uploading a %q output, so it was not restarted", boincapp.LogName)
+		return
+	}
+	b, err := os.ReadFile(rp.clients[0].log)
+	if err != nil {
+		t.Fatalf("read client0's event log: %v", err)
+	}
+	resumed := false
+	for _, m := range regexp.MustCompile(`\[fxd\] starting upload, upload_offset (\d+)`).FindAllStringSubmatch(string(b), -1) {
+		if n, _ := strconv.Atoi(m[1]); n > 0 {
+			resumed = true
+			t.Logf("client0 resumed an upload at byte %d", n)
+			break
 		}
 	}
-	port := realFreePort(t)
-	u.guiPort = port
-	p := rp.start(fmt.Sprintf("client%d", i), boinc, u.dataDir,
-		"--dir", u.dataDir, "--gui_rpc_port", strconv.Itoa(port), "--no_gpus", "--skip_cpu_benchmarks")
-	rp.clients = append(rp.clients, p)
+	if !resumed {
+		t.Errorf("client0, restarted while uploading %s, resumed no upload past its start (no \"upload_offset N\" > 0 in its event log)", rp.restarted)
+	}
+	var n int
+	if err := st.DB().GetContext(ctx, &n, `SELECT COUNT(*) FROM result WHERE stderr_out LIKE ?`, "%"+realClientResumed+"%"); err != nil {
+		t.Fatalf("read results' stderr: %v", err)
+	}
+	if n == 0 {
+		t.Errorf("no result's stderr_out says %q: no task resumed from its checkpoint after client0's restart", realClientResumed)
+	} else {
+		t.Logf("%d tasks resumed from their checkpoints", n)
+	}
 }
 
 // checkLookupAccount asks the first client, as BOINC Manager's "attach

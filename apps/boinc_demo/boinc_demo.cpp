@@ -79,18 +79,30 @@ static FILE* open_output(const char* logical) {
     return boinc_fopen(path.c_str(), "wb");
 }
 
-// checkpoint saves the state after round r when the client says it is
-// time (its checkpoint period, the volunteer's "store at most every"
-// preference). Written to a new file and renamed, so a crash mid-write
+// State is what a checkpoint holds: the rounds done, the hash state after
+// them, and the trickle-ups sent so far (so that after a restart the
+// count, and the numbering of the messages, go on).
+struct State {
+    long round;
+    uint64_t h;
+    int sent;
+};
+
+// save writes the checkpoint: to a new file, renamed, so a crash mid-write
 // leaves the old checkpoint whole.
-static void checkpoint(long r, uint64_t h) {
-    if (!boinc_time_to_checkpoint()) return;
+static void save(const State& st) {
     FILE* f = boinc_fopen("checkpoint.new", "w");
-    if (f) {
-        fprintf(f, "round %ld state %016" PRIx64 "\n", r, h);
-        fclose(f);
-        boinc_rename("checkpoint.new", kCheckpoint);
-    }
+    if (!f) return;
+    fprintf(f, "round %ld state %016" PRIx64 " sent %d\n", st.round, st.h, st.sent);
+    fclose(f);
+    boinc_rename("checkpoint.new", kCheckpoint);
+}
+
+// checkpoint saves the state when the client says it is time (its
+// checkpoint period, the volunteer's "store at most every" preference).
+static void checkpoint(const State& st) {
+    if (!boinc_time_to_checkpoint()) return;
+    save(st);
     boinc_checkpoint_completed();
 }
 
@@ -99,14 +111,22 @@ static void fail(const char* what) {
     boinc_finish(1);
 }
 
-// trickle_up sends one trickle-up message. The client names the message's
-// file by the second it arrived in, so two messages must be a second apart.
-// (boinc_sleep, not sleep: the library's timer signal, ten times a second,
-// cuts a plain sleep short.)
-static void trickle_up(int& sent, const char* text) {
+// trickle_up sends one trickle-up message. The count is saved first and
+// the message sent in a critical section (the client cannot stop the app
+// in between), so a message is counted exactly when it is sent, whatever
+// restarts. The client names the message's file by the second it arrived
+// in, so two messages must be a second apart (boinc_sleep, not sleep: the
+// library's timer signal, ten times a second, cuts a plain sleep short).
+static void trickle_up(State& st, const char* text) {
     char buf[256];
-    snprintf(buf, sizeof buf, "%s (message %d)", text, sent + 1);
-    if (boinc_send_trickle_up(const_cast<char*>("boinc_demo"), buf) == 0) sent++;
+    snprintf(buf, sizeof buf, "%s (message %d)", text, st.sent + 1);
+    boinc_begin_critical_section();
+    st.sent++;
+    save(st);
+    if (boinc_send_trickle_up(const_cast<char*>("boinc_demo"), buf)) {
+        fprintf(stderr, "boinc_demo: trickle-up %d not sent\n", st.sent);
+    }
+    boinc_end_critical_section();
     boinc_sleep(1);
 }
 
@@ -160,38 +180,40 @@ int main(int argc, char** argv) {
     std::string down = trickle_down();
 
     // The state starts from every input; a checkpoint restores it.
-    uint64_t h = kFnvOffset;
-    h = fnv(h, in.data(), in.size());
-    h = fnv(h, shared.data(), shared.size());
-    h = fnv(h, params.data(), params.size());
-    long start = 0;
+    State st = {0, kFnvOffset, 0};
+    st.h = fnv(st.h, in.data(), in.size());
+    st.h = fnv(st.h, shared.data(), shared.size());
+    st.h = fnv(st.h, params.data(), params.size());
     FILE* cp = boinc_fopen(kCheckpoint, "r");
     if (cp) {
-        long r;
-        uint64_t s;
-        if (fscanf(cp, "round %ld state %" SCNx64, &r, &s) == 2 && r >= 0 && r <= rounds) {
-            start = r;
-            h = s;
+        State c = {0, 0, 0};
+        if (fscanf(cp, "round %ld state %" SCNx64 " sent %d", &c.round, &c.h, &c.sent) == 3 &&
+            c.round >= 0 && c.round <= rounds && c.sent >= 0) {
+            st = c;
         }
         fclose(cp);
     }
+    const long start = st.round;
+    // stderr.txt goes back to the project with the result (stderr_out).
+    if (start) fprintf(stderr, "boinc_demo: resumed from the checkpoint at round %ld\n", start);
 
-    int sent = 0;
-    trickle_up(sent, start ? "resumed" : "started");
-    for (long r = start; r < rounds; r++) {
-        h = round_of(h, (uint64_t)r);
-        checkpoint(r + 1, h);
-        if ((r & 0xffff) == 0) boinc_fraction_done((double)r / rounds);
+    trickle_up(st, start ? "resumed" : "started");
+    while (st.round < rounds) {
+        st.h = round_of(st.h, (uint64_t)st.round);
+        st.round++;
+        checkpoint(st);
+        if ((st.round & 0xffff) == 0) boinc_fraction_done((double)st.round / rounds);
     }
+    const uint64_t h = st.h;
 
     // A trickle-down answers a trickle-up in a later scheduler request:
     // each further trickle-up makes the client send one, so wait, asking
     // again every few seconds, for at most --trickle-wait seconds.
     if (!boinc_is_standalone()) {
         for (int waited = 0; down.empty() && waited < trickle_wait; waited++) {
-            if (waited % 8 == 7) trickle_up(sent, "waiting for a trickle-down");
+            if (waited % 8 == 7) trickle_up(st, "waiting for a trickle-down");
             boinc_sleep(1);
-            checkpoint(rounds, h);
+            checkpoint(st);
             down = trickle_down();
         }
     }
@@ -205,7 +227,7 @@ int main(int argc, char** argv) {
     FILE* log = open_output("log");
     if (!log) fail("cannot create output \"log\"");
     fprintf(log, "started at round %ld of %ld\n", start, rounds);
-    fprintf(log, "trickle-ups sent: %d\n", sent);
+    fprintf(log, "trickle-ups sent: %d\n", st.sent);
     fprintf(log, "trickle-down: %s\n", down.empty() ? "(none)" : down.c_str());
     // Filler, so that the upload is large enough to be interrupted and
     // resumed.

@@ -74,14 +74,15 @@ func TestAppOutputMatchesGoTwin(t *testing.T) {
 }
 
 // TestAppResumesFromCheckpoint: started with a checkpoint in its
-// directory, the application goes on from the checkpoint's round and state
-// (a checkpoint whose state is wrong shows in the digest, so the test
-// sees that the checkpoint was used, not the work redone).
+// directory, the application goes on from the checkpoint's round, state
+// and count of trickle-ups sent (a checkpoint whose state is wrong shows
+// in the digest, so the test sees that the checkpoint was used, not the
+// work redone).
 func TestAppResumesFromCheckpoint(t *testing.T) {
 	bin := app(t)
 	const job, rounds, at = "resume_job", 300000, 120000
 	in, shared, params := Input(job), Shared(), Params(job)
-	good := fmt.Sprintf("round %d state %016x\n", at, State(in, shared, params, at))
+	good := fmt.Sprintf("round %d state %016x sent 4\n", at, State(in, shared, params, at))
 	dir, err := run(t, bin, job, rounds, map[string]string{"checkpoint": good})
 	if err != nil {
 		t.Fatalf("boinc_demo: %v", err)
@@ -89,11 +90,12 @@ func TestAppResumesFromCheckpoint(t *testing.T) {
 	if got, want := read(t, dir, OutName), Output(in, shared, params, rounds); !bytes.Equal(got, want) {
 		t.Errorf("resumed from round %d: out = %q, want %q", at, got, want)
 	}
-	if log := read(t, dir, LogName); !bytes.HasPrefix(log, []byte(fmt.Sprintf("started at round %d of %d\n", at, rounds))) {
-		t.Errorf("log starts %q, want it to say it resumed at round %d", log[:60], at)
+	// Standalone, the app sends one trickle-up (it waits for no answer).
+	if log, want := read(t, dir, LogName), fmt.Sprintf("started at round %d of %d\ntrickle-ups sent: 5\n", at, rounds); !bytes.HasPrefix(log, []byte(want)) {
+		t.Errorf("log starts %q, want %q: resumed at round %d, the fifth trickle-up", log[:60], want, at)
 	}
 
-	bad := fmt.Sprintf("round %d state %016x\n", at, State(in, shared, params, at)+1)
+	bad := fmt.Sprintf("round %d state %016x sent 4\n", at, State(in, shared, params, at)+1)
 	dir, err = run(t, bin, job, rounds, map[string]string{"checkpoint": bad})
 	if err != nil {
 		t.Fatalf("boinc_demo: %v", err)
