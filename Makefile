@@ -63,15 +63,27 @@ load: build ## load the scheduler with a steady stream of hosts, cut the databas
 	$(BIN)/chaos load --duration $(LOAD_DURATION) --out $(LOAD_OUT)
 
 .PHONY: test
-test: deps ## run the whole test suite (race detector on) against a real database, the real BOINC client, Prometheus and Chromium (installs what is missing: gcc, mariadb-server, boinc-client, prometheus, chromium)
+test: deps boinc-app ## run the whole test suite (race detector on) against a real database, the real BOINC client running a real BOINC-API app, Prometheus and Chromium (installs what is missing: gcc, g++, libboinc-app-dev, mariadb-server, boinc-client, prometheus, chromium)
 	@scripts/cgo-up.sh && scripts/boinc-client-up.sh && scripts/prometheus-up.sh && scripts/chromium-up.sh && dsn=$$(scripts/db-up.sh) && \
-	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 $(GO) test -race -count=1 -timeout 30m ./... && \
+	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 TASKSERVER_BOINC_APP="$(abspath $(BOINC_APP))" $(GO) test -race -count=1 -timeout 30m ./... && \
 	(cd examples && TEST_MYSQL_DSN="$$dsn" $(GO) test -race -count=1 -timeout 10m ./...)
 
+# The real BOINC-API application the real-client test runs (C++, built
+# with Debian's libboinc-app-dev, whose libraries are shared only: its .a
+# files are empty stubs).
+BOINC_APP := $(BIN)/boinc_demo
+CXX ?= g++
+
+.PHONY: boinc-app
+boinc-app: ## build the real BOINC-API demo app into bin/boinc_demo (installs g++ and libboinc-app-dev if missing)
+	@scripts/boinc-app-up.sh
+	@mkdir -p $(BIN)
+	$(CXX) -O2 -Wall -Wextra -o $(BOINC_APP) apps/boinc_demo/boinc_demo.cpp -lboinc_api -lboinc -lpthread
+
 .PHONY: test-client
-test-client: deps ## run the server against two real BOINC clients (installs boinc-client if missing)
+test-client: deps boinc-app ## run the server against two real BOINC clients running a real BOINC-API app (installs boinc-client, g++ and libboinc-app-dev if missing)
 	@scripts/boinc-client-up.sh && dsn=$$(scripts/db-up.sh) && \
-	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 $(GO) test -count=1 -timeout 15m -run TestRealBOINCClient -v ./e2e/
+	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 TASKSERVER_BOINC_APP="$(abspath $(BOINC_APP))" $(GO) test -count=1 -timeout 15m -run TestRealBOINCClient -v ./e2e/
 
 .PHONY: test-race
 test-race: test ## alias of test: the race detector is always on

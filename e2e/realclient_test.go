@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
 	"net"
@@ -16,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/boincapp"
 	"github.com/taskserver/taskserver/internal/demoapp"
+	"github.com/taskserver/taskserver/internal/jobs"
+	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -37,18 +41,105 @@ const (
 	realClientVersion   = 100
 	realClientFailJob   = "rc_fail"
 	realClientJobPrefix = "rc_job_"
+	realClientShared    = "rc_shared" // the shared, sticky input's staged name
+	// realClientRounds is the app's work per job (--rounds): about a second.
+	realClientRounds = 20000000
+	// realClientTrickleWait is how long the app waits for a trickle-down
+	// (--trickle-wait); one comes after two trickle-ups, some 10 s apart.
+	realClientTrickleWait = 60
+	// realClientUpThrottle limits client0's uploads (bytes/s) until the
+	// test restarts it in the middle of a "log" upload, so that upload is
+	// resumed.
+	realClientUpThrottle = 20000
+	// realClientResumed is what the app writes to stderr (the result's
+	// stderr_out) when it resumes from a checkpoint.
+	realClientResumed = "boinc_demo: resumed from the checkpoint"
+	// realClientTrickleEcho starts each trickle-down the test's trickle
+	// handler sends back.
+	realClientTrickleEcho = "echo of trickle-up"
+)
+
+// The app's templates, in BOINC's format: the job's own input ("in",
+// copied into the slot), the shared sticky file ("shared"), the gzip'd
+// parameters ("params"), the command line; two outputs, "out" (validated)
+// and "log" (about 300 KB, not validated).
+var (
+	realClientInputTemplate = fmt.Sprintf(`<input_template>
+<file_info>
+    <number>0</number>
+</file_info>
+<file_info>
+    <number>1</number>
+    <sticky/>
+    <no_delete/>
+</file_info>
+<file_info>
+    <number>2</number>
+    <gzip/>
+</file_info>
+<workunit>
+    <file_ref>
+        <file_number>0</file_number>
+        <open_name>%s</open_name>
+        <copy_file/>
+    </file_ref>
+    <file_ref>
+        <file_number>1</file_number>
+        <open_name>%s</open_name>
+    </file_ref>
+    <file_ref>
+        <file_number>2</file_number>
+        <open_name>%s</open_name>
+    </file_ref>
+    <command_line>--rounds %d --trickle-wait %d</command_line>
+</workunit>
+</input_template>
+`, boincapp.InName, boincapp.SharedName, boincapp.ParamsName, realClientRounds, realClientTrickleWait)
+	realClientOutputTemplate = fmt.Sprintf(`<output_template>
+<file_info>
+    <name><OUTFILE_0/></name>
+    <generated_locally/>
+    <upload_when_present/>
+    <max_nbytes>4096</max_nbytes>
+    <url><UPLOAD_URL/></url>
+</file_info>
+<file_info>
+    <name><OUTFILE_1/></name>
+    <generated_locally/>
+    <upload_when_present/>
+    <max_nbytes>2000000</max_nbytes>
+    <url><UPLOAD_URL/></url>
+</file_info>
+<result>
+    <file_ref>
+        <file_name><OUTFILE_0/></file_name>
+        <open_name>%s</open_name>
+        <copy_file/>
+    </file_ref>
+    <file_ref>
+        <file_name><OUTFILE_1/></file_name>
+        <open_name>%s</open_name>
+        <no_validate/>
+    </file_ref>
+</result>
+</output_template>
+`, boincapp.OutName, boincapp.LogName)
 )
 
 // TestRealBOINCClient runs the whole server against two real BOINC clients
 // (Debian boinc-client 7.20.5), each attached with its own account through
-// an account file, and checks that jobs flow all the way: signed app
-// download, compute, upload, report, validation with a quorum of two hosts,
-// credit, assimilation; and that a job whose app fails comes back as a
-// client error and is retried.
+// an account file, running a real BOINC-API application (boinc_demo, C++
+// on Debian's libboinc-app-dev), and checks that jobs flow all the way:
+// signed app download; three inputs (the job's own, one shared by every
+// job and sticky, one gzip'd) and a command line, as the app's BOINC
+// templates describe; compute; two outputs uploaded (one of about 300 KB);
+// report; validation with a quorum of two hosts; credit; assimilation with
+// both outputs; that a job whose app fails comes back as a client error
+// and is retried; and that the sticky file is downloaded once per client.
 //
 // It runs when `boinc` is on PATH, or always with TASKSERVER_REAL_CLIENT=1
-// (then a missing client is a failure). `make test-client` installs the
-// client and runs it.
+// (then a missing client or app is a failure). `make test-client` installs
+// the client, builds the app and runs it.
 func TestRealBOINCClient(t *testing.T) {
 	required := os.Getenv("TASKSERVER_REAL_CLIENT") == "1"
 	boinc, err := exec.LookPath("boinc")
@@ -61,8 +152,16 @@ func TestRealBOINCClient(t *testing.T) {
 	if testing.Short() && !required {
 		t.Skip("real BOINC client test skipped in -short mode")
 	}
+	app, err := boincapp.Path()
+	if err != nil {
+		if required {
+			t.Fatalf("TASKSERVER_REAL_CLIENT=1 but %v", err)
+		}
+		t.Skipf("real BOINC client test skipped: %v", err)
+	}
 	bin := buildPrograms(t)
 	rp := newRealProject(t, bin)
+	rp.app = app
 	defer rp.stopAll() // also on t.Fatal: clients first, then daemons
 
 	rp.setup()
@@ -94,6 +193,9 @@ func TestRealBOINCClient(t *testing.T) {
 				break
 			}
 		}
+		if rp.restarted == "" {
+			rp.restartDuringUpload(boinc)
+		}
 		if p := rp.exited(); p != nil {
 			rp.dumpLogs()
 			t.Fatalf("%s exited during the run: %v (log %s)", p.name, p.err, p.log)
@@ -110,6 +212,10 @@ func TestRealBOINCClient(t *testing.T) {
 		rp.dumpLogs()
 		t.Errorf("wrong results: %s", strings.Join(last.problems, "; "))
 	}
+	rp.checkSticky(last)
+	rp.checkResumed(ctx, st)
+	rp.checkCheckpoints()
+	rp.checkGzip(ctx, st)
 	rp.checkLookupAccount(ctx)
 	fmt.Printf("real BOINC client: %d jobs completed\n", last.bothDone)
 	t.Logf("real BOINC client: %d jobs completed (by both clients) in %s", last.bothDone, time.Since(start).Round(time.Second))
@@ -124,10 +230,16 @@ type realProject struct {
 	config   string
 	urlBase  string // http://127.0.0.1:PORT, the master URL without the slash
 	schedAdr string
+	app      string // the BOINC-API application's program
 	users    []realUser
-	daemons  []*realProc
-	clients  []*realProc
-	stopped  bool
+	// sharedFile is the physical name of the shared, sticky input.
+	sharedFile string
+	// restarted names the output client0 was uploading when the test
+	// restarted it ("" before).
+	restarted string
+	daemons   []*realProc
+	clients   []*realProc
+	stopped   bool
 }
 
 type realUser struct {
@@ -202,8 +314,8 @@ func (rp *realProject) taskctl(args ...string) string {
 	return stdout.String()
 }
 
-// setup makes the keys, the catalog with the signed demo app version, two
-// accounts and the jobs.
+// setup makes the keys, the catalog with the signed app version, two
+// accounts, the shared input and the jobs.
 func (rp *realProject) setup() {
 	t := rp.t
 	// The code-signing private key is kept out of the project, as an
@@ -213,7 +325,7 @@ func (rp *realProject) setup() {
 	rp.taskctl("platform", "add", "--name", realClientPlatform)
 	rp.taskctl("app", "add", "--name", demoapp.AppName)
 	rp.taskctl("app-version", "add", "--app", demoapp.AppName, "--platform", realClientPlatform,
-		"--version-num", strconv.Itoa(realClientVersion), "--file", filepath.Join(rp.bin, "demo_app"),
+		"--version-num", strconv.Itoa(realClientVersion), "--file", rp.app,
 		"--code-sign-key", filepath.Join(offline, "code_sign_private"))
 
 	for i := 0; i < 2; i++ {
@@ -226,25 +338,50 @@ func (rp *realProject) setup() {
 	}
 	rp.taskctl("user", "set", "--email", rp.users[0].email, "--password", realClientPassword)
 
-	jobArgs := []string{"--app", demoapp.AppName, "--delay-bound", realClientDelay.String(),
-		"--min-quorum", "2", "--target-nresults", "2", "--max-error-results", "3", "--max-total-results", "6",
-		"--rsc-fpops-est", "1e9", "--rsc-fpops-bound", "1e12"}
-	inputs := filepath.Join(t.TempDir())
-	submit := func(name string, input []byte) {
-		path := filepath.Join(inputs, name)
-		if err := os.WriteFile(path, input, 0o644); err != nil {
-			t.Fatalf("write job input: %v", err)
+	// The app's BOINC templates, the shared input and the jobs, as an
+	// operator who knows create_work makes them.
+	files := t.TempDir()
+	write := func(name string, b []byte) string {
+		path := filepath.Join(files, name)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatalf("write %s: %v", name, err)
 		}
-		rp.taskctl(append([]string{"job", "submit", "--name", name, "--input", path}, jobArgs...)...)
+		return path
+	}
+	rp.taskctl("app", "templates", "--app", demoapp.AppName,
+		"--input-template", write("input_template.xml", []byte(realClientInputTemplate)),
+		"--output-template", write("output_template.xml", []byte(realClientOutputTemplate)))
+	staged := rp.taskctl("file", "stage", realClientShared, write("shared", boincapp.Shared()))
+	rp.sharedFile = jobs.SharedName(realClientShared, fmt.Sprintf("%x", md5.Sum(boincapp.Shared())))
+	if !strings.Contains(staged, rp.sharedFile) {
+		t.Fatalf("taskctl file stage printed %q, want the physical name %s", staged, rp.sharedFile)
+	}
+	submit := func(name string, in []byte) {
+		args := []string{"job", "submit", "--app", demoapp.AppName, "--name", name,
+			"--input", write(name+"_in", in), "--input", "shared:" + realClientShared, "--input", write(name+"_params", boincapp.Params(name)),
+			"--delay-bound", realClientDelay.String(), "--rsc-fpops-est", "1e9", "--rsc-fpops-bound", "1e12"}
+		if rounds := realClientRoundsOf(name); rounds != realClientRounds {
+			args = append(args, "--command-line", fmt.Sprintf("--rounds %d --trickle-wait %d", rounds, realClientTrickleWait))
+		}
+		rp.taskctl(args...)
 	}
 	for i := 0; i < realClientJobs; i++ {
 		name := fmt.Sprintf("%s%d", realClientJobPrefix, i)
-		submit(name, demoapp.Input(name))
+		submit(name, boincapp.Input(name))
 	}
 	// The failing job last: a task error makes the client wait 1-2 minutes
 	// before its next request (PROTOCOL.md §9.4), so it should not be the
 	// first job a client gets.
-	submit(realClientFailJob, append([]byte("FAIL: this job's app exits 3\n"), demoapp.Input(realClientFailJob)...))
+	submit(realClientFailJob, append([]byte("FAIL: this job's app exits 3\n"), boincapp.Input(realClientFailJob)...))
+}
+
+// realClientRoundsOf is job's --rounds: the input template's, except for
+// the last job, whose own command line replaces the template's.
+func realClientRoundsOf(job string) int64 {
+	if job == fmt.Sprintf("%s%d", realClientJobPrefix, realClientJobs-1) {
+		return realClientRounds / 2
+	}
+	return realClientRounds
 }
 
 // startDaemons starts every daemon on the project. db_purge keeps finished
@@ -263,6 +400,7 @@ func (rp *realProject) startDaemons() {
 		{"validator", []string{"--listen", listen(), "--sleep", "300ms"}},
 		{"assimilator", []string{"--listen", listen(), "--sleep", "300ms", "--results-dir", "results"}},
 		{"file_deleter", []string{"--listen", listen(), "--sleep", "500ms"}},
+		{"trickle_handler", []string{"--listen", listen(), "--sleep", "300ms", "--handler-cmd", rp.trickleEchoCommand()}},
 		{"db_purge", []string{"--listen", listen(), "--sleep", "1s", "--archive-dir", "archives", "--min-age", "1h"}},
 	}
 	for _, s := range steps {
@@ -282,6 +420,20 @@ func (rp *realProject) startDaemons() {
 			})
 		}
 	}
+}
+
+// trickleEchoCommand writes the trickle handler's command: it answers each
+// trickle-up with a trickle-down to the same task, naming the message and
+// the task, which the app writes into its "log".
+func (rp *realProject) trickleEchoCommand() string {
+	path := filepath.Join(rp.dir, "trickle-echo.sh")
+	script := `#!/bin/sh
+printf '` + realClientTrickleEcho + ` %s from %s\n' "$TASKSERVER_TRICKLE_ID" "$TASKSERVER_TRICKLE_RESULT_NAME" >"$TASKSERVER_TRICKLE_REPLY"
+`
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		rp.t.Fatalf("write the trickle handler's command: %v", err)
+	}
+	return path
 }
 
 func (rp *realProject) configValue(key string) string {
@@ -343,6 +495,10 @@ func (rp *realProject) startClient(boinc string, i int) {
 		t.Fatalf("make client data directory: %v", err)
 	}
 	master := rp.urlBase + "/"
+	upLimit := 0 // none
+	if i == 0 {
+		upLimit = realClientUpThrottle // until restartDuringUpload
+	}
 	files := map[string]string{
 		// no_info_fetch: no lookups at boinc.berkeley.edu.
 		"cc_config.xml": `<cc_config>
@@ -353,6 +509,7 @@ func (rp *realProject) startClient(boinc string, i int) {
 <file_xfer_debug/>
 <task/>
 <task_debug/>
+<checkpoint_debug/>
 <unparsed_xml/>
 </log_flags>
 <options>
@@ -360,9 +517,32 @@ func (rp *realProject) startClient(boinc string, i int) {
 </options>
 </cc_config>
 `,
-		// The machine is busy with the server itself: without
-		// suspend_cpu_usage 0 the client suspends computing.
-		"global_prefs_override.xml": `<global_preferences>
+		"global_prefs_override.xml": realClientPrefs(upLimit),
+		accountFileName(master):     fmt.Sprintf("<account>\n<master_url>%s</master_url>\n<authenticator>%s</authenticator>\n</account>\n", master, u.auth),
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(u.dataDir, name), []byte(text), 0o600); err != nil {
+			t.Fatalf("write client file: %v", err)
+		}
+	}
+	u.guiPort = realFreePort(t)
+	rp.clients = append(rp.clients, rp.runClient(boinc, i))
+}
+
+// runClient starts client i on its data directory.
+func (rp *realProject) runClient(boinc string, i int) *realProc {
+	u := rp.users[i]
+	return rp.start(fmt.Sprintf("client%d", i), boinc, u.dataDir,
+		"--dir", u.dataDir, "--gui_rpc_port", strconv.Itoa(u.guiPort), "--no_gpus", "--skip_cpu_benchmarks")
+}
+
+// realClientPrefs are the volunteer's preferences: compute always,
+// checkpoint every second, small work buffer; uploads limited to
+// upBytesSec bytes/s if > 0.
+func realClientPrefs(upBytesSec int) string {
+	// The machine is busy with the server itself: without
+	// suspend_cpu_usage 0 the client suspends computing.
+	return `<global_preferences>
 <run_on_batteries>1</run_on_batteries>
 <run_if_user_active>1</run_if_user_active>
 <run_gpu_if_user_active>1</run_gpu_if_user_active>
@@ -374,21 +554,74 @@ func (rp *realProject) startClient(boinc string, i int) {
 <work_buf_additional_days>0.01</work_buf_additional_days>
 <disk_min_free_gb>0.1</disk_min_free_gb>
 <disk_max_used_pct>90</disk_max_used_pct>
+<disk_interval>1</disk_interval>
 <network_wifi_only>0</network_wifi_only>
+<max_bytes_sec_up>` + strconv.Itoa(upBytesSec) + `</max_bytes_sec_up>
 </global_preferences>
-`,
-		accountFileName(master): fmt.Sprintf("<account>\n<master_url>%s</master_url>\n<authenticator>%s</authenticator>\n</account>\n", master, u.auth),
+`
+}
+
+// restartDuringUpload stops client0 a few seconds into its first upload
+// of a "log" output (throttled, so it takes some 15 s) and starts it again
+// without the limit: the client asks the server how much of the file it
+// has (<get_file_size>) and resumes the upload there, and restarts its
+// running tasks, which resume from their checkpoints.
+func (rp *realProject) restartDuringUpload(boinc string) {
+	t := rp.t
+	b, err := os.ReadFile(rp.clients[0].log)
+	if err != nil {
+		t.Fatalf("read client0's event log: %v", err)
 	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(u.dataDir, name), []byte(text), 0o600); err != nil {
-			t.Fatalf("write client file: %v", err)
+	m := regexp.MustCompile(`Started upload of (` + regexp.QuoteMeta(realClientJobPrefix) + `\d+_\d+_1)\n`).FindSubmatch(b)
+	if m == nil {
+		return
+	}
+	time.Sleep(4 * time.Second)
+	if err := rp.clients[0].stop(); err != nil {
+		t.Fatalf("stop client0: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(rp.users[0].dataDir, "global_prefs_override.xml"), []byte(realClientPrefs(0)), 0o600); err != nil {
+		t.Fatalf("write client0's preferences: %v", err)
+	}
+	rp.clients[0] = rp.runClient(boinc, 0)
+	rp.restarted = string(m[1])
+	t.Logf("restarted client0 while it uploaded %s", rp.restarted)
+}
+
+// checkResumed checks what the restart of client0 must have caused: an
+// upload resumed past its start (with file_xfer_debug the client logs each
+// upload's starting offset) and a task resumed from its checkpoint (the
+// app says so on stderr, which comes back as the result's stderr_out).
+func (rp *realProject) checkResumed(ctx context.Context, st *store.Store) {
+	t := rp.t
+	if rp.restarted == "" {
+		t.Errorf("client0 was never seen uploading a %q output, so it was not restarted", boincapp.LogName)
+		return
+	}
+	b, err := os.ReadFile(rp.clients[0].log)
+	if err != nil {
+		t.Fatalf("read client0's event log: %v", err)
+	}
+	resumed := false
+	for _, m := range regexp.MustCompile(`\[fxd\] starting upload, upload_offset (\d+)`).FindAllStringSubmatch(string(b), -1) {
+		if n, _ := strconv.Atoi(m[1]); n > 0 {
+			resumed = true
+			t.Logf("client0 resumed an upload at byte %d", n)
+			break
 		}
 	}
-	port := realFreePort(t)
-	u.guiPort = port
-	p := rp.start(fmt.Sprintf("client%d", i), boinc, u.dataDir,
-		"--dir", u.dataDir, "--gui_rpc_port", strconv.Itoa(port), "--no_gpus", "--skip_cpu_benchmarks")
-	rp.clients = append(rp.clients, p)
+	if !resumed {
+		t.Errorf("client0, restarted while uploading %s, resumed no upload past its start (no \"upload_offset N\" > 0 in its event log)", rp.restarted)
+	}
+	var n int
+	if err := st.DB().GetContext(ctx, &n, `SELECT COUNT(*) FROM result WHERE stderr_out LIKE ?`, "%"+realClientResumed+"%"); err != nil {
+		t.Fatalf("read results' stderr: %v", err)
+	}
+	if n == 0 {
+		t.Errorf("no result's stderr_out says %q: no task resumed from its checkpoint after client0's restart", realClientResumed)
+	} else {
+		t.Logf("%d tasks resumed from their checkpoints", n)
+	}
 }
 
 // checkLookupAccount asks the first client, as BOINC Manager's "attach
@@ -560,16 +793,21 @@ type realProgress struct {
 	assimilated   int
 	problems      []string
 	failRetried   bool
+	userJobs      [2]int // jobs with a valid result of the user's client
+	// trickles counts the trickle-up messages stored (msg_from_host), of
+	// which tricklesUnhandled the trickle handler has not handled yet.
+	trickles, tricklesUnhandled int
 }
 
 func (p realProgress) String() string {
-	return fmt.Sprintf("hosts %d, results %v, jobs done by both clients %d/%d, assimilated %d, FAIL job: %d client errors in %d instances, user credit %.3g/%.3g",
-		p.hosts, p.results, p.bothDone, realClientJobs, p.assimilated, p.failErrors, p.failInstances, p.userCredit[0], p.userCredit[1])
+	return fmt.Sprintf("hosts %d, results %v, jobs done by both clients %d/%d, assimilated %d, FAIL job: %d client errors in %d instances, user credit %.3g/%.3g, trickle-ups %d (%d unhandled)",
+		p.hosts, p.results, p.bothDone, realClientJobs, p.assimilated, p.failErrors, p.failInstances, p.userCredit[0], p.userCredit[1],
+		p.trickles, p.tricklesUnhandled)
 }
 
 func (p realProgress) done() bool {
 	return p.bothDone >= realClientWantBoth && p.failErrors >= 1 && p.failRetried &&
-		p.userCredit[0] > 0 && p.userCredit[1] > 0
+		p.userCredit[0] > 0 && p.userCredit[1] > 0 && p.trickles > 0 && p.tricklesUnhandled == 0
 }
 
 // progress reads the jobs' state: read-only queries, so they live here
@@ -592,12 +830,27 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 			return pg, err
 		}
 	}
+	var trickles []struct {
+		Result  string `db:"result_name"`
+		N       int    `db:"n"`
+		Handled int    `db:"handled"`
+	}
+	if err := db.SelectContext(ctx, &trickles, `SELECT result_name, COUNT(*) AS n, SUM(handled) AS handled FROM msg_from_host GROUP BY result_name`); err != nil {
+		return pg, err
+	}
+	tricklesOf := map[string]int{} // trickle-ups stored, by task
+	for _, m := range trickles {
+		tricklesOf[m.Result] = m.N
+		pg.trickles += m.N
+		pg.tricklesUnhandled += m.N - m.Handled
+	}
 	var rows []struct {
 		WU            string  `db:"wu_name"`
 		WUID          int64   `db:"wu_id"`
 		Canonical     int64   `db:"canonical_resultid"`
 		Assimilate    int     `db:"assimilate_state"`
 		ID            int64   `db:"id"`
+		Name          string  `db:"name"`
 		ServerState   int     `db:"server_state"`
 		Outcome       int     `db:"outcome"`
 		ValidateState int     `db:"validate_state"`
@@ -607,12 +860,13 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 		ExitStatus    int     `db:"exit_status"`
 	}
 	err := db.SelectContext(ctx, &rows, `SELECT w.name AS wu_name, w.id AS wu_id, w.canonical_resultid, w.assimilate_state,
-		r.id, r.server_state, r.outcome, r.validate_state, r.hostid, r.userid, r.granted_credit, r.exit_status
+		r.id, r.name, r.server_state, r.outcome, r.validate_state, r.hostid, r.userid, r.granted_credit, r.exit_status
 		FROM workunit w JOIN result r ON r.workunitid = w.id ORDER BY r.id`)
 	if err != nil {
 		return pg, err
 	}
 	type job struct {
+		canonical   string // the canonical instance's name
 		assimilated bool
 		okUsers     map[int64]bool // users with a valid, credited result
 		okHosts     map[int64]bool
@@ -624,6 +878,9 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 		if j == nil {
 			j = &job{assimilated: r.Assimilate == int(state.AssimilateDone), okUsers: map[int64]bool{}, okHosts: map[int64]bool{}}
 			jobs[r.WU] = j
+		}
+		if r.ID == r.Canonical {
+			j.canonical = r.Name
 		}
 		if r.WU == realClientFailJob {
 			pg.failInstances++
@@ -652,13 +909,8 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 		}
 		if j.assimilated {
 			pg.assimilated++
-			out, err := os.ReadFile(filepath.Join(rp.dir, "results", name, "out"))
-			if err != nil {
-				pg.problems = append(pg.problems, fmt.Sprintf("job %s assimilated but its output is missing: %v", name, err))
-				continue
-			}
-			if !bytes.Equal(out, demoapp.SingleOutput(name)) {
-				pg.problems = append(pg.problems, fmt.Sprintf("job %s: assimilated output %q, want %q", name, out, demoapp.SingleOutput(name)))
+			if problem := rp.checkAssimilated(name, j.canonical, tricklesOf[j.canonical]); problem != "" {
+				pg.problems = append(pg.problems, problem)
 				continue
 			}
 		}
@@ -666,8 +918,159 @@ func (rp *realProject) progress(ctx context.Context, st *store.Store) (realProgr
 			j.okUsers[rp.users[0].id] && j.okUsers[rp.users[1].id] {
 			pg.bothDone++
 		}
+		for i, u := range rp.users {
+			if j.okUsers[u.id] {
+				pg.userJobs[i]++
+			}
+		}
 	}
 	return pg, nil
+}
+
+// checkAssimilated checks the assimilated outputs of job: both delivered,
+// "out" what the app must compute, "log" at least boincapp.LogSize bytes
+// and telling that every trickle-up the canonical instance sent was stored
+// once (trickles, the msg_from_host rows of the instance) and that the
+// trickle handler's answer reached the app. It returns a problem, or "".
+func (rp *realProject) checkAssimilated(job, canonical string, trickles int) string {
+	// The copy handler delivers each output as <results>/<job>/<open name>.
+	read := func(logical string) ([]byte, string) {
+		b, err := os.ReadFile(filepath.Join(rp.dir, "results", job, logical))
+		if err != nil {
+			return nil, fmt.Sprintf("job %s assimilated but its output %q is missing: %v", job, logical, err)
+		}
+		return b, ""
+	}
+	out, problem := read(boincapp.OutName)
+	if problem != "" {
+		return problem
+	}
+	if want := boincapp.Output(boincapp.Input(job), boincapp.Shared(), boincapp.Params(job), realClientRoundsOf(job)); !bytes.Equal(out, want) {
+		return fmt.Sprintf("job %s: assimilated %q = %q, want %q", job, boincapp.OutName, out, want)
+	}
+	log, problem := read(boincapp.LogName)
+	if problem != "" {
+		return problem
+	}
+	if len(log) < boincapp.LogSize {
+		return fmt.Sprintf("job %s: assimilated %q has %d bytes, want at least %d", job, boincapp.LogName, len(log), boincapp.LogSize)
+	}
+	// The log's second and third lines: "trickle-ups sent: N" and
+	// "trickle-down: TEXT".
+	lines := strings.SplitN(string(log), "\n", 4)
+	var sent int
+	if _, err := fmt.Sscanf(lines[1], "trickle-ups sent: %d", &sent); err != nil || sent < 1 {
+		return fmt.Sprintf("job %s: log line %q: want the app's count of trickle-ups, at least 1", job, lines[1])
+	}
+	if trickles != sent {
+		return fmt.Sprintf("job %s: instance %s sent %d trickle-ups, %d stored (msg_from_host): want each once", job, canonical, sent, trickles)
+	}
+	if want := "trickle-down: " + realClientTrickleEcho + " "; !strings.HasPrefix(lines[2], want) || !strings.HasSuffix(lines[2], " from "+canonical) {
+		return fmt.Sprintf("job %s: log line %q: want the trickle handler's answer to %s (%s N from %s)", job, lines[2], canonical, realClientTrickleEcho, canonical)
+	}
+	return ""
+}
+
+// checkSticky checks that each client, having run two jobs or more,
+// downloaded the shared, sticky input once (its event log, with file_xfer
+// on, says "Started download of" a file once per download) and holds it as
+// sticky (client_state.xml marks its <file> <sticky/>): a file that is not
+// sticky is deleted as soon as no job of the host uses it, and downloaded
+// again for the next job.
+func (rp *realProject) checkSticky(pg realProgress) {
+	t := rp.t
+	for i, u := range rp.users {
+		if pg.userJobs[i] < 2 {
+			t.Errorf("client%d completed %d jobs, want 2 or more to see the sticky input kept", i, pg.userJobs[i])
+			continue
+		}
+		b, err := os.ReadFile(rp.clients[i].log)
+		if err != nil {
+			t.Fatalf("read client%d's event log: %v", i, err)
+		}
+		if n := strings.Count(string(b), "Started download of "+rp.sharedFile+"\n"); n != 1 {
+			t.Errorf("client%d downloaded the sticky input %s %d times in %d jobs, want once", i, rp.sharedFile, n, pg.userJobs[i])
+		} else {
+			t.Logf("client%d downloaded the sticky input %s once and ran %d jobs", i, rp.sharedFile, pg.userJobs[i])
+		}
+		if b, err = os.ReadFile(filepath.Join(u.dataDir, "client_state.xml")); err != nil {
+			t.Fatalf("read client%d's state: %v", i, err)
+		}
+		sticky := false
+		for _, f := range strings.Split(string(b), "<file>")[1:] {
+			f, _, _ = strings.Cut(f, "</file>")
+			if strings.Contains(f, "<name>"+rp.sharedFile+"</name>") {
+				sticky = strings.Contains(f, "<sticky/>")
+			}
+		}
+		if !sticky {
+			t.Errorf("client%d's client_state.xml has no <file> %s marked <sticky/>", i, rp.sharedFile)
+		}
+	}
+}
+
+// checkCheckpoints checks that the app checkpointed on the real client:
+// with checkpoint_debug on, the client logs each checkpoint the app
+// reports (boinc_checkpoint_completed), at the period of the volunteer's
+// disk_interval preference (1 s here).
+func (rp *realProject) checkCheckpoints() {
+	for _, c := range rp.clients {
+		b, err := os.ReadFile(c.log)
+		if err != nil {
+			rp.t.Fatalf("read %s's event log: %v", c.name, err)
+		}
+		re := regexp.MustCompile(`\[checkpoint\] result (` + regexp.QuoteMeta(realClientJobPrefix) + `\S+) checkpointed`)
+		if m := re.FindAllStringSubmatch(string(b), -1); len(m) == 0 {
+			rp.t.Errorf("%s's event log has no checkpoint of the app (\"[checkpoint] result %s... checkpointed\")", c.name, realClientJobPrefix)
+		} else {
+			rp.t.Logf("%s: the app checkpointed %d times (first: %s)", c.name, len(m), m[0][1])
+		}
+	}
+}
+
+// checkGzip checks that the clients downloaded each job's "params" (stored
+// gzip'd) from the gzip'd copy's URL: with file_xfer_debug on, the event
+// log gives the URL of every download. (That the client unzipped it shows
+// in the digest of "out", which covers "params".)
+func (rp *realProject) checkGzip(ctx context.Context, st *store.Store) {
+	t := rp.t
+	var logs string
+	for _, c := range rp.clients {
+		b, err := os.ReadFile(c.log)
+		if err != nil {
+			t.Fatalf("read %s's event log: %v", c.name, err)
+		}
+		logs += string(b)
+	}
+	downloads := 0
+	for i := 0; i < realClientJobs; i++ {
+		job := fmt.Sprintf("%s%d", realClientJobPrefix, i)
+		wu, err := st.WorkunitGetByName(ctx, job)
+		if err != nil {
+			t.Fatalf("read job %s: %v", job, err)
+		}
+		doc, err := jobxml.ParseWorkunit(wu.XMLDoc)
+		if err != nil {
+			t.Fatalf("job %s: %v", job, err)
+		}
+		for _, f := range doc.Inputs {
+			if f.OpenName != boincapp.ParamsName {
+				continue
+			}
+			if f.GzippedNbytes <= 0 {
+				t.Errorf("job %s: %q (%s) has no gzip'd copy", job, f.OpenName, f.Name)
+			}
+			for _, m := range regexp.MustCompile(`URL: \S*/`+regexp.QuoteMeta(f.Name)+`(\S*)\n`).FindAllStringSubmatch(logs, -1) {
+				downloads++
+				if m[1] != ".gz" {
+					t.Errorf("job %s: a client downloaded %q from %s, want its gzip'd copy %s.gz", job, f.OpenName, strings.TrimSpace(strings.TrimPrefix(m[0], "URL: ")), f.Name)
+				}
+			}
+		}
+	}
+	if downloads == 0 {
+		t.Errorf("no download of a job's %q in the clients' event logs", boincapp.ParamsName)
+	}
 }
 
 func realFreePort(t *testing.T) int {
