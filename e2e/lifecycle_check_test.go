@@ -122,7 +122,7 @@ func (lp *lcProject) collect(ctx context.Context) (*lcData, error) {
 		return nil, fmt.Errorf("read handler outputs: %w", err)
 	}
 	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(lp.outDir, e.Name()))
+		b, err := os.ReadFile(filepath.Join(lp.outDir, e.Name(), "out"))
 		if err != nil {
 			return nil, fmt.Errorf("read handler output: %w", err)
 		}

@@ -111,15 +111,17 @@ func (lp *lcProject) seed(ctx context.Context, p lcParams) {
 }
 
 // writeHandler writes the assimilator's --handler-cmd script: it copies a
-// successful job's canonical output to outputs/<job name>, then appends the
-// job's name to handled.log. The line is written last, so a run that fails
+// successful job's first canonical output ("out") to
+// outputs/<job name>/out, the copy handler's layout, then appends the job's
+// name to handled.log. The line is written last, so a run that fails
 // part-way (and is retried) leaves no line.
 func (lp *lcProject) writeHandler() {
 	script := fmt.Sprintf(`#!/bin/sh
 set -e
 if [ $# -gt 0 ]; then
-	cp "$1" %[1]q/"$TASKSERVER_JOB_NAME".tmp
-	mv %[1]q/"$TASKSERVER_JOB_NAME".tmp %[1]q/"$TASKSERVER_JOB_NAME"
+	mkdir -p %[1]q/"$TASKSERVER_JOB_NAME"
+	cp "$1" %[1]q/"$TASKSERVER_JOB_NAME"/out.tmp
+	mv %[1]q/"$TASKSERVER_JOB_NAME"/out.tmp %[1]q/"$TASKSERVER_JOB_NAME"/out
 fi
 printf '%%s %%s\n' "$TASKSERVER_JOB_NAME" "$TASKSERVER_ERROR_MASK" >> %[2]q
 `, lp.outDir, lp.handled)
@@ -131,7 +133,8 @@ printf '%%s %%s\n' "$TASKSERVER_JOB_NAME" "$TASKSERVER_ERROR_MASK" >> %[2]q
 // start launches every daemon: feeder, scheduler, two transitioners
 // sharing the jobs with --mod 2, validator, assimilator with the handler
 // script, file deleter, db_purge (kept from purging, so every row stays
-// to be checked) and the work generator making p.Jobs jobs.
+// to be checked), a trickle handler and the work generator making p.Jobs
+// jobs.
 func (lp *lcProject) start(ctx context.Context, p lcParams) {
 	t := lp.t
 	lp.writeConfig()
@@ -150,6 +153,7 @@ func (lp *lcProject) start(ctx context.Context, p lcParams) {
 			"--handler-cmd", filepath.Join(lp.dir, "handler.sh")}},
 		{"file_deleter", "file_deleter", []string{"--listen", anyPort, "--sleep", "500ms"}},
 		{"db_purge", "db_purge", []string{"--listen", anyPort, "--sleep", "1s", "--archive-dir", "archives", "--min-age", "24h"}},
+		{"trickle_handler", "trickle_handler", []string{"--listen", anyPort, "--sleep", "500ms", "--extend-deadline", p.DelayBound.String()}},
 		{"work_generator", "work_generator", []string{"--listen", anyPort, "--sleep", "300ms",
 			"--unsent-target", "300", "--total-jobs", strconv.Itoa(p.Jobs),
 			"--delay-bound", p.DelayBound.String(), "--min-quorum", "2", "--target-nresults", "2",

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/demoapp"
-	"github.com/taskserver/taskserver/internal/jobtemplate"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -20,26 +19,18 @@ const (
 )
 
 // SeedDemoApp adds the demo app with its one platform and app version and
-// returns the app's id. The app's default templates are the demo job's
-// (demoapp.InputTemplate, OutputTemplate), so a demo job submitted by hand
-// (taskctl job submit --input IN --input shared:demo_model --input PARAMS)
-// has the work generator's shape.
+// returns the app's id. The app keeps the built-in templates (one input
+// "in", one output "out"), so a job submitted by hand with one input
+// (taskctl job submit --input IN, the submission API's "input") runs as
+// before; the work generator's jobs carry the demo templates themselves
+// (demoapp.InputTemplate, OutputTemplate: three inputs, two outputs).
 func SeedDemoApp(ctx context.Context, st *store.Store) (int64, error) {
 	now := time.Now().Unix()
 	pid, err := st.PlatformInsert(ctx, row.Platform{CreateTime: now, Name: DemoPlatform, UserFriendlyName: "Linux on x86-64"})
 	if err != nil {
 		return 0, err
 	}
-	inID, err := st.JobTemplatePut(ctx, jobtemplate.KindInput, demoapp.InputTemplate, now)
-	if err != nil {
-		return 0, err
-	}
-	outID, err := st.JobTemplatePut(ctx, jobtemplate.KindOutput, demoapp.OutputTemplate, now)
-	if err != nil {
-		return 0, err
-	}
-	aid, err := st.AppInsert(ctx, row.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1,
-		InputTemplateID: inID, OutputTemplateID: outID})
+	aid, err := st.AppInsert(ctx, row.App{CreateTime: now, Name: demoapp.AppName, UserFriendlyName: "Demo: iterated SHA-256", Weight: 1})
 	if err != nil {
 		return 0, err
 	}

@@ -12,10 +12,9 @@ import (
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
-// TestSeededDemoAppHasTheDemoTemplates: a demo job submitted without
-// templates (as taskctl job submit does) gets the demo job's shape from the
-// seeded app: three inputs, the command line, two outputs.
-func TestSeededDemoAppHasTheDemoTemplates(t *testing.T) {
+// TestDemoJobByHand: a demo job submitted with the demo templates has the
+// work generator's shape; shared files and their copies are counted kept.
+func TestDemoJobByHand(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	appID, err := SeedDemoApp(ctx, st)
@@ -32,9 +31,14 @@ func TestSeededDemoAppHasTheDemoTemplates(t *testing.T) {
 	if n, err := SharedFilesKept(ctx, st.DB()); n != 3 || err != nil {
 		t.Errorf("SharedFilesKept = %d, %v; want 3 (the model, another file and its gzip'd copy)", n, err)
 	}
-	job := jobs.Job{Name: "by_hand", Inputs: []jobs.Input{{Data: demoapp.Input("by_hand")}, {Shared: demoapp.ModelFile}, {Data: demoapp.Params()}}}
+	job := jobs.Job{Name: "by_hand", Inputs: []jobs.Input{{Data: demoapp.Input("by_hand")}, {Shared: demoapp.ModelFile}, {Data: demoapp.Params()}},
+		InputTemplate: demoapp.InputTemplate, OutputTemplate: demoapp.OutputTemplate}
 	if err := c.Create(ctx, appID, []jobs.Job{job}, jobs.DefaultParams()); err != nil {
 		t.Fatal(err)
+	}
+	// The app's own templates stay the built-in ones: one input.
+	if err := c.Create(ctx, appID, []jobs.Job{{Name: "one_input", Inputs: []jobs.Input{{Data: []byte("x")}}}}, jobs.DefaultParams()); err != nil {
+		t.Errorf("a one-input demo job: %v", err)
 	}
 	wu, err := st.WorkunitGetByName(ctx, "by_hand")
 	if err != nil {
