@@ -42,18 +42,23 @@ const (
 	LogName    = "log"
 )
 
-// ModelFile is the name the model is staged under as a shared file; jobs
-// refer to the latest staged by it.
-const ModelFile = "demo_model"
+// ModelFile and ParamsFile are the names the model and the params file
+// are staged under as shared files; jobs refer to the latest staged by
+// them. Both are the same for every job, so they are staged once: a job
+// brings only its own input.
+const (
+	ModelFile  = "demo_model"
+	ParamsFile = "demo_params"
+)
 
 // InputTemplate is the demo job's input template (BOINC's format): the
-// job's own input (gzip'd copy offered), the shared model (sticky), the
-// params file, and the command line. Every file is copied into the slot
-// directory: the demo app does not resolve logical names.
+// job's own input, the shared model (sticky), the shared params file
+// (gzip'd copy offered), and the command line. Every file is copied into
+// the slot directory: the demo app does not resolve logical names.
 const InputTemplate = `<input_template>
-<file_info><number>0</number><gzip/></file_info>
+<file_info><number>0</number></file_info>
 <file_info><number>1</number><sticky/></file_info>
-<file_info><number>2</number></file_info>
+<file_info><number>2</number><gzip/></file_info>
 <workunit>
   <file_ref><open_name>in</open_name><copy_file/></file_ref>
   <file_ref><open_name>model</open_name><copy_file/></file_ref>

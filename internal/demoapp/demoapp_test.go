@@ -21,7 +21,7 @@ func TestTemplates(t *testing.T) {
 	wantIn := []struct {
 		open         string
 		gzip, sticky bool
-	}{{demoapp.InName, true, false}, {demoapp.ModelName, false, true}, {demoapp.ParamsName, false, false}}
+	}{{demoapp.InName, false, false}, {demoapp.ModelName, false, true}, {demoapp.ParamsName, true, false}}
 	for i, w := range wantIn {
 		f := in.Files[i]
 		if f.OpenName != w.open || f.Gzip != w.gzip || f.Sticky != w.sticky || !f.CopyFile {

@@ -33,20 +33,20 @@ type SharedFile struct {
 }
 
 // DemoJobs makes the demo project's jobs (see package demoapp): its own
-// input (stored gzip'd too), the shared model, the params file, the command
+// input, the shared model, the shared params file (stored gzip'd too), the command
 // line --rounds demoapp.Rounds, and two outputs, all from the demo templates
 // the jobs carry, so they are the same whatever templates the app has.
 type DemoJobs struct{}
 
-// SharedFiles is the demo model.
+// SharedFiles are the demo model and params.
 func (DemoJobs) SharedFiles(context.Context) ([]SharedFile, error) {
-	return []SharedFile{{Name: demoapp.ModelFile, Data: demoapp.Model()}}, nil
+	return []SharedFile{{Name: demoapp.ModelFile, Data: demoapp.Model()}, {Name: demoapp.ParamsFile, Data: demoapp.Params(), Gzip: true}}, nil
 }
 
 // Job is demo job name.
 func (DemoJobs) Job(_ context.Context, name string) (jobs.Job, error) {
 	return jobs.Job{
-		Inputs:         []jobs.Input{{Data: demoapp.Input(name)}, {Shared: demoapp.ModelFile}, {Data: demoapp.Params()}},
+		Inputs:         []jobs.Input{{Data: demoapp.Input(name)}, {Shared: demoapp.ModelFile}, {Shared: demoapp.ParamsFile}},
 		CommandLine:    demoapp.CommandLine(demoapp.Rounds),
 		InputTemplate:  demoapp.InputTemplate,
 		OutputTemplate: demoapp.OutputTemplate,

@@ -169,13 +169,13 @@ func TestStagesInputWhereJobXMLSays(t *testing.T) {
 			t.Fatalf("ParseWorkunit(%q) = %+v, %v; want three inputs and the demo command line", wu.XMLDoc, doc, err)
 		}
 		in, model, params := doc.Inputs[0], doc.Inputs[1], doc.Inputs[2]
-		if in.Name != wu.Name+"_in" || in.OpenName != demoapp.InName || in.GzippedNbytes <= 0 {
-			t.Errorf("input of %s = %+v, want name %s_in, open_name in, gzip'd", wu.Name, in, wu.Name)
+		if in.Name != wu.Name+"_in" || in.OpenName != demoapp.InName {
+			t.Errorf("input of %s = %+v, want name %s_in, open_name in", wu.Name, in, wu.Name)
 		}
 		if model.Name != jobs.SharedName(demoapp.ModelFile, md5hex(demoapp.Model())) || model.OpenName != demoapp.ModelName || !model.Sticky {
 			t.Errorf("model of %s = %+v, want the shared model, sticky", wu.Name, model)
 		}
-		if params.OpenName != demoapp.ParamsName {
+		if params.Name != jobs.SharedName(demoapp.ParamsFile, md5hex(demoapp.Params())) || params.OpenName != demoapp.ParamsName || params.GzippedNbytes <= 0 {
 			t.Errorf("params of %s = %+v", wu.Name, params)
 		}
 		for _, f := range []struct {
@@ -198,8 +198,8 @@ func TestStagesInputWhereJobXMLSays(t *testing.T) {
 				t.Errorf("staged file mode = %v, %v; want 0644", fi.Mode(), err)
 			}
 		}
-		if fi, err := os.Stat(mustPath(t, b.downloadDir, in.Name) + ".gz"); err != nil || float64(fi.Size()) != in.GzippedNbytes {
-			t.Errorf("gzip'd copy of %s: %v, %v; want %g bytes", in.Name, fi, err, in.GzippedNbytes)
+		if fi, err := os.Stat(mustPath(t, b.downloadDir, params.Name) + ".gz"); err != nil || float64(fi.Size()) != params.GzippedNbytes {
+			t.Errorf("gzip'd copy of %s: %v, %v; want %g bytes", params.Name, fi, err, params.GzippedNbytes)
 		}
 		tmpl, err := b.st.JobTemplateGet(context.Background(), wu.OutputTemplateID)
 		if err != nil || tmpl.Body != demoapp.OutputTemplate {
@@ -207,8 +207,8 @@ func TestStagesInputWhereJobXMLSays(t *testing.T) {
 		}
 	}
 	var refs int
-	if err := b.st.DB().Get(&refs, `SELECT COUNT(*) FROM workunit_shared_file`); err != nil || refs != len(wus) {
-		t.Errorf("shared file references = %d, %v; want one per job (%d)", refs, err, len(wus))
+	if err := b.st.DB().Get(&refs, `SELECT COUNT(*) FROM workunit_shared_file`); err != nil || refs != 2*len(wus) {
+		t.Errorf("shared file references = %d, %v; want two per job (%d jobs)", refs, err, len(wus))
 	}
 	// No temporary files are left behind.
 	err := filepath.WalkDir(b.downloadDir, func(p string, d os.DirEntry, err error) error {
