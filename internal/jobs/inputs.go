@@ -198,6 +198,7 @@ func (t *templates) sharedFile(ctx context.Context, name string) (row.SharedFile
 	if sf.State != row.SharedFileLive {
 		return sf, invalid(fmt.Errorf("shared file %q: %w", sf.Name, store.ErrSharedFileGone))
 	}
+	t.shared[name] = sf
 	return sf, nil
 }
 

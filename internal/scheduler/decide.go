@@ -51,6 +51,10 @@ type walk struct {
 	// held are the sticky files the host lists as present and those sent
 	// to it in this reply; nil when it lists none (see diskNeed).
 	held map[string]bool
+	// unread are the jobs sent in this reply whose sticky inputs were not
+	// read (they fitted without a credit): read, into held, only when a
+	// later job needs the credit.
+	unread []shmcache.Entry
 	// dry runs the decision without claims or writes.
 	dry bool
 	// trace, if set, hears every verdict: reason "" is a send.

@@ -193,8 +193,9 @@ type candidate struct {
 	replicate bool
 	p         store.SchedSend
 	// sticky are the job's sticky inputs, when the disk check credits
-	// them (see diskNeed).
-	sticky []jobxml.InputFile
+	// them (see diskNeed); stickyRead says they were read.
+	sticky     []jobxml.InputFile
+	stickyRead bool
 }
 
 // scan walks the cache from a random slot (so concurrent requests spread
@@ -258,11 +259,21 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				break
 			}
 			w.seen++
-			sticky := s.stickyInputs(ctx, w, e)
-			need := diskNeed(e.RscDiskBound, sticky, w.held, roundHeld)
-			de := e
-			de.RscDiskBound = need
-			v, hr, why := w.check(de)
+			// The job's whole disk bound first: only a job that does not fit
+			// that way has its document read, to credit the sticky inputs the
+			// host holds (most requests fit and cost no read).
+			var sticky []jobxml.InputFile
+			stickyRead := false
+			v, hr, why := w.check(e)
+			if why == reasonDisk && w.held != nil {
+				s.readSentSticky(ctx, w, round, roundHeld)
+				sticky, stickyRead = s.stickyInputs(ctx, w, e), true
+				if len(sticky) > 0 {
+					de := e
+					de.RscDiskBound = diskNeed(e.RscDiskBound, sticky, w.held, roundHeld)
+					v, hr, why = w.check(de)
+				}
+			}
 			if why != "" {
 				w.reject(i, e, why)
 				continue
@@ -283,7 +294,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				}
 				replicate = replicates(v.app, x.host, s.opts.ARTrustValid, s.opts.ARSpotCheck, w.quar, s.deps.Rand)
 			}
-			round = append(round, candidate{slot: i, cl: cl, e: e, v: v, replicate: replicate, sticky: sticky, p: store.SchedSend{
+			round = append(round, candidate{slot: i, cl: cl, e: e, v: v, replicate: replicate, sticky: sticky, stickyRead: stickyRead, p: store.SchedSend{
 				ResultID:       e.ResultID,
 				WorkunitID:     e.WorkunitID,
 				HostID:         x.host.ID,
@@ -298,7 +309,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 			}})
 			// Counted as sent until the commit says otherwise.
 			covered += q.runtime(e.RscFpopsEst)
-			q.add(e.RscFpopsEst, need)
+			q.add(e.RscFpopsEst, diskNeed(e.RscDiskBound, sticky, w.held, roundHeld))
 			hold(roundHeld, sticky)
 			inRound[e.WorkunitID] = true
 		}
@@ -354,6 +365,9 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				q.add(cd.e.RscFpopsEst, diskNeed(cd.e.RscDiskBound, cd.sticky, w.held))
 				if len(cd.sticky) > 0 {
 					hold(w.held, cd.sticky)
+				}
+				if !cd.stickyRead && w.held != nil {
+					w.unread = append(w.unread, cd.e)
 				}
 				w.skipJob[cd.e.WorkunitID] = true
 			default:

@@ -81,3 +81,21 @@ func hold(held map[string]bool, sticky []jobxml.InputFile) {
 		held[f.Name] = true
 	}
 }
+
+// readSentSticky reads the sticky inputs of the jobs already sent in this
+// reply (into w.held) and of those claimed in this round (into roundHeld)
+// that were not read: a job that needs the disk credit is credited for
+// the sticky files on their way to the host too. They were counted whole,
+// which is what a job that brings its sticky file needs.
+func (s *Service) readSentSticky(ctx context.Context, w *walk, round []candidate, roundHeld map[string]bool) {
+	for _, e := range w.unread {
+		hold(w.held, s.stickyInputs(ctx, w, e))
+	}
+	w.unread = nil
+	for i := range round {
+		if !round[i].stickyRead {
+			round[i].sticky, round[i].stickyRead = s.stickyInputs(ctx, w, round[i].e), true
+			hold(roundHeld, round[i].sticky)
+		}
+	}
+}
