@@ -45,8 +45,9 @@ type SchedulerRequest struct {
 	TimeStats                 TimeStats `xml:"time_stats"`
 	HostInfo                  HostInfo  `xml:"host_info"`
 	DiskUsage                 DiskUsage `xml:"disk_usage"`
-	// Coprocs is the GPU description, kept unparsed; only GPU hosts send it.
-	Coprocs RawXML         `xml:"coprocs,omitempty"`
+	// Coprocs are the host's coprocessors and the work asked of each;
+	// only hosts with one send it (Coprocs.Resources reads it).
+	Coprocs *Coprocs       `xml:"coprocs"`
 	Results []ReportResult `xml:"result"`
 	// HostFiles are the sticky files the client holds for the project,
 	// listed in every request (client/cs_scheduler.cpp).
@@ -321,15 +322,27 @@ type FileRef struct {
 
 // AppVersion is a reply's <app_version>.
 type AppVersion struct {
-	AppName    string    `xml:"app_name"`
-	VersionNum int       `xml:"version_num"`
-	Platform   string    `xml:"platform,omitempty"`
-	PlanClass  string    `xml:"plan_class,omitempty"`
-	AvgNCPUs   float64   `xml:"avg_ncpus,omitempty"`
-	Flops      float64   `xml:"flops,omitempty"`
-	APIVersion string    `xml:"api_version,omitempty"`
-	Cmdline    string    `xml:"cmdline,omitempty"`
-	FileRefs   []FileRef `xml:"file_ref"`
+	AppName    string  `xml:"app_name"`
+	VersionNum int     `xml:"version_num"`
+	Platform   string  `xml:"platform,omitempty"`
+	PlanClass  string  `xml:"plan_class,omitempty"`
+	AvgNCPUs   float64 `xml:"avg_ncpus,omitempty"`
+	MaxNCPUs   float64 `xml:"max_ncpus,omitempty"`
+	// Flops is the speed the client is to assume for the version on this
+	// host: its runtime estimates are rsc_fpops_est / Flops.
+	Flops      float64 `xml:"flops,omitempty"`
+	APIVersion string  `xml:"api_version,omitempty"`
+	Cmdline    string  `xml:"cmdline,omitempty"`
+	// Coprocs are the coprocessors a task of the version uses.
+	Coprocs  []CoprocUsage `xml:"coproc"`
+	FileRefs []FileRef     `xml:"file_ref"`
+}
+
+// CoprocUsage is an app version's <coproc>: how many instances of a
+// resource one task uses (0.5: two tasks share a GPU).
+type CoprocUsage struct {
+	Type  string  `xml:"type"`
+	Count float64 `xml:"count"`
 }
 
 // Workunit is a reply's <workunit>.

@@ -332,3 +332,34 @@ type MsgToHost struct {
 	Handled    bool   `db:"handled"`
 	XML        string `db:"xml"`
 }
+
+// HostAppVersion is a row of host_app_version: what one host has shown of
+// one app version (BOINC's host_app_version). The scheduler picks versions,
+// estimates runtimes and applies the daily quota from it; the validator
+// adds valid results to it.
+type HostAppVersion struct {
+	HostID int64 `db:"host_id"`
+	// AppVersionID is the version's id, or for an anonymous-platform
+	// client's own build -(appid*1000000 + resource number).
+	AppVersionID int64 `db:"app_version_id"`
+	// EtN, EtAvg, EtVar and EtMedian are the count, mean, variance and a
+	// running median estimate of elapsed_time / rsc_fpops_est over valid
+	// results: seconds per estimated FLOP, the inverse of the host's rate.
+	EtN      int     `db:"et_n"`
+	EtAvg    float64 `db:"et_avg"`
+	EtVar    float64 `db:"et_var"`
+	EtMedian float64 `db:"et_median"`
+	// TurnaroundN and TurnaroundAvg are of the send-to-report seconds of
+	// valid results.
+	TurnaroundN      int     `db:"turnaround_n"`
+	TurnaroundAvg    float64 `db:"turnaround_avg"`
+	ConsecutiveValid int     `db:"consecutive_valid"`
+	// MaxJobsPerDay is the daily quota per CPU (per GPU for a GPU
+	// version); 0 means not set yet (the project's full quota).
+	MaxJobsPerDay int `db:"max_jobs_per_day"`
+	// NJobsToday counts jobs sent on Day (days since 1970-01-01 UTC).
+	NJobsToday int   `db:"n_jobs_today"`
+	Day        int64 `db:"day"`
+	NErrors    int   `db:"n_errors"`
+	NValid     int   `db:"n_valid"`
+}
