@@ -21,6 +21,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/clientaddr"
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
@@ -129,6 +130,10 @@ type Config struct {
 	// (msg_to_host) in each reply, which costs a read per request
 	// (--trickle-down).
 	TrickleDown bool
+	// PlanClasses are the project's plan classes (--plan-class-spec): a
+	// version of a plan class is sent only to hosts it accepts, one of a
+	// class not defined here never; nil defines none.
+	PlanClasses *planclass.Specs
 }
 
 // Validate returns every problem with c, each naming its flag.
@@ -283,7 +288,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		uploadURL: base + "/file_upload_handler",
 		masterURL: base + "/",
 		download:  base + "/download/",
-		catalog:   catalogCache{log: deps.Log},
+		catalog:   catalogCache{log: deps.Log, plans: cfg.PlanClasses},
 		read:      newReader(deps.Store, cfg.Timeout, m),
 		commit:    newCommitter(deps.Store, cfg.Timeout, cfg.CommitLanes, m),
 	}, nil
@@ -390,6 +395,8 @@ type rpc struct {
 	// reading them again.
 	sentRows map[int64]row.Result
 	sentJobs map[int64]row.Workunit
+	// rsc are the host's resources, the CPU first (choice.rsc).
+	rsc []protocol.Coproc
 }
 
 // Handle answers a parsed request. badAuth reports an unknown account key
