@@ -42,6 +42,9 @@ const (
 	FlagBatch       = "batch"
 	FlagPassTimeout = "pass-timeout"
 	FlagShmPath     = "shm-path"
+	// FlagPlanClassSpec is the project's plan_class_spec.xml, read by the
+	// scheduler and by taskctl app-version add (PlanClassSpecFlag).
+	FlagPlanClassSpec = "plan-class-spec"
 )
 
 // EnvName returns the environment variable for a flag name.
@@ -101,6 +104,16 @@ func ShmFlag() cli.Flag {
 	return &cli.StringFlag{Name: FlagShmPath, Usage: "shared-memory cache file shared by the feeder and schedulers " +
 		"(default: one per project directory, /dev/shm/taskserver-<directory name>-<hash of its absolute path>)",
 		EnvVars: []string{EnvName(FlagShmPath)}}
+}
+
+// PlanClassSpecFlag is the project's plan classes file (BOINC's
+// plan_class_spec.xml format), one flag and config key for every program
+// that reads it. Load it with planclass.Load(Common.Path(value),
+// c.IsSet(FlagPlanClassSpec)): the default file may be missing, one named
+// explicitly must exist.
+func PlanClassSpecFlag() cli.Flag {
+	return &cli.StringFlag{Name: FlagPlanClassSpec, Value: "plan_class_spec.xml", EnvVars: []string{EnvName(FlagPlanClassSpec)},
+		Usage: "the project's plan classes (BOINC's plan_class_spec.xml format): app versions with a plan class are sent only to hosts the class accepts, and taskctl app-version add refuses a class not defined here; relative to --" + FlagProjectDir + "; the default file may be missing (no plan classes), a file named explicitly must exist"}
 }
 
 // ShmPath is the shared-memory cache file: p (--shm-path) resolved against

@@ -501,3 +501,17 @@ func (s *Specs) lookup(name string) (*class, error) {
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknown, name)
 }
+
+// DefaultFile is the file's name in the project directory, as BOINC's.
+const DefaultFile = "plan_class_spec.xml"
+
+// Load reads the file at path. When required is false a missing file is
+// no classes (nil, nil): a project without plan classes needs no file,
+// but one named explicitly must exist.
+func Load(path string, required bool) (*Specs, error) {
+	s, err := ParseFile(path)
+	if errors.Is(err, os.ErrNotExist) && !required {
+		return nil, nil
+	}
+	return s, err
+}
