@@ -157,7 +157,23 @@ func DefaultShmPath(dir string) (string, error) {
 // not already set on the command line or in the environment. Keys the
 // program does not know are ignored: the file is shared by all programs.
 // Use it as the cli.App's Before hook.
-func LoadFile(c *cli.Context) error {
+func LoadFile(c *cli.Context) error { return loadFile(c, nil) }
+
+// LoadFileKeys is LoadFile for only the named keys: for a subcommand whose
+// other flags share a name, but not a meaning, with another program's
+// (taskctl app-version add's --code-sign-key is a private key, the
+// scheduler's a public one).
+func LoadFileKeys(keys ...string) cli.BeforeFunc {
+	only := map[string]bool{}
+	for _, k := range keys {
+		only[k] = true
+	}
+	return func(c *cli.Context) error { return loadFile(c, only) }
+}
+
+// loadFile applies the configuration file's keys, only those in only
+// when it is not nil.
+func loadFile(c *cli.Context, only map[string]bool) error {
 	path := c.String(FlagConfig)
 	if path == "" {
 		return nil
@@ -184,7 +200,7 @@ func LoadFile(c *cli.Context) error {
 		}
 	}
 	for k, v := range values {
-		if !known[k] || c.IsSet(k) {
+		if !known[k] || c.IsSet(k) || (only != nil && !only[k]) {
 			continue
 		}
 		if err := c.Set(k, v); err != nil {
