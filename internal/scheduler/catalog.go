@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"errors"
 	"log/slog"
 	"sync"
 
@@ -118,11 +117,7 @@ func (c *catalog) project(v row.AppVersion) version {
 
 // planKnown reports whether the project defines plan class name.
 func planKnown(plans *planclass.Specs, name string) bool {
-	if plans == nil {
-		return false
-	}
-	_, err := plans.Check(name, planclass.Host{})
-	return !errors.Is(err, planclass.ErrUnknown)
+	return plans.Has(name)
 }
 
 // catalogCache rebuilds the index only when the feeder republishes.

@@ -209,7 +209,7 @@ func (c *catalog) choose(req *protocol.SchedulerRequest, h row.Host, p choicePar
 				var ref *planclass.Refusal
 				rule := err.Error()
 				if errors.As(err, &ref) {
-					rule = ref.Rule
+					rule = "<" + ref.Rule + ">: " + ref.Detail
 				}
 				if ch.refusals == nil {
 					ch.refusals = map[string][]string{}
@@ -254,7 +254,7 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 		r = 0
 	}
 	if r < 0 {
-		return version{}, &planclass.Refusal{Rule: "the host has no " + u.Resource}
+		return version{}, &planclass.Refusal{Class: av.PlanClass, Rule: "gpu_type", Detail: "the host has no " + u.Resource}
 	}
 	v := ch.cat.project(av)
 	v.rsc, v.avgNCPUs, v.maxNCPUs, v.gpuUsage = r, u.AvgNCPUs, u.MaxNCPUs, u.GPUUsage

@@ -130,9 +130,9 @@ type Config struct {
 	// (msg_to_host) in each reply, which costs a read per request
 	// (--trickle-down).
 	TrickleDown bool
-	// PlanClasses are the project's plan classes (--plan-class-spec): a
-	// version of a plan class is sent only to hosts it accepts, one of a
-	// class not defined here never; nil defines none.
+	// PlanClasses are the project's plan classes (--plan-class-spec, read
+	// once at start); nil is none, and then no version with a plan class
+	// is sent.
 	PlanClasses *planclass.Specs
 }
 
