@@ -13,5 +13,5 @@ func planHost(h row.Host, req *protocol.SchedulerRequest) planclass.Host {
 	return planclass.Host{OSName: h.OSName, OSVersion: h.OSVersion, PVendor: h.PVendor, PModel: h.PModel,
 		PFeatures: req.HostInfo.PFeatures, NCPUs: max(h.PNCPUs, 1), PFpops: h.PFpops, MemBytes: h.MNbytes,
 		ClientVersion: req.CoreClientMajorVersion*10000 + req.CoreClientMinorVersion*100 + req.CoreClientRelease,
-		Coprocs: req.Coprocs.Resources(), UserID: h.UserID}
+		Coprocs:       req.Coprocs.Resources(), UserID: h.UserID}
 }
