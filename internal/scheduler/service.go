@@ -37,7 +37,7 @@ type Store interface {
 	ResultDetachHost(ctx context.Context, hostID, now int64) (int, error)
 	SchedulerCommit(ctx context.Context, b store.SchedBatch) (store.SchedOutcome, error)
 	UserHostGet(ctx context.Context, auth string, hostID int64) (row.User, row.Host, bool, error)
-	UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (row.User, row.Host, bool, []store.HostResult, error)
+	UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.UserHostHeld, error)
 	UserHostHeldList(ctx context.Context, keys []store.AuthHost, limit int) ([]store.UserHostHeld, error)
 	WorkunitListByIDs(ctx context.Context, ids []int64) ([]row.Workunit, error)
 	MsgFromHostInsert(ctx context.Context, msgs []row.MsgFromHost) (int64, error)
