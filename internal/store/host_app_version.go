@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskserver/taskserver/internal/hostav"
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/scheduler/decide"
 )
 
 // hostAppVersionColumns is row.HostAppVersion's column list.
@@ -46,4 +50,41 @@ ORDER BY host_id, app_version_id`
 func (s *Store) HostAppVersionListByHost(ctx context.Context, hostID int64) ([]row.HostAppVersion, error) {
 	return selectIn[row.HostAppVersion](ctx, s, fmt.Sprintf("list host_app_version of host %d", hostID),
 		hostAppVersionListByHosts, []int64{hostID})
+}
+
+const havSchedInsert = `INSERT INTO host_app_version (host_id, app_version_id, n_jobs_today, day, n_errors,
+max_jobs_per_day) VALUES `
+
+// havSchedUpdate applies a scheduler batch's sends and errors to a row that
+// exists, relative to what it holds (concurrent batches and the validator
+// lose nothing): jobs today add up on the same day and start again on a
+// later one (never go back to an earlier one: another scheduler's clock);
+// errors shrink the quota as hostav.ShrinkQuota does (its three arguments
+// are the project quota), end the valid streak and add to n_errors.
+// Assignments run left to right, so each reads the columns before this
+// statement or VALUES().
+const havSchedUpdate = ` ON DUPLICATE KEY UPDATE
+n_jobs_today = IF(VALUES(day) = day, n_jobs_today + VALUES(n_jobs_today),
+  IF(VALUES(day) > day, VALUES(n_jobs_today), n_jobs_today)),
+day = GREATEST(day, VALUES(day)),
+max_jobs_per_day = IF(VALUES(n_errors) = 0 OR ? <= 0, max_jobs_per_day,
+  GREATEST(1, LEAST(IF(max_jobs_per_day <= 0, ?, max_jobs_per_day), ?) - VALUES(n_errors))),
+consecutive_valid = IF(VALUES(n_errors) > 0, 0, consecutive_valid),
+n_errors = n_errors + VALUES(n_errors)`
+
+// schedWriteHostAppVersions writes a scheduler batch's host_app_version
+// deltas (sorted by key: the lock order), creating the rows it needs;
+// quota is the project's daily quota per instance.
+func schedWriteHostAppVersions(ctx context.Context, tx *sqlx.Tx, deltas []decide.HostAppVersionDelta, quota int) error {
+	if len(deltas) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(deltas))
+	for i, d := range deltas {
+		rows[i] = []any{d.HostID, d.AppVersionID, d.Sent, d.Day, d.Errors, hostav.ShrinkQuota(0, quota, d.Errors)}
+	}
+	if err := insertRows(ctx, tx, havSchedInsert, 6, rows, havSchedUpdate, quota, quota, quota); err != nil {
+		return fmt.Errorf("write %d host_app_version rows: %w", len(rows), err)
+	}
+	return nil
 }
