@@ -22,6 +22,7 @@ import (
 	"github.com/taskserver/taskserver/internal/dataserver"
 	"github.com/taskserver/taskserver/internal/httpserve"
 	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/scheduler"
 	"github.com/taskserver/taskserver/internal/shmcache"
@@ -52,6 +53,8 @@ const (
 	flagARTrustValid        = "ar-trust-valid"
 	flagARSpotCheck         = "ar-spot-check"
 	flagQuarantineStreak    = "quarantine-streak"
+	flagDailyResultQuota    = "daily-result-quota"
+	flagGPUQuotaMultiplier  = "gpu-quota-multiplier"
 )
 
 func main() { daemon.Main(run) }
@@ -69,7 +72,7 @@ func run(ctx context.Context, args []string) error {
 
 func flags() []cli.Flag {
 	env := func(name string) []string { return []string{config.EnvName(name)} }
-	fs := append(config.CommonFlags(defaultAdminListenAddr), config.ShmFlag())
+	fs := append(config.CommonFlags(defaultAdminListenAddr), config.ShmFlag(), config.PlanClassSpecFlag())
 	fs = append(fs,
 		&cli.StringFlag{Name: flagAddr, Value: "127.0.0.1:8080", EnvVars: env(flagAddr),
 			Usage: "address of the public HTTP server (master page, scheduler, downloads, uploads; /metrics and /healthz are on --listen; port 0: any free port, see --addr-file)"},
@@ -113,6 +116,10 @@ func flags() []cli.Flag {
 			Usage: "least probability (0..1) that an adaptive replication job sent to a trusted host is replicated anyway"},
 		&cli.IntFlag{Name: flagQuarantineStreak, Value: 5, EnvVars: env(flagQuarantineStreak),
 			Usage: "errors or invalid results in a row that quarantine a host: one task at a time, never trusted (0: no quarantine)"},
+		&cli.IntFlag{Name: flagDailyResultQuota, Value: 500, EnvVars: env(flagDailyResultQuota),
+			Usage: "jobs of one app version a host may get a day, per CPU (per GPU for a GPU version), as BOINC's daily_result_quota: each host's quota shrinks by one per error, down to 1, and doubles back on valid results (0: no daily quota); give the validators the same value"},
+		&cli.IntFlag{Name: flagGPUQuotaMultiplier, Value: 1, EnvVars: env(flagGPUQuotaMultiplier),
+			Usage: "multiplies the daily quota of a GPU version per GPU, as BOINC's gpu_multiplier"},
 	)
 	fs = append(fs, rateLimitFlags()...)
 	fs = append(fs, netFlags()...)
@@ -132,6 +139,8 @@ func serve(ctx context.Context, c *cli.Context) error {
 	rateLimit, err := rateLimitFrom(c)
 	errs = append(errs, err)
 	schedCfg := schedulerConfig(c, cfg, rateLimit)
+	schedCfg.PlanClasses, err = loadPlanClasses(c, cfg)
+	errs = append(errs, err)
 	// An empty --url-base is the address --addr binds, known only once it
 	// is bound; until then --addr stands in for it.
 	check := schedCfg
@@ -257,6 +266,7 @@ func serve(ctx context.Context, c *cli.Context) error {
 	}
 	public := httpserve.New(netCfg.proxies.Handler(mux), netCfg.server)
 	log.Info("serving", "addr", ln.Addr().String(), "url_base", urlBase, "shm_path", shmPath, "upload_certificates", uploadKeys.signer(),
+		"plan_classes", len(schedCfg.PlanClasses.Names()),
 		"max_connections", netCfg.limits.Max, "open_file_limit", nofile)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -291,8 +301,22 @@ func schedulerConfig(c *cli.Context, common config.Common, rateLimit scheduler.R
 		ARTrustValid:        c.Int(flagARTrustValid),
 		ARSpotCheck:         c.Float64(flagARSpotCheck),
 		QuarantineStreak:    c.Int(flagQuarantineStreak),
+		DailyResultQuota:    c.Int(flagDailyResultQuota),
+		GPUQuotaMultiplier:  c.Int(flagGPUQuotaMultiplier),
 		RateLimit:           rateLimit,
 	}
+}
+
+// loadPlanClasses reads --plan-class-spec: nil when the default file does
+// not exist; an error, naming the flag and the file, when one named
+// explicitly is missing or any of it does not parse (a scheduler that
+// quietly dropped a class would send its versions to no one).
+func loadPlanClasses(c *cli.Context, cfg config.Common) (*planclass.Specs, error) {
+	s, err := planclass.Load(cfg.Path(c.String(config.FlagPlanClassSpec)), c.IsSet(config.FlagPlanClassSpec))
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", config.FlagPlanClassSpec, err)
+	}
+	return s, nil
 }
 
 // readCodeSignKey returns the code-signing public key text to send, or ""
