@@ -104,6 +104,10 @@ type Config struct {
 	// WorkFetchBackoffMin and WorkFetchBackoffMax bound the back-off after
 	// work requests that got nothing. Defaults 600 and 86400.
 	WorkFetchBackoffMin, WorkFetchBackoffMax float64
+	// ErrorBackoffMin and ErrorBackoffMax bound the back-off of a
+	// project's RPCs after consecutive task crashes or transfer failures
+	// (seed 002). Defaults 60 and 14400.
+	ErrorBackoffMin, ErrorBackoffMax float64
 
 	// ReportAfter is how long a finished task may wait before it forces a
 	// report-result session: 0 means 86400, ReportImmediately means at
@@ -134,6 +138,8 @@ func (c Config) withDefaults() Config {
 	def(&c.RPCBackoffMax, 14400)
 	def(&c.WorkFetchBackoffMin, 600)
 	def(&c.WorkFetchBackoffMax, 86400)
+	def(&c.ErrorBackoffMin, 60)
+	def(&c.ErrorBackoffMax, 14400)
 	if c.ReportAfter < 0 {
 		c.ReportAfter = ReportImmediately
 	} else {

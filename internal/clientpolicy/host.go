@@ -53,6 +53,12 @@ type Task struct {
 	Received float64 // when it arrived
 	Finished float64 // when computation finished (set by Host.TaskFinished)
 	State    TaskState
+	// NCPUs is how many CPUs (or, on a coprocessor host, instances) the
+	// task occupies while it runs: a multi-threaded app version's avg_ncpus,
+	// a GPU version's instance count (0.5: two tasks share a GPU). 0 means
+	// 1. EstCPU and CPU are then seconds of running, not CPU seconds: the
+	// debts and the work buffer weigh them by NCPUs.
+	NCPUs float64
 
 	// cpuAtLastSched is CPU when the scheduler last accounted this task's
 	// work into the debts.
@@ -74,6 +80,14 @@ func (t *Task) Remaining() float64 {
 	return max(overrunRemainder*t.EstCPU, 1e-3)
 }
 
+// width is how many CPUs t occupies while it runs: NCPUs, 1 when unset.
+func (t *Task) width() float64 {
+	if t.NCPUs > 0 && !math.IsInf(t.NCPUs, 0) {
+		return t.NCPUs
+	}
+	return 1
+}
+
 // Project is one project the host is attached to, with the client's
 // bookkeeping for it.
 type Project struct {
@@ -89,6 +103,12 @@ type Project struct {
 	WorkFetchAt   float64 // no work request before this time (back-off after "no work" replies)
 	NoWorkReplies int     // consecutive work requests that got nothing
 	LastNoWork    bool    // the last work request got nothing: LTD does not accumulate
+	// TaskErrors counts consecutive tasks of the project that crashed or
+	// whose files failed to transfer; they back its RPCs off (seed 002).
+	TaskErrors int
+	// NoApps says the project has no app for this host's resource (the
+	// reply's <no_rsc_apps>): it is never asked for work for it.
+	NoApps bool
 
 	// stats summarises completed task runtimes for the seed-004
 	// strategies.
@@ -234,13 +254,18 @@ func (h *Host) runnable(p *Project) []*Task {
 
 // freeCPUs is how many CPUs no task is running on.
 func (h *Host) freeCPUs() int {
-	n := h.ncpus()
+	return max(int(math.Floor(float64(h.ncpus())-h.busyCPUs()+1e-9)), 0)
+}
+
+// busyCPUs is how many CPUs the running tasks occupy.
+func (h *Host) busyCPUs() float64 {
+	n := 0.0
 	for _, t := range h.Tasks {
 		if t.State == TaskRunning {
-			n--
+			n += t.width()
 		}
 	}
-	return max(n, 0)
+	return n
 }
 
 // running returns the tasks on a CPU now.

@@ -91,6 +91,11 @@ type Reply struct {
 	RequestDelay float64 // the reply's <request_delay>, seconds (0: none)
 	AskedSeconds float64 // the work asked for
 	NewTasks     int     // tasks received (the caller has AddTask-ed them)
+	// Overloaded says the server sent nothing because it is busy (it
+	// marked the reply <overloaded/>), not because it has no work: the
+	// project keeps its place in the work fetch, its debt keeps
+	// accumulating, and only RequestDelay holds the next RPC back.
+	Overloaded bool
 }
 
 // RPCSucceeded records a successful RPC to p at now: the failure count
@@ -103,6 +108,9 @@ func (h *Host) RPCSucceeded(p *Project, now float64, r Reply, u float64) {
 	p.RPCFailures = 0
 	p.MinRPC = now + max(r.RequestDelay, 0)
 	switch {
+	case r.Overloaded && r.NewTasks == 0:
+		// Neither a no-work reply nor a success: the back-off and the
+		// long-term debt stay as they were.
 	case r.NewTasks > 0:
 		p.NoWorkReplies, p.LastNoWork, p.WorkFetchAt = 0, false, 0
 	case r.AskedSeconds > 0:
@@ -111,6 +119,22 @@ func (h *Host) RPCSucceeded(p *Project, now float64, r Reply, u float64) {
 		p.WorkFetchAt = now + Backoff(p.NoWorkReplies, c.WorkFetchBackoffMin, c.WorkFetchBackoffMax, u)
 	}
 }
+
+// TaskFailed records that a task of p crashed (a compute error) or that
+// one of its files failed to download or upload, at now: the project's
+// minimum RPC time backs off exponentially in the number of consecutive
+// such failures (seed 002: "to prevent a cycle of rapid failures"),
+// between Config.ErrorBackoffMin and ErrorBackoffMax, with jitter u in
+// [0,1).
+func (h *Host) TaskFailed(p *Project, now float64, u float64) {
+	c := h.cfg()
+	p.TaskErrors++
+	p.MinRPC = max(p.MinRPC, now+Backoff(p.TaskErrors, c.ErrorBackoffMin, c.ErrorBackoffMax, u))
+}
+
+// TaskSucceeded records a task of p that computed and uploaded its
+// output: the failure back-off starts again from its minimum.
+func (h *Host) TaskSucceeded(p *Project) { p.TaskErrors = 0 }
 
 // RPCFailed records a failed RPC to p at now: no RPC to p until a
 // randomised exponential back-off has passed (seed 002), so hosts that

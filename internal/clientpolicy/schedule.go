@@ -70,7 +70,7 @@ func (h *Host) account() float64 {
 			continue
 		}
 		if d := t.CPU - t.cpuAtLastSched; d > 0 {
-			t.Project.workDone += d
+			t.Project.workDone += d * t.width()
 		}
 		t.cpuAtLastSched = t.CPU
 		if t.State != TaskDone {
@@ -119,6 +119,10 @@ type picker struct {
 	h      *Host
 	chosen []*Task
 	ready  []*Task // unfinished tasks, earliest deadline first
+	// used is the CPUs the chosen tasks occupy; unfit are tasks too wide
+	// for the CPUs left, passed over by fill.
+	used  float64
+	unfit map[*Task]bool
 }
 
 func (h *Host) newPicker() *picker {
@@ -132,14 +136,22 @@ func (h *Host) newPicker() *picker {
 	return pk
 }
 
-func (pk *picker) full() bool { return len(pk.chosen) >= pk.h.ncpus() }
+func (pk *picker) full() bool { return pk.used >= float64(pk.h.ncpus())-1e-9 }
 
-// take gives t a CPU unless it has one or none is left.
+// fits reports whether t can join the chosen tasks: its CPUs are free, or
+// nothing is chosen yet (a task wider than the host runs alone, as the
+// real client runs a multi-threaded job on a host with fewer CPUs).
+func (pk *picker) fits(t *Task) bool {
+	return pk.used == 0 || pk.used+t.width() <= float64(pk.h.ncpus())+1e-9
+}
+
+// take gives t its CPUs unless it has them or they are not free.
 func (pk *picker) take(t *Task) {
-	if pk.full() || t.picked {
+	if pk.full() || t.picked || !pk.fits(t) {
 		return
 	}
 	t.picked = true
+	pk.used += t.width()
 	pk.chosen = append(pk.chosen, t)
 	if t.Project != nil {
 		t.Project.anticipated -= pk.h.payoff
@@ -154,7 +166,7 @@ func (pk *picker) fill(keep func(*Task) bool) {
 	for !pk.full() {
 		var best *Task
 		for _, t := range pk.ready {
-			if t.picked || (keep != nil && !keep(t)) {
+			if t.picked || pk.unfit[t] || (keep != nil && !keep(t)) {
 				continue
 			}
 			if best == nil || pk.better(t, best) {
@@ -163,6 +175,13 @@ func (pk *picker) fill(keep func(*Task) bool) {
 		}
 		if best == nil {
 			return
+		}
+		if !pk.fits(best) {
+			if pk.unfit == nil {
+				pk.unfit = map[*Task]bool{}
+			}
+			pk.unfit[best] = true
+			continue
 		}
 		pk.take(best)
 	}

@@ -92,12 +92,13 @@ func (h *Host) scheduleSeed004(now float64) []*Task {
 	if h.cfg().Strategy == StrategyFairShare {
 		s.joinFairShare(ps)
 	}
-	for free := h.ncpus() - running; free > 0; free-- {
+	for free := float64(h.ncpus()) - running; free > 1e-9; {
 		p := s.choose(ps)
 		if p == nil {
 			break
 		}
 		t := ps.startable[p][0]
+		free -= t.width()
 		ps.startable[p] = ps.startable[p][1:]
 		t.State = TaskRunning
 		if _, ok := s.charged[t]; !ok {
@@ -115,7 +116,7 @@ func (h *Host) scheduleSeed004(now float64) []*Task {
 
 // newSeed004Pass gathers the projects' startable tasks, share fractions and runtime statistics, and
 // counts the running tasks.
-func (h *Host) newSeed004Pass(now float64) (*seed004Pass, int) {
+func (h *Host) newSeed004Pass(now float64) (*seed004Pass, float64) {
 	c := h.cfg()
 	ps := &seed004Pass{
 		h:         h,
@@ -125,7 +126,7 @@ func (h *Host) newSeed004Pass(now float64) (*seed004Pass, int) {
 		runtime:   make(map[*Project]float64),
 		period:    c.SchedPeriod,
 	}
-	running := 0
+	running := 0.0
 	estSum := make(map[*Project]float64)
 	estN := make(map[*Project]int)
 	unfinished := make(map[*Project]bool)
@@ -137,7 +138,7 @@ func (h *Host) newSeed004Pass(now float64) (*seed004Pass, int) {
 		}
 		switch t.State {
 		case TaskRunning:
-			running++
+			running += t.width()
 		case TaskWaiting, TaskPreempted:
 			ps.startable[t.Project] = append(ps.startable[t.Project], t)
 		}

@@ -106,12 +106,12 @@ func (v queueView) avgProcRate(p *Project) float64 {
 // queuedCPU is the estimated CPU seconds of p's unfinished tasks, leaving
 // out the k with the latest deadlines, and how many of the counted tasks
 // are running (for how fast the sum shrinks).
-func (v queueView) queuedCPU(p *Project, k int) (sum float64, running int) {
+func (v queueView) queuedCPU(p *Project, k int) (sum, running float64) {
 	ts := p.queue
 	for _, t := range ts[:max(0, len(ts)-max(k, 0))] {
-		sum += t.Remaining()
+		sum += t.Remaining() * t.width()
 		if t.State == TaskRunning {
-			running++
+			running += t.width()
 		}
 	}
 	return sum, running
@@ -135,11 +135,11 @@ type fetchPlan struct {
 	ttwd    map[*Project]float64 // time_until_work_done(P), wall seconds
 }
 
-// fetchEligible reports whether p may be asked for work at now: not in
-// RPC back-off (unless the host contacts it anyway) nor in no-work
-// back-off.
+// fetchEligible reports whether p may be asked for work at now: it has
+// apps for the resource, and is not in RPC back-off (unless the host
+// contacts it anyway) nor in no-work back-off.
 func fetchEligible(p *Project, now float64, contacting *Project) bool {
-	return (p.MinRPC <= now || p == contacting) && p.WorkFetchAt <= now
+	return !p.NoApps && (p.MinRPC <= now || p == contacting) && p.WorkFetchAt <= now
 }
 
 // overworked reports whether p has had more than a scheduling period of
@@ -217,7 +217,7 @@ func (v queueView) starveTime(p *Project, now float64) float64 {
 	case running == 0:
 		return math.Inf(1)
 	}
-	if t := now + excess/float64(running); t > now {
+	if t := now + excess/running; t > now {
 		return t
 	}
 	// Too close to now to tell apart: the next representable instant, so

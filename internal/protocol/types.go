@@ -211,7 +211,14 @@ type SchedulerReply struct {
 	NextRPCDelay     float64   `xml:"next_rpc_delay,omitempty"`
 	Messages         []Message `xml:"message"`
 	// ProjectIsDown makes the client treat the RPC as failed and back off.
-	ProjectIsDown    *Empty  `xml:"project_is_down"`
+	ProjectIsDown *Empty `xml:"project_is_down"`
+	// Overloaded says this reply carries no work because the server is
+	// busy (its database, or the request was over its rate limit), not
+	// because it has none: a client that knows the element keeps
+	// asking after request_delay without backing its work fetch off or
+	// freezing the project's debt. The real client ignores it and, as
+	// before, treats the reply as one without work.
+	Overloaded       *Empty  `xml:"overloaded"`
 	UserID           int64   `xml:"userid,omitempty"`
 	UserName         string  `xml:"user_name,omitempty"`
 	UserTotalCredit  float64 `xml:"user_total_credit,omitempty"`

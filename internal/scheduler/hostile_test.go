@@ -185,6 +185,9 @@ func TestRateLimitPerHost(t *testing.T) {
 		!strings.Contains(messages(rep), "Too many scheduler requests") {
 		t.Fatalf("request over the host's limit: %+v (%q), want only request_delay 60 and a message", rep, messages(rep))
 	}
+	if rep.Overloaded == nil {
+		t.Errorf("request over the host's limit: no <overloaded/>, so a client cannot tell it from no work")
+	}
 	if n := cs.lookups.Load() - lookups; n != 0 {
 		t.Errorf("rate-limited request made %d database lookups, want 0", n)
 	}

@@ -256,6 +256,7 @@ func (g *gcra[K]) size() int {
 func (s *Service) writeRateLimited(w http.ResponseWriter, wait time.Duration) {
 	delay := math.Ceil(max(wait, s.opts.RequestDelay).Seconds())
 	reply := &protocol.SchedulerReply{ProjectName: s.opts.ProjectName, RequestDelay: delay,
+		Overloaded: &protocol.Empty{},
 		Messages: []protocol.Message{{Priority: "low",
 			Text: fmt.Sprintf("Too many scheduler requests; next one in %.0f seconds", delay)}}}
 	var buf bytes.Buffer

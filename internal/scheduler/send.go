@@ -101,6 +101,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 		// Reports just failed: don't add load to a database in trouble.
 		if asked {
 			s.m.shortfallBy[reasonDatabase].Inc()
+			x.reply.Overloaded = &protocol.Empty{}
 			x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low",
 				Text: "No tasks sent: the project's database is busy; try again later"})
 		}
@@ -336,6 +337,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				s.log.Error("send results", "host_id", x.host.ID, "error", err)
 				x.dbErr = true
 				if len(sent) == 0 {
+					x.reply.Overloaded = &protocol.Empty{}
 					x.reply.Messages = append(x.reply.Messages, protocol.Message{Priority: "low",
 						Text: "No tasks sent: the project's database is busy; try again later"})
 				}

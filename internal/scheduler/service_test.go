@@ -667,6 +667,9 @@ func TestNoWorkReasons(t *testing.T) {
 	if len(rep.Results) != 0 || !strings.Contains(messages(rep), "memory") {
 		t.Fatalf("job needing 4 GB on a 2 GB host: got %v, messages %q", resultNames(rep), messages(rep))
 	}
+	if rep.Overloaded != nil {
+		t.Errorf("no work for the host: reply says <overloaded/>, want it only when the server is busy")
+	}
 	rep = f.rpc(request{hostID: rep.HostID, workSecs: 100, memory: 2e9, platform: "sparc-sun-solaris"})
 	if len(rep.Results) != 0 || !strings.Contains(messages(rep), "platform") {
 		t.Fatalf("unknown platform: got %v, messages %q", resultNames(rep), messages(rep))

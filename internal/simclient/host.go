@@ -21,11 +21,28 @@ const minWait = time.Millisecond
 // attachment is a host's membership of one project: its identity there and
 // the client's bookkeeping for it. Only the host goroutine touches it.
 type attachment struct {
-	index          int // into runner.projects and the recorder's projects
-	url            string
-	auth           string
-	shareFrac      float64 // share over the sum of the host's shares
-	p              *clientpolicy.Project
+	index     int // into runner.projects and the recorder's projects
+	url       string
+	auth      string
+	shareFrac float64 // share over the sum of the host's shares
+	// p is the project in the CPU's client state, rp the project in every
+	// resource's (rp[0] == p, rp[1+i] for host.gpus[i]): each resource
+	// has its own work-fetch back-off and <no_rsc_apps> flag; MinRPC and
+	// the RPC failures are p's, copied to the others (syncResources).
+	p  *clientpolicy.Project
+	rp []*clientpolicy.Project
+	// usage is how a task of each app version the project sent runs.
+	usage map[versionKey]versionUsage
+	// urls are the project's scheduler URLs, tried in turn from a random
+	// one (urlStart); master its master page, if any, read when
+	// masterPending or at masterDue; masterFailures counts consecutive
+	// failed reads.
+	urls           []string
+	urlStart       int
+	master         string
+	masterPending  bool
+	masterDue      float64
+	masterFailures int
 	byName         map[string]*task // result names are unique per project only
 	hostID         int64
 	seqno          int64
@@ -43,17 +60,18 @@ type attachment struct {
 	// reportFailures counts consecutive RPCs whose reports were not all
 	// acknowledged; they back the next report off.
 	reportFailures int
-	// dcf is the duration correction factor: how long this project's tasks
-	// really take on this host relative to rsc_fpops_est / p_fpops.
-	dcf        float64
-	dcfLearned bool // a task of the project has completed here
+	// dcf is the duration correction factor per resource: how long this
+	// project's tasks really take on this host relative to rsc_fpops_est
+	// over the version's speed.
+	dcf        []float64
+	dcfLearned []bool // a task of the project has completed here on the resource
 	// downloading counts tasks whose inputs are being fetched. While any
 	// are, the host does not ask this project for work (it does not yet
 	// know what it holds), so p.WorkFetchAt is held at +Inf and the real
 	// value kept in heldFetchAt.
 	downloading int
 	holding     bool
-	heldFetchAt float64
+	heldFetchAt []float64 // per resource
 }
 
 // host is one simulated volunteer machine. Its goroutine (run) owns the
@@ -65,9 +83,16 @@ type host struct {
 	index int
 	kind  Kind
 	flops float64
-	info  protocol.HostInfo
-	salt  [8]byte // makes a cheater's wrong output its own; unique per host
-	log   *slog.Logger
+	// ncpus is the host's CPU count, gpus its GPUs; gcp[i] is the client
+	// state of gpus[i], scheduled and fetched for on its own.
+	ncpus int
+	gpus  []gpu
+	gcp   []*clientpolicy.Host
+	// activity measures the fraction of time the host is on.
+	activity clientpolicy.Activity
+	info     protocol.HostInfo
+	salt     [8]byte // makes a cheater's wrong output its own; unique per host
+	log      *slog.Logger
 	// events carries work from the transfer goroutines to the host
 	// goroutine, which runs it with the current time.
 	events chan func(now float64)
@@ -100,6 +125,7 @@ func newHost(r *runner, index int, kind Kind, rng *rand.Rand) *host {
 		rng:    rng,
 		on:     true,
 	}
+	h.ncpus, h.gpus = drawHardware(o, rng)
 	// The index in the first bytes makes every host's salt, and so every
 	// cheater's forged input and output, different from every other's.
 	binary.LittleEndian.PutUint32(h.salt[:4], uint32(index)+1)
@@ -112,9 +138,10 @@ func newHost(r *runner, index int, kind Kind, rng *rand.Rand) *host {
 		DomainName:  DomainName(index, kind),
 		IPAddr:      fmt.Sprintf("10.%d.%d.%d", index>>16&255, index>>8&255, index&255),
 		HostCPID:    fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64()),
-		PNCPUs:      o.NCPUs,
+		PNCPUs:      h.ncpus,
 		PVendor:     "Simulated",
 		PModel:      "taskserver simclient CPU",
+		PFeatures:   pFeatures(h.ncpus >= 4),
 		PFpops:      h.flops,
 		PIops:       h.flops,
 		PMembw:      1e9,
@@ -127,26 +154,56 @@ func newHost(r *runner, index int, kind Kind, rng *rand.Rand) *host {
 		OSVersion:   "simclient",
 		PCalculated: float64(r.start.Unix()),
 	}
+	for _, g := range h.gpus {
+		h.info.NUsableCoprocs += g.count
+	}
 
 	var shareSum float64
 	for _, p := range r.projects {
 		shareSum += p.Share
 	}
-	projects := make([]*clientpolicy.Project, len(r.projects))
+	nrsc := 1 + len(h.gpus)
+	projects := make([][]*clientpolicy.Project, nrsc)
 	for i, p := range r.projects {
-		projects[i] = &clientpolicy.Project{Name: p.Name, Share: p.Share}
-		h.atts = append(h.atts, &attachment{
-			index:     i,
-			url:       p.SchedulerURL,
-			auth:      p.Authenticators[index%len(p.Authenticators)],
-			shareFrac: p.Share / shareSum,
-			p:         projects[i],
-			byName:    map[string]*task{},
-			nextRPCAt: math.Inf(1),
-			dcf:       1,
-		})
+		a := &attachment{
+			index:       i,
+			url:         p.SchedulerURL,
+			auth:        p.Authenticators[index%len(p.Authenticators)],
+			shareFrac:   p.Share / shareSum,
+			byName:      map[string]*task{},
+			nextRPCAt:   math.Inf(1),
+			usage:       map[versionKey]versionUsage{},
+			master:      p.MasterURL,
+			dcf:         make([]float64, nrsc),
+			dcfLearned:  make([]bool, nrsc),
+			heldFetchAt: make([]float64, nrsc),
+		}
+		if p.SchedulerURL != "" {
+			a.urls = append(a.urls, p.SchedulerURL)
+		}
+		a.urls = append(a.urls, p.SchedulerURLs...)
+		if len(a.urls) > 0 {
+			a.urlStart = rng.IntN(len(a.urls))
+		}
+		a.masterPending = a.master != "" && len(a.urls) == 0
+		a.masterDue = math.Inf(1)
+		if a.master != "" {
+			a.masterDue = o.MasterReread.Seconds()
+		}
+		for k := range nrsc {
+			a.dcf[k] = 1
+			a.rp = append(a.rp, &clientpolicy.Project{Name: p.Name, Share: p.Share})
+			projects[k] = append(projects[k], a.rp[k])
+		}
+		a.p = a.rp[0]
+		h.atts = append(h.atts, a)
 	}
-	h.cp = clientpolicy.NewHost(o.NCPUs, o.OnFrac, o.policyConfig(h.computeTime().Seconds()), projects)
+	cfg := o.policyConfig(h.computeTime().Seconds())
+	h.cp = clientpolicy.NewHost(h.ncpus, o.OnFrac, cfg, projects[0])
+	for i, g := range h.gpus {
+		h.gcp = append(h.gcp, clientpolicy.NewHost(g.count, o.OnFrac, cfg, projects[1+i]))
+	}
+	h.activity = clientpolicy.Activity{Window: o.ActivityWindow.Seconds()}
 
 	h.toggleAt = math.Inf(1)
 	if o.OnFrac < 1 {
@@ -154,7 +211,53 @@ func newHost(r *runner, index int, kind Kind, rng *rand.Rand) *host {
 		h.on = rng.Float64() < o.OnFrac
 		h.toggleAt = h.periodLength()
 	}
+	h.activity.Observe(0, h.on)
 	return h
+}
+
+// policy is the client state of resource k: the CPUs (0) or gpus[k-1].
+func (h *host) policy(k int) *clientpolicy.Host {
+	if k == 0 {
+		return h.cp
+	}
+	return h.gcp[k-1]
+}
+
+// resources is how many resources the host has: its CPUs and each GPU kind.
+func (h *host) resources() int { return 1 + len(h.gpus) }
+
+// resourceName is resource k as <no_rsc_apps> and <coproc><type> name it.
+func (h *host) resourceName(k int) string {
+	if k == 0 {
+		return protocol.ResourceCPU
+	}
+	return h.gpus[k-1].model.Type
+}
+
+// syncResources copies each project's RPC timing from its CPU state to
+// its other resources' states: an RPC goes to the project, whatever
+// resource it is for, so they share one minimum RPC time. The measured
+// active fraction goes to every resource too.
+func (h *host) syncResources(now float64) {
+	af := h.activity.Frac(now)
+	h.cp.ActiveFrac = af
+	for _, g := range h.gcp {
+		g.ActiveFrac = af
+	}
+	for _, a := range h.atts {
+		for _, rp := range a.rp[1:] {
+			rp.MinRPC, rp.RPCFailures, rp.TaskErrors = a.p.MinRPC, a.p.RPCFailures, a.p.TaskErrors
+		}
+	}
+}
+
+// nextSchedule is when some resource's scheduling period ends.
+func (h *host) nextSchedule() float64 {
+	at := h.cp.NextSchedule()
+	for _, g := range h.gcp {
+		at = min(at, g.NextSchedule())
+	}
+	return at
 }
 
 // DomainName is the domain_name simulated host index of the given kind
@@ -210,14 +313,14 @@ func (h *host) run(ctx context.Context) {
 	defer wg.Wait()
 	defer cancel()
 	for _, a := range h.atts {
-		h.r.rec.AddTarget(a.index, a.shareFrac*float64(h.r.opts.NCPUs)*h.r.opts.OnFrac)
+		h.r.rec.AddTarget(a.index, a.shareFrac*float64(h.ncpus)*h.r.opts.OnFrac)
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for ctx.Err() == nil {
 		now := h.r.now()
 		h.advance(now)
-		if h.dirty || now >= h.cp.NextSchedule() {
+		if h.dirty || now >= h.nextSchedule() {
 			h.schedule(now)
 		}
 		if a, req, ok := h.nextRPC(now); ok {
@@ -258,6 +361,7 @@ func (h *host) advance(now float64) {
 			return
 		}
 		h.on = !h.on
+		h.activity.Observe(h.toggleAt, h.on)
 		h.toggleAt += h.periodLength()
 		h.dirty = true
 	}
@@ -266,42 +370,81 @@ func (h *host) advance(now float64) {
 // progress gives every running task the CPU time from..to; a task that
 // reaches its runtime finishes computing at that instant.
 func (h *host) progress(from, to float64) {
-	h.r.rec.AddAvailable(float64(h.r.opts.NCPUs) * (to - from))
+	dt := to - from
+	h.r.rec.AddAvailable(float64(h.ncpus) * dt)
+	var cpuBusy, gpuBusy float64
 	for _, t := range h.tasks {
 		if t.phase != phaseComputing || t.cp.State != clientpolicy.TaskRunning {
 			continue
 		}
-		if need := t.runtime - t.cp.CPU; need <= to-from {
+		ran := dt
+		if need := t.runtime - t.cp.CPU; need <= dt {
+			ran = need
 			t.cp.CPU = t.runtime
 			h.recordCPU(t, from, from+need)
 			h.computed(t, from+need)
 		} else {
-			t.cp.CPU += to - from
+			t.cp.CPU += dt
 			h.recordCPU(t, from, to)
 		}
+		cpuBusy += ran * t.cpus
+		if t.rsc > 0 {
+			gpuBusy += ran * t.width
+		}
+	}
+	c := &h.r.c
+	ncpus := float64(h.ncpus)
+	c.cpuBusy.add(min(cpuBusy, ncpus*dt))
+	c.cpuAvail.add(ncpus * dt)
+	if len(h.gpus) > 0 {
+		ngpus := float64(h.info.NUsableCoprocs)
+		c.gpuHostCPUBusy.add(min(cpuBusy, ncpus*dt))
+		c.gpuHostCPUAvail.add(ncpus * dt)
+		c.gpuBusy.add(min(gpuBusy, ngpus*dt))
+		c.gpuAvail.add(ngpus * dt)
 	}
 }
 
 // recordCPU tells the recorder a task computed from..to, split at the
 // report's interval ends so the series shows when the CPU went where.
+//
+// Only CPU tasks count, each for the CPUs it occupies: the report's
+// shares are of the CPUs.
 func (h *host) recordCPU(t *task, from, to float64) {
+	if t.rsc != 0 {
+		return
+	}
 	iv := h.r.interval
 	for from < to {
 		end := min(to, (math.Floor(from/iv)+1)*iv)
 		if end <= from { // rounding at a boundary
 			end = to
 		}
-		h.r.rec.CPU(t.att.index, (from+end)/2, end-from)
+		h.r.rec.CPU(t.att.index, (from+end)/2, (end-from)*t.width)
 		from = end
 	}
 }
 
-// schedule runs the CPU scheduler and counts the running tasks it
-// preempted.
+// schedule runs each resource's scheduler and counts the running tasks
+// they preempted. The GPUs go first: the CPUs their tasks use are taken
+// from those the CPU tasks may have, as the real client reserves them
+// (whole CPUs only: GPU tasks that use a fraction of one each do not
+// stop a CPU task until they add up to a CPU).
 func (h *host) schedule(now float64) {
+	h.syncResources(now)
 	for _, t := range h.tasks {
 		t.wasRunning = t.cp.State == clientpolicy.TaskRunning
 	}
+	for _, g := range h.gcp {
+		g.Schedule(now)
+	}
+	reserved := 0.0
+	for _, t := range h.tasks {
+		if t.rsc > 0 && t.cp.State == clientpolicy.TaskRunning {
+			reserved += t.cpus
+		}
+	}
+	h.cp.NCPUs = max(1, h.ncpus-int(math.Floor(reserved+1e-9)))
 	h.cp.Schedule(now)
 	for _, t := range h.tasks {
 		if t.wasRunning && t.cp.State == clientpolicy.TaskPreempted {
@@ -330,35 +473,44 @@ func (h *host) mayRPC() bool {
 // nextRPC is the RPC to make now, if any: to a project whose next_rpc_delay
 // has come, else the policy's choice (seed 000/001 work fetch, seed 002
 // report-result sessions).
+//
+// Every resource's policy is asked, the CPUs first: a GPU short of work
+// makes an RPC as a CPU does (client/work_fetch.cpp looks at each
+// resource's shortfall). The request then asks each resource for what it
+// needs (buildRequest).
 func (h *host) nextRPC(now float64) (*attachment, clientpolicy.WorkRequest, bool) {
 	if !h.mayRPC() {
 		return nil, clientpolicy.WorkRequest{}, false
 	}
+	h.syncResources(now)
 	for _, a := range h.atts {
 		if a.nextRPCAt <= now && a.p.MinRPC <= now {
 			return a, clientpolicy.WorkRequest{Project: a.p, Seconds: h.cp.WorkRequestSeconds(a.p, now), Report: a.hasReady()}, true
 		}
 	}
-	req, ok := h.cp.NextRPC(now)
-	if !ok {
-		return nil, req, false
-	}
-	for _, a := range h.atts {
-		if a.p == req.Project {
-			if a.downloading > 0 {
-				req.Seconds = 0
-			}
-			return a, req, true
+	for k := range h.resources() {
+		req, ok := h.policy(k).NextRPC(now)
+		if !ok {
+			continue
 		}
+		for _, a := range h.atts {
+			if a.rp[k] == req.Project {
+				if a.downloading > 0 {
+					req.Seconds = 0
+				}
+				return a, req, true
+			}
+		}
+		return nil, req, false // a project the host is not attached to: a policy bug
 	}
-	return nil, req, false // a project the host is not attached to: a policy bug
+	return nil, clientpolicy.WorkRequest{}, false
 }
 
 // wakeAt is when the host loop next has something to do, if nothing
 // reports back before: a running task finishes, the scheduling period ends,
 // the host switches on or off, an RPC falls due.
 func (h *host) wakeAt(now float64) float64 {
-	at := min(h.cp.NextSchedule(), h.toggleAt)
+	at := min(h.nextSchedule(), h.toggleAt)
 	if h.on {
 		for _, t := range h.tasks {
 			if t.phase == phaseComputing && t.cp.State == clientpolicy.TaskRunning {
@@ -367,7 +519,10 @@ func (h *host) wakeAt(now float64) float64 {
 		}
 	}
 	if h.mayRPC() {
-		at = min(at, h.cp.NextRPCTime(now))
+		h.syncResources(now)
+		for k := range h.resources() {
+			at = min(at, h.policy(k).NextRPCTime(now))
+		}
 		for _, a := range h.atts {
 			at = min(at, max(a.nextRPCAt, a.p.MinRPC))
 		}
@@ -375,18 +530,24 @@ func (h *host) wakeAt(now float64) float64 {
 	return at
 }
 
-// holdFetch keeps the policy from asking a's project for work while its
-// downloads are under way; releaseFetch undoes it.
+// holdFetch keeps the policy from asking a's project for work, for any
+// resource, while its downloads are under way; releaseFetch undoes it.
 func (a *attachment) holdFetch() {
 	if a.downloading > 0 && !a.holding {
-		a.holding, a.heldFetchAt = true, a.p.WorkFetchAt
-		a.p.WorkFetchAt = math.Inf(1)
+		a.holding = true
+		for k, rp := range a.rp {
+			a.heldFetchAt[k] = rp.WorkFetchAt
+			rp.WorkFetchAt = math.Inf(1)
+		}
 	}
 }
 
 func (a *attachment) releaseFetch() {
 	if a.holding {
-		a.holding, a.p.WorkFetchAt = false, a.heldFetchAt
+		a.holding = false
+		for k, rp := range a.rp {
+			rp.WorkFetchAt = a.heldFetchAt[k]
+		}
 	}
 }
 

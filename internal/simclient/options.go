@@ -24,6 +24,17 @@ type Project struct {
 	Name string
 	// SchedulerURL is the project's scheduler (POST target of RPCs).
 	SchedulerURL string
+	// SchedulerURLs are more schedulers of the project: a host tries
+	// SchedulerURL and these in turn, from a random one, until one
+	// answers, as the real client does with the <scheduler> links of a
+	// master page.
+	SchedulerURLs []string
+	// MasterURL, when set, is the project's master page: a host reads its
+	// scheduler URLs there (<scheduler>URL</scheduler> or <link
+	// rel="boinc_scheduler" href="URL">) before its first RPC, again
+	// after every masterFetchPeriod (10) consecutive failed RPCs, and
+	// every Options.MasterReread. SchedulerURL may then be empty.
+	MasterURL string
 	// Share is the project's resource share on every host, any positive
 	// number; default 100.
 	Share float64
@@ -84,6 +95,30 @@ type Options struct {
 	Hosts int
 	// NCPUs is each host's CPU count (tasks run at once); default 2.
 	NCPUs int
+	// MTFrac is the share of hosts that are multi-core, with MTCPUs CPUs
+	// instead of NCPUs (and AVX2 in p_features). In [0, 1]; default 0.
+	MTFrac float64
+	// MTCPUs is a multi-core host's CPU count; default 8.
+	MTCPUs int
+	// GPUFrac is the share of hosts with GPUs: one or two of one model,
+	// NVIDIA or AMD (see gpuModels), described in <coprocs> as the 7.x
+	// client does. In [0, 1]; default 0.
+	GPUFrac float64
+	// GPUEfficiency is the fraction of a GPU's peak FLOPS a task gets; a
+	// GPU task of the app takes ComputeTime × Flops / (peak × this).
+	// Default 0.005, which makes the simulated GPUs 2 to 15 times as fast
+	// as a CPU of the default Flops: real apps reach more of the peak, but
+	// tasks must stay long enough to measure in wall time.
+	GPUEfficiency float64
+	// ActivityWindow is the time constant over which a host measures the
+	// fraction of time it is on (clientpolicy.Activity), which it uses
+	// for its work fetch and reports in <time_stats>. Default 5 × (mean
+	// on period + mean off period), a few of its on/off cycles; the real
+	// client's is ten days.
+	ActivityWindow time.Duration
+	// MasterReread is how often a host reads a project's master page
+	// again (projects with a MasterURL); default 1 day × BackoffScale.
+	MasterReread time.Duration
 	// Flops is the nominal per-CPU speed reported as p_fpops; each host's
 	// speed is Flops × a seeded random factor in [0.5, 1.5). Default 1e10.
 	Flops float64
@@ -155,6 +190,9 @@ const (
 	DefaultFlops        = 1e10
 	DefaultComputeTime  = time.Second
 	DefaultLateBy       = 5 * time.Second
+	DefaultMTCPUs       = 8
+	// DefaultGPUEfficiency: see Options.GPUEfficiency.
+	DefaultGPUEfficiency = 0.005
 )
 
 func (o Options) withDefaults() Options {
@@ -163,6 +201,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.NCPUs == 0 {
 		o.NCPUs = DefaultNCPUs
+	}
+	if o.MTCPUs == 0 {
+		o.MTCPUs = DefaultMTCPUs
+	}
+	if o.GPUEfficiency == 0 {
+		o.GPUEfficiency = DefaultGPUEfficiency
 	}
 	if o.Flops == 0 {
 		o.Flops = DefaultFlops
@@ -203,6 +247,12 @@ func (o Options) withDefaults() Options {
 	if o.OnPeriod == 0 {
 		o.OnPeriod = 20 * o.ComputeTime
 	}
+	if o.ActivityWindow == 0 && o.OnFrac > 0 {
+		o.ActivityWindow = time.Duration(5 * float64(o.OnPeriod) / o.OnFrac)
+	}
+	if o.MasterReread == 0 {
+		o.MasterReread = o.scaled(masterRereadDefault)
+	}
 	if o.SampleEvery == 0 {
 		o.SampleEvery = 10 * time.Second
 		if o.Duration > 0 {
@@ -232,7 +282,10 @@ func (o Options) projects() []Project {
 		}
 		if p.Name == "" {
 			p.Name = p.SchedulerURL
-			if u, err := url.Parse(p.SchedulerURL); err == nil && u.Host != "" {
+			if p.Name == "" {
+				p.Name = p.MasterURL
+			}
+			if u, err := url.Parse(p.Name); err == nil && u.Host != "" {
 				p.Name = u.Host
 			}
 		}
@@ -251,7 +304,7 @@ func (o Options) validate() error {
 		if len(o.Projects) == 0 {
 			what = "the project"
 		}
-		if p.SchedulerURL == "" {
+		if p.SchedulerURL == "" && p.MasterURL == "" {
 			errs = append(errs, fmt.Errorf("%s (#%d): scheduler URL is empty", what, i+1))
 		}
 		if len(p.Authenticators) == 0 {
@@ -282,13 +335,23 @@ func (o Options) validate() error {
 	if o.NCPUs < 1 {
 		errs = append(errs, fmt.Errorf("ncpus %d: want at least 1", o.NCPUs))
 	}
+	if o.MTCPUs < 1 {
+		errs = append(errs, fmt.Errorf("mt-cpus %d: want at least 1", o.MTCPUs))
+	}
+	if !(o.GPUEfficiency > 0 && o.GPUEfficiency <= 1) {
+		errs = append(errs, fmt.Errorf("gpu-efficiency %g: want more than 0, at most 1", o.GPUEfficiency))
+	}
+	if o.ActivityWindow < 0 || o.MasterReread < 0 {
+		errs = append(errs, errors.New("activity window and master re-read period must not be negative"))
+	}
 	if !(o.Flops > 0) || math.IsInf(o.Flops, 0) {
 		errs = append(errs, fmt.Errorf("flops %g: want a positive number", o.Flops))
 	}
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"fail-frac", o.FailFrac}, {"vanish-frac", o.VanishFrac}, {"cheat-frac", o.CheatFrac}, {"late-frac", o.LateFrac}, {"trickle-frac", o.TrickleFrac}} {
+	}{{"fail-frac", o.FailFrac}, {"vanish-frac", o.VanishFrac}, {"cheat-frac", o.CheatFrac}, {"late-frac", o.LateFrac}, {"trickle-frac", o.TrickleFrac},
+		{"gpu-frac", o.GPUFrac}, {"mt-frac", o.MTFrac}} {
 		if !(f.v >= 0 && f.v <= 1) {
 			errs = append(errs, fmt.Errorf("%s %g: want 0..1", f.name, f.v))
 		}

@@ -80,7 +80,16 @@ const (
 	workFetchBackoffMax = 24 * time.Hour
 	transferBackoffMin  = 2 * time.Minute
 	transferBackoffMax  = 6 * time.Hour
-	taskErrorDelayMin   = time.Minute // plus up to one more minute
+	// A project's RPCs back off this way after consecutive task crashes
+	// or transfer failures (seed 002): the RPC back-off's range.
+	taskErrorBackoffMin = time.Minute
+	taskErrorBackoffMax = 4 * time.Hour
+	// masterFetchPeriod is the real client's MASTER_FETCH_PERIOD: after
+	// this many consecutive failed RPCs it reads the master file again.
+	masterFetchPeriod = 10
+	// masterRereadDefault is how often a host reads a project's master
+	// file again anyway, before Options.BackoffScale.
+	masterRereadDefault = 24 * time.Hour
 	// backoffDoublings caps the exponent, as the real client stops
 	// growing its RPC back-off after 10 failures.
 	backoffDoublings = 10
@@ -140,6 +149,8 @@ func (o Options) policyConfig(computeTime float64) clientpolicy.Config {
 		RPCBackoffMax:       o.scaled(rpcBackoffMax).Seconds(),
 		WorkFetchBackoffMin: o.scaled(workFetchBackoffMin).Seconds(),
 		WorkFetchBackoffMax: o.scaled(workFetchBackoffMax).Seconds(),
+		ErrorBackoffMin:     o.scaled(taskErrorBackoffMin).Seconds(),
+		ErrorBackoffMax:     o.scaled(taskErrorBackoffMax).Seconds(),
 		ReportAfter:         reportAfter,
 		// A finished task whose deadline is within one connection period
 		// is reported at once rather than risk missing it.

@@ -33,6 +33,7 @@ type runner struct {
 	rpcStarted atomic.Int64
 	lastWarn   atomic.Int64 // unix nanoseconds
 	suppressed atomic.Int64
+	versions   versionRecorder
 }
 
 // now is the run's clock for the client policy: seconds since the start.
@@ -137,14 +138,25 @@ func RunReport(ctx context.Context, opts Options) (Stats, simreport.Report, erro
 	interval := opts.SampleEvery.Seconds()
 	r := &runner{opts: opts, projects: projects, web: &web{client: client, timeout: opts.HTTPTimeout},
 		rec: simreport.NewRecorder(names, interval), interval: interval, rpcCtx: ctx, stop: stop, start: start}
+	r.versions.projects = projects
 
 	kinds := assignKinds(opts.Hosts, kindFracs{fail: opts.FailFrac, vanish: opts.VanishFrac, cheat: opts.CheatFrac, late: opts.LateFrac},
 		rand.New(rand.NewPCG(opts.Seed, 0x6b696e6473)))
 	byKind := map[string]int64{}
+	cpus := 0
 	hosts := make([]*host, opts.Hosts)
 	for i := range hosts {
-		hosts[i] = newHost(r, i, kinds[i], rand.New(rand.NewPCG(opts.Seed, uint64(i)+1)))
+		h := newHost(r, i, kinds[i], rand.New(rand.NewPCG(opts.Seed, uint64(i)+1)))
+		hosts[i] = h
 		byKind[kinds[i].String()]++
+		cpus += h.ncpus
+		if h.ncpus != opts.NCPUs {
+			r.c.mtHosts.Add(1)
+		}
+		if len(h.gpus) > 0 {
+			r.c.gpuHosts.Add(1)
+			r.c.gpus.Add(int64(h.info.NUsableCoprocs))
+		}
 	}
 	opts.Log.Info("starting", "hosts", opts.Hosts, "ncpus", opts.NCPUs, "projects", strings.Join(names, ","),
 		"strategy", string(opts.Strategy), "normal", byKind["normal"], "failing", byKind["failing"],
@@ -183,8 +195,8 @@ func RunReport(ctx context.Context, opts Options) (Stats, simreport.Report, erro
 		}
 	}
 	s := r.c.snapshot(byKind, time.Since(start))
+	s.Versions = r.versions.snapshot()
 	opts.Log.Info("finished", s.logAttrs()...)
-	cpus := opts.Hosts * opts.NCPUs
 	rep := r.rec.Report(simreport.Report{Clock: "real", Scenario: "live", Strategy: string(opts.Strategy),
 		RuntimeStat: string(opts.RuntimeStat), Hosts: opts.Hosts, CPUs: cpus, DurationSeconds: end, WallSeconds: end})
 	if opts.ReportDir != "" {

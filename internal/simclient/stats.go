@@ -69,6 +69,22 @@ type Stats struct {
 	Preemptions int64 `json:"preemptions"`
 	// ByKind splits the result counts by host kind.
 	ByKind map[string]KindStats `json:"by_kind"`
+	// Hardware is what the hosts have and how busy they kept it.
+	Hardware HardwareStats `json:"hardware"`
+	// Versions are the tasks computed without error per project and app
+	// version, with their mean elapsed time.
+	Versions []VersionStats `json:"versions,omitempty"`
+	// ErrorBackoffs counts task errors (crashes, failed transfers) that
+	// backed their project's RPCs off; Overloaded counts replies marked
+	// <overloaded/>.
+	ErrorBackoffs int64 `json:"error_backoffs"`
+	Overloaded    int64 `json:"overloaded_replies"`
+	// SchedulerFailovers counts RPC attempts that failed and went on to
+	// the project's next scheduler URL; MasterFetches and MasterErrors
+	// count reads of master pages and those that failed.
+	SchedulerFailovers int64 `json:"scheduler_failovers"`
+	MasterFetches      int64 `json:"master_fetches"`
+	MasterErrors       int64 `json:"master_errors"`
 	// ElapsedSeconds is the wall time of the run.
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 }
@@ -108,6 +124,42 @@ func (s Stats) WriteFile(path string) error {
 	return nil
 }
 
+// HardwareStats describe the hosts' resources and their use. A busy
+// fraction is busy instance-seconds over available ones while the hosts
+// were on.
+type HardwareStats struct {
+	// GPUHosts and MTHosts count hosts with GPUs and multi-core hosts;
+	// GPUs counts GPU instances.
+	GPUHosts int64 `json:"gpu_hosts"`
+	GPUs     int64 `json:"gpus"`
+	MTHosts  int64 `json:"mt_hosts"`
+	// GPUTasks counts tasks computed on a GPU, MTTasks tasks computed on
+	// more than one CPU; NoDevice tasks the server sent for a coprocessor
+	// the host does not have (they fail).
+	GPUTasks int64 `json:"gpu_tasks"`
+	MTTasks  int64 `json:"mt_tasks"`
+	NoDevice int64 `json:"no_device_tasks"`
+	// CPUBusyFrac is over every host; GPUBusyFrac over the GPUs;
+	// GPUHostCPUBusyFrac over the CPUs of the hosts with GPUs, whose CPUs
+	// should stay busy too.
+	CPUBusyFrac        float64 `json:"cpu_busy_frac"`
+	GPUBusyFrac        float64 `json:"gpu_busy_frac"`
+	GPUHostCPUBusyFrac float64 `json:"gpu_host_cpu_busy_frac"`
+}
+
+// seconds is a shared sum of seconds, kept in microseconds.
+type secondsCounter struct{ us atomic.Int64 }
+
+func (s *secondsCounter) add(sec float64) { s.us.Add(int64(sec * 1e6)) }
+func (s *secondsCounter) get() float64    { return float64(s.us.Load()) / 1e6 }
+
+func frac(busy, avail *secondsCounter) float64 {
+	if a := avail.get(); a > 0 {
+		return busy.get() / a
+	}
+	return 0
+}
+
 // KindStats are the result counts of the hosts of one kind.
 type KindStats struct {
 	Received int64 `json:"received"`
@@ -134,6 +186,13 @@ type counters struct {
 	failed, vanished, cheated, abort atomic.Int64
 	late, preempted                  atomic.Int64
 	byKind                           [kindCount]kindCounters
+
+	gpuHosts, gpus, mtHosts                atomic.Int64
+	gpuTasks, mtTasks, noDevice            atomic.Int64
+	errorBackoffs, overloaded              atomic.Int64
+	failovers, masterFetches, masterErrors atomic.Int64
+	cpuBusy, cpuAvail, gpuBusy, gpuAvail   secondsCounter
+	gpuHostCPUBusy, gpuHostCPUAvail        secondsCounter
 }
 
 func (c *counters) snapshot(hostsByKind map[string]int64, elapsed time.Duration) Stats {
@@ -163,6 +222,18 @@ func (c *counters) snapshot(hostsByKind map[string]int64, elapsed time.Duration)
 		ResultsLate:      c.late.Load(),
 		Preemptions:      c.preempted.Load(),
 		ElapsedSeconds:   elapsed.Seconds(),
+		Hardware: HardwareStats{
+			GPUHosts: c.gpuHosts.Load(), GPUs: c.gpus.Load(), MTHosts: c.mtHosts.Load(),
+			GPUTasks: c.gpuTasks.Load(), MTTasks: c.mtTasks.Load(), NoDevice: c.noDevice.Load(),
+			CPUBusyFrac:        frac(&c.cpuBusy, &c.cpuAvail),
+			GPUBusyFrac:        frac(&c.gpuBusy, &c.gpuAvail),
+			GPUHostCPUBusyFrac: frac(&c.gpuHostCPUBusy, &c.gpuHostCPUAvail),
+		},
+		ErrorBackoffs:      c.errorBackoffs.Load(),
+		Overloaded:         c.overloaded.Load(),
+		SchedulerFailovers: c.failovers.Load(),
+		MasterFetches:      c.masterFetches.Load(),
+		MasterErrors:       c.masterErrors.Load(),
 	}
 	for k, v := range hostsByKind {
 		s.HostsByKind[k] = v

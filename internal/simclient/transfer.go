@@ -85,16 +85,27 @@ func (w *web) do(ctx context.Context, method, url string, body []byte, upload bo
 
 // schedulerRPC posts a request and parses the reply. Any failure, HTTP or
 // parse, is one failed RPC to the caller.
-func (w *web) schedulerRPC(ctx context.Context, url string, req *protocol.SchedulerRequest) (*protocol.SchedulerReply, error) {
+//
+// coprocs, when not empty, is the request's <coprocs> element, put where
+// the real client writes it.
+func (w *web) schedulerRPC(ctx context.Context, url string, req *protocol.SchedulerRequest, coprocs []byte) (*protocol.SchedulerReply, error) {
 	body, err := encodeRequest(req)
 	if err != nil {
 		return nil, err
+	}
+	if len(coprocs) > 0 {
+		body = spliceCoprocs(body, coprocs)
 	}
 	b, err := w.do(ctx, http.MethodPost, url, body, false)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler rpc: %w", err)
 	}
 	return decodeReply(b)
+}
+
+// get fetches a page (a project's master page).
+func (w *web) get(ctx context.Context, url string) ([]byte, error) {
+	return w.do(ctx, http.MethodGet, url, nil, false)
 }
 
 // download fetches one input file from its URLs, trying them in turn

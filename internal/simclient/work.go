@@ -60,14 +60,22 @@ type task struct {
 	outputs    []protocol.FileInfo
 	outputRefs []protocol.FileRef // the result's file_refs, parallel to outputs
 	appVersion int                // index into att.appVersions, or -1
-	phase      taskPhase
-	cp         clientpolicy.Task
-	deadline   float64       // report deadline, run seconds
-	estRaw     float64       // rsc_fpops_est / p_fpops, before the correction factor
-	runtime    float64       // CPU seconds it really takes on this host
-	fails      bool          // ends in a compute error (failing host, or the demo app fails on it)
-	files      demoapp.Files // the inputs' contents, in the workunit's order
-	rounds     int           // the demo app's --rounds, from the command line
+	// rsc is the resource the task runs on (0: CPUs, k: host.gpus[k-1]);
+	// width how many of its instances it occupies (CPUs of a
+	// multi-threaded task, a GPU fraction); cpus how many CPUs it keeps
+	// busy (width for a CPU task, avg_ncpus for a GPU task).
+	rsc         int
+	width, cpus float64
+	noDevice    string // the version needs a coprocessor the host lacks
+	appName     string
+	phase       taskPhase
+	cp          clientpolicy.Task
+	deadline    float64       // report deadline, run seconds
+	estRaw      float64       // rsc_fpops_est / p_fpops, before the correction factor
+	runtime     float64       // CPU seconds it really takes on this host
+	fails       bool          // ends in a compute error (failing host, or the demo app fails on it)
+	files       demoapp.Files // the inputs' contents, in the workunit's order
+	rounds      int           // the demo app's --rounds, from the command line
 	// badCommandLine, if not empty, is why the demo app would refuse the
 	// job's command line: the task ends in a compute error.
 	badCommandLine string
@@ -85,8 +93,8 @@ func (h *host) received(t *task, now float64) {
 	a := t.att
 	h.nextID++
 	t.deadline = h.r.runTime(t.res.ReportDeadline)
-	t.cp = clientpolicy.Task{ID: h.nextID, Project: a.p, EstCPU: t.estRaw * a.dcf,
-		Deadline: t.deadline, Received: now}
+	t.cp = clientpolicy.Task{ID: h.nextID, Project: a.rp[t.rsc], EstCPU: t.estRaw * a.dcf[t.rsc],
+		Deadline: t.deadline, Received: now, NCPUs: t.width}
 	h.tasks = append(h.tasks, t)
 	a.byName[t.res.Name] = t
 	a.downloading++
@@ -152,7 +160,7 @@ func (h *host) downloaded(t *task, files demoapp.Files, err error, elapsed time.
 		return
 	}
 	h.leaveDownloading(t)
-	h.cp.AddTask(&t.cp)
+	h.policy(t.rsc).AddTask(&t.cp)
 	h.dirty = true
 	if err != nil {
 		h.log.Debug("download failed", "result", t.res.Name, "error", err)
@@ -167,10 +175,17 @@ func (h *host) downloaded(t *task, files demoapp.Files, err error, elapsed time.
 	t.phase = phaseComputing
 	t.trickles = h.r.opts.TrickleFrac > 0 && h.rand() < h.r.opts.TrickleFrac
 	d := h.computeTime().Seconds() * (0.9 + 0.2*h.rand())
+	if t.rsc > 0 {
+		// On a GPU at its speed, for the part of it the task has.
+		d *= h.flops / (h.gpus[t.rsc-1].speed * t.width)
+	} else {
+		d /= t.width // a multi-threaded app on its CPUs
+	}
 	// A failing host fails everything; every host fails a job the demo
 	// app fails on (demoapp.FailMarker, a bad command line), as the real
-	// demo_app does.
-	if h.kind == KindFailing || len(files) == 0 || demoapp.Fails(files[0]) || t.badCommandLine != "" {
+	// demo_app does; a task for a coprocessor the host lacks fails at
+	// once.
+	if h.kind == KindFailing || len(files) == 0 || demoapp.Fails(files[0]) || t.badCommandLine != "" || t.noDevice != "" {
 		t.fails, d = true, d/2
 	}
 	t.runtime = d
@@ -196,7 +211,16 @@ func (h *host) computed(t *task, at float64) {
 	t.phase = phaseFinishing
 	h.dirty = true
 	t.cp.EstCPU = t.cp.CPU
-	h.cp.TaskFinished(&t.cp, at)
+	h.policy(t.rsc).TaskFinished(&t.cp, at)
+	switch {
+	case t.rsc > 0:
+		h.r.c.gpuTasks.Add(1)
+	case t.width > 1:
+		h.r.c.mtTasks.Add(1)
+	}
+	if !t.fails {
+		h.r.versions.add(t.att.index, t.res, t.appName, t.runtime)
+	}
 	if t.trickles && !t.fails {
 		wall := h.r.start.Add(time.Duration(at * float64(time.Second))).Unix()
 		a.msgs = append(a.msgs, protocol.NewMsgFromHost(t.res.Name, wall, "progress",
@@ -208,17 +232,17 @@ func (h *host) computed(t *task, at float64) {
 			"process exited with code 1 (0x1, -255)"), true, at)
 		return
 	}
-	if t.estRaw > 0 {
+	if k := t.rsc; t.estRaw > 0 {
 		ratio := t.runtime / t.estRaw
 		switch {
-		case !a.dcfLearned || ratio > a.dcf:
-			a.dcf, a.dcfLearned = ratio, true
+		case !a.dcfLearned[k] || ratio > a.dcf[k]:
+			a.dcf[k], a.dcfLearned[k] = ratio, true
 		default:
-			a.dcf += dcfWeight * (ratio - a.dcf)
+			a.dcf[k] += dcfWeight * (ratio - a.dcf[k])
 		}
 		for _, o := range a.byName {
-			if o.phase == phaseComputing {
-				o.cp.EstCPU = o.estRaw * a.dcf
+			if o.phase == phaseComputing && o.rsc == k {
+				o.cp.EstCPU = o.estRaw * a.dcf[k]
 			}
 		}
 	}
@@ -242,18 +266,21 @@ func (h *host) computed(t *task, at float64) {
 
 // ready makes a task's report ready to send: for the policy it finished
 // now, so a report-result session falls due by the policy's rules. After an
-// unrecoverable task error the real client defers its next RPC to the
-// project by one to two minutes.
+// unrecoverable task error (a crash, a failed download or upload) the
+// project's next RPC backs off exponentially in the number of such errors
+// in a row (seed 002); a task that went well resets the count.
 func (h *host) ready(t *task, rep protocol.ReportResult, taskErr bool, now float64) {
 	t.report = rep
 	t.phase = phaseReady
 	if t.cp.State != clientpolicy.TaskDone {
-		h.cp.TaskFinished(&t.cp, now) // a download that failed: it never ran
+		h.policy(t.rsc).TaskFinished(&t.cp, now) // a download that failed: it never ran
 	}
 	t.cp.Finished, t.cp.Deadline = now, t.deadline
 	if taskErr {
-		d := h.r.opts.scaled(time.Duration(float64(taskErrorDelayMin) * (1 + h.rand())))
-		t.att.p.MinRPC = max(t.att.p.MinRPC, now+d.Seconds())
+		h.cp.TaskFailed(t.att.p, now, h.rand())
+		h.r.c.errorBackoffs.Add(1)
+	} else {
+		h.cp.TaskSucceeded(t.att.p)
 	}
 }
 
@@ -269,7 +296,7 @@ func (h *host) drop(t *task) {
 	}
 	h.leaveDownloading(t)
 	if t.phase != phaseDownloading {
-		h.cp.RemoveTask(&t.cp)
+		h.policy(t.rsc).RemoveTask(&t.cp)
 	}
 	t.phase = phaseReady // a late transfer result finds it gone
 	delete(t.att.byName, t.res.Name)
@@ -392,9 +419,18 @@ func (h *host) baseReport(t *task, cs state.ClientState, exit int, elapsed float
 	if platform == "" {
 		platform = platformName
 	}
+	// A multi-threaded task uses its CPUs the whole time; a GPU task its
+	// avg_ncpus.
+	cpus := t.cpus
+	if !(cpus > 0) {
+		cpus = 1
+	}
+	if t.rsc > 0 {
+		cpus = max(t.cpus, 0.01)
+	}
 	return protocol.ReportResult{
 		Name:             t.res.Name,
-		FinalCPUTime:     elapsed,
+		FinalCPUTime:     elapsed * cpus,
 		FinalElapsedTime: elapsed,
 		ExitStatus:       exit,
 		State:            int(cs),
