@@ -94,6 +94,13 @@ func liveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "hosts", Value: simclient.DefaultHosts, Usage: "number of simulated hosts", EnvVars: env("hosts")},
 		&cli.IntFlag{Name: "ncpus", Value: simclient.DefaultNCPUs, Usage: "CPUs per host (tasks run at once)", EnvVars: env("ncpus")},
 		&cli.Float64Flag{Name: "flops", Value: simclient.DefaultFlops, Usage: "nominal per-CPU speed (p_fpops); each host varies ±50%", EnvVars: env("flops")},
+		&cli.Float64Flag{Name: "gpu-frac", Usage: "share of hosts with one or two GPUs (NVIDIA or AMD, several models), described in <coprocs> and fetched for per resource", EnvVars: env("gpu-frac")},
+		&cli.Float64Flag{Name: "gpu-efficiency", Value: simclient.DefaultGPUEfficiency, Usage: "fraction of a GPU's peak FLOPS a task gets (the default makes GPUs 2-15 times a default CPU)", EnvVars: env("gpu-efficiency")},
+		&cli.Float64Flag{Name: "mt-frac", Usage: "share of hosts that are multi-core, with --mt-cpus CPUs and AVX2", EnvVars: env("mt-frac")},
+		&cli.IntFlag{Name: "mt-cpus", Value: simclient.DefaultMTCPUs, Usage: "CPUs of a multi-core host", EnvVars: env("mt-cpus")},
+		&cli.DurationFlag{Name: "activity-window", Usage: "time constant over which a host measures the fraction of time it is on (0: 5 × its mean on/off cycle)", EnvVars: env("activity-window")},
+		&cli.StringFlag{Name: "master-url", Usage: "master page of the one project: hosts read its <scheduler> links (instead of --url), again after 10 failed RPCs and every --master-reread", EnvVars: env("master-url")},
+		&cli.DurationFlag{Name: "master-reread", Usage: "how often a host reads the master page again (0: 1 day × --backoff-scale)", EnvVars: env("master-reread")},
 		&cli.Float64Flag{Name: "fail-frac", Usage: "share of hosts that fail every task (state 3, exit_status 1)", EnvVars: env("fail-frac")},
 		&cli.Float64Flag{Name: "vanish-frac", Usage: "share of hosts that take work and never contact the server again", EnvVars: env("vanish-frac")},
 		&cli.Float64Flag{Name: "cheat-frac", Usage: "share of hosts that upload a plausible but wrong output", EnvVars: env("cheat-frac")},
@@ -148,6 +155,12 @@ func liveOptions(c *cli.Context) (simclient.Options, error) {
 		Hosts:            c.Int("hosts"),
 		NCPUs:            c.Int("ncpus"),
 		Flops:            c.Float64("flops"),
+		GPUFrac:          c.Float64("gpu-frac"),
+		GPUEfficiency:    c.Float64("gpu-efficiency"),
+		MTFrac:           c.Float64("mt-frac"),
+		MTCPUs:           c.Int("mt-cpus"),
+		ActivityWindow:   c.Duration("activity-window"),
+		MasterReread:     c.Duration("master-reread"),
 		FailFrac:         c.Float64("fail-frac"),
 		VanishFrac:       c.Float64("vanish-frac"),
 		CheatFrac:        c.Float64("cheat-frac"),
@@ -183,6 +196,10 @@ func liveOptions(c *cli.Context) (simclient.Options, error) {
 		return simclient.Options{}, err
 	}
 	o.SchedulerURL, o.Authenticators = c.String("url"), keys
+	if m := c.String("master-url"); m != "" {
+		o.SchedulerURL = ""
+		o.Projects = []simclient.Project{{MasterURL: m, Authenticators: keys}}
+	}
 	return o, nil
 }
 

@@ -151,6 +151,13 @@ func setScalar(v reflect.Value, s string) {
 		v.SetString(s)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		v.SetInt(parseInt(s, v.Type().Bits()))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		// OpenCL's bit fields and memory sizes (%llu in the client).
+		if u, err := strconv.ParseUint(strings.TrimSpace(s), 10, v.Type().Bits()); err == nil {
+			v.SetUint(u)
+		} else if f := parseFloat(s); f > 0 && f < math.Ldexp(1, v.Type().Bits()) {
+			v.SetUint(uint64(f))
+		}
 	case reflect.Float32, reflect.Float64:
 		v.SetFloat(parseFloat(s))
 	case reflect.Bool:
@@ -330,6 +337,8 @@ func scalarText(v reflect.Value) string {
 		return v.String()
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return strconv.FormatInt(v.Int(), 10)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return strconv.FormatUint(v.Uint(), 10)
 	case reflect.Float32, reflect.Float64:
 		return formatFloat(v.Float())
 	case reflect.Bool:

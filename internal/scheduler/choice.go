@@ -51,6 +51,11 @@ type version struct {
 	// rank is the preference of the version's platform for the host,
 	// lower first.
 	rank int
+	// qi indexes the version's jobs left today in choice.quota (and the
+	// walk's count of them, hostQueue.left); -1 when it has no quota.
+	qi int
+	// left is the jobs of the version the host may still get today.
+	left int
 }
 
 // usage is how many instances of its resource a task of v occupies.
@@ -98,6 +103,9 @@ type choice struct {
 	refusals map[string][]string
 	// hasApps says, per resource, whether some app has a version for it.
 	hasApps []bool
+	// quota are the jobs each chosen version may still go out today
+	// (version.qi), hostav.NoLimit without a daily quota.
+	quota []int
 
 	// What evaluate needs, for a resend's version that is not a candidate.
 	cat   *catalog
@@ -105,6 +113,7 @@ type choice struct {
 	ph    planclass.Host
 	hav   map[int64]row.HostAppVersion
 	bench float64
+	p     choiceParams
 }
 
 // choiceParams are the inputs of a choice beyond the request.
@@ -116,6 +125,10 @@ type choiceParams struct {
 	beta bool
 	// rand draws exploration, uniform in [0, 1).
 	rand func() float64
+	// quota is the project's daily quota per instance (0: none), gpuQuota
+	// its multiplier for a GPU (0: 1), day today (hostav.Day).
+	quota, gpuQuota int
+	day             int64
 }
 
 // resources lists the host's resources, the CPU first; a coprocessor whose
@@ -150,7 +163,7 @@ func rscIndex(rsc []protocol.Coproc, name string) int {
 // resource.
 func (c *catalog) choose(req *protocol.SchedulerRequest, h row.Host, p choiceParams) *choice {
 	ch := &choice{rsc: resources(h, req), byApp: map[int64][]version{}, byAV: map[int64]version{},
-		why: map[int64]string{}, cat: c, plans: p.plans, bench: h.PFpops}
+		why: map[int64]string{}, cat: c, plans: p.plans, bench: h.PFpops, p: p}
 	if !finitePositive(ch.bench) {
 		ch.bench = defaultFlops
 	}
@@ -204,6 +217,12 @@ func (c *catalog) choose(req *protocol.SchedulerRequest, h row.Host, p choicePar
 				continue
 			}
 			v, err := ch.evaluate(av)
+			if err == nil && v.left <= 0 {
+				// Out of quota today: resends still go out with it.
+				ch.byAV[av.ID] = v
+				ch.why[appID] = reasonDailyQuota
+				continue
+			}
 			if err != nil {
 				ch.why[appID] = reasonPlanClass
 				var ref *planclass.Refusal
@@ -280,7 +299,47 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 		v.flops = bench
 	}
 	v.samples = st.EtN
+	v.qi, v.left = -1, ch.dailyLimit(st, r)
 	return v, nil
+}
+
+// dailyLimit is how many jobs of a version whose record is st, on resource
+// r, the host may still get today: the quota per instance times the CPUs,
+// or the GPUs times the GPU multiplier.
+func (ch *choice) dailyLimit(st row.HostAppVersion, r int) int {
+	n := float64(ch.rsc[r].Count)
+	if r > 0 {
+		n *= float64(max(ch.p.gpuQuota, 1))
+	}
+	return hostav.DailyLimit(st, ch.p.quota, n, ch.p.day)
+}
+
+// anonCode is BOINC's anonymous-platform code of resource name, which keys
+// a client's own build's host_app_version row; 0 for a resource without
+// one (an "other" coprocessor).
+func anonCode(name string) int {
+	switch name {
+	case protocol.ResourceCPU:
+		return hostav.AnonCPU
+	case protocol.ResourceNVIDIA:
+		return hostav.AnonNVIDIA
+	case protocol.ResourceAMD:
+		return hostav.AnonAMD
+	case protocol.ResourceIntel:
+		return hostav.AnonIntel
+	case protocol.ResourceApple:
+		return hostav.AnonApple
+	}
+	return 0
+}
+
+// anonResource is, for a client's own build, the code of its resource that
+// a send records (decide.Send.Resource); 0 for a project version.
+func (v *version) anonResource(ch *choice) int {
+	if !v.anonymous || ch == nil || v.rsc >= len(ch.rsc) {
+		return 0
+	}
+	return anonCode(ch.rsc[v.rsc].Type)
 }
 
 // anonymous makes the candidates of a client on the anonymous platform:
@@ -312,12 +371,20 @@ func (ch *choice) anonymous(c *catalog, req *protocol.SchedulerRequest) []versio
 		if v.rsc > 0 && finitePositive(ch.rsc[v.rsc].PeakFlops) {
 			bench = ch.rsc[v.rsc].PeakFlops * v.gpuUsage
 		}
-		st := ch.hav[hostav.GeneralizedID(a.ID, ch.rsc[v.rsc].Type)]
+		var st row.HostAppVersion
+		if code := anonCode(ch.rsc[v.rsc].Type); code != 0 {
+			st = ch.hav[hostav.GeneralizedID(a.ID, code)]
+		}
 		v.flops, _ = hostav.Rate(st, finite(cv.Flops), bench)
 		if !finitePositive(v.flops) {
 			v.flops = bench
 		}
 		v.samples = st.EtN
+		v.qi, v.left = -1, ch.dailyLimit(st, v.rsc)
+		if v.left <= 0 {
+			ch.why[a.ID] = reasonDailyQuota
+			continue
+		}
 		out = append(out, v)
 	}
 	return out
@@ -368,7 +435,10 @@ func (ch *choice) pick(cands []version, rand func() float64) {
 				}
 			}
 		}
-		chosen = append(chosen, cands[best])
+		v := cands[best]
+		v.qi = len(ch.quota)
+		ch.quota = append(ch.quota, v.left)
+		chosen = append(chosen, v)
 	}
 	slices.SortStableFunc(chosen, func(a, b version) int {
 		if faster(&a, &b) {

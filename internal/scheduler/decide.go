@@ -25,6 +25,7 @@ var reasonText = map[string]string{
 	reasonPlanClass:        "the plan classes of the app's versions refuse the host (taskctl host explain names the rule)",
 	reasonBeta:             "the app or its versions are in beta and the volunteer does not run beta work",
 	reasonResource:         "the job's versions use only resources the request asks no (more) work for",
+	reasonDailyQuota:       "the host has had its daily quota of jobs of the app's versions (--daily-result-quota, shrunk by its errors)",
 }
 
 // ReasonText returns what a reason of send_shortfall_total (or a
@@ -125,6 +126,10 @@ func (w *walk) check(e shmcache.Entry) (v version, hr int, reason string) {
 	for i := range vs {
 		c := &vs[i]
 		if !w.q.needs(c.rsc) {
+			continue
+		}
+		if !w.q.quotaLeft(c) {
+			why = cmpOrStr(why, reasonDailyQuota)
 			continue
 		}
 		if d := w.q.deadline(e, c); d != "" {

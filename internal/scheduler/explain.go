@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/taskserver/taskserver/internal/hostav"
 	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
@@ -31,6 +32,9 @@ type Policy struct {
 	QuarantineStreak int
 	// PlanClasses are the project's plan classes; nil defines none.
 	PlanClasses *planclass.Specs
+	// DailyResultQuota is the daily quota per instance (0: none), and
+	// GPUQuotaMultiplier its multiplier for a GPU (0: 1).
+	DailyResultQuota, GPUQuotaMultiplier int
 }
 
 // setPolicy puts p, with the flags' defaults for its zero fields, into o:
@@ -41,6 +45,8 @@ func (o *Config) setPolicy(p Policy) {
 	o.ARTrustValid = cmpOr(p.ARTrustValid, 10)
 	o.QuarantineStreak = max(p.QuarantineStreak, 0)
 	o.PlanClasses = p.PlanClasses
+	o.DailyResultQuota = max(p.DailyResultQuota, 0)
+	o.GPUQuotaMultiplier = max(p.GPUQuotaMultiplier, 0)
 }
 
 // cmpOr is v if positive, else def.
@@ -57,6 +63,7 @@ type ExplainStore interface {
 	AppList(ctx context.Context) ([]row.App, error)
 	AppVersionList(ctx context.Context) ([]row.AppVersion, error)
 	HostGet(ctx context.Context, id int64) (row.Host, error)
+	HostAppVersionListByHost(ctx context.Context, hostID int64) ([]row.HostAppVersion, error)
 	HostPlatformIDs(ctx context.Context, hostID int64) ([]int64, error)
 	PlatformList(ctx context.Context) ([]row.Platform, error)
 	ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]store.HostResult, error)
@@ -172,6 +179,10 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 	if err != nil {
 		return Explanation{}, err
 	}
+	havs, err := st.HostAppVersionListByHost(ctx, h.ID)
+	if err != nil {
+		return Explanation{}, err
+	}
 	ex := Explanation{HostID: h.ID, UserID: h.UserID, Rejected: map[string]int{}, Candidates: []Verdict{}}
 
 	var (
@@ -258,11 +269,12 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 
 	s := &Service{}
 	s.opts.setPolicy(p.Policy)
-	cat := newCatalog(tables, 0, p.Policy.PlanClasses)
+	cat := newCatalog(tables, 0, s.opts.PlanClasses)
 	// No exploration: the explanation shows the fastest versions.
-	ch := cat.choose(req, h, choiceParams{plans: p.Policy.PlanClasses})
+	ch := cat.choose(req, h, choiceParams{plans: s.opts.PlanClasses, havs: havs, quota: s.opts.DailyResultQuota,
+		gpuQuota: s.opts.GPUQuotaMultiplier, day: hostav.Day(p.Now)})
 	ex.PlanClassRefusals = ch.refusals
-	q := newHostQueue(p.Now, h, req, ch.rsc, s.opts.MaxResultsPerRPC)
+	q := newHostQueue(p.Now, h, req, ch.rsc, s.opts.MaxResultsPerRPC, ch.quota)
 	for _, hr := range held {
 		skip[hr.WorkunitID] = true
 		q.add(hr.RscFpopsEst, 0, ch.held(hr.AppVersionID))

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/hostav"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
@@ -36,11 +37,12 @@ var noWorkText = map[string]string{
 	reasonPlanClass:        "Your computer does not meet the requirements (plan class) of the available tasks' applications",
 	reasonBeta:             "The available tasks are test (beta) work; allow beta work in your project preferences to get it",
 	reasonResource:         "No tasks are available for the processors (CPU or GPU) your computer asked work for",
+	reasonDailyQuota:       "Your computer has reached its daily quota of tasks for this project's applications; more will be sent tomorrow",
 }
 
 // rejectOrder breaks ties between reasons, most specific first.
 var rejectOrder = []string{reasonMemory, reasonDisk, reasonDeadline, reasonOnePerUser, reasonHR, reasonReliableOnly,
-	reasonPlanClass, reasonBeta, reasonResource, reasonAppDeprecated, reasonPlatform}
+	reasonDailyQuota, reasonPlanClass, reasonBeta, reasonResource, reasonAppDeprecated, reasonPlatform}
 
 // sendItem is a result going into the reply.
 type sendItem struct {
@@ -118,13 +120,22 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	if cacheErr != nil {
 		s.log.Warn("shared-memory cache unavailable", "error", cacheErr)
 	} else {
-		ch = cat.choose(req, x.host, choiceParams{plans: s.opts.PlanClasses, rand: s.deps.Rand})
+		p := choiceParams{plans: s.opts.PlanClasses, rand: s.deps.Rand, quota: s.opts.DailyResultQuota,
+			gpuQuota: s.opts.GPUQuotaMultiplier, day: hostav.Day(x.now)}
+		if x.preHeldOf == x.host.ID {
+			p.havs = x.preHAV
+		}
+		ch = cat.choose(req, x.host, p)
 		rsc = ch.rsc
 		x.reply.NoRscApps = ch.noRscApps()
 	}
 
 	x.rsc = rsc
-	queue := newHostQueue(x.now, x.host, req, rsc, s.opts.MaxResultsPerRPC)
+	var quota []int
+	if ch != nil {
+		quota = ch.quota
+	}
+	queue := newHostQueue(x.now, x.host, req, rsc, s.opts.MaxResultsPerRPC, quota)
 	listed := map[string]bool{}
 	for _, o := range req.OtherResults {
 		listed[o.Name] = true
@@ -303,6 +314,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				UserID:         x.user.ID,
 				AppVersionID:   v.av.ID,
 				AppVersionNum:  v.versionNum,
+				Resource:       v.anonResource(w.ch),
 				ReportDeadline: x.now + e.DelayBound,
 				Now:            x.now,
 				HRClass:        hr,

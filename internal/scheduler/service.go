@@ -405,6 +405,8 @@ type rpc struct {
 	// the user: held when that host turns out to be the request's.
 	preHeld   []store.HostResult
 	preHeldOf int64
+	// preHAV are host preHeldOf's host_app_version rows, read with it.
+	preHAV []row.HostAppVersion
 	// The request's writes, committed with its first sends.
 	reports   []pendingReport
 	hostWrite *store.SchedHost
@@ -496,7 +498,7 @@ func (s *Service) authenticate(ctx context.Context, x *rpc) (u row.User, h row.H
 	f, err := s.read.read(ctx, store.AuthHost{Auth: auth, HostID: hostID, WantHeld: wantHeld})
 	u, h, hostFound = f.User, f.Host, f.HostFound
 	if err == nil && wantHeld {
-		x.preHeld, x.preHeldOf = f.Held, hostID
+		x.preHeld, x.preHeldOf, x.preHAV = f.Held, hostID, f.HostAppVersions
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return u, h, false, false, nil

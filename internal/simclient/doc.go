@@ -20,6 +20,31 @@
 // versions and duration correction factor (how long tasks really take
 // against rsc_fpops_est / p_fpops, learnt from completed tasks).
 //
+// Hosts have hardware (Options.GPUFrac, MTFrac): multi-core hosts with
+// MTCPUs CPUs and AVX2 in p_features, and GPU hosts with one or two
+// NVIDIA or AMD cards of several models (RAM, driver, CUDA version and
+// compute capability or CAL version, OpenCL), described in the request's
+// <coprocs> element exactly as the 7.x client writes it. Each resource
+// (the CPUs, each GPU kind) has its own clientpolicy.Host: its own queue,
+// work buffer, scheduler and, per project, work-fetch back-off and
+// <no_rsc_apps> flag, as the real client's per-resource work fetch
+// (client/work_fetch.cpp). A request asks each resource for its own
+// req_secs, req_instances and estimated_delay; a task runs where its app
+// version's <coproc> and avg_ncpus say: on a GPU at peak FLOPS ×
+// GPUEfficiency (taking avg_ncpus of a CPU, which the CPU tasks then do
+// without), or on avg_ncpus CPUs. Reports carry elapsed and CPU times per
+// version, so the server's per-host statistics can learn.
+//
+// The gaps the seeds leave: the active fraction is measured
+// (clientpolicy.Activity) and reported in <time_stats>, not taken from
+// the options; after a task crash or a failed transfer a project's RPCs
+// back off exponentially (seed 002); a project may have several scheduler
+// URLs, tried in turn from a random one within one RPC, and a master page
+// (Project.MasterURL) read before the first RPC, after ten failed RPCs in
+// a row and periodically; and a reply marked <overloaded/> (the scheduler
+// is busy) is told apart from one without work: it neither backs the work
+// fetch off nor stops the project's debt.
+//
 // A task joins the CPU scheduler once its inputs are downloaded; when its
 // computation ends its CPU is free for the next task, and once its output
 // is uploaded it is reported, in every RPC to its project until
@@ -45,7 +70,7 @@
 // <delete_file_info>), and uploads every output: "log" gets the log, any other
 // output the "out".
 //
-// Reads: the projects' scheduler, download and upload URLs. Writes: nothing
+// Reads: the projects' master pages and scheduler, download and upload URLs. Writes: nothing
 // but the JSON statistics report, the log of acknowledged results
 // (Options.AckLog) and the run report directory (Options.ReportDir), when
 // the command asks for them.

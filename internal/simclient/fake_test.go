@@ -49,14 +49,27 @@ type fakeProject struct {
 	withholdMsgAcks int
 	trickleDown     bool
 	down            bool // answer every scheduler request with 503 while set
-	nextHost        int64
-	issued          int
-	requests        []fakeRequest
-	downloads       int
-	uploadTries     int
-	uploads         map[string]fakeUpload
-	uploadTimes     map[string]time.Time
-	deadlines       []float64 // report deadlines handed out, in order
+	// gpuType, when set, is a GPU resource the fake has an app version
+	// for ("any": every GPU type) (version 200, plan class "gpu", one GPU
+	// and gpuCPUs CPUs per task): it covers that resource's req_secs as
+	// it covers the CPU's.
+	gpuType string
+	gpuCPUs float64
+	// mtNCPUs > 0 makes the CPU version multi-threaded (plan class "mt",
+	// avg_ncpus mtNCPUs).
+	mtNCPUs float64
+	// noRsc is sent as <no_rsc_apps>; "CPU" in it also stops CPU work.
+	noRsc []string
+	// overloaded answers work requests with no work and <overloaded/>.
+	overloaded  bool
+	nextHost    int64
+	issued      int
+	requests    []fakeRequest
+	downloads   int
+	uploadTries int
+	uploads     map[string]fakeUpload
+	uploadTimes map[string]time.Time
+	deadlines   []float64 // report deadlines handed out, in order
 }
 
 type fakeRequest struct {
@@ -160,45 +173,89 @@ func (f *fakeProject) scheduler(w http.ResponseWriter, r *http.Request) {
 	if p := rec.req.HostInfo.PFpops; p > 0 {
 		perTask = fakeFpopsEst / p
 	}
-	for n := 0; rec.req.WorkReqSeconds > 0 && f.jobs != 0 && n < max(f.maxPerRPC, 1); n++ {
+	reply.NoRscApps = f.noRsc
+	asksGPU := false
+	for _, c := range rec.req.Coprocs.Resources() {
+		asksGPU = asksGPU || c.ReqSecs > 0
+	}
+	if f.overloaded && (rec.req.WorkReqSeconds > 0 || asksGPU) {
+		reply.Overloaded = &protocol.Empty{}
+		f.requests = append(f.requests, rec)
+		_ = protocol.WriteSchedulerReply(w, &reply)
+		return
+	}
+	if f.gpuType != "" {
+		for _, c := range rec.req.Coprocs.Resources() {
+			if (c.Type != f.gpuType && f.gpuType != "any") || !(c.ReqSecs > 0) {
+				continue
+			}
+			reply.Apps = []protocol.App{{Name: demoapp.AppName}}
+			reply.AppVersions = append(reply.AppVersions, protocol.AppVersion{AppName: demoapp.AppName, VersionNum: 200,
+				Platform: platformName, PlanClass: "gpu", AvgNCPUs: f.gpuCPUs, Coprocs: []protocol.CoprocUsage{{Type: c.Type, Count: 1}}})
+			gcovered := 0.0
+			for n := 0; f.jobs != 0 && n < max(f.maxPerRPC, 1); n++ {
+				if n > 0 && gcovered >= c.ReqSecs && float64(n) >= c.ReqInstances {
+					break
+				}
+				gcovered += fakeFpopsEst / max(c.PeakFlops*DefaultGPUEfficiency, 1)
+				f.jobs--
+				f.plainJob(&reply, &rec, 200, "gpu")
+			}
+		}
+	}
+	if f.mtNCPUs > 0 && rec.req.WorkReqSeconds > 0 {
+		reply.AppVersions = append(reply.AppVersions, protocol.AppVersion{AppName: demoapp.AppName, VersionNum: 100,
+			Platform: platformName, PlanClass: "mt", AvgNCPUs: f.mtNCPUs, MaxNCPUs: f.mtNCPUs})
+	}
+	for n := 0; rec.req.WorkReqSeconds > 0 && !slices.Contains(f.noRsc, protocol.ResourceCPU) && f.jobs != 0 && n < max(f.maxPerRPC, 1); n++ {
 		if n > 0 && covered >= rec.req.WorkReqSeconds && float64(n) >= rec.req.CPUReqInstances {
 			break
 		}
 		covered += perTask
 		f.jobs--
-		wu := fmt.Sprintf("wu_%d", f.issued)
-		res := wu + "_0"
-		f.issued++
-		input := f.input(wu)
-		deadline := float64(time.Now().Add(time.Hour).Unix())
-		if f.deadline > 0 {
-			deadline = float64(time.Now().Add(f.deadline).UnixNano()) / 1e9
+		planClass := ""
+		if f.mtNCPUs > 0 {
+			planClass = "mt"
 		}
-		sum := md5hex(input)
-		if f.badMD5 {
-			sum = md5hex(nil)
-		}
-		reply.Apps = []protocol.App{{Name: demoapp.AppName}}
-		if f.shaped {
-			f.shapedJob(&reply, &rec.req, wu, res, deadline)
-			rec.sent = append(rec.sent, res)
-			f.deadlines = append(f.deadlines, deadline)
-			continue
-		}
-		reply.FileInfos = append(reply.FileInfos,
-			protocol.FileInfo{Name: wu + "_in", URLs: []string{f.srv.URL + "/download/" + wu}, Nbytes: float64(len(input)), MD5Cksum: sum},
-			protocol.FileInfo{Name: res + "_0", URLs: []string{f.srv.URL + "/file_upload_handler"}, MaxNbytes: 100000, XMLSignature: testSignature},
-		)
-		reply.Workunits = append(reply.Workunits, protocol.Workunit{Name: wu, AppName: demoapp.AppName, RscFpopsEst: fakeFpopsEst,
-			FileRefs: []protocol.FileRef{{FileName: wu + "_in", OpenName: "in"}}})
-		reply.Results = append(reply.Results, protocol.Result{Name: res, WUName: wu, Platform: platformName, VersionNum: 100,
-			ReportDeadline: deadline,
-			FileRefs:       []protocol.FileRef{{FileName: res + "_0", OpenName: "out"}}})
-		rec.sent = append(rec.sent, res)
-		f.deadlines = append(f.deadlines, deadline)
+		f.plainJob(&reply, &rec, 100, planClass)
 	}
 	f.requests = append(f.requests, rec)
 	_ = protocol.WriteSchedulerReply(w, &reply)
+}
+
+// plainJob adds one job to reply, for the app version of the given
+// number and plan class; f.mu is held.
+func (f *fakeProject) plainJob(reply *protocol.SchedulerReply, rec *fakeRequest, version int, planClass string) {
+	wu := fmt.Sprintf("wu_%d", f.issued)
+	res := wu + "_0"
+	f.issued++
+	input := f.input(wu)
+	deadline := float64(time.Now().Add(time.Hour).Unix())
+	if f.deadline > 0 {
+		deadline = float64(time.Now().Add(f.deadline).UnixNano()) / 1e9
+	}
+	sum := md5hex(input)
+	if f.badMD5 {
+		sum = md5hex(nil)
+	}
+	reply.Apps = []protocol.App{{Name: demoapp.AppName}}
+	if f.shaped {
+		f.shapedJob(reply, &rec.req, wu, res, deadline)
+		rec.sent = append(rec.sent, res)
+		f.deadlines = append(f.deadlines, deadline)
+		return
+	}
+	reply.FileInfos = append(reply.FileInfos,
+		protocol.FileInfo{Name: wu + "_in", URLs: []string{f.srv.URL + "/download/" + wu}, Nbytes: float64(len(input)), MD5Cksum: sum},
+		protocol.FileInfo{Name: res + "_0", URLs: []string{f.srv.URL + "/file_upload_handler"}, MaxNbytes: 100000, XMLSignature: testSignature},
+	)
+	reply.Workunits = append(reply.Workunits, protocol.Workunit{Name: wu, AppName: demoapp.AppName, RscFpopsEst: fakeFpopsEst,
+		FileRefs: []protocol.FileRef{{FileName: wu + "_in", OpenName: "in"}}})
+	reply.Results = append(reply.Results, protocol.Result{Name: res, WUName: wu, Platform: platformName, VersionNum: version,
+		PlanClass: planClass, ReportDeadline: deadline,
+		FileRefs: []protocol.FileRef{{FileName: res + "_0", OpenName: "out"}}})
+	rec.sent = append(rec.sent, res)
+	f.deadlines = append(f.deadlines, deadline)
 }
 
 // shapedRounds is the --rounds of the fake's shaped jobs.
