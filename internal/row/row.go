@@ -237,6 +237,10 @@ type Result struct {
 	ModTime         int64                 `db:"mod_time"`
 	ElapsedTime     float64               `db:"elapsed_time"`
 	AppVersionID    int64                 `db:"app_version_id"`
+	// FlopsEstimate is the speed the scheduler told the client to assume
+	// for the instance's version when it sent it: the client's runtime
+	// estimate is the job's rsc_fpops_est / FlopsEstimate.
+	FlopsEstimate float64 `db:"flops_estimate"`
 	// SendFlags restricts which hosts may get the instance (SendReliableOnly).
 	SendFlags int `db:"send_flags"`
 }

@@ -46,7 +46,7 @@ const ResultColumns = `id, create_time, workunitid, server_state, outcome, clien
 report_deadline, sent_time, received_time, name, cpu_time, COALESCE(xml_doc_in, '') AS xml_doc_in,
 COALESCE(xml_doc_out, '') AS xml_doc_out, COALESCE(stderr_out, '') AS stderr_out, batch, file_delete_state,
 validate_state, claimed_credit, granted_credit, opaque, random, app_version_num, appid, exit_status,
-teamid, priority, mod_time, elapsed_time, app_version_id, send_flags`
+teamid, priority, mod_time, elapsed_time, app_version_id, send_flags, flops_estimate`
 
 const resultInsert = `INSERT INTO result (create_time, workunitid, server_state, outcome, client_state, hostid,
 userid, report_deadline, sent_time, received_time, name, cpu_time, xml_doc_in, xml_doc_out, stderr_out, batch,

@@ -213,9 +213,10 @@ func schedWrite(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, plan decide
 	}
 	sendRows := make([][]any, len(plan.SendWrites))
 	for i, p := range plan.SendWrites {
-		sendRows[i] = []any{p.ResultID, p.HostID, p.UserID, p.Now, p.ReportDeadline, p.AppVersionID, p.AppVersionNum}
+		sendRows[i] = []any{p.ResultID, p.HostID, p.UserID, p.Now, p.ReportDeadline, p.AppVersionID, p.AppVersionNum,
+			p.FlopsEstimate}
 	}
-	if err := execRows(ctx, tx, schedUpdateSends, []string{"id", "hostid", "userid", "now", "deadline", "avid", "avnum"},
+	if err := execRows(ctx, tx, schedUpdateSends, []string{"id", "hostid", "userid", "now", "deadline", "avid", "avnum", "fe"},
 		sendRows, len(sendRows)); err != nil {
 		return err
 	}
@@ -244,7 +245,8 @@ WHERE r.id IN (%s) AND r.hostid = d.fh AND r.server_state = d.fs AND r.outcome =
 
 const schedUpdateSends = `UPDATE result r STRAIGHT_JOIN (%s) d ON d.id = r.id
 SET r.server_state = ` + stateInProgress + `, r.hostid = d.hostid, r.userid = d.userid, r.sent_time = d.now,
-r.report_deadline = d.deadline, r.app_version_id = d.avid, r.app_version_num = d.avnum, r.mod_time = d.now
+r.report_deadline = d.deadline, r.app_version_id = d.avid, r.app_version_num = d.avnum, r.flops_estimate = d.fe,
+r.mod_time = d.now
 WHERE r.id IN (%s) AND r.server_state = ` + stateUnsent
 
 const schedUpdateCouldntSend = `UPDATE result r STRAIGHT_JOIN (%s) d ON d.id = r.id

@@ -144,3 +144,40 @@ func TestSchedulerCommitHostCounters(t *testing.T) {
 		t.Fatalf("host = streak %d valid %d avg %v; want 1, 0, %v", h.ErrorStreak, h.ConsecutiveValid, h.AvgTurnaround, want)
 	}
 }
+
+// TestSchedulerCommitSendKeepsFlopsEstimate sends three instances in one
+// batch with the speeds the reply told their clients: each instance keeps
+// its own (the derived table is per row), and a speed no column can hold
+// is stored as none.
+func TestSchedulerCommitSendKeepsFlopsEstimate(t *testing.T) {
+	t.Parallel()
+	f := newSchedFixture(t)
+	ctx := context.Background()
+	wu2 := storetest.Job(t, f.st, storetest.JobOptions{CreateTime: 1, App: 1, Name: "wu2",
+		TransitionTime: state.NoTransition, DelayBound: 100}).ID
+	r3 := storetest.Instance(t, f.st, storetest.InstanceOptions{CreateTime: 1, Job: wu2, ServerState: state.ServerUnsent, Name: "wu2_0"}).ID
+	bob := storetest.User(t, f.st, storetest.UserOptions{CreateTime: 1, EmailAddr: "b@example.com", Name: "b", Authenticator: "kb"}).ID
+	hostB := storetest.Host(t, f.st, storetest.HostOptions{CreateTime: 1, User: bob}).ID
+	sends := []store.SchedSend{
+		{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1, UserID: f.user, AppVersionID: 7, FlopsEstimate: 2.5e10, ReportDeadline: 1100, Now: 1000},
+		{ResultID: f.r2, WorkunitID: f.wuID, HostID: hostB, UserID: bob, AppVersionID: 8, FlopsEstimate: 1.5e11, ReportDeadline: 1100, Now: 1000},
+		{ResultID: r3, WorkunitID: wu2, HostID: f.host1, UserID: f.user, AppVersionID: 7, FlopsEstimate: math.Inf(1), ReportDeadline: 1100, Now: 1000},
+	}
+	out, err := f.st.SchedulerCommit(ctx, store.SchedBatch{Sends: sends})
+	if err != nil {
+		t.Fatalf("SchedulerCommit = %v", err)
+	}
+	want := []float64{2.5e10, 1.5e11, 0}
+	for i, s := range sends {
+		if out.Sends[i] != nil {
+			t.Fatalf("send %d = %v, want nil", i, out.Sends[i])
+		}
+		r, err := f.st.ResultGet(ctx, s.ResultID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.FlopsEstimate != want[i] || r.AppVersionID != s.AppVersionID {
+			t.Errorf("send %d: result flops_estimate = %g, app_version_id = %d, want %g, %d", i, r.FlopsEstimate, r.AppVersionID, want[i], s.AppVersionID)
+		}
+	}
+}

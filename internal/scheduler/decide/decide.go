@@ -112,6 +112,10 @@ type Send struct {
 	Resource       int
 	ReportDeadline int64
 	Now            int64
+	// FlopsEstimate is the <flops> the reply gives the client for the
+	// chosen version, the speed its runtime estimate assumes; kept on the
+	// instance (result.flops_estimate) to measure how estimates converge.
+	FlopsEstimate float64
 	// HRClass is the host's homogeneous redundancy class when the job's app
 	// uses homogeneous redundancy, else 0. The job is bound to the class of
 	// the first host it goes to; another class gets ErrHRMismatch.
