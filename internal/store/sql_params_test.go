@@ -36,6 +36,7 @@ var sqlFragments = map[string]string{
 	"sched_auth.go: zero":                                              "the literal 0 or ''",
 	"sched_auth.go: prefixed(\"u.\", userColumns)":                     "constant column list, prefixed",
 	"sched_auth.go: userHostColumns":                                   "built once from hostColumns",
+	"sched_auth.go: havJSON":                                           "constant scalar subquery with a ? placeholder",
 	"sched_batch.go: WorkunitColumns":                                  "constant column list",
 	"sched_batch.go: ResultColumns":                                    "constant column list",
 	"sched_batch.go: strings.Repeat(\"?, \", n-1)":                     "placeholders",
