@@ -5,6 +5,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/hostav"
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
 // hav is host hostID's host_app_version row for version avID.
@@ -46,5 +47,37 @@ func TestDailyQuotaBookkeeping(t *testing.T) {
 	}
 	if h := f.hav(host, f.avID); h.MaxJobsPerDay != quota-2 || h.NErrors != 2 || h.ConsecutiveValid != 0 || h.NJobsToday != 3 {
 		t.Errorf("after 2 errors and a success: row %+v, want quota %d, 2 errors, streak 0, still 3 jobs today", h, quota-2)
+	}
+}
+
+// TestSendRecordsFlopsEstimate: each instance sent keeps the <flops> its
+// reply gave the client for the version (result.flops_estimate), first
+// the benchmark, then, once the host has hostav.MinSamples valid results of
+// the version, the host's own rate.
+func TestSendRecordsFlopsEstimate(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_, a := f.addJob("a", job{})
+	rep := f.rpc(request{workSecs: 1e4, instances: 1, fpops: 2e9})
+	if len(rep.Results) != 1 || len(rep.AppVersions) != 1 {
+		t.Fatalf("first send: results %v, %d app versions", resultNames(rep), len(rep.AppVersions))
+	}
+	if got, told := f.result(a[0]).FlopsEstimate, rep.AppVersions[0].Flops; got != told || got != 2e9 {
+		t.Errorf("first send: flops_estimate %g, reply <flops> %g; want both the benchmark 2e9", got, told)
+	}
+
+	// The host has measured the version (its row exists since the send
+	// counted a job today): 1/median of seconds per FLOP.
+	const measured = 5e9
+	storetest.Exec(t, f.st, `UPDATE host_app_version SET et_n = ?, et_avg = ?, et_median = ?, n_valid = ?
+WHERE host_id = ? AND app_version_id = ?`, hostav.MinSamples, 1/measured, 1/measured, hostav.MinSamples, rep.HostID, f.avID)
+	_, b := f.addJob("b", job{})
+	f.now.Add(600)
+	rep = f.rpc(request{hostID: rep.HostID, seqno: 2, workSecs: 1e4, instances: 1, fpops: 2e9})
+	if len(rep.Results) != 1 || len(rep.AppVersions) != 1 {
+		t.Fatalf("second send: results %v, %d app versions", resultNames(rep), len(rep.AppVersions))
+	}
+	if got, told := f.result(b[0]).FlopsEstimate, rep.AppVersions[0].Flops; got != told || got != measured {
+		t.Errorf("second send: flops_estimate %g, reply <flops> %g; want both the host's rate %g", got, told, float64(measured))
 	}
 }

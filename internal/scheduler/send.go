@@ -314,6 +314,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				UserID:         x.user.ID,
 				AppVersionID:   v.av.ID,
 				AppVersionNum:  v.versionNum,
+				FlopsEstimate:  finite(v.flops),
 				Resource:       v.anonResource(w.ch),
 				ReportDeadline: x.now + e.DelayBound,
 				Now:            x.now,
