@@ -356,9 +356,27 @@ func (d hwData) check() hwSummary {
 		s.Details = append(s.Details, fmt.Sprintf("estimates of %q after measuring: %d results, median error %.1f%% (naive %.1f%%)",
 			pc, len(c[0]), 100*median(c[0]), 100*median(c[1])))
 	}
+	// GPU use per host from the server's side (informational: the
+	// simulated client's busy fractions are the checked ones): GPU-seconds
+	// reported over the instances' time in the run.
+	gpuSecs := map[hostRsc]float64{}
+	for _, r := range d.Results {
+		pc := d.PlanClass[r.AVID]
+		if rsc := hwResource(pc); rsc != protocol.ResourceCPU && r.Elapsed > 0 {
+			gpuSecs[hostRsc{r.HostID, rsc}] += r.Elapsed * hwGPUUsage[pc]
+		}
+	}
+	for hr, secs := range gpuSecs {
+		n := d.Hosts[hr.host].GPUs[hr.rsc]
+		s.Details = append(s.Details, fmt.Sprintf("host %d (%s): %d %s GPUs busy %.2f from reported runtimes",
+			hr.host, d.Hosts[hr.host].kind(), n, hr.rsc, secs/(float64(max(n, 1))*hwRun.Seconds())))
+	}
 	slices.Sort(s.Details)
 	return s
 }
+
+// hwGPUUsage is the GPU share of a task of each GPU class (its ngpus).
+var hwGPUUsage = map[string]float64{"cuda": 1, "opencl_amd": 0.5}
 
 // median of xs (NaN when empty); xs is not changed.
 func median(xs []float64) float64 {

@@ -190,7 +190,7 @@ func hwStart(ctx context.Context, t *testing.T, lp *lcProject, seed uint64) {
 	}{
 		{"feeder", "feeder", []string{"--listen", anyPort, "--sleep", "200ms"}},
 		{"scheduler", "scheduler", []string{"--addr", anyPort, "--listen", anyPort, "--url-base", "",
-			"--upload-key", filepath.Join(lp.dir, "keys", "upload_private"), "--request-delay", "1s"}},
+			"--upload-key", filepath.Join(lp.dir, "keys", "upload_private"), "--request-delay", "1s", "--max-in-progress-per-cpu", "12"}},
 		{"transitioner", "transitioner", []string{"--listen", anyPort, "--sleep", "300ms"}},
 		{"validator", "validator", []string{"--listen", anyPort, "--sleep", "300ms"}},
 		{"work_generator", "work_generator", []string{"--listen", anyPort, "--sleep", "300ms",
