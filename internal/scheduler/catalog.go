@@ -92,10 +92,15 @@ type version struct {
 	cmdline string
 }
 
-// choose returns, for each app the host can run, the version to send: the
-// highest version_num on any of the host's platforms, the primary platform
-// winning a tie.
-func (c *catalog) choose(req *protocol.SchedulerRequest) map[int64]version {
+// choose is chooseFor a volunteer who does not run beta versions.
+func (c *catalog) choose(req *protocol.SchedulerRequest) map[int64]version { return c.chooseFor(req, false) }
+
+// chooseFor returns, for each app the host can run, the version to send:
+// the highest version_num on any of the host's platforms, the primary
+// platform winning a tie. Unless allowBeta, a version that is not a beta
+// beats every beta one; an app with only beta versions gets its best beta,
+// which the walk refuses with reason beta (so the refusal says why).
+func (c *catalog) chooseFor(req *protocol.SchedulerRequest, allowBeta bool) map[int64]version {
 	out := map[int64]version{}
 	if req.PlatformName == anonymousPlatform {
 		for _, cv := range req.AppVersions {
@@ -130,6 +135,12 @@ func (c *catalog) choose(req *protocol.SchedulerRequest) map[int64]version {
 		for _, v := range vs {
 			r, ok := rank[v.PlatformID]
 			if !ok {
+				continue
+			}
+			if found && !allowBeta && v.Beta != best.Beta {
+				if !v.Beta {
+					best, bestRank = v, r
+				}
 				continue
 			}
 			if !found || v.VersionNum > best.VersionNum || (v.VersionNum == best.VersionNum && r < bestRank) {

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"github.com/taskserver/taskserver/internal/projectprefs"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 )
@@ -22,6 +23,14 @@ var reasonText = map[string]string{
 	reasonReliableOnly:     "the instance is reserved for reliable hosts (trusted, quick to report)",
 	reasonRPCLimit:         "the reply is full (--max-results-per-rpc)",
 	reasonDatabase:         "the database failed during the request",
+	// Preferences and limits (prefslimits.go).
+	reasonNotSelected:     "the volunteer's project preferences select other apps (<app_id>), and those had work or other apps are not accepted (<allow_non_preferred_apps>)",
+	reasonBeta:            "the app or its version is a beta, and the volunteer's project preferences do not allow beta work (<allow_beta_work>)",
+	reasonResourcePref:    "the volunteer's project preferences say not to use this resource (<no_cpu>, <no_cuda>, <no_ati>, <no_intel_gpu>, <no_apple_gpu>, <no_gpus>)",
+	reasonGPUInProgress:   "the host holds as many tasks for this GPU type as it may (--max-in-progress-per-gpu × its GPUs of the type)",
+	reasonAppInProgress:   "the host holds as many tasks of this app as it may (--app-max-in-progress)",
+	reasonPrefsInProgress: "the host holds as many tasks as the volunteer's project preferences allow (<max_jobs>)",
+	reasonTotalInProgress: "the host holds as many tasks as the project allows in all",
 }
 
 // ReasonText returns what a reason of send_shortfall_total (or a
@@ -38,7 +47,8 @@ type walk struct {
 	q          *hostQueue
 	quar       bool
 	hostClass  [3]int // by homogeneous redundancy mode
-	limit      int    // tasks the host may hold
+	limit      int    // tasks the host may hold in all (capOf)
+	limitWhy   string // the reason when it holds them
 	nheld      int    // tasks it holds
 	trustValid int
 	// skipJob are the jobs the host holds or was just sent (and, in a dry
@@ -59,6 +69,12 @@ type walk struct {
 	dry bool
 	// trace, if set, hears every verdict: reason "" is a send.
 	trace func(slot int, e shmcache.Entry, reason string)
+	// prefs are the volunteer's project preferences, pass the apps they
+	// allow in this walk over the cache (see scanPasses); lim counts the
+	// host's tasks against the in-progress limits (setPrefsLimits).
+	prefs projectprefs.Prefs
+	pass  projectprefs.Pass
+	lim   *inProgress
 }
 
 // newWalk starts the decision for a host holding nheld tasks (already in q
@@ -75,6 +91,7 @@ func (s *Service) newWalk(h row.Host, cat *catalog, chosen map[int64]version, q 
 		hostClass: [...]int{hrFine: hrClass(hrFine, h.OSName, h.PVendor, h.PModel),
 			hrCoarse: hrClass(hrCoarse, h.OSName, h.PVendor, h.PModel)},
 		limit:      inProgressLimit(h, s.opts.MaxInProgressPerCPU, quar),
+		limitWhy:   reasonInProgressLimit,
 		nheld:      nheld,
 		trustValid: s.opts.ARTrustValid,
 		skipJob:    skipJob,
@@ -100,6 +117,10 @@ func (w *walk) check(e shmcache.Entry) (v version, hr int, reason string) {
 		}
 		return v, 0, reasonPlatform
 	}
+	rsc := versionResource(v)
+	if why := appAllowed(w.prefs, v.app, v.av, rsc, w.pass); why != "" {
+		return v, 0, why
+	}
 	if e.Flags&row.SendReliableOnly != 0 && (w.quar || !reliableHost(w.host, w.trustValid, e.DelayBound)) {
 		return v, 0, reasonReliableOnly
 	}
@@ -108,6 +129,11 @@ func (w *walk) check(e shmcache.Entry) (v version, hr int, reason string) {
 	}
 	if hr != 0 && e.HRClass != 0 && int(e.HRClass) != hr {
 		return v, 0, reasonHR
+	}
+	if w.lim != nil {
+		if why := w.lim.allow(e.AppID, rsc); why != "" {
+			return v, 0, why
+		}
 	}
 	if why := w.q.check(e); why != "" {
 		return v, 0, why
@@ -138,7 +164,7 @@ func (w *walk) short(nsent int, covered, wantSecs float64, wantJobs, maxPerRPC i
 		if w.quar {
 			return reasonQuarantined
 		}
-		return reasonInProgressLimit
+		return w.limitWhy
 	case w.seen == 0:
 		return reasonNoCachedWork
 	}

@@ -28,6 +28,11 @@ type Policy struct {
 	// QuarantineStreak is the error streak that quarantines a host; 0 (or
 	// less) turns quarantine off.
 	QuarantineStreak int
+	// MaxInProgressPerGPU bounds the tasks a host holds per GPU of a
+	// type; 0 is no limit.
+	MaxInProgressPerGPU int
+	// AppMaxInProgress bounds the tasks of an app (by name) a host holds.
+	AppMaxInProgress map[string]int
 }
 
 // setPolicy puts p, with the flags' defaults for its zero fields, into o:
@@ -37,6 +42,8 @@ func (o *Config) setPolicy(p Policy) {
 	o.MaxInProgressPerCPU = cmpOr(p.MaxInProgressPerCPU, 4)
 	o.ARTrustValid = cmpOr(p.ARTrustValid, 10)
 	o.QuarantineStreak = max(p.QuarantineStreak, 0)
+	o.MaxInProgressPerGPU = max(p.MaxInProgressPerGPU, 0)
+	o.AppMaxInProgress = p.AppMaxInProgress
 }
 
 // cmpOr is v if positive, else def.
@@ -60,6 +67,7 @@ type ExplainStore interface {
 	ResultListUnsentForCache(ctx context.Context, p store.FeederListParams) ([]store.UnsentResult, error)
 	WorkunitListByIDs(ctx context.Context, ids []int64) ([]row.Workunit, error)
 	WorkunitUserListSent(ctx context.Context, userID int64, wuIDs []int64) ([]int64, error)
+	UserGet(ctx context.Context, id int64) (row.User, error)
 }
 
 // CacheReader is the read-only part of the feeder's cache: Explain never
@@ -257,7 +265,14 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 		skip[hr.WorkunitID] = true
 		q.add(hr.RscFpopsEst, 0)
 	}
-	w := s.newWalk(h, cat, cat.choose(req), q, len(held), skip)
+	// The volunteer's preferences as the scheduler reads them.
+	u, err := st.UserGet(ctx, h.UserID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return ex, err
+	}
+	prefs := prefsOf(u)
+	w := s.newWalk(h, cat, cat.chooseFor(req, prefs.AllowBeta), q, len(held), skip)
+	s.setPrefsLimits(w, prefs, req, held)
 	w.dry = true
 	verdicts := make([]Verdict, len(entries))
 	w.trace = func(i int, e shmcache.Entry, reason string) {
@@ -268,7 +283,7 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 		}
 	}
 	x := &rpc{req: req, now: p.Now, host: h, user: row.User{ID: h.UserID}, reply: &protocol.SchedulerReply{}}
-	sent, short, err := s.scan(ctx, x, entryList(entries), w)
+	sent, short, err := s.scanPasses(ctx, x, entryList(entries), w)
 	if err != nil {
 		return ex, err // a dry run makes no call that fails
 	}

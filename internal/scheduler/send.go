@@ -34,11 +34,19 @@ var noWorkText = map[string]string{
 	reasonHR:               "The available tasks are reserved for computers of another type (homogeneous redundancy)",
 	reasonQuarantined:      "Your computer has returned too many errors lately: it gets one task at a time until it returns a valid result",
 	reasonReliableOnly:     "The available tasks are reserved for computers that return valid results quickly",
+	reasonNotSelected:      "No tasks are available for the applications you have selected",
+	reasonBeta:             "The available tasks are test (beta) tasks, and your project preferences do not accept them",
+	reasonResourcePref:     "Tasks are available, but your project preferences are set not to use this processor type",
+	reasonGPUInProgress:    "Your computer has reached this project's limit of GPU tasks in progress",
+	reasonAppInProgress:    "Your computer has reached this project's limit of tasks in progress for the available application",
+	reasonPrefsInProgress:  "Your computer has reached the limit of tasks in progress set in your project preferences",
+	reasonTotalInProgress:  "Your computer has reached this project's limit of tasks in progress",
 }
 
 // rejectOrder breaks ties between reasons, most specific first.
 var rejectOrder = []string{reasonMemory, reasonDisk, reasonDeadline, reasonOnePerUser, reasonHR, reasonReliableOnly,
-	reasonAppDeprecated, reasonPlatform}
+	reasonAppInProgress, reasonGPUInProgress, reasonInProgressLimit, reasonPrefsInProgress, reasonTotalInProgress,
+	reasonResourcePref, reasonBeta, reasonNotSelected, reasonAppDeprecated, reasonPlatform}
 
 // sendItem is a result going into the reply.
 type sendItem struct {
@@ -107,6 +115,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 
 	var cat *catalog
 	var chosen map[int64]version
+	prefs := prefsOf(x.user)
 	cache, cacheErr := s.deps.Cache.Current()
 	if cacheErr == nil {
 		cat, cacheErr = s.catalog.get(cache)
@@ -114,7 +123,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	if cacheErr != nil {
 		s.log.Warn("shared-memory cache unavailable", "error", cacheErr)
 	} else {
-		chosen = cat.choose(req)
+		chosen = cat.chooseFor(req, prefs.AllowBeta)
 	}
 
 	queue := newHostQueue(x.now, x.host, req)
@@ -130,6 +139,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	slices.SortFunc(held, func(a, b store.HostResult) int { return cmp.Compare(a.ID, b.ID) })
 	var items []sendItem
 	nheld := 0
+	var kept []store.HostResult // held and resent: counted against the limits
 	hostJobs := map[int64]bool{}
 	for _, hr := range held {
 		hostJobs[hr.WorkunitID] = true
@@ -147,6 +157,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 			items = append(items, sendItem{resultID: hr.ID, v: v, resent: true})
 		}
 		nheld++
+		kept = append(kept, hr)
 		queue.add(hr.RscFpopsEst, 0)
 	}
 
@@ -157,7 +168,8 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 			var err error
 			w := s.newWalk(x.host, cat, chosen, queue, nheld, hostJobs)
 			w.held = heldSticky(x.req)
-			sent, reason, err = s.scan(ctx, x, cache, w)
+			s.setPrefsLimits(w, prefs, req, kept)
+			sent, reason, err = s.scanPasses(ctx, x, cache, w)
 			if err != nil {
 				return err
 			}
@@ -308,6 +320,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				CheckWorkunit:  s.sendable,
 			}})
 			// Counted as sent until the commit says otherwise.
+			w.countSend(e.AppID, v, true)
 			covered += q.runtime(e.RscFpopsEst)
 			q.add(e.RscFpopsEst, diskNeed(e.RscDiskBound, sticky, w.held, roundHeld))
 			hold(roundHeld, sticky)
@@ -329,6 +342,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 			if err != nil {
 				for _, cd := range round {
 					c.Unclaim(cd.cl)
+					w.countSend(cd.e.AppID, cd.v, false)
 				}
 				if first {
 					return nil, "", err
@@ -371,6 +385,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				}
 				w.skipJob[cd.e.WorkunitID] = true
 			default:
+				w.countSend(cd.e.AppID, cd.v, false)
 				r := refusalOf(err)
 				if r.keep {
 					c.Unclaim(cd.cl)

@@ -174,3 +174,20 @@ func ParseApp(s string) (name string, jobs int, err error) {
 	}
 	return name, jobs, nil
 }
+
+// Remove takes back an Add of a task whose send did not go through.
+func (c *Counter) Remove(app, resource string) {
+	c.project.remove(resource)
+	if n := c.apps[app]; n != nil {
+		n.remove(resource)
+	}
+}
+
+func (c *counts) remove(resource string) {
+	if c.total > 0 {
+		c.total--
+	}
+	if c.by[resource] > 0 {
+		c.by[resource]--
+	}
+}
