@@ -93,7 +93,9 @@ type version struct {
 }
 
 // choose is chooseFor a volunteer who does not run beta versions.
-func (c *catalog) choose(req *protocol.SchedulerRequest) map[int64]version { return c.chooseFor(req, false) }
+func (c *catalog) choose(req *protocol.SchedulerRequest) map[int64]version {
+	return c.chooseFor(req, false)
+}
 
 // chooseFor returns, for each app the host can run, the version to send:
 // the highest version_num on any of the host's platforms, the primary

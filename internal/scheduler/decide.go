@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"cmp"
+
 	"github.com/taskserver/taskserver/internal/projectprefs"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
@@ -91,7 +93,6 @@ func (s *Service) newWalk(h row.Host, cat *catalog, chosen map[int64]version, q 
 		hostClass: [...]int{hrFine: hrClass(hrFine, h.OSName, h.PVendor, h.PModel),
 			hrCoarse: hrClass(hrCoarse, h.OSName, h.PVendor, h.PModel)},
 		limit:      inProgressLimit(h, s.opts.MaxInProgressPerCPU, quar),
-		limitWhy:   reasonInProgressLimit,
 		nheld:      nheld,
 		trustValid: s.opts.ARTrustValid,
 		skipJob:    skipJob,
@@ -164,7 +165,7 @@ func (w *walk) short(nsent int, covered, wantSecs float64, wantJobs, maxPerRPC i
 		if w.quar {
 			return reasonQuarantined
 		}
-		return w.limitWhy
+		return cmp.Or(w.limitWhy, reasonInProgressLimit)
 	case w.seen == 0:
 		return reasonNoCachedWork
 	}
