@@ -191,3 +191,29 @@ func (c *counts) remove(resource string) {
 		c.by[resource]--
 	}
 }
+
+// ParseApps reads the values of a repeatable --app-max-in-progress flag
+// (each NAME=N, or several joined by commas as a config file gives them)
+// into limits by app name; an app named twice is an error.
+func ParseApps(values []string) (map[string]int, error) {
+	var out map[string]int
+	for _, v := range values {
+		for _, one := range strings.Split(v, ",") {
+			if strings.TrimSpace(one) == "" {
+				continue
+			}
+			name, n, err := ParseApp(one)
+			if err != nil {
+				return nil, err
+			}
+			if _, dup := out[name]; dup {
+				return nil, fmt.Errorf("%q: app %s named twice", one, name)
+			}
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[name] = n
+		}
+	}
+	return out, nil
+}

@@ -129,3 +129,20 @@ func TestReasonString(t *testing.T) {
 		t.Errorf("String: %s, %s", Volunteer, Reason(99))
 	}
 }
+
+func TestParseApps(t *testing.T) {
+	t.Parallel()
+	got, err := ParseApps([]string{"a=1", "b=2,c=3", ""})
+	if err != nil || len(got) != 3 || got["a"] != 1 || got["b"] != 2 || got["c"] != 3 {
+		t.Errorf("ParseApps = %v, %v; want a=1 b=2 c=3", got, err)
+	}
+	if _, err := ParseApps([]string{"a=1", "a=2"}); err == nil {
+		t.Error("ParseApps(a twice) = nil error, want one")
+	}
+	if _, err := ParseApps([]string{"a"}); err == nil {
+		t.Error("ParseApps(a) = nil error, want one")
+	}
+	if got, err := ParseApps(nil); err != nil || got != nil {
+		t.Errorf("ParseApps(nil) = %v, %v; want nil, nil", got, err)
+	}
+}
