@@ -35,8 +35,9 @@ type version struct {
 	// app_info.xml has its own).
 	cmdline string
 	// rsc is the resource a task runs on: an index into choice.rsc, 0 for
-	// the CPU.
-	rsc int
+	// the CPU; rscName its name.
+	rsc     int
+	rscName string
 	// avgNCPUs and maxNCPUs are the CPUs a task uses on average and at
 	// most; gpuUsage the instances of its coprocessor (0.5: two tasks
 	// share one GPU).
@@ -57,6 +58,9 @@ type version struct {
 	// left is the jobs of the version the host may still get today.
 	left int
 }
+
+// resource is the name of the resource a task of v runs on.
+func (v *version) resource() string { return cmpOrStr(v.rscName, protocol.ResourceCPU) }
 
 // usage is how many instances of its resource a task of v occupies.
 func (v *version) usage() float64 {
@@ -276,7 +280,7 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 		return version{}, &planclass.Refusal{Class: av.PlanClass, Rule: "gpu_type", Detail: "the host has no " + u.Resource}
 	}
 	v := ch.cat.project(av)
-	v.rsc, v.avgNCPUs, v.maxNCPUs, v.gpuUsage = r, u.AvgNCPUs, u.MaxNCPUs, u.GPUUsage
+	v.rsc, v.rscName, v.avgNCPUs, v.maxNCPUs, v.gpuUsage = r, ch.rsc[r].Type, u.AvgNCPUs, u.MaxNCPUs, u.GPUUsage
 	if v.avgNCPUs <= 0 && r == 0 {
 		v.avgNCPUs = 1
 	}
@@ -364,6 +368,7 @@ func (ch *choice) anonymous(c *catalog, req *protocol.SchedulerRequest) []versio
 		if v.rsc < 0 {
 			continue // a coprocessor the host does not have
 		}
+		v.rscName = ch.rsc[v.rsc].Type
 		if v.avgNCPUs <= 0 && v.rsc == 0 {
 			v.avgNCPUs, v.maxNCPUs = 1, 1
 		}
