@@ -106,9 +106,11 @@ func (s *Service) newWalk(h row.Host, cat *catalog, ch *choice, q *hostQueue, nh
 
 // check decides whether the cached instance e may go to the host: it
 // returns the version to send it with and the host class to bind its job
-// to, or why not. Of the app's versions (one per resource, fastest first),
-// the first whose resource still needs work and that would meet the
-// deadline is the one.
+// to, or why not. Of the app's versions (one per resource, fastest first)
+// whose resource still needs work and that would meet the deadline, the
+// one whose resource has the least of its request covered so far is the
+// one, the fastest on a tie: a host asking for CPU and GPU work gets both,
+// not a reply filled with the faster resource's tasks.
 func (w *walk) check(e shmcache.Entry) (v version, hr int, reason string) {
 	if w.hrBound[e.WorkunitID] {
 		return v, 0, reasonHR
@@ -139,7 +141,7 @@ func (w *walk) check(e shmcache.Entry) (v version, hr int, reason string) {
 	if why := w.q.fits(e); why != "" {
 		return v, 0, why
 	}
-	why := ""
+	why, best, bestFill := "", -1, 0.0
 	for i := range vs {
 		c := &vs[i]
 		if !w.q.needs(c.rsc) {
@@ -163,7 +165,12 @@ func (w *walk) check(e shmcache.Entry) (v version, hr int, reason string) {
 			why = cmpOrStr(why, d)
 			continue
 		}
-		return *c, hr, ""
+		if f := w.q.fill(c.rsc); best < 0 || f < bestFill {
+			best, bestFill = i, f
+		}
+	}
+	if best >= 0 {
+		return vs[best], hr, ""
 	}
 	return v, 0, cmpOrStr(why, reasonResource)
 }
