@@ -136,12 +136,21 @@ type choiceParams struct {
 }
 
 // resources lists the host's resources, the CPU first; a coprocessor whose
-// type repeats (two "other" declarations) counts once.
+// type repeats (two "other" declarations) counts once. A request without
+// <coprocs> has those stored from an earlier one (as planHost has them),
+// asked no work.
 func resources(h row.Host, req *protocol.SchedulerRequest) []protocol.Coproc {
 	out := []protocol.Coproc{{Type: protocol.ResourceCPU, Count: max(h.PNCPUs, 1), PeakFlops: h.PFpops,
 		CoprocRequest: protocol.CoprocRequest{ReqSecs: req.CPUReqSecs, ReqInstances: req.CPUReqInstances,
 			EstimatedDelay: req.EstimatedDelay}}}
-	for _, c := range req.Coprocs.Resources() {
+	cs := req.Coprocs.Resources()
+	if req.Coprocs == nil && h.Coprocs != "" {
+		cs, _ = protocol.DecodeCoprocs(h.Coprocs)
+		for i := range cs {
+			cs[i].CoprocRequest = protocol.CoprocRequest{}
+		}
+	}
+	for _, c := range cs {
 		if c.Type == protocol.ResourceCPU || slices.ContainsFunc(out, func(o protocol.Coproc) bool { return o.Type == c.Type }) {
 			continue
 		}

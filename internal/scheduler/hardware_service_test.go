@@ -177,6 +177,20 @@ func TestPlanClassRefusedHostGetsNone(t *testing.T) {
 		t.Fatalf("no_rsc_apps = %v, want [NVIDIA]", rep.NoRscApps)
 	}
 
+	// taskctl host explain says the same, with the rule, from the GPU the
+	// host row recorded.
+	ex, err := Explain(f.ctx, f.st, ExplainParams{HostID: rep.HostID, Platforms: []string{platformName},
+		Now: f.now.Load(), Policy: Policy{PlanClasses: testPlanClasses(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.WouldSend != 0 || ex.Rejected[reasonPlanClass] != 1 || ex.Short != reasonPlanClass ||
+		!slices.ContainsFunc(ex.PlanClassRefusals["gpuonly"], func(r string) bool {
+			return strings.HasPrefix(r, "cuda: <min_driver_version>")
+		}) {
+		t.Fatalf("explanation = %+v, want the job rejected by the cuda class's min_driver_version", ex)
+	}
+
 	// With a recent driver the same host gets it.
 	rep = f.gpuRPC(request{ncpus: 2, workSecs: 100}, 53518, 100)
 	if len(rep.Results) != 1 || rep.Results[0].PlanClass != "cuda" || len(rep.NoRscApps) != 0 {
