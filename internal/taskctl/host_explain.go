@@ -63,7 +63,7 @@ func (t *tool) hostCommand() *cli.Command {
 					Usage: "the scheduler's error streak that quarantines a host (0: off)"},
 			},
 			Action: t.hostExplain,
-		}},
+		}, hostShowCommand(t.hostShow)},
 	}
 }
 
