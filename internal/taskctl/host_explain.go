@@ -79,7 +79,7 @@ func (t *tool) hostCommand() *cli.Command {
 				config.PlanClassSpecFlag(),
 			},
 			Action: t.hostExplain,
-		}},
+		}, hostShowCommand(t.hostShow)},
 	}
 }
 
