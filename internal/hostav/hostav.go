@@ -8,6 +8,7 @@
 package hostav
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/taskserver/taskserver/internal/row"
@@ -201,4 +202,31 @@ func Key(appVersionID, appID int64) int64 {
 		return appVersionID // already generalized
 	}
 	return GeneralizedID(appID, AnonCPU)
+}
+
+// SplitGeneralizedID is GeneralizedID's inverse: the app and resource of an
+// anonymous-platform key, ok false for a real version id.
+func SplitGeneralizedID(id int64) (appID int64, resource int, ok bool) {
+	if id >= 0 {
+		return 0, 0, false
+	}
+	return -id / 1000000, int(-id % 1000000), true
+}
+
+// AnonResourceName names an anonymous-platform resource number, as the
+// client's <coproc> types and BOINC's plan classes do.
+func AnonResourceName(resource int) string {
+	switch resource {
+	case AnonCPU:
+		return "cpu"
+	case AnonNVIDIA:
+		return "nvidia"
+	case AnonAMD:
+		return "ati"
+	case AnonIntel:
+		return "intel_gpu"
+	case AnonApple:
+		return "apple_gpu"
+	}
+	return fmt.Sprintf("resource %d", resource)
 }

@@ -268,6 +268,14 @@ func TestKeys(t *testing.T) {
 	if got := GeneralizedID(7, AnonNVIDIA); got != -7000003 {
 		t.Errorf("GeneralizedID(7, AnonNVIDIA) = %d, want -7000003", got)
 	}
+	if app, res, ok := SplitGeneralizedID(GeneralizedID(7, AnonAMD)); !ok || app != 7 || res != AnonAMD ||
+		AnonResourceName(res) != "ati" {
+		t.Errorf("SplitGeneralizedID(GeneralizedID(7, AnonAMD)) = %d, %d (%s), %v; want 7, %d (ati), true", app, res,
+			AnonResourceName(res), ok, AnonAMD)
+	}
+	if _, _, ok := SplitGeneralizedID(42); ok {
+		t.Errorf("SplitGeneralizedID(42): ok, want a real version id")
+	}
 	for _, tc := range []struct{ avid, appid, want int64 }{
 		{42, 7, 42},
 		{0, 7, -7000002},

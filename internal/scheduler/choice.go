@@ -35,8 +35,9 @@ type version struct {
 	// app_info.xml has its own).
 	cmdline string
 	// rsc is the resource a task runs on: an index into choice.rsc, 0 for
-	// the CPU.
-	rsc int
+	// the CPU; rscName its name.
+	rsc     int
+	rscName string
 	// avgNCPUs and maxNCPUs are the CPUs a task uses on average and at
 	// most; gpuUsage the instances of its coprocessor (0.5: two tasks
 	// share one GPU).
@@ -57,6 +58,9 @@ type version struct {
 	// left is the jobs of the version the host may still get today.
 	left int
 }
+
+// resource is the name of the resource a task of v runs on.
+func (v *version) resource() string { return cmpOrStr(v.rscName, protocol.ResourceCPU) }
 
 // usage is how many instances of its resource a task of v occupies.
 func (v *version) usage() float64 {
@@ -132,12 +136,21 @@ type choiceParams struct {
 }
 
 // resources lists the host's resources, the CPU first; a coprocessor whose
-// type repeats (two "other" declarations) counts once.
+// type repeats (two "other" declarations) counts once. A request without
+// <coprocs> has those stored from an earlier one (as planHost has them),
+// asked no work.
 func resources(h row.Host, req *protocol.SchedulerRequest) []protocol.Coproc {
 	out := []protocol.Coproc{{Type: protocol.ResourceCPU, Count: max(h.PNCPUs, 1), PeakFlops: h.PFpops,
 		CoprocRequest: protocol.CoprocRequest{ReqSecs: req.CPUReqSecs, ReqInstances: req.CPUReqInstances,
 			EstimatedDelay: req.EstimatedDelay}}}
-	for _, c := range req.Coprocs.Resources() {
+	cs := req.Coprocs.Resources()
+	if req.Coprocs == nil && h.Coprocs != "" {
+		cs, _ = protocol.DecodeCoprocs(h.Coprocs)
+		for i := range cs {
+			cs[i].CoprocRequest = protocol.CoprocRequest{}
+		}
+	}
+	for _, c := range cs {
 		if c.Type == protocol.ResourceCPU || slices.ContainsFunc(out, func(o protocol.Coproc) bool { return o.Type == c.Type }) {
 			continue
 		}
@@ -276,7 +289,7 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 		return version{}, &planclass.Refusal{Class: av.PlanClass, Rule: "gpu_type", Detail: "the host has no " + u.Resource}
 	}
 	v := ch.cat.project(av)
-	v.rsc, v.avgNCPUs, v.maxNCPUs, v.gpuUsage = r, u.AvgNCPUs, u.MaxNCPUs, u.GPUUsage
+	v.rsc, v.rscName, v.avgNCPUs, v.maxNCPUs, v.gpuUsage = r, ch.rsc[r].Type, u.AvgNCPUs, u.MaxNCPUs, u.GPUUsage
 	if v.avgNCPUs <= 0 && r == 0 {
 		v.avgNCPUs = 1
 	}
@@ -364,6 +377,7 @@ func (ch *choice) anonymous(c *catalog, req *protocol.SchedulerRequest) []versio
 		if v.rsc < 0 {
 			continue // a coprocessor the host does not have
 		}
+		v.rscName = ch.rsc[v.rsc].Type
 		if v.avgNCPUs <= 0 && v.rsc == 0 {
 			v.avgNCPUs, v.maxNCPUs = 1, 1
 		}

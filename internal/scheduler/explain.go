@@ -35,6 +35,11 @@ type Policy struct {
 	// DailyResultQuota is the daily quota per instance (0: none), and
 	// GPUQuotaMultiplier its multiplier for a GPU (0: 1).
 	DailyResultQuota, GPUQuotaMultiplier int
+	// MaxInProgressPerGPU bounds the tasks a host holds per GPU of a
+	// type; 0 is no limit.
+	MaxInProgressPerGPU int
+	// AppMaxInProgress bounds the tasks of an app (by name) a host holds.
+	AppMaxInProgress map[string]int
 }
 
 // setPolicy puts p, with the flags' defaults for its zero fields, into o:
@@ -47,6 +52,8 @@ func (o *Config) setPolicy(p Policy) {
 	o.PlanClasses = p.PlanClasses
 	o.DailyResultQuota = max(p.DailyResultQuota, 0)
 	o.GPUQuotaMultiplier = max(p.GPUQuotaMultiplier, 0)
+	o.MaxInProgressPerGPU = max(p.MaxInProgressPerGPU, 0)
+	o.AppMaxInProgress = p.AppMaxInProgress
 }
 
 // cmpOr is v if positive, else def.
@@ -71,6 +78,7 @@ type ExplainStore interface {
 	ResultListUnsentForCache(ctx context.Context, p store.FeederListParams) ([]store.UnsentResult, error)
 	WorkunitListByIDs(ctx context.Context, ids []int64) ([]row.Workunit, error)
 	WorkunitUserListSent(ctx context.Context, userID int64, wuIDs []int64) ([]int64, error)
+	UserGet(ctx context.Context, id int64) (row.User, error)
 }
 
 // CacheReader is the read-only part of the feeder's cache: Explain never
@@ -267,19 +275,32 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 		req.AltPlatforms = append(req.AltPlatforms, protocol.AltPlatform{Name: name})
 	}
 
+	// The volunteer's preferences as the scheduler reads them.
+	u, err := st.UserGet(ctx, h.UserID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return ex, err
+	}
+	prefs := prefsOf(u)
 	s := &Service{}
 	s.opts.setPolicy(p.Policy)
 	cat := newCatalog(tables, 0, s.opts.PlanClasses)
 	// No exploration: the explanation shows the fastest versions.
-	ch := cat.choose(req, h, choiceParams{plans: s.opts.PlanClasses, havs: havs, quota: s.opts.DailyResultQuota,
+	ch := cat.choose(req, h, choiceParams{plans: s.opts.PlanClasses, havs: havs, beta: prefs.AllowBeta, quota: s.opts.DailyResultQuota,
 		gpuQuota: s.opts.GPUQuotaMultiplier, day: hostav.Day(p.Now)})
 	ex.PlanClassRefusals = ch.refusals
+	// The host's GPUs, as its last request listed them, ask a day of work
+	// each too.
+	for r := 1; r < len(ch.rsc); r++ {
+		c := &ch.rsc[r]
+		c.ReqSecs, c.ReqInstances = 86400*float64(c.Count), float64(c.Count)
+	}
 	q := newHostQueue(p.Now, h, req, ch.rsc, s.opts.MaxResultsPerRPC, ch.quota)
 	for _, hr := range held {
 		skip[hr.WorkunitID] = true
 		q.add(hr.RscFpopsEst, 0, ch.held(hr.AppVersionID))
 	}
 	w := s.newWalk(h, cat, ch, q, len(held), skip)
+	s.setPrefsLimits(w, prefs, req, held)
 	w.dry = true
 	verdicts := make([]Verdict, len(entries))
 	w.trace = func(i int, e shmcache.Entry, reason string) {
@@ -290,7 +311,7 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 		}
 	}
 	x := &rpc{req: req, now: p.Now, host: h, user: row.User{ID: h.UserID}, reply: &protocol.SchedulerReply{}}
-	sent, short, err := s.scan(ctx, x, entryList(entries), w)
+	sent, short, err := s.scanPasses(ctx, x, entryList(entries), w)
 	if err != nil {
 		return ex, err // a dry run makes no call that fails
 	}

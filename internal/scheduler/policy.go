@@ -159,6 +159,19 @@ func (q *hostQueue) needs(r int) bool {
 	return q.asked(r) && (rq.njobs == 0 || rq.secs < rq.wantSecs || rq.inst < rq.wantInst)
 }
 
+// fill is how much of its request resource r has been sent, as a
+// fraction: of the seconds asked, or of the instances when it asked none.
+func (q *hostQueue) fill(r int) float64 {
+	rq := &q.rsc[r]
+	if rq.wantSecs > 0 {
+		return rq.secs / rq.wantSecs
+	}
+	if rq.wantInst > 0 {
+		return rq.inst / rq.wantInst
+	}
+	return 1
+}
+
 // covered reports whether the request is covered: it asked some work,
 // and no resource needs more.
 func (q *hostQueue) covered() bool {

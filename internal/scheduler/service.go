@@ -35,6 +35,7 @@ type Store interface {
 	ResultListByIDs(ctx context.Context, ids []int64) ([]row.Result, error)
 	ResultListByNames(ctx context.Context, names []string) ([]store.ResultByName, error)
 	ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]store.HostResult, error)
+	HostAppVersionListByHost(ctx context.Context, hostID int64) ([]row.HostAppVersion, error)
 	ResultDetachHost(ctx context.Context, hostID, now int64) (int, error)
 	SchedulerCommit(ctx context.Context, b store.SchedBatch) (store.SchedOutcome, error)
 	UserHostGet(ctx context.Context, auth string, hostID int64) (row.User, row.Host, bool, error)
@@ -99,9 +100,18 @@ type Config struct {
 	RequestDelay time.Duration
 	// MaxResultsPerRPC bounds new results per reply (--max-results-per-rpc).
 	MaxResultsPerRPC int
-	// MaxInProgressPerCPU bounds the results a host holds, per CPU
-	// (--max-in-progress-per-cpu).
+	// MaxInProgressPerCPU bounds the CPU tasks a host holds, per CPU it
+	// has (no more than the volunteer's <max_cpus>)
+	// (--max-in-progress-per-cpu; BOINC's max_wus_in_progress).
 	MaxInProgressPerCPU int
+	// MaxInProgressPerGPU bounds the tasks a host holds for each GPU type,
+	// per GPU of that type; 0 is no limit (--max-in-progress-per-gpu;
+	// BOINC's max_wus_in_progress_gpu).
+	MaxInProgressPerGPU int
+	// AppMaxInProgress bounds the tasks of an app (by name) a host holds,
+	// whatever their resource (--app-max-in-progress NAME=N; BOINC's
+	// <max_jobs_in_progress><app>).
+	AppMaxInProgress map[string]int
 	// ARTrustValid is how many valid results in a row (and no error since)
 	// make a host trusted by adaptive replication, and one of the tests of
 	// a reliable host (reliable-only instances) (--ar-trust-valid).
@@ -184,6 +194,14 @@ func (c Config) Validate() error {
 	}
 	if c.GPUQuotaMultiplier < 0 {
 		errs = append(errs, fmt.Errorf("--gpu-quota-multiplier %d: want 1 or more", c.GPUQuotaMultiplier))
+	}
+	if c.MaxInProgressPerGPU < 0 {
+		errs = append(errs, fmt.Errorf("--max-in-progress-per-gpu %d: want 0 (no limit) or more", c.MaxInProgressPerGPU))
+	}
+	for name, n := range c.AppMaxInProgress {
+		if name == "" || n < 1 {
+			errs = append(errs, fmt.Errorf("--app-max-in-progress %s=%d: want APP=N with N at least 1", name, n))
+		}
 	}
 	if c.QuarantineStreak < 0 {
 		errs = append(errs, fmt.Errorf("--quarantine-streak %d: want 0 (off) or more", c.QuarantineStreak))
@@ -405,8 +423,12 @@ type rpc struct {
 	// the user: held when that host turns out to be the request's.
 	preHeld   []store.HostResult
 	preHeldOf int64
-	// preHAV are host preHeldOf's host_app_version rows, read with it.
+	// preHAV is host preHeldOf's host_app_version rows, read with preHeld.
 	preHAV []row.HostAppVersion
+	// havs is the request's host's host_app_version rows once
+	// hostAppVersions has them (havsRead).
+	havs     []row.HostAppVersion
+	havsRead bool
 	// The request's writes, committed with its first sends.
 	reports   []pendingReport
 	hostWrite *store.SchedHost
@@ -455,6 +477,7 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 	x.reply.HostTotalCredit = x.host.TotalCredit
 	x.reply.HostExpavgCredit = x.host.ExpavgCredit
 	x.reply.HostCreateTime = x.host.CreateTime
+	x.reply.ProjectPreferences.Inner = replyPrefs(user)
 	s.addCodeSignKey(x)
 
 	if err := s.listHeld(ctx, x); err != nil {
@@ -507,7 +530,7 @@ func (s *Service) authenticate(ctx context.Context, x *rpc) (u row.User, h row.H
 		return u, h, false, false, fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	if subtle.ConstantTimeCompare([]byte(u.Authenticator), []byte(auth)) != 1 {
-		x.preHeld, x.preHeldOf = nil, 0
+		x.preHeld, x.preHeldOf, x.preHAV = nil, 0, nil
 		return row.User{}, row.Host{}, false, false, nil
 	}
 	return u, h, hostFound, true, nil

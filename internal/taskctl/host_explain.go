@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -14,8 +15,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/scheduler"
+	"github.com/taskserver/taskserver/internal/scheduler/limits"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -26,8 +29,12 @@ import (
 const (
 	flagMaxResultsPerRPC    = "max-results-per-rpc"
 	flagMaxInProgressPerCPU = "max-in-progress-per-cpu"
+	flagMaxInProgressPerGPU = "max-in-progress-per-gpu"
+	flagAppMaxInProgress    = "app-max-in-progress"
 	flagARTrustValid        = "ar-trust-valid"
 	flagQuarantineStreak    = "quarantine-streak"
+	flagDailyResultQuota    = "daily-result-quota"
+	flagGPUQuotaMultiplier  = "gpu-quota-multiplier"
 )
 
 func (t *tool) hostCommand() *cli.Command {
@@ -56,19 +63,32 @@ func (t *tool) hostCommand() *cli.Command {
 				&cli.IntFlag{Name: flagMaxResultsPerRPC, Value: 10, EnvVars: env(flagMaxResultsPerRPC),
 					Usage: "the scheduler's most new results per reply"},
 				&cli.IntFlag{Name: flagMaxInProgressPerCPU, Value: 4, EnvVars: env(flagMaxInProgressPerCPU),
-					Usage: "the scheduler's most results in progress per CPU of a host"},
+					Usage: "the scheduler's most CPU tasks in progress per CPU of a host"},
+				&cli.IntFlag{Name: flagMaxInProgressPerGPU, Value: 0, EnvVars: env(flagMaxInProgressPerGPU),
+					Usage: "the scheduler's most tasks in progress per GPU of a host (0: no limit)"},
+				&cli.StringSliceFlag{Name: flagAppMaxInProgress, EnvVars: env(flagAppMaxInProgress),
+					Usage: "the scheduler's APP=N limits on a host's tasks of an app (repeatable)"},
 				&cli.IntFlag{Name: flagARTrustValid, Value: 10, EnvVars: env(flagARTrustValid),
 					Usage: "the scheduler's valid results in a row that make a host trusted"},
 				&cli.IntFlag{Name: flagQuarantineStreak, Value: 5, EnvVars: env(flagQuarantineStreak),
 					Usage: "the scheduler's error streak that quarantines a host (0: off)"},
+				&cli.IntFlag{Name: flagDailyResultQuota, Value: 500, EnvVars: env(flagDailyResultQuota),
+					Usage: "the scheduler's daily quota of jobs per app version, per CPU or GPU (0: none)"},
+				&cli.IntFlag{Name: flagGPUQuotaMultiplier, Value: 1, EnvVars: env(flagGPUQuotaMultiplier),
+					Usage: "the scheduler's multiplier of the daily quota per GPU"},
+				config.PlanClassSpecFlag(),
 			},
 			Action: t.hostExplain,
-		}},
+		}, hostShowCommand(t.hostShow)},
 	}
 }
 
 func (t *tool) hostExplain(c *cli.Context) error {
 	return t.withStore(c, false, func(ctx context.Context, st *store.Store, cfg config.Common) error {
+		appMax, err := limits.ParseApps(c.StringSlice(flagAppMaxInProgress))
+		if err != nil {
+			return fmt.Errorf("--%s %w", flagAppMaxInProgress, err)
+		}
 		p := scheduler.ExplainParams{
 			HostID:      c.Int64("host"),
 			Platforms:   c.StringSlice("platform"),
@@ -81,7 +101,15 @@ func (t *tool) hostExplain(c *cli.Context) error {
 				MaxInProgressPerCPU: c.Int(flagMaxInProgressPerCPU),
 				ARTrustValid:        c.Int(flagARTrustValid),
 				QuarantineStreak:    c.Int(flagQuarantineStreak),
+				MaxInProgressPerGPU: c.Int(flagMaxInProgressPerGPU),
+				AppMaxInProgress:    appMax,
+				DailyResultQuota:    c.Int(flagDailyResultQuota),
+				GPUQuotaMultiplier:  c.Int(flagGPUQuotaMultiplier),
 			},
+		}
+		if p.Policy.PlanClasses, err = planclass.Load(cfg.Path(c.String(config.FlagPlanClassSpec)),
+			c.IsSet(config.FlagPlanClassSpec)); err != nil {
+			return fmt.Errorf("--%s: %w", config.FlagPlanClassSpec, err)
 		}
 		if p.WorkSeconds < 0 || p.Instances < 0 || p.Candidates < 1 {
 			return errors.New("host explain: --seconds and --instances must not be negative, --candidates must be at least 1")
@@ -155,6 +183,15 @@ func (t *tool) printExplanation(ex scheduler.Explanation, h row.Host, source str
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		t.printf("\n")
+	}
+	if len(ex.PlanClassRefusals) > 0 {
+		apps := slices.Sorted(maps.Keys(ex.PlanClassRefusals))
+		for _, a := range apps {
+			for _, r := range ex.PlanClassRefusals[a] {
+				t.printf("app %s: plan class %s\n", a, r)
+			}
 		}
 		t.printf("\n")
 	}
