@@ -169,8 +169,17 @@ type hwSummary struct {
 	// and of rsc_fpops_est/p_fpops against their elapsed times.
 	EstN             int
 	EstErr, NaiveErr float64
-	Report           simclient.HardwareStats
-	Details          []string
+	// ByClassEst are the same per plan class: the overall median may be
+	// decided by the most numerous class, so each is judged too.
+	ByClassEst map[string]hwEst
+	Report     simclient.HardwareStats
+	Details    []string
+}
+
+// hwEst is the estimates of one plan class's results.
+type hwEst struct {
+	N          int
+	Err, Naive float64
 }
 
 func (s hwSummary) String() string {
@@ -227,8 +236,15 @@ func (s hwSummary) Broken() []string {
 	switch {
 	case s.EstN < 50:
 		out = append(out, fmt.Sprintf("%d results sent after their host-version was measured: too few to judge estimates", s.EstN))
-	case !(s.EstErr <= 0.25 && s.EstErr <= s.NaiveErr/2):
-		out = append(out, fmt.Sprintf("median estimate error %.1f%%, want at most 25%% and half the naive %.1f%%", 100*s.EstErr, 100*s.NaiveErr))
+	case !(s.EstErr <= hwMaxEstErr && s.EstErr <= s.NaiveErr/2):
+		out = append(out, fmt.Sprintf("median estimate error %.1f%%, want at most %.0f%% and half the naive %.1f%%",
+			100*s.EstErr, 100*hwMaxEstErr, 100*s.NaiveErr))
+	}
+	for _, pc := range slices.Sorted(maps.Keys(s.ByClassEst)) {
+		if e := s.ByClassEst[pc]; e.N >= 20 && !(e.Err <= hwMaxEstErr) {
+			out = append(out, fmt.Sprintf("median estimate error of the %q version %.1f%% over %d results, want at most %.0f%%",
+				pc, 100*e.Err, e.N, 100*hwMaxEstErr))
+		}
 	}
 	return out
 }
@@ -351,8 +367,10 @@ func (d hwData) check() hwSummary {
 	}
 	s.EstN = len(est)
 	s.EstErr, s.NaiveErr = median(est), median(naive)
+	s.ByClassEst = map[string]hwEst{}
 	for _, pc := range slices.Sorted(maps.Keys(perClass)) {
 		c := perClass[pc]
+		s.ByClassEst[pc] = hwEst{N: len(c[0]), Err: median(c[0]), Naive: median(c[1])}
 		s.Details = append(s.Details, fmt.Sprintf("estimates of %q after measuring: %d results, median error %.1f%% (naive %.1f%%)",
 			pc, len(c[0]), 100*median(c[0]), 100*median(c[1])))
 	}

@@ -45,9 +45,12 @@ const (
 	// (the validator's pass), in seconds.
 	hwMargin = 3
 	// Thresholds that hold on a loaded 2-core machine.
-	hwMinGPUBusy        = 0.5
-	hwMinGPUHostCPUBusy = 0.5
+	hwMinGPUBusy        = 0.65
+	hwMinGPUHostCPUBusy = 0.6
 	hwMinOnBest         = 0.85
+	// hwMaxEstErr bounds the median relative error of the estimates once
+	// measured, over all results and per version.
+	hwMaxEstErr = 0.25
 )
 
 // hwPlanClasses are the run's plan classes: multi-threaded on 4 of at least
@@ -190,7 +193,7 @@ func hwStart(ctx context.Context, t *testing.T, lp *lcProject, seed uint64) {
 	}{
 		{"feeder", "feeder", []string{"--listen", anyPort, "--sleep", "200ms"}},
 		{"scheduler", "scheduler", []string{"--addr", anyPort, "--listen", anyPort, "--url-base", "",
-			"--upload-key", filepath.Join(lp.dir, "keys", "upload_private"), "--request-delay", "1s", "--max-in-progress-per-cpu", "12"}},
+			"--upload-key", filepath.Join(lp.dir, "keys", "upload_private"), "--request-delay", "1s"}},
 		{"transitioner", "transitioner", []string{"--listen", anyPort, "--sleep", "300ms"}},
 		{"validator", "validator", []string{"--listen", anyPort, "--sleep", "300ms"}},
 		{"work_generator", "work_generator", []string{"--listen", anyPort, "--sleep", "300ms",

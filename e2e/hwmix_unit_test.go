@@ -86,6 +86,13 @@ func TestHardwareMixChecks(t *testing.T) {
 				d.Results[i].FlopsEst = d.Hosts[d.Results[i].HostID].PFpops
 			}
 		}, "median estimate error"},
+		{"GPU estimates not learnt", func(d *hwData, _ *simclient.HardwareStats) {
+			for i := range d.Results {
+				if d.Results[i].AVID == 3 {
+					d.Results[i].FlopsEst = 1e11 // the plan class's projection, 5 times the GPU's speed
+				}
+			}
+		}, `median estimate error of the "cuda" version`},
 		{"no AMD host", func(d *hwData, _ *simclient.HardwareStats) {
 			d.Hosts[4] = hwHost{ID: 4, NCPUs: 2, PFpops: 1e10}
 			for i := range d.Results {
