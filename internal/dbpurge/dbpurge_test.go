@@ -221,7 +221,7 @@ func TestArchivesThenDeletesFinishedJobsOnly(t *testing.T) {
 	}
 	for _, r := range results {
 		if r.Table != "result" || r.Columns["stderr_out"] != "<stderr_txt>a < b & \"c\"\n</stderr_txt>" ||
-			r.Columns["cpu_time"] != "12.25" || r.Columns["server_state"] != "5" || len(r.Columns) != 32 {
+			r.Columns["cpu_time"] != "12.25" || r.Columns["server_state"] != "5" || r.Columns["flops_estimate"] != "0" || len(r.Columns) != 33 {
 			t.Errorf("archived result = %+v; want its columns with their stored values", r)
 		}
 		if wid := r.Columns["workunitid"]; wid != strconv.FormatInt(purge1, 10) && wid != strconv.FormatInt(purge2, 10) {
