@@ -26,6 +26,7 @@ type Refusal struct {
 	Detail string
 }
 
+// Error names the class, the rule and the detail, for logs and operators.
 func (r *Refusal) Error() string {
 	return fmt.Sprintf("plan class %q refuses host: <%s>: %s", r.Class, r.Rule, r.Detail)
 }

@@ -104,6 +104,9 @@ func ParseFile(path string) (*Specs, error) {
 func Parse(r io.Reader) (*Specs, error) {
 	d := xml.NewDecoder(r)
 	d.Strict = true
+	// Files declaring encoding="ISO-8859-1" and the like are ASCII in
+	// practice; their bytes are read as they are.
+	d.CharsetReader = func(_ string, in io.Reader) (io.Reader, error) { return in, nil }
 	s := &Specs{classes: map[string]*class{}}
 	var errs []error
 	root := false

@@ -12,7 +12,7 @@ import (
 )
 
 // realistic is a project's file in the shape BOINC projects write them.
-const realistic = `<?xml version="1.0"?>
+const realistic = `<?xml version="1.0" encoding="ISO-8859-1"?>
 <!-- a comment -->
 <plan_classes>
   <plan_class>
