@@ -125,6 +125,12 @@ func TestParseRealistic(t *testing.T) {
 	if err := s.Supported("vbox64_mt"); !errors.As(err, &r) || r.Rule != "virtualbox" {
 		t.Errorf("Supported(vbox64_mt) = %v, want the <virtualbox> refusal", err)
 	}
+	for name, want := range map[string]string{"cuda118": protocol.ResourceNVIDIA, "opencl_ati_101": protocol.ResourceAMD,
+		"mt": protocol.ResourceCPU, "asic": "miner_asic", "nope": ""} {
+		if got, ok := s.Resource(name); got != want || ok != (want != "") {
+			t.Errorf("Resource(%s) = %q, %v; want %q", name, got, ok, want)
+		}
+	}
 	if err := s.Supported("nope"); !errors.Is(err, ErrUnknown) {
 		t.Errorf("Supported(nope) = %v, want ErrUnknown", err)
 	}
