@@ -217,7 +217,8 @@ func TestShortfallReasons(t *testing.T) {
 			}
 			// A candidate-level reason is the verdict on some candidate.
 			switch c.reason {
-			case reasonPlatform, reasonInProgressLimit, reasonQuarantined, reasonRPCLimit, reasonNoCachedWork, reasonPrefsInProgress:
+			case reasonPlatform, reasonInProgressLimit, reasonQuarantined, reasonRPCLimit, reasonNoCachedWork, reasonPrefsInProgress,
+				reasonBeta: // beta may be decided in the version choice, before any candidate
 			default:
 				if ex.Rejected[c.reason] == 0 {
 					t.Errorf("Explain: no candidate rejected for %q: %+v", c.reason, ex.Candidates)
