@@ -413,4 +413,3 @@ func TestOverloadedIsNotNoWork(t *testing.T) {
 			counts[true], counts[false])
 	}
 }
-

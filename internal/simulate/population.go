@@ -18,6 +18,10 @@ type host struct {
 	flops    float64 // per CPU
 	onFrac   float64
 	meanOn   float64
+	// activity is the fraction of time on the host measures, the active
+	// fraction its work fetch uses (seed 000: "continually updated");
+	// onFrac is only what drives its on/off periods.
+	activity clientpolicy.Activity
 	// started is false until the host's client first starts (Population.StartWithin).
 	started bool
 	on      bool
@@ -85,7 +89,8 @@ func newHost(sc Scenario, i int, cfg clientpolicy.Config) *host {
 		h.projects = append(h.projects, j)
 		projects = append(projects, &clientpolicy.Project{Name: sc.Projects[j].Name, Share: sc.Projects[j].Share})
 	}
-	h.policy = clientpolicy.NewHost(ncpus, h.onFrac, cfg, projects)
+	h.activity = clientpolicy.Activity{Window: pop.ActivityWindow.Seconds()}
+	h.policy = clientpolicy.NewHost(ncpus, h.activity.Frac(0), cfg, projects)
 	h.contacted = make([]bool, len(projects))
 	h.cpu = make([]float64, len(projects))
 	h.toggleAt = r.Float64() * pop.StartWithin.Seconds()
@@ -123,9 +128,24 @@ func (h *host) toggle(now float64) {
 	if !h.started {
 		h.started = true
 		h.on = h.onFrac >= 1 || h.rng.Float64() < h.onFrac
+		// The host was a volunteer before the run: it starts with the
+		// fraction it measured over a history of two windows, drawn
+		// from its own on/off process (a stream of its own, so the run
+		// itself draws as before).
+		hr := rand.New(rand.NewPCG(uint64(h.index), 0x686973746f7279))
+		h.activity.History(now, 2*h.activity.Window, hr.Float64() < h.onFrac, func(on bool) float64 {
+			if h.onFrac >= 1 {
+				return math.Inf(1)
+			}
+			if on {
+				return hr.ExpFloat64() * h.meanOn
+			}
+			return hr.ExpFloat64() * h.meanOn * (1 - h.onFrac) / h.onFrac
+		}, h.on)
 	} else {
 		h.on = !h.on
 	}
+	h.activity.Observe(now, h.on)
 	switch {
 	case h.onFrac >= 1:
 		h.toggleAt = math.Inf(1)

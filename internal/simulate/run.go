@@ -162,6 +162,7 @@ func (s *sim) wake(h *host, now float64) {
 		s.queue.push(wakeup{at: h.toggleAt, host: h.index})
 		return
 	}
+	h.policy.ActiveFrac = h.activity.Frac(now)
 	for _, t := range h.policy.Tasks {
 		if t.State == clientpolicy.TaskRunning && t.CPU >= h.trueCPU[t]-finishSlack {
 			t.CPU = h.trueCPU[t]

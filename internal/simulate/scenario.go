@@ -71,6 +71,13 @@ type Population struct {
 	// StartWithin spreads the hosts' first start uniformly over this much time from
 	// the beginning of the run, as volunteers do not all switch on at one instant; default 0.
 	StartWithin Duration `yaml:"start_within"`
+	// ActivityWindow is the time constant over which each host measures
+	// the fraction of time it is on, the active fraction of its work fetch
+	// (clientpolicy.Activity). A host starts with what it measured over a
+	// history of two windows of its own on/off process before the run, as
+	// an established volunteer would; default DefaultActivityWindow, the
+	// real client's ten days.
+	ActivityWindow Duration `yaml:"activity_window"`
 }
 
 // CPUChoice is one CPU count of the population and how often it occurs.
@@ -172,16 +179,17 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
 // Defaults of a scenario's fields (see the field comments).
 const (
-	DefaultHosts         = 100
-	DefaultDuration      = Duration(48 * time.Hour)
-	DefaultSampleEvery   = Duration(time.Hour)
-	DefaultConnectPeriod = Duration(12 * time.Hour)
-	DefaultSchedPeriod   = Duration(time.Hour)
-	DefaultReportAfter   = Duration(24 * time.Hour)
-	DefaultReportMargin  = Duration(time.Hour)
-	DefaultMeanOn        = Duration(8 * time.Hour)
-	DefaultRequestDelay  = Duration(time.Minute)
-	DefaultMaxTasks      = 50
+	DefaultHosts          = 100
+	DefaultDuration       = Duration(48 * time.Hour)
+	DefaultSampleEvery    = Duration(time.Hour)
+	DefaultConnectPeriod  = Duration(12 * time.Hour)
+	DefaultSchedPeriod    = Duration(time.Hour)
+	DefaultReportAfter    = Duration(24 * time.Hour)
+	DefaultReportMargin   = Duration(time.Hour)
+	DefaultMeanOn         = Duration(8 * time.Hour)
+	DefaultActivityWindow = Duration(240 * time.Hour)
+	DefaultRequestDelay   = Duration(time.Minute)
+	DefaultMaxTasks       = 50
 )
 
 // maxHosts and maxDuration bound a scenario so a typo cannot exhaust
@@ -280,6 +288,7 @@ func (sc Scenario) Normalized() Scenario {
 		pop.OnFrac = Range{Min: 1, Max: 1}
 	}
 	setDuration(&pop.MeanOn, DefaultMeanOn)
+	setDuration(&pop.ActivityWindow, DefaultActivityWindow)
 
 	projects := make([]Project, len(sc.Projects))
 	for i, p := range sc.Projects {
