@@ -132,3 +132,20 @@ func TestNoAppsIsNeverAskedForWork(t *testing.T) {
 		t.Errorf("NextRPC = %+v, %v: want the other project", req, ok)
 	}
 }
+
+func TestActivityHistory(t *testing.T) {
+	// Two windows of a host on a quarter of the time: it starts near 0.25.
+	var a Activity
+	a.Window = 1000
+	on := 0
+	a.History(0, 2000, true, func(isOn bool) float64 {
+		on++
+		if isOn {
+			return 10
+		}
+		return 30
+	}, true)
+	if got := a.Frac(0); math.Abs(got-0.25) > 0.1 {
+		t.Errorf("after a history on 25%% of the time: %v, want about 0.25", got)
+	}
+}

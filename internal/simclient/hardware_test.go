@@ -213,8 +213,9 @@ func TestMultiThreadedTasksUseTheirCPUs(t *testing.T) {
 	}
 }
 
-// The on fraction a host reports is the one it measures: it starts from 1
-// and follows the host's real on/off record, not the configured OnFrac.
+// The on fraction a host reports is the one it measures: it follows the
+// host's on/off record (from a history before the run), not the
+// configured OnFrac.
 func TestReportedOnFractionIsMeasured(t *testing.T) {
 	t.Parallel()
 	f := newFakeProject(t)
@@ -230,9 +231,13 @@ func TestReportedOnFractionIsMeasured(t *testing.T) {
 	if len(distinct) < 5 {
 		t.Fatalf("on_frac values %v: want the measured, changing fraction", distinct)
 	}
-	if slices.Max(fracs) > 1 || slices.Min(fracs) <= 0 || slices.Min(fracs) > 0.9 {
-		t.Errorf("on_frac from %g to %g: want in (0, 1], falling below 0.9 for a host on half the time",
-			slices.Min(fracs), slices.Max(fracs))
+	mean := 0.0
+	for _, f := range fracs {
+		mean += f / float64(len(fracs))
+	}
+	if slices.Max(fracs) > 1 || slices.Min(fracs) <= 0 || math.Abs(mean-0.5) > 0.25 {
+		t.Errorf("on_frac from %g to %g, mean %g: want in (0, 1] and near 0.5 for hosts on half the time",
+			slices.Min(fracs), slices.Max(fracs), mean)
 	}
 }
 
