@@ -418,3 +418,31 @@ func TestOverloadedIsNotNoWork(t *testing.T) {
 			counts[true], counts[false])
 	}
 }
+
+func TestDrawHardware(t *testing.T) {
+	o := Options{GPUFrac: 0.5, MTFrac: 0.25, GPUTypes: []string{protocol.ResourceAMD}}.withDefaults()
+	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "no authenticators") {
+		t.Fatalf("validate: %v", err) // only the project is missing
+	}
+	rng := newTestRand()
+	var gpuHosts, mtHosts int
+	for range 1000 {
+		ncpus, gpus := drawHardware(o, rng)
+		if ncpus == o.MTCPUs {
+			mtHosts++
+		}
+		for _, g := range gpus {
+			gpuHosts++
+			if g.model.Type != protocol.ResourceAMD || g.count < 1 || g.count > 2 || g.speed != g.model.PeakFlops*o.GPUEfficiency {
+				t.Fatalf("gpu %+v: want 1-2 AMD GPUs at peak × efficiency", g)
+			}
+		}
+	}
+	if math.Abs(float64(gpuHosts)/1000-0.5) > 0.06 || math.Abs(float64(mtHosts)/1000-0.25) > 0.05 {
+		t.Errorf("%d GPU hosts, %d multi-core of 1000: want about 500 and 250", gpuHosts, mtHosts)
+	}
+	bad := Options{GPUTypes: []string{"Voodoo"}}.withDefaults()
+	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "gpu-types") {
+		t.Errorf("validate with an unknown GPU type: %v", err)
+	}
+}
