@@ -131,6 +131,15 @@ func TestNoAppsIsNeverAskedForWork(t *testing.T) {
 	if req, ok := h.NextRPC(0); !ok || req.Project != ps[1] {
 		t.Errorf("NextRPC = %+v, %v: want the other project", req, ok)
 	}
+	// With no project to ask, no RPC is ever due: an event loop must not
+	// wake for one.
+	ps[1].NoApps = true
+	if _, ok := h.NextRPC(0); ok {
+		t.Error("NextRPC with every project without apps: want none")
+	}
+	if at := h.NextRPCTime(0); !math.IsInf(at, 1) {
+		t.Errorf("NextRPCTime with every project without apps = %v, want +Inf", at)
+	}
 }
 
 func TestActivityHistory(t *testing.T) {

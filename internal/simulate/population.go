@@ -13,6 +13,10 @@ import (
 type host struct {
 	index  int32
 	policy *clientpolicy.Host
+	// gpu is the client state of the host's GPUs (nil without), its
+	// Projects parallel to policy.Projects; gpuFlops the speed of one.
+	gpu      *clientpolicy.Host
+	gpuFlops float64
 	// projects[k] is the scenario index of policy.Projects[k].
 	projects []int
 	flops    float64 // per CPU
@@ -94,7 +98,59 @@ func newHost(sc Scenario, i int, cfg clientpolicy.Config) *host {
 	h.contacted = make([]bool, len(projects))
 	h.cpu = make([]float64, len(projects))
 	h.toggleAt = r.Float64() * pop.StartWithin.Seconds()
+	// Drawn last, and only for populations with GPUs, so a scenario
+	// without any draws what it always did.
+	if pop.GPUFrac > 0 && r.Float64() < pop.GPUFrac {
+		h.gpuFlops = logUniform(pop.GPUFlops, r)
+		var gps []*clientpolicy.Project
+		for _, p := range projects {
+			gps = append(gps, &clientpolicy.Project{Name: p.Name, Share: p.Share})
+		}
+		h.gpu = clientpolicy.NewHost(pop.GPUs, h.policy.ActiveFrac, cfg, gps)
+	}
 	return h
+}
+
+// policies are the host's client states: its CPUs', then its GPUs' if it
+// has any.
+func (h *host) policies() []*clientpolicy.Host {
+	if h.gpu == nil {
+		return []*clientpolicy.Host{h.policy}
+	}
+	return []*clientpolicy.Host{h.policy, h.gpu}
+}
+
+// sync gives every resource's project the CPU project's RPC timing (one
+// minimum RPC time per project, whatever the resource) and the measured
+// active fraction.
+func (h *host) sync(now float64) {
+	af := h.activity.Frac(now)
+	h.policy.ActiveFrac = af
+	if h.gpu == nil {
+		return
+	}
+	h.gpu.ActiveFrac = af
+	for k, p := range h.policy.Projects {
+		g := h.gpu.Projects[k]
+		g.MinRPC, g.RPCFailures = p.MinRPC, p.RPCFailures
+	}
+}
+
+// nextSchedule is when a resource's scheduling period ends.
+func (h *host) nextSchedule() float64 {
+	at := h.policy.NextSchedule()
+	if h.gpu != nil {
+		at = min(at, h.gpu.NextSchedule())
+	}
+	return at
+}
+
+// schedule runs the GPUs' scheduler, then the CPUs'.
+func (h *host) schedule(now float64) {
+	if h.gpu != nil {
+		h.gpu.Schedule(now)
+	}
+	h.policy.Schedule(now)
 }
 
 // targets is each attached project's weight in the resource share the run
@@ -111,11 +167,18 @@ func (h *host) targets(shares func(j int) float64) []float64 {
 	return out
 }
 
-// local is the position of p in the host's projects.
+// local is the position of p in the host's projects (CPU or GPU).
 func (h *host) local(p *clientpolicy.Project) int {
 	for k, q := range h.policy.Projects {
 		if q == p {
 			return k
+		}
+	}
+	if h.gpu != nil {
+		for k, q := range h.gpu.Projects {
+			if q == p {
+				return k
+			}
 		}
 	}
 	panic("simulate: the policy chose a project the host is not attached to")
