@@ -31,7 +31,7 @@ type Report struct {
 type Hardware struct {
 	GPUHosts int64 `json:"gpu_hosts"`
 	GPUs     int64 `json:"gpus"`     // GPU instances over all hosts
-	MTHosts  int64 `json:"mt_hosts"` // multi-core hosts (simclient: MTCPUs)
+	MTHosts  int64 `json:"mt_hosts"` // multi-core hosts (simclient: MTCPUs; simulate: 4 CPUs or more)
 	GPUTasks int64 `json:"gpu_tasks"`
 	MTTasks  int64 `json:"mt_tasks"` // tasks computed on more than one CPU
 	// CPUBusyFrac is over every host, GPUBusyFrac over the GPUs,

@@ -61,6 +61,7 @@ type sim struct {
 	hw      hwCounters
 	// gpuHosts and gpus count the hosts with GPUs and their GPUs.
 	gpuHosts, gpus int64
+	mtHosts        int64 // hosts with 4 CPUs or more
 }
 
 // hwCounters are the per-resource figures of the report's Hardware.
@@ -115,6 +116,9 @@ func newSim(sc Scenario, opts runOptions) (*sim, error) {
 			s.gpuHosts++
 			s.gpus += int64(h.gpu.NCPUs)
 		}
+		if h.policy.NCPUs >= 4 {
+			s.mtHosts++
+		}
 		for k, w := range h.targets(share) {
 			s.rec.AddTarget(h.projects[k], w)
 		}
@@ -163,7 +167,7 @@ func (s *sim) report(wall time.Duration) simreport.Report {
 			}
 			return 0
 		}
-		hw = &simreport.Hardware{GPUHosts: s.gpuHosts, GPUs: s.gpus, GPUTasks: s.hw.GPUTasks, MTTasks: s.hw.MTTasks,
+		hw = &simreport.Hardware{GPUHosts: s.gpuHosts, GPUs: s.gpus, MTHosts: s.mtHosts, GPUTasks: s.hw.GPUTasks, MTTasks: s.hw.MTTasks,
 			CPUBusyFrac: frac(s.hw.cpuBusy, s.hw.cpuAvail), GPUBusyFrac: frac(s.hw.gpuBusy, s.hw.gpuAvail),
 			GPUHostCPUBusyFrac: frac(s.hw.gpuHostCPUBusy, s.hw.gpuHostCPUAvail)}
 	}
@@ -407,7 +411,7 @@ func (s *sim) rpc(h *host, k int, req clientpolicy.WorkRequest, now float64) int
 // resources (pol, where the project is p), at speed flops per instance,
 // and adds what it sends. It returns how many tasks arrived.
 func (s *sim) fetch(h *host, pol *clientpolicy.Host, p *clientpolicy.Project, j int, seconds, now float64,
-	work func(seconds, flops, now float64, r *rand.Rand) []newTask, flops float64) int {
+	work func(seconds, flops, ncpus, now float64, r *rand.Rand) []newTask, flops float64) int {
 	if !(seconds > 0) {
 		return 0
 	}
@@ -418,7 +422,7 @@ func (s *sim) fetch(h *host, pol *clientpolicy.Host, p *clientpolicy.Project, j 
 	}
 	received := 0
 	var est float64
-	for _, nt := range work(seconds, flops, now, h.rng) {
+	for _, nt := range work(seconds, flops, float64(h.policy.NCPUs), now, h.rng) {
 		h.nextID++
 		t := &clientpolicy.Task{ID: h.nextID, Project: p, EstCPU: nt.estCPU, Deadline: nt.deadline, Received: now}
 		if nt.ncpus > 1 {
