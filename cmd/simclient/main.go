@@ -95,6 +95,7 @@ func liveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "ncpus", Value: simclient.DefaultNCPUs, Usage: "CPUs per host (tasks run at once)", EnvVars: env("ncpus")},
 		&cli.Float64Flag{Name: "flops", Value: simclient.DefaultFlops, Usage: "nominal per-CPU speed (p_fpops); each host varies ±50%", EnvVars: env("flops")},
 		&cli.Float64Flag{Name: "gpu-frac", Usage: "share of hosts with one or two GPUs (NVIDIA or AMD, several models), described in <coprocs> and fetched for per resource", EnvVars: env("gpu-frac")},
+		&cli.StringFlag{Name: "gpu-types", Usage: "comma-separated GPU resources the GPU hosts have: NVIDIA, ATI (empty: both)", EnvVars: env("gpu-types")},
 		&cli.Float64Flag{Name: "gpu-efficiency", Value: simclient.DefaultGPUEfficiency, Usage: "fraction of a GPU's peak FLOPS a task gets (the default makes GPUs 2-15 times a default CPU)", EnvVars: env("gpu-efficiency")},
 		&cli.Float64Flag{Name: "mt-frac", Usage: "share of hosts that are multi-core, with --mt-cpus CPUs and AVX2", EnvVars: env("mt-frac")},
 		&cli.IntFlag{Name: "mt-cpus", Value: simclient.DefaultMTCPUs, Usage: "CPUs of a multi-core host", EnvVars: env("mt-cpus")},
@@ -157,6 +158,7 @@ func liveOptions(c *cli.Context) (simclient.Options, error) {
 		Flops:            c.Float64("flops"),
 		GPUFrac:          c.Float64("gpu-frac"),
 		GPUEfficiency:    c.Float64("gpu-efficiency"),
+		GPUTypes:         splitList(c.String("gpu-types")),
 		MTFrac:           c.Float64("mt-frac"),
 		MTCPUs:           c.Int("mt-cpus"),
 		ActivityWindow:   c.Duration("activity-window"),
@@ -201,6 +203,17 @@ func liveOptions(c *cli.Context) (simclient.Options, error) {
 		o.Projects = []simclient.Project{{MasterURL: m, Authenticators: keys}}
 	}
 	return o, nil
+}
+
+// splitList reads a comma-separated flag value; empty items are dropped.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // runLive runs hosts against live schedulers until ctx ends or --duration

@@ -78,3 +78,24 @@ func (a *Activity) prior() float64 {
 	}
 	return 1
 }
+
+// History feeds a the on/off record of a host that has been running for
+// span seconds before now: it starts on (or off) at now - span, and
+// period(on) draws the length of each on or off period. A simulated host
+// that joins a run as an established volunteer then starts from what it
+// would have measured, not from the prior of a new client. It ends with
+// the host in state end at now.
+func (a *Activity) History(now, span float64, start bool, period func(on bool) float64, end bool) {
+	t, on := now-span, start
+	a.Observe(t, on)
+	for t < now {
+		d := period(on)
+		if !(d > 0) {
+			break
+		}
+		t = min(t+d, now)
+		on = !on
+		a.Observe(t, on)
+	}
+	a.Observe(now, end)
+}

@@ -131,4 +131,30 @@ func TestNoAppsIsNeverAskedForWork(t *testing.T) {
 	if req, ok := h.NextRPC(0); !ok || req.Project != ps[1] {
 		t.Errorf("NextRPC = %+v, %v: want the other project", req, ok)
 	}
+	// With no project to ask, no RPC is ever due: an event loop must not
+	// wake for one.
+	ps[1].NoApps = true
+	if _, ok := h.NextRPC(0); ok {
+		t.Error("NextRPC with every project without apps: want none")
+	}
+	if at := h.NextRPCTime(0); !math.IsInf(at, 1) {
+		t.Errorf("NextRPCTime with every project without apps = %v, want +Inf", at)
+	}
+}
+
+func TestActivityHistory(t *testing.T) {
+	// Two windows of a host on a quarter of the time: it starts near 0.25.
+	var a Activity
+	a.Window = 1000
+	on := 0
+	a.History(0, 2000, true, func(isOn bool) float64 {
+		on++
+		if isOn {
+			return 10
+		}
+		return 30
+	}, true)
+	if got := a.Frac(0); math.Abs(got-0.25) > 0.1 {
+		t.Errorf("after a history on 25%% of the time: %v, want about 0.25", got)
+	}
 }

@@ -76,6 +76,9 @@ func (h *Host) NextRPCTime(now float64) float64 {
 		if at, ok := due[p]; ok {
 			next = min(next, max(at, open))
 		}
+		if p.NoApps {
+			continue // never asked for work
+		}
 		next = min(next, max(v.starveTime(p, now), open, p.WorkFetchAt))
 	}
 	return max(next, now)

@@ -7,7 +7,14 @@
 // result_abort_if_not_started when only the job is done), resends results
 // the host should have but no longer lists, and sends new work claimed from the
 // feeder's shared-memory cache, subject to the host's platform, memory, disk,
-// deadline feasibility (a fair-share queue prediction) and in-progress limit.
+// deadline feasibility (a fair-share queue prediction) and in-progress
+// limits (per CPU, per GPU, per app: package limits), and to the
+// volunteer's project preferences (package projectprefs: the apps they
+// selected first, other apps only when those had no work and they accept
+// them, beta apps and versions only for volunteers who opted in, no work for
+// a processor type they opted out of, their own <max_jobs>). Every reply
+// carries the stored <project_preferences>, from which the client learns
+// its opt-outs.
 //
 // Policies applied when sending:
 //   - homogeneous redundancy: a job of an app with homogeneous_redundancy
@@ -45,7 +52,7 @@
 // that attached anew (same cpid, no host id or another user's) has its old
 // host's tasks in progress marked CLIENT_DETACHED.
 //
-// Reads: user (by authenticator), host, result and workunit rows of the
+// Reads: user (by authenticator, with its project_prefs), host, result and workunit rows of the
 // requesting host, the result rows (joined to their workunit) the host lists
 // in <other_results>, the shared-memory cache (slots and static tables).
 // Writes: concurrent requests share one transaction (the committer's group

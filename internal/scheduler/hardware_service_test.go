@@ -250,3 +250,31 @@ func (f *fixture) resultID(name string) int64 {
 	}
 	return id
 }
+
+// The daily quota per app version: a host gets at most the quota per CPU
+// a day, counted within a request and across requests, with the reason.
+func TestDailyQuotaStopsSends(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(o *Options) { o.DailyResultQuota = 2 })
+	for i := range 6 {
+		f.addJob(fmt.Sprintf("wu%d", i), job{})
+	}
+	rep := f.rpc(request{ncpus: 1, workSecs: 1000})
+	if len(rep.Results) != 2 {
+		t.Fatalf("first request: %d results, want the quota of 2", len(rep.Results))
+	}
+	if got := testutil.ToFloat64(f.svc.m.shortfallBy[reasonDailyQuota]); got != 1 {
+		t.Fatalf("send_shortfall_total{daily_quota} = %v, want 1", got)
+	}
+	rep = f.rpc(request{ncpus: 1, workSecs: 1000, hostID: rep.HostID})
+	if len(rep.Results) != 0 || !strings.Contains(messages(rep), noWorkText[reasonDailyQuota]) {
+		t.Fatalf("same day: results %v, messages %q; want none, with the daily quota's message", resultNames(rep), messages(rep))
+	}
+	// The next day the count starts again.
+	f.now.Add(86400)
+	rep = f.rpc(request{ncpus: 1, workSecs: 1000, hostID: rep.HostID, hasOther: true,
+		other: []string{"wu0_0", "wu1_0"}})
+	if len(rep.Results) != 2 {
+		t.Fatalf("next day: %d results, want 2", len(rep.Results))
+	}
+}

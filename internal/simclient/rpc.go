@@ -144,12 +144,14 @@ func (h *host) buildRequest(a *attachment, _ clientpolicy.WorkRequest, now float
 func (h *host) idleCPUs() int { return int(h.idleInstances(0)) }
 
 // idleInstances is how many instances of resource k no task holds (one
-// being downloaded counts as held), whole instances only.
+// being downloaded counts as held), whole instances only. GPU tasks hold
+// the whole CPUs their CPU shares add up to, as in host.schedule.
 func (h *host) idleInstances(k int) float64 {
 	n := float64(h.ncpus)
 	if k > 0 {
 		n = float64(h.gpus[k-1].count)
 	}
+	gpuCPUs := 0.0
 	for _, t := range h.tasks {
 		if t.phase != phaseDownloading && t.phase != phaseComputing {
 			continue
@@ -158,9 +160,10 @@ func (h *host) idleInstances(k int) float64 {
 		case t.rsc == k:
 			n -= t.width
 		case k == 0:
-			n -= t.cpus // a GPU task's CPU
+			gpuCPUs += t.cpus
 		}
 	}
+	n -= math.Floor(gpuCPUs + 1e-9)
 	return max(math.Floor(n+1e-9), 0)
 }
 

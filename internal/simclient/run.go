@@ -197,8 +197,10 @@ func RunReport(ctx context.Context, opts Options) (Stats, simreport.Report, erro
 	s := r.c.snapshot(byKind, time.Since(start))
 	s.Versions = r.versions.snapshot()
 	opts.Log.Info("finished", s.logAttrs()...)
+	hw := s.Hardware.Hardware
 	rep := r.rec.Report(simreport.Report{Clock: "real", Scenario: "live", Strategy: string(opts.Strategy),
-		RuntimeStat: string(opts.RuntimeStat), Hosts: opts.Hosts, CPUs: cpus, DurationSeconds: end, WallSeconds: end})
+		RuntimeStat: string(opts.RuntimeStat), Hosts: opts.Hosts, CPUs: cpus, DurationSeconds: end, WallSeconds: end,
+		Hardware: &hw})
 	if opts.ReportDir != "" {
 		if err := rep.WriteDir(opts.ReportDir); err != nil {
 			return s, rep, err

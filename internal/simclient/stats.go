@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"time"
+
+	"github.com/taskserver/taskserver/internal/simreport"
 )
 
 // Stats is a snapshot of a run's counters. Counts of results count tasks
@@ -124,27 +126,13 @@ func (s Stats) WriteFile(path string) error {
 	return nil
 }
 
-// HardwareStats describe the hosts' resources and their use. A busy
-// fraction is busy instance-seconds over available ones while the hosts
-// were on.
+// HardwareStats describe the hosts' resources and their use (the run
+// report's simreport.Hardware: GPU and multi-core hosts, GPU and mt tasks,
+// busy fractions), and NoDevice: tasks the server sent for a coprocessor
+// the host does not have (they fail).
 type HardwareStats struct {
-	// GPUHosts and MTHosts count hosts with GPUs and multi-core hosts;
-	// GPUs counts GPU instances.
-	GPUHosts int64 `json:"gpu_hosts"`
-	GPUs     int64 `json:"gpus"`
-	MTHosts  int64 `json:"mt_hosts"`
-	// GPUTasks counts tasks computed on a GPU, MTTasks tasks computed on
-	// more than one CPU; NoDevice tasks the server sent for a coprocessor
-	// the host does not have (they fail).
-	GPUTasks int64 `json:"gpu_tasks"`
-	MTTasks  int64 `json:"mt_tasks"`
+	simreport.Hardware
 	NoDevice int64 `json:"no_device_tasks"`
-	// CPUBusyFrac is over every host; GPUBusyFrac over the GPUs;
-	// GPUHostCPUBusyFrac over the CPUs of the hosts with GPUs, whose CPUs
-	// should stay busy too.
-	CPUBusyFrac        float64 `json:"cpu_busy_frac"`
-	GPUBusyFrac        float64 `json:"gpu_busy_frac"`
-	GPUHostCPUBusyFrac float64 `json:"gpu_host_cpu_busy_frac"`
 }
 
 // seconds is a shared sum of seconds, kept in microseconds.
@@ -222,13 +210,13 @@ func (c *counters) snapshot(hostsByKind map[string]int64, elapsed time.Duration)
 		ResultsLate:      c.late.Load(),
 		Preemptions:      c.preempted.Load(),
 		ElapsedSeconds:   elapsed.Seconds(),
-		Hardware: HardwareStats{
+		Hardware: HardwareStats{Hardware: simreport.Hardware{
 			GPUHosts: c.gpuHosts.Load(), GPUs: c.gpus.Load(), MTHosts: c.mtHosts.Load(),
-			GPUTasks: c.gpuTasks.Load(), MTTasks: c.mtTasks.Load(), NoDevice: c.noDevice.Load(),
+			GPUTasks: c.gpuTasks.Load(), MTTasks: c.mtTasks.Load(),
 			CPUBusyFrac:        frac(&c.cpuBusy, &c.cpuAvail),
 			GPUBusyFrac:        frac(&c.gpuBusy, &c.gpuAvail),
 			GPUHostCPUBusyFrac: frac(&c.gpuHostCPUBusy, &c.gpuHostCPUAvail),
-		},
+		}, NoDevice: c.noDevice.Load()},
 		ErrorBackoffs:      c.errorBackoffs.Load(),
 		Overloaded:         c.overloaded.Load(),
 		SchedulerFailovers: c.failovers.Load(),

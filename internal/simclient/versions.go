@@ -60,9 +60,11 @@ func resourceType(name string) string {
 // host lacks, why it cannot run.
 func (h *host) place(u versionUsage) (rsc int, width, cpus float64, noDevice string) {
 	if u.coproc == "" {
+		// A multi-threaded version runs on the CPUs the host has, at
+		// most (the real client caps avg_ncpus at its CPU count).
 		width = 1
 		if u.avgNCPUs >= 1 {
-			width = u.avgNCPUs
+			width = min(u.avgNCPUs, float64(h.ncpus))
 		}
 		return 0, width, width, ""
 	}

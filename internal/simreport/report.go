@@ -21,6 +21,24 @@ type Report struct {
 	Projects        []ProjectReport `json:"projects"`
 	Totals          Totals          `json:"totals"`
 	Series          []Sample        `json:"series"` // share over time, one sample per interval
+	// Hardware is per-resource use, for runs with GPU or multi-core hosts.
+	Hardware *Hardware `json:"hardware,omitempty"`
+}
+
+// Hardware describes the hosts' resources and how busy they were kept: a
+// busy fraction is busy instance-seconds over those available while the
+// hosts were on.
+type Hardware struct {
+	GPUHosts int64 `json:"gpu_hosts"`
+	GPUs     int64 `json:"gpus"`     // GPU instances over all hosts
+	MTHosts  int64 `json:"mt_hosts"` // multi-core hosts (simclient: MTCPUs; simulate: 4 CPUs or more)
+	GPUTasks int64 `json:"gpu_tasks"`
+	MTTasks  int64 `json:"mt_tasks"` // tasks computed on more than one CPU
+	// CPUBusyFrac is over every host, GPUBusyFrac over the GPUs,
+	// GPUHostCPUBusyFrac over the CPUs of the hosts with GPUs.
+	CPUBusyFrac        float64 `json:"cpu_busy_frac"`
+	GPUBusyFrac        float64 `json:"gpu_busy_frac"`
+	GPUHostCPUBusyFrac float64 `json:"gpu_host_cpu_busy_frac"`
 }
 
 // ProjectReport is one project's part of a run.

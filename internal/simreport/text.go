@@ -46,6 +46,12 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(bw, "work fetched        %.1f estimated CPU hours in %d tasks\n", t.WorkFetchedSeconds/3600, t.TasksFetched)
 	fmt.Fprintf(bw, "deadlines missed    %d\n", t.DeadlinesMissed)
 	fmt.Fprintf(bw, "scheduler RPCs      %d (%d failed), at most %.0f in one minute\n", t.RPCs, t.RPCFailures, t.MaxRPCsPerMinute)
+	if hw := r.Hardware; hw != nil {
+		fmt.Fprintf(bw, "GPU hosts           %d with %d GPUs: %d GPU tasks, GPUs %.1f%% busy, their CPUs %.1f%% busy\n",
+			hw.GPUHosts, hw.GPUs, hw.GPUTasks, 100*hw.GPUBusyFrac, 100*hw.GPUHostCPUBusyFrac)
+		fmt.Fprintf(bw, "multi-core          %d hosts, %d multi-threaded tasks; all CPUs %.1f%% busy\n",
+			hw.MTHosts, hw.MTTasks, 100*hw.CPUBusyFrac)
+	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write text report: %w", err)
 	}

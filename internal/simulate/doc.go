@@ -10,6 +10,21 @@
 // supplies what the policy leaves to its caller: a clock, task progress,
 // on/off periods, and the servers that answer RPCs.
 //
+// Hosts may have GPUs (population gpu_frac): a GPU host has a second
+// clientpolicy.Host for its GPUs, with its own queue, scheduler and, per
+// project, work-fetch back-off, so each resource fetches for itself as in
+// the real client; a project's gpu_job answers GPU requests, a project
+// without one answers <no_rsc_apps> and is not asked again. A job with
+// ncpus > 1 is multi-threaded and occupies that many CPUs (at most the
+// host's). Each host's work fetch uses the active fraction it measures
+// (clientpolicy.Activity over activity_window, from a history of its own
+// on/off process before the run), not its configured on fraction.
+//
+// The server model is not the real scheduler's decision function: it
+// sends tasks until their estimates cover the request (at least one, at
+// most max_tasks) and has no deadline, memory, disk, instance or
+// in-progress limit checks; see the issue-19 report for the differences.
+//
 // Time is float64 seconds since the start of the run. One event heap holds
 // the next wake-up of every host: the earliest of its next task completion,
 // the end of its scheduling period, the policy's NextRPCTime and its next

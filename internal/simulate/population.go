@@ -13,11 +13,19 @@ import (
 type host struct {
 	index  int32
 	policy *clientpolicy.Host
+	// gpu is the client state of the host's GPUs (nil without), its
+	// Projects parallel to policy.Projects; gpuFlops the speed of one.
+	gpu      *clientpolicy.Host
+	gpuFlops float64
 	// projects[k] is the scenario index of policy.Projects[k].
 	projects []int
 	flops    float64 // per CPU
 	onFrac   float64
 	meanOn   float64
+	// activity is the fraction of time on the host measures, the active
+	// fraction its work fetch uses (seed 000: "continually updated");
+	// onFrac is only what drives its on/off periods.
+	activity clientpolicy.Activity
 	// started is false until the host's client first starts (Population.StartWithin).
 	started bool
 	on      bool
@@ -85,11 +93,64 @@ func newHost(sc Scenario, i int, cfg clientpolicy.Config) *host {
 		h.projects = append(h.projects, j)
 		projects = append(projects, &clientpolicy.Project{Name: sc.Projects[j].Name, Share: sc.Projects[j].Share})
 	}
-	h.policy = clientpolicy.NewHost(ncpus, h.onFrac, cfg, projects)
+	h.activity = clientpolicy.Activity{Window: pop.ActivityWindow.Seconds()}
+	h.policy = clientpolicy.NewHost(ncpus, h.activity.Frac(0), cfg, projects)
 	h.contacted = make([]bool, len(projects))
 	h.cpu = make([]float64, len(projects))
 	h.toggleAt = r.Float64() * pop.StartWithin.Seconds()
+	// Drawn last, and only for populations with GPUs, so a scenario
+	// without any draws what it always did.
+	if pop.GPUFrac > 0 && r.Float64() < pop.GPUFrac {
+		h.gpuFlops = logUniform(pop.GPUFlops, r)
+		var gps []*clientpolicy.Project
+		for _, p := range projects {
+			gps = append(gps, &clientpolicy.Project{Name: p.Name, Share: p.Share})
+		}
+		h.gpu = clientpolicy.NewHost(pop.GPUs, h.policy.ActiveFrac, cfg, gps)
+	}
 	return h
+}
+
+// policies are the host's client states: its CPUs', then its GPUs' if it
+// has any.
+func (h *host) policies() []*clientpolicy.Host {
+	if h.gpu == nil {
+		return []*clientpolicy.Host{h.policy}
+	}
+	return []*clientpolicy.Host{h.policy, h.gpu}
+}
+
+// sync gives every resource's project the CPU project's RPC timing (one
+// minimum RPC time per project, whatever the resource) and the measured
+// active fraction.
+func (h *host) sync(now float64) {
+	af := h.activity.Frac(now)
+	h.policy.ActiveFrac = af
+	if h.gpu == nil {
+		return
+	}
+	h.gpu.ActiveFrac = af
+	for k, p := range h.policy.Projects {
+		g := h.gpu.Projects[k]
+		g.MinRPC, g.RPCFailures = p.MinRPC, p.RPCFailures
+	}
+}
+
+// nextSchedule is when a resource's scheduling period ends.
+func (h *host) nextSchedule() float64 {
+	at := h.policy.NextSchedule()
+	if h.gpu != nil {
+		at = min(at, h.gpu.NextSchedule())
+	}
+	return at
+}
+
+// schedule runs the GPUs' scheduler, then the CPUs'.
+func (h *host) schedule(now float64) {
+	if h.gpu != nil {
+		h.gpu.Schedule(now)
+	}
+	h.policy.Schedule(now)
 }
 
 // targets is each attached project's weight in the resource share the run
@@ -106,11 +167,18 @@ func (h *host) targets(shares func(j int) float64) []float64 {
 	return out
 }
 
-// local is the position of p in the host's projects.
+// local is the position of p in the host's projects (CPU or GPU).
 func (h *host) local(p *clientpolicy.Project) int {
 	for k, q := range h.policy.Projects {
 		if q == p {
 			return k
+		}
+	}
+	if h.gpu != nil {
+		for k, q := range h.gpu.Projects {
+			if q == p {
+				return k
+			}
 		}
 	}
 	panic("simulate: the policy chose a project the host is not attached to")
@@ -123,9 +191,24 @@ func (h *host) toggle(now float64) {
 	if !h.started {
 		h.started = true
 		h.on = h.onFrac >= 1 || h.rng.Float64() < h.onFrac
+		// The host was a volunteer before the run: it starts with the
+		// fraction it measured over a history of two windows, drawn
+		// from its own on/off process (a stream of its own, so the run
+		// itself draws as before).
+		hr := rand.New(rand.NewPCG(uint64(h.index), 0x686973746f7279))
+		h.activity.History(now, 2*h.activity.Window, hr.Float64() < h.onFrac, func(on bool) float64 {
+			if h.onFrac >= 1 {
+				return math.Inf(1)
+			}
+			if on {
+				return hr.ExpFloat64() * h.meanOn
+			}
+			return hr.ExpFloat64() * h.meanOn * (1 - h.onFrac) / h.onFrac
+		}, h.on)
 	} else {
 		h.on = !h.on
 	}
+	h.activity.Observe(now, h.on)
 	switch {
 	case h.onFrac >= 1:
 		h.toggleAt = math.Inf(1)

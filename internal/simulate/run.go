@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/clientpolicy"
@@ -57,6 +58,18 @@ type sim struct {
 	queue   wakeQueue
 	stats   runStats
 	cpus    int
+	hw      hwCounters
+	// gpuHosts and gpus count the hosts with GPUs and their GPUs.
+	gpuHosts, gpus int64
+	mtHosts        int64 // hosts with 4 CPUs or more
+}
+
+// hwCounters are the per-resource figures of the report's Hardware.
+type hwCounters struct {
+	GPUTasks, MTTasks               int64
+	cpuBusy, cpuAvail               float64
+	gpuBusy, gpuAvail               float64
+	gpuHostCPUBusy, gpuHostCPUAvail float64
 }
 
 // Run simulates the scenario (filling in its defaults first) and returns the
@@ -99,6 +112,13 @@ func newSim(sc Scenario, opts runOptions) (*sim, error) {
 		h := newHost(sc, i, cfg)
 		s.hosts[i] = h
 		s.cpus += h.policy.NCPUs
+		if h.gpu != nil {
+			s.gpuHosts++
+			s.gpus += int64(h.gpu.NCPUs)
+		}
+		if h.policy.NCPUs >= 4 {
+			s.mtHosts++
+		}
 		for k, w := range h.targets(share) {
 			s.rec.AddTarget(h.projects[k], w)
 		}
@@ -125,11 +145,13 @@ func (s *sim) run(ctx context.Context) error {
 	}
 	for _, h := range s.hosts {
 		s.advance(h, s.end)
-		for _, t := range h.policy.Tasks {
-			// Unreported past its deadline: unfinished, or finished but
-			// certain to be reported late.
-			if t.Deadline < s.end {
-				s.rec.Missed(h.projects[h.local(t.Project)])
+		for _, pol := range h.policies() {
+			for _, t := range pol.Tasks {
+				// Unreported past its deadline: unfinished, or finished
+				// but certain to be reported late.
+				if t.Deadline < s.end {
+					s.rec.Missed(h.projects[h.local(t.Project)])
+				}
 			}
 		}
 	}
@@ -137,7 +159,20 @@ func (s *sim) run(ctx context.Context) error {
 }
 
 func (s *sim) report(wall time.Duration) simreport.Report {
+	var hw *simreport.Hardware
+	if s.gpuHosts > 0 || s.hw.MTTasks > 0 {
+		frac := func(busy, avail float64) float64 {
+			if avail > 0 {
+				return busy / avail
+			}
+			return 0
+		}
+		hw = &simreport.Hardware{GPUHosts: s.gpuHosts, GPUs: s.gpus, MTHosts: s.mtHosts, GPUTasks: s.hw.GPUTasks, MTTasks: s.hw.MTTasks,
+			CPUBusyFrac: frac(s.hw.cpuBusy, s.hw.cpuAvail), GPUBusyFrac: frac(s.hw.gpuBusy, s.hw.gpuAvail),
+			GPUHostCPUBusyFrac: frac(s.hw.gpuHostCPUBusy, s.hw.gpuHostCPUAvail)}
+	}
 	return s.rec.Report(simreport.Report{
+		Hardware:        hw,
 		Clock:           "simulated",
 		Scenario:        s.sc.Name,
 		Strategy:        s.sc.Strategy,
@@ -162,20 +197,29 @@ func (s *sim) wake(h *host, now float64) {
 		s.queue.push(wakeup{at: h.toggleAt, host: h.index})
 		return
 	}
-	for _, t := range h.policy.Tasks {
-		if t.State == clientpolicy.TaskRunning && t.CPU >= h.trueCPU[t]-finishSlack {
-			t.CPU = h.trueCPU[t]
-			h.policy.TaskFinished(t, now)
-			s.rec.Completed(h.projects[h.local(t.Project)])
-			reschedule = true
+	h.sync(now)
+	for _, pol := range h.policies() {
+		for _, t := range pol.Tasks {
+			if t.State == clientpolicy.TaskRunning && t.CPU >= h.trueCPU[t]-finishSlack {
+				t.CPU = h.trueCPU[t]
+				pol.TaskFinished(t, now)
+				s.rec.Completed(h.projects[h.local(t.Project)])
+				switch {
+				case pol == h.gpu:
+					s.hw.GPUTasks++
+				case t.NCPUs > 1:
+					s.hw.MTTasks++
+				}
+				reschedule = true
+			}
 		}
 	}
-	if reschedule || now >= h.policy.NextSchedule() {
-		h.policy.Schedule(now)
+	if reschedule || now >= h.nextSchedule() {
+		h.schedule(now)
 	}
 	if s.contact(h, now) > 0 {
 		// One pass of the CPU scheduler for all the tasks that arrived.
-		h.policy.Schedule(now)
+		h.schedule(now)
 		if s.opts.checkFeasible {
 			s.stats.fetches++
 			if !h.policy.Feasible(now) {
@@ -193,17 +237,22 @@ func (s *sim) wake(h *host, now float64) {
 // period end, possible RPC and on/off change.
 func (s *sim) nextWake(h *host, now float64) float64 {
 	next := h.toggleAt
-	running := 0
-	for _, t := range h.policy.Tasks {
-		if t.State == clientpolicy.TaskRunning {
-			running++
-			next = min(next, now+h.trueCPU[t]-t.CPU)
+	h.sync(now)
+	for _, pol := range h.policies() {
+		running, busy := 0, 0.0
+		for _, t := range pol.Tasks {
+			if t.State == clientpolicy.TaskRunning {
+				running++
+				busy += max(t.NCPUs, 1)
+				next = min(next, now+h.trueCPU[t]-t.CPU)
+			}
 		}
+		// A task wider than the host may run alone.
+		if running > 1 && busy > float64(pol.NCPUs)+1e-9 {
+			s.stats.overbooked++
+		}
+		next = min(next, pol.NextSchedule(), pol.NextRPCTime(now))
 	}
-	if running > h.policy.NCPUs {
-		s.stats.overbooked++
-	}
-	next = min(next, h.policy.NextSchedule(), h.policy.NextRPCTime(now))
 	if !(next > now) { // also catches NaN
 		s.stats.stalls++
 		next = now + stallStep
@@ -224,28 +273,48 @@ func (s *sim) advance(h *host, to float64) {
 		return
 	}
 	dt := to - from
-	s.rec.AddAvailable(float64(h.policy.NCPUs) * dt)
-	for _, t := range h.policy.Tasks {
-		if t.State != clientpolicy.TaskRunning {
-			continue
+	ncpus := float64(h.policy.NCPUs)
+	s.rec.AddAvailable(ncpus * dt)
+	var cpuBusy, gpuBusy float64
+	for _, pol := range h.policies() {
+		for _, t := range pol.Tasks {
+			if t.State != clientpolicy.TaskRunning {
+				continue
+			}
+			gain := min(dt, h.trueCPU[t]-t.CPU)
+			if gain <= 0 {
+				continue
+			}
+			t.CPU += gain
+			width := max(t.NCPUs, 1)
+			if pol == h.gpu {
+				gpuBusy += gain * width
+				continue // the report's shares are of the CPUs
+			}
+			cpuBusy += gain * width
+			k := h.local(t.Project)
+			h.cpu[k] += gain * width
+			s.recordCPU(h.projects[k], from, from+gain, width)
 		}
-		gain := min(dt, h.trueCPU[t]-t.CPU)
-		if gain <= 0 {
-			continue
-		}
-		t.CPU += gain
-		k := h.local(t.Project)
-		h.cpu[k] += gain
-		s.recordCPU(h.projects[k], from, from+gain)
+	}
+	s.hw.cpuBusy += min(cpuBusy, ncpus*dt)
+	s.hw.cpuAvail += ncpus * dt
+	if h.gpu != nil {
+		ngpus := float64(h.gpu.NCPUs)
+		s.hw.gpuBusy += min(gpuBusy, ngpus*dt)
+		s.hw.gpuAvail += ngpus * dt
+		s.hw.gpuHostCPUBusy += min(cpuBusy, ncpus*dt)
+		s.hw.gpuHostCPUAvail += ncpus * dt
 	}
 }
 
-// recordCPU records CPU computed for project j from..to, split at the
-// series' interval ends so each interval gets what was computed in it.
-func (s *sim) recordCPU(j int, from, to float64) {
+// recordCPU records CPU computed for project j from..to on width CPUs,
+// split at the series' interval ends so each interval gets what was
+// computed in it.
+func (s *sim) recordCPU(j int, from, to, width float64) {
 	for from < to {
 		seg := min(to, (math.Floor(from/s.sample)+1)*s.sample)
-		s.rec.CPU(j, seg, seg-from)
+		s.rec.CPU(j, seg, (seg-from)*width)
 		from = seg
 	}
 }
@@ -256,7 +325,11 @@ func (s *sim) contact(h *host, now float64) int {
 	clear(h.contacted)
 	received := 0
 	for {
+		h.sync(now)
 		req, ok := h.policy.NextRPC(now)
+		if !ok && h.gpu != nil {
+			req, ok = h.gpu.NextRPC(now)
+		}
 		if !ok {
 			return received
 		}
@@ -275,7 +348,7 @@ func (s *sim) contact(h *host, now float64) int {
 func (s *sim) rpc(h *host, k int, req clientpolicy.WorkRequest, now float64) int {
 	j := h.projects[k]
 	srv := s.servers[j]
-	p := req.Project
+	p := h.policy.Projects[k]
 	failed := srv.down(now)
 	srv.countRPC(now)
 	s.rec.RPC(j, now, failed)
@@ -285,40 +358,82 @@ func (s *sim) rpc(h *host, k int, req clientpolicy.WorkRequest, now float64) int
 	}
 
 	// Every finished task of the project goes in the request.
-	var done []*clientpolicy.Task
-	for _, t := range h.policy.Tasks {
-		if t.Project == p && t.State == clientpolicy.TaskDone {
-			done = append(done, t)
+	for _, pol := range h.policies() {
+		var done []*clientpolicy.Task
+		for _, t := range pol.Tasks {
+			if t.Project == pol.Projects[k] && t.State == clientpolicy.TaskDone {
+				done = append(done, t)
+			}
 		}
-	}
-	for _, t := range done {
-		s.rec.Reported(j, srv.countReport(t, now))
-		h.policy.RemoveTask(t)
-		delete(h.trueCPU, t)
+		for _, t := range done {
+			s.rec.Reported(j, srv.countReport(t, now))
+			pol.RemoveTask(t)
+			delete(h.trueCPU, t)
+		}
 	}
 
-	received := 0
-	if req.Seconds > 0 {
-		if srv.noWork(now) {
-			s.rec.NoWork(j)
-		} else {
-			var est float64
-			for _, nt := range srv.work(req.Seconds, h.flops, now, h.rng) {
-				h.nextID++
-				t := &clientpolicy.Task{ID: h.nextID, Project: p, EstCPU: nt.estCPU, Deadline: nt.deadline, Received: now}
-				h.policy.AddTask(t)
-				h.trueCPU[t] = nt.trueCPU
-				est += nt.estCPU
-				received++
-			}
-			s.rec.Fetched(j, received, est)
-		}
+	// Each resource asks for what it needs (the policy that chose the RPC
+	// decided its own figure).
+	cpuSecs := req.Seconds
+	if req.Project != p {
+		cpuSecs = h.policy.WorkRequestSeconds(p, now)
 	}
+	received := s.fetch(h, h.policy, p, j, cpuSecs, now, srv.work, h.flops)
 	h.policy.RPCSucceeded(p, now, clientpolicy.Reply{
 		RequestDelay: srv.project.Server.RequestDelay.Seconds(),
-		AskedSeconds: req.Seconds,
+		AskedSeconds: cpuSecs,
 		NewTasks:     received,
 	}, s.jitter(h))
+	if h.gpu == nil {
+		return received
+	}
+	gp := h.gpu.Projects[k]
+	gpuSecs := req.Seconds
+	if req.Project != gp {
+		gpuSecs = h.gpu.WorkRequestSeconds(gp, now)
+	}
+	got := 0
+	if srv.project.GPUJob == nil {
+		gp.NoApps = true // the reply's <no_rsc_apps>
+		gpuSecs = 0
+	} else {
+		got = s.fetch(h, h.gpu, gp, j, gpuSecs, now, srv.gpuWork, h.gpuFlops)
+	}
+	h.gpu.RPCSucceeded(gp, now, clientpolicy.Reply{
+		RequestDelay: srv.project.Server.RequestDelay.Seconds(),
+		AskedSeconds: gpuSecs,
+		NewTasks:     got,
+	}, s.jitter(h))
+	return received + got
+}
+
+// fetch asks project j's server model for seconds of work for one of h's
+// resources (pol, where the project is p), at speed flops per instance,
+// and adds what it sends. It returns how many tasks arrived.
+func (s *sim) fetch(h *host, pol *clientpolicy.Host, p *clientpolicy.Project, j int, seconds, now float64,
+	work func(seconds, flops, ncpus, now float64, r *rand.Rand) []newTask, flops float64) int {
+	if !(seconds > 0) {
+		return 0
+	}
+	srv := s.servers[j]
+	if srv.noWork(now) {
+		s.rec.NoWork(j)
+		return 0
+	}
+	received := 0
+	var est float64
+	for _, nt := range work(seconds, flops, float64(h.policy.NCPUs), now, h.rng) {
+		h.nextID++
+		t := &clientpolicy.Task{ID: h.nextID, Project: p, EstCPU: nt.estCPU, Deadline: nt.deadline, Received: now}
+		if nt.ncpus > 1 {
+			t.NCPUs = nt.ncpus
+		}
+		pol.AddTask(t)
+		h.trueCPU[t] = nt.trueCPU
+		est += nt.estCPU * nt.ncpus
+		received++
+	}
+	s.rec.Fetched(j, received, est)
 	return received
 }
 

@@ -165,7 +165,7 @@ func TestServerSendsWorkCoveringTheRequest(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			srv := newServer(Project{Job: Job{FpopsEst: 1e12, DelayBound: hour}, Server: Server{MaxTasks: c.maxTasks}}, 3600)
-			got := srv.work(c.seconds, c.flops, 100, rand.New(rand.NewPCG(1, 2)))
+			got := srv.work(c.seconds, c.flops, 1, 100, rand.New(rand.NewPCG(1, 2)))
 			if len(got) != c.wantN {
 				t.Fatalf("work(%g s) = %d tasks, want %d", c.seconds, len(got), c.wantN)
 			}

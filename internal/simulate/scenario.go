@@ -71,6 +71,23 @@ type Population struct {
 	// StartWithin spreads the hosts' first start uniformly over this much time from
 	// the beginning of the run, as volunteers do not all switch on at one instant; default 0.
 	StartWithin Duration `yaml:"start_within"`
+	// ActivityWindow is the time constant over which each host measures
+	// the fraction of time it is on, the active fraction of its work fetch
+	// (clientpolicy.Activity). A host starts with what it measured over a
+	// history of two windows of its own on/off process before the run, as
+	// an established volunteer would; default DefaultActivityWindow, the
+	// real client's ten days.
+	ActivityWindow Duration `yaml:"activity_window"`
+	// GPUFrac is the share of hosts with GPUs; default 0. Each has GPUs
+	// of one kind, a resource of its own with its own work fetch and
+	// scheduler (clientpolicy.Host), as the real client's per-resource
+	// work fetch.
+	GPUFrac float64 `yaml:"gpu_frac"`
+	// GPUs is a GPU host's GPU count; default 1.
+	GPUs int `yaml:"gpus"`
+	// GPUFlops is the speed of one GPU on the projects' GPU jobs, drawn
+	// log-uniformly; default 1e11 to 1e12.
+	GPUFlops Range `yaml:"gpu_flops"`
 }
 
 // CPUChoice is one CPU count of the population and how often it occurs.
@@ -104,6 +121,10 @@ type Project struct {
 	Attach float64 `yaml:"attach"`
 	// Job describes the project's tasks.
 	Job Job `yaml:"job"`
+	// GPUJob, when set, is the project's jobs for GPUs, sent for a GPU
+	// host's GPU requests; a project without one answers them with
+	// <no_rsc_apps>, so its hosts stop asking.
+	GPUJob *Job `yaml:"gpu_job"`
 	// Server describes the project's scheduler.
 	Server Server `yaml:"server"`
 }
@@ -118,6 +139,10 @@ type Job struct {
 	RuntimeSpread float64 `yaml:"runtime_spread"`
 	// DelayBound is the time from sending a task to its report deadline.
 	DelayBound Duration `yaml:"delay_bound"`
+	// NCPUs is the CPUs one task of a multi-threaded app uses (its
+	// avg_ncpus; it runs that many times as fast); default 1. Not for
+	// gpu_job.
+	NCPUs float64 `yaml:"ncpus"`
 }
 
 // Server is the behaviour of a project's scheduler.
@@ -172,16 +197,17 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
 // Defaults of a scenario's fields (see the field comments).
 const (
-	DefaultHosts         = 100
-	DefaultDuration      = Duration(48 * time.Hour)
-	DefaultSampleEvery   = Duration(time.Hour)
-	DefaultConnectPeriod = Duration(12 * time.Hour)
-	DefaultSchedPeriod   = Duration(time.Hour)
-	DefaultReportAfter   = Duration(24 * time.Hour)
-	DefaultReportMargin  = Duration(time.Hour)
-	DefaultMeanOn        = Duration(8 * time.Hour)
-	DefaultRequestDelay  = Duration(time.Minute)
-	DefaultMaxTasks      = 50
+	DefaultHosts          = 100
+	DefaultDuration       = Duration(48 * time.Hour)
+	DefaultSampleEvery    = Duration(time.Hour)
+	DefaultConnectPeriod  = Duration(12 * time.Hour)
+	DefaultSchedPeriod    = Duration(time.Hour)
+	DefaultReportAfter    = Duration(24 * time.Hour)
+	DefaultReportMargin   = Duration(time.Hour)
+	DefaultMeanOn         = Duration(8 * time.Hour)
+	DefaultActivityWindow = Duration(240 * time.Hour)
+	DefaultRequestDelay   = Duration(time.Minute)
+	DefaultMaxTasks       = 50
 )
 
 // maxHosts and maxDuration bound a scenario so a typo cannot exhaust
@@ -280,6 +306,13 @@ func (sc Scenario) Normalized() Scenario {
 		pop.OnFrac = Range{Min: 1, Max: 1}
 	}
 	setDuration(&pop.MeanOn, DefaultMeanOn)
+	setDuration(&pop.ActivityWindow, DefaultActivityWindow)
+	if pop.GPUs == 0 {
+		pop.GPUs = 1
+	}
+	if pop.GPUFlops == (Range{}) {
+		pop.GPUFlops = Range{Min: 1e11, Max: 1e12}
+	}
 
 	projects := make([]Project, len(sc.Projects))
 	for i, p := range sc.Projects {
@@ -287,6 +320,14 @@ func (sc Scenario) Normalized() Scenario {
 			p.Attach = 1
 		}
 		setDuration(&p.Server.RequestDelay, DefaultRequestDelay)
+		if p.Job.NCPUs == 0 {
+			p.Job.NCPUs = 1
+		}
+		if p.GPUJob != nil {
+			j := *p.GPUJob
+			j.NCPUs = 1
+			p.GPUJob = &j
+		}
 		if p.Server.MaxTasks == 0 {
 			p.Server.MaxTasks = DefaultMaxTasks
 		}
@@ -359,6 +400,15 @@ func (sc Scenario) Validate() error {
 	if pop.MeanOn <= 0 {
 		bad("population.mean_on", "want > 0, got %s", pop.MeanOn)
 	}
+	if !(pop.GPUFrac >= 0 && pop.GPUFrac <= 1) {
+		bad("population.gpu_frac", "want 0 to 1, got %g", pop.GPUFrac)
+	}
+	if pop.GPUs < 1 || pop.GPUs > 64 {
+		bad("population.gpus", "want 1 to 64, got %d", pop.GPUs)
+	}
+	if !(pop.GPUFlops.Min > 0) || !(pop.GPUFlops.Max >= pop.GPUFlops.Min) {
+		bad("population.gpu_flops", "want 0 < min <= max, got min %g max %g", pop.GPUFlops.Min, pop.GPUFlops.Max)
+	}
 	if pop.StartWithin < 0 || pop.StartWithin > sc.Duration {
 		bad("population.start_within", "want 0 to duration (%s), got %s", sc.Duration, pop.StartWithin)
 	}
@@ -390,6 +440,20 @@ func (sc Scenario) Validate() error {
 		}
 		if p.Job.DelayBound <= 0 {
 			bad(field+".job.delay_bound", "want > 0, got %s", p.Job.DelayBound)
+		}
+		if !(p.Job.NCPUs >= 1) || p.Job.NCPUs > 1024 {
+			bad(field+".job.ncpus", "want 1 to 1024, got %g", p.Job.NCPUs)
+		}
+		if g := p.GPUJob; g != nil {
+			if !(g.FpopsEst > 0) {
+				bad(field+".gpu_job.fpops_est", "want > 0, got %g", g.FpopsEst)
+			}
+			if !(g.RuntimeSpread >= 0) || g.RuntimeSpread > 2 {
+				bad(field+".gpu_job.runtime_spread", "want 0 to 2, got %g", g.RuntimeSpread)
+			}
+			if g.DelayBound <= 0 {
+				bad(field+".gpu_job.delay_bound", "want > 0, got %s", g.DelayBound)
+			}
 		}
 		if p.Server.RequestDelay < 0 {
 			bad(field+".server.request_delay", "want >= 0, got %s", p.Server.RequestDelay)

@@ -65,22 +65,40 @@ func (s *server) countReport(t *clientpolicy.Task, now float64) (late bool) {
 // time and the CPU time it will really take.
 type newTask struct {
 	estCPU, trueCPU, deadline float64
+	ncpus                     float64 // threads of a multi-threaded task
 }
 
 // work answers a request for seconds of CPU work from a host whose CPUs run
 // flops each: tasks until their estimated CPU covers the request, at least
 // one and at most MaxTasks. r draws the true runtimes.
-func (s *server) work(seconds, flops, now float64, r *rand.Rand) []newTask {
-	est := s.project.Job.FpopsEst / flops
-	n := int(math.Ceil(seconds / est))
+func (s *server) work(seconds, flops, ncpus, now float64, r *rand.Rand) []newTask {
+	return s.jobs(s.project.Job, seconds, flops, ncpus, now, r)
+}
+
+// gpuWork is work for a GPU of the given speed, from the project's GPU
+// jobs.
+func (s *server) gpuWork(seconds, flops, _, now float64, r *rand.Rand) []newTask {
+	return s.jobs(*s.project.GPUJob, seconds, flops, 1, now, r)
+}
+
+// jobs is tasks of job until their estimated CPU seconds (CPU-seconds of
+// all their threads) cover seconds, at least one and at most MaxTasks;
+// estCPU and trueCPU are running times on job.NCPUs instances of speed
+// flops, or on the host's hostCPUs if it has fewer (the real client runs
+// a multi-threaded app on the CPUs it has).
+func (s *server) jobs(job Job, seconds, flops, hostCPUs, now float64, r *rand.Rand) []newTask {
+	ncpus := max(min(job.NCPUs, hostCPUs), 1)
+	est := job.FpopsEst / (flops * ncpus)
+	n := int(math.Ceil(seconds / (est * ncpus)))
 	n = max(1, min(n, s.project.Server.MaxTasks))
 	tasks := make([]newTask, n)
-	deadline := now + s.project.Job.DelayBound.Seconds()
+	deadline := now + job.DelayBound.Seconds()
 	for i := range tasks {
 		tasks[i] = newTask{
 			estCPU:   est,
-			trueCPU:  est * runtimeFactor(s.project.Job.RuntimeSpread, r),
+			trueCPU:  est * runtimeFactor(job.RuntimeSpread, r),
 			deadline: deadline,
+			ncpus:    ncpus,
 		}
 	}
 	return tasks

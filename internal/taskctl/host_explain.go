@@ -79,7 +79,7 @@ func (t *tool) hostCommand() *cli.Command {
 				config.PlanClassSpecFlag(),
 			},
 			Action: t.hostExplain,
-		}, hostShowCommand(t.hostShow)},
+		}, t.hostShowCommand(), hostAppVersionsCommand(t.hostAppVersions)},
 	}
 }
 
@@ -172,6 +172,7 @@ func (t *tool) printExplanation(ex scheduler.Explanation, h row.Host, source str
 	}
 	t.printf("host %d (user %d): %d CPUs at %.3g GFLOPS, %s RAM, %s free disk; platforms %s\n", ex.HostID, ex.UserID,
 		max(h.PNCPUs, 1), h.PFpops/1e9, bytesText(h.MNbytes), bytesText(h.DFree), strings.Join(ex.Platforms, ", "))
+	t.printf("coprocessors: %s\n", coprocsSummary(h.Coprocs))
 	t.printf("asks for %.0f s of work, %g instances; %d tasks in progress of %d allowed%s\n", ex.WorkSeconds, ex.Instances,
 		ex.InProgress, ex.Limit, quar)
 	t.printf("%d candidates from %s\n\n", len(ex.Candidates), source)

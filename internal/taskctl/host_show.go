@@ -4,152 +4,144 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
-	"github.com/taskserver/taskserver/internal/hostav"
+	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
-func hostShowCommand(action cli.ActionFunc) *cli.Command {
+func (t *tool) hostShowCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "show",
-		Usage: "what a host has shown of each app version it ran: runtimes, rate, daily quota, errors",
-		Description: "Prints the host's host_app_version rows: for each app version (or anonymous-platform build) the\n" +
-			"valid results measured, the median and mean seconds per GFLOP of estimated work (the scheduler uses\n" +
-			"the median's rate once there are enough samples), the daily quota per CPU or GPU (\"full\" is the\n" +
-			"project's --daily-result-quota, shrunk by one per error and doubled back per valid result), the jobs\n" +
-			"sent today, errors, valid results and the valid streak.",
-		Before: config.LoadFile,
+		Usage: "print what a host reported of itself: OS, CPUs and their features, memory, client version, coprocessors (GPUs)",
 		Flags: []cli.Flag{
 			&cli.Int64Flag{Name: "host", Required: true, Usage: "host id"},
-			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON (the host row and its coprocessors) instead of text"},
 		},
-		Action: action,
-	}
-}
-
-// hostVersion is a host_app_version row as host show prints it.
-type hostVersion struct {
-	row.HostAppVersion
-	// Version names the app version: app name, version number, plan class.
-	Version string `json:"version"`
-	// Rate is the FLOPS the host's own results show (1/median), 0 before
-	// any; Trusted says the scheduler uses it (hostav.MinSamples).
-	Rate    float64 `json:"rate"`
-	Trusted bool    `json:"trusted"`
-	// JobsToday is NJobsToday when Day is today, else 0.
-	JobsToday int `json:"jobs_today"`
-}
-
-func (t *tool) hostShow(c *cli.Context) error {
-	return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
-		id := c.Int64("host")
-		h, err := st.HostGet(ctx, id)
-		if err != nil {
-			return fmt.Errorf("host %d: %w", id, err)
-		}
-		havs, err := st.HostAppVersionListByHost(ctx, id)
-		if err != nil {
-			return err
-		}
-		names, err := versionNames(ctx, st)
-		if err != nil {
-			return err
-		}
-		today := hostav.Day(t.now().Unix())
-		out := make([]hostVersion, len(havs))
-		for i, r := range havs {
-			v := hostVersion{HostAppVersion: r, Version: names.name(r.AppVersionID)}
-			if r.EtMedian > 0 {
-				v.Rate = 1 / r.EtMedian
-				v.Trusted = r.EtN >= hostav.MinSamples
-			}
-			if r.Day == today {
-				v.JobsToday = r.NJobsToday
-			}
-			out[i] = v
-		}
-		if c.Bool("json") {
-			enc := json.NewEncoder(t.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(out)
-		}
-		t.printf("host %d (user %d): %d CPUs at %.3g GFLOPS (benchmark), %s RAM\n", h.ID, h.UserID, max(h.PNCPUs, 1),
-			h.PFpops/1e9, bytesText(h.MNbytes))
-		if len(out) == 0 {
-			t.printf("no app version run yet\n")
-			return nil
-		}
-		tw := tabwriter.NewWriter(t.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "VERSION\tSAMPLES\tMEDIAN s/GFLOP\tMEAN s/GFLOP\tRATE GFLOPS\tQUOTA/DAY\tTODAY\tERRORS\tVALID\tSTREAK\tTURNAROUND s")
-		for _, v := range out {
-			rate := "-"
-			if v.Rate > 0 {
-				rate = fmt.Sprintf("%.3g", v.Rate/1e9)
-				if !v.Trusted {
-					rate += " (few)"
+		Action: func(c *cli.Context) error {
+			return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
+				h, err := st.HostGet(ctx, c.Int64("host"))
+				if err != nil {
+					return err
 				}
-			}
-			quota := "full"
-			if v.MaxJobsPerDay > 0 {
-				quota = fmt.Sprint(v.MaxJobsPerDay)
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%.4g\t%.4g\t%s\t%s\t%d\t%d\t%d\t%d\t%.0f\n", v.Version, v.EtN, v.EtMedian*1e9,
-				v.EtAvg*1e9, rate, quota, v.JobsToday, v.NErrors, v.NValid, v.ConsecutiveValid, v.TurnaroundAvg)
+				cs, err := protocol.DecodeCoprocs(h.Coprocs)
+				if err != nil {
+					// Shown as stored: the operator sees what is there.
+					t.notef("host %d: coprocessors not readable (%v): %q\n", h.ID, err, h.Coprocs)
+				}
+				if c.Bool("json") {
+					enc := json.NewEncoder(t.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(struct {
+						Host    row.Host          `json:"host"`
+						Coprocs []protocol.Coproc `json:"coprocs"`
+					}{h, cs})
+				}
+				return t.printHost(h, cs)
+			})
+		},
+	}
+}
+
+func (t *tool) printHost(h row.Host, cs []protocol.Coproc) error {
+	t.printf("host %d (user %d), %s, cpid %s\n", h.ID, h.UserID, orDefault(h.DomainName, "no domain name"), orDefault(h.HostCPID, "none"))
+	last := "never"
+	if h.RPCTime > 0 {
+		last = time.Unix(h.RPCTime, 0).UTC().Format(time.RFC3339)
+	}
+	t.printf("last request %s from %s, rpc_seqno %d, client %s\n", last, orDefault(h.LastIPAddr, "unknown"), h.RPCSeqno,
+		clientVersionText(h.ClientVersion))
+	t.printf("OS: %s %s\n", h.OSName, h.OSVersion)
+	t.printf("CPU: %s %s; %d CPUs at %.3g GFLOPS each\n", h.PVendor, h.PModel, max(h.PNCPUs, 1), h.PFpops/1e9)
+	t.printf("CPU features: %s\n", orDefault(h.PFeatures, "none reported"))
+	t.printf("memory %s, swap %s, disk %s free of %s\n", bytesText(h.MNbytes), bytesText(h.MSwap), bytesText(h.DFree), bytesText(h.DTotal))
+	t.printf("on %.0f%% of the time, computing %.0f%% of that; average turnaround %.0f s; %d valid in a row, error streak %d\n",
+		h.OnFrac*100, h.ActiveFrac*100, h.AvgTurnaround, h.ConsecutiveValid, h.ErrorStreak)
+	if len(cs) == 0 {
+		t.printf("coprocessors: none\n")
+		return nil
+	}
+	t.printf("coprocessors:\n")
+	tw := tabwriter.NewWriter(t.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TYPE\tCOUNT\tNAME\tRAM\tPEAK GFLOPS\tDRIVER\tDETAILS")
+	for _, c := range cs {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%.0f\t%s\t%s\n", c.Type, c.Count, orDefault(c.Name, "-"), bytesText(c.RAM), c.PeakFlops/1e9,
+			orDefault(intText(c.DriverVersion), "-"), orDefault(coprocDetails(c), "-"))
+	}
+	return tw.Flush()
+}
+
+// coprocDetails is what a plan class may test of c beyond its columns.
+func coprocDetails(c protocol.Coproc) string {
+	var d []string
+	if c.HaveCUDA {
+		d = append(d, "CUDA "+intText(c.CUDAVersion))
+	}
+	if c.ComputeCapability > 0 {
+		d = append(d, fmt.Sprintf("compute capability %d.%d", c.ComputeCapability/100, c.ComputeCapability%100))
+	}
+	if c.HaveCAL {
+		d = append(d, "CAL")
+	}
+	if c.CALTarget > 0 {
+		d = append(d, fmt.Sprintf("CAL target %d", c.CALTarget))
+	}
+	if c.ATILibs {
+		d = append(d, "ATI libraries")
+	}
+	if c.AMDLibs {
+		d = append(d, "AMD libraries")
+	}
+	if c.MetalSupport > 0 {
+		d = append(d, fmt.Sprintf("Metal %d", c.MetalSupport))
+	}
+	if o := c.OpenCL; o != nil {
+		s := orDefault(o.DeviceVersion, "OpenCL")
+		if o.DoubleFPConfig != 0 {
+			s += ", double precision"
 		}
-		return tw.Flush()
-	})
+		d = append(d, s)
+	}
+	return strings.Join(d, "; ")
 }
 
-// versionCatalog names app versions and apps by id.
-type versionCatalog struct {
-	apps     map[int64]row.App
-	versions map[int64]row.AppVersion
+func intText(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprint(n)
 }
 
-func versionNames(ctx context.Context, st *store.Store) (versionCatalog, error) {
-	apps, err := st.AppList(ctx)
+// clientVersionText is 72002 as "7.20.2".
+func clientVersionText(v int) string {
+	if v <= 0 {
+		return "version unknown"
+	}
+	return fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100)
+}
+
+// coprocsSummary is a host's coprocessors on one line, "none" if it has
+// none.
+func coprocsSummary(stored string) string {
+	cs, err := protocol.DecodeCoprocs(stored)
 	if err != nil {
-		return versionCatalog{}, err
+		return "not readable"
 	}
-	vs, err := st.AppVersionList(ctx)
-	if err != nil {
-		return versionCatalog{}, err
+	if len(cs) == 0 {
+		return "none"
 	}
-	c := versionCatalog{apps: map[int64]row.App{}, versions: map[int64]row.AppVersion{}}
-	for _, a := range apps {
-		c.apps[a.ID] = a
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%d × %s", c.Count, c.Type)
+		if c.Name != "" {
+			parts[i] += " (" + c.Name + ")"
+		}
 	}
-	for _, v := range vs {
-		c.versions[v.ID] = v
-	}
-	return c, nil
-}
-
-// name is "app version_num [plan_class] (#id)", or for an anonymous-platform
-// key "app anonymous <resource>".
-func (c versionCatalog) name(id int64) string {
-	if appID, res, ok := hostav.SplitGeneralizedID(id); ok {
-		return fmt.Sprintf("%s anonymous %s", c.appName(appID), hostav.AnonResourceName(res))
-	}
-	v, ok := c.versions[id]
-	if !ok {
-		return fmt.Sprintf("#%d (deleted)", id)
-	}
-	s := fmt.Sprintf("%s %d", c.appName(v.AppID), v.VersionNum)
-	if v.PlanClass != "" {
-		s += " " + v.PlanClass
-	}
-	return fmt.Sprintf("%s (#%d)", s, id)
-}
-
-func (c versionCatalog) appName(id int64) string {
-	if a, ok := c.apps[id]; ok {
-		return a.Name
-	}
-	return fmt.Sprintf("app %d", id)
+	return strings.Join(parts, ", ")
 }

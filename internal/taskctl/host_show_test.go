@@ -2,59 +2,59 @@ package taskctl_test
 
 import (
 	"encoding/json"
-	"math"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/taskserver/taskserver/internal/hostav"
+	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
+// host show prints what the host has, its coprocessors with what plan
+// classes test of them; host explain names them too.
 func TestHostShow(t *testing.T) {
 	b := setup(t, storetest.NewDatabase(t))
-	p := prepareExplain(t, b)
-	host := strconv.FormatInt(p.host, 10)
-	out := b.mustRun(t, "host", "show", "--host", host)
-	if !strings.Contains(out, "no app version run yet") {
-		t.Errorf("host show of a host without rows:\n%s\nwant it to say none", out)
-	}
-	today := hostav.Day(b.now.Unix())
-	// Version 1 (demo 100): 12 samples of a median 2 s per GFLOP, quota
-	// shrunk to 3, 4 jobs today; an anonymous NVIDIA build: one sample,
-	// jobs counted yesterday.
-	storetest.Exec(t, b.st, `INSERT INTO host_app_version (host_id, app_version_id, et_n, et_avg, et_median,
-consecutive_valid, max_jobs_per_day, n_jobs_today, day, n_errors, n_valid, turnaround_avg)
-VALUES (?, 1, 12, 2.5e-9, 2e-9, 2, 3, 4, ?, 5, 12, 3600), (?, ?, 1, 1e-10, 1e-10, 1, 0, 7, ?, 0, 1, 60)`,
-		p.host, today, p.host, hostav.GeneralizedID(1, hostav.AnonNVIDIA), today-1)
-	out = b.mustRun(t, "host", "show", "--host", host)
-	t.Logf("host show:\n%s", out)
-	lines := strings.Split(out, "\n")
-	if len(lines) < 4 {
-		t.Fatalf("host show: %q, want a header and two rows", out)
-	}
-	for _, want := range []struct {
-		line   int
-		fields []string
-	}{
-		{3, []string{"demo 100 (#1)", "12", "2", "2.5", "0.5", "3", "4", "5", "12", "2", "3600"}},
-		{2, []string{"demo anonymous nvidia", "1", "0.1", "0.1", "10 (few)", "full", "0", "0", "1", "1", "60"}},
-	} {
-		got := strings.Join(strings.Fields(lines[want.line]), " ")
-		if w := strings.Join(want.fields, " "); !strings.Contains(got, w) {
-			t.Errorf("host show line %d: %q, want %q", want.line, got, w)
+	user := storetest.User(t, b.st, storetest.UserOptions{}).ID
+	coprocs := protocol.EncodeCoprocs([]protocol.Coproc{
+		{Type: protocol.ResourceNVIDIA, Count: 2, Name: "NVIDIA GeForce RTX 3070", RAM: 8e9, PeakFlops: 2e13, DriverVersion: 53518,
+			CUDAVersion: 12020, ComputeCapability: 806, HaveCUDA: true,
+			OpenCL: &protocol.OpenCLProp{DeviceVersion: "OpenCL 3.0 CUDA", DoubleFPConfig: 63}},
+		{Type: "miner_asic", Count: 1, PeakFlops: 1e11},
+	})
+	gpu := storetest.Host(t, b.st, storetest.HostOptions{CreateTime: 1, User: user, PNCPUs: 8, PFpops: 4e9, MNbytes: 16e9,
+		OSName: "Linux Ubuntu", OSVersion: "6.5.0", PVendor: "GenuineIntel", PModel: "i7-8700", PFeatures: "sse2 avx2",
+		ClientVersion: 72002, Coprocs: coprocs}).ID
+	plain := storetest.Host(t, b.st, storetest.HostOptions{CreateTime: 1, User: user, PNCPUs: 1}).ID
+
+	out := b.mustRun(t, "host", "show", "--host", strconv.FormatInt(gpu, 10))
+	for _, want := range []string{"client 7.20.2", "CPU features: sse2 avx2", "NVIDIA", "NVIDIA GeForce RTX 3070", "CUDA 12020",
+		"compute capability 8.6", "OpenCL 3.0 CUDA, double precision", "53518", "miner_asic", "20000"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("host show lacks %q:\n%s", want, out)
 		}
 	}
-	var rows []struct {
-		Version   string  `json:"version"`
-		Rate      float64 `json:"rate"`
-		Trusted   bool    `json:"trusted"`
-		JobsToday int     `json:"jobs_today"`
+	var js struct {
+		Host struct {
+			ID int64
+		} `json:"host"`
+		Coprocs []protocol.Coproc `json:"coprocs"`
 	}
-	if err := json.Unmarshal([]byte(b.mustRun(t, "host", "show", "--host", host, "--json")), &rows); err != nil {
-		t.Fatal(err)
+	out = b.mustRun(t, "host", "show", "--host", strconv.FormatInt(gpu, 10), "--json")
+	if err := json.Unmarshal([]byte(out), &js); err != nil || js.Host.ID != gpu || len(js.Coprocs) != 2 ||
+		js.Coprocs[0].ComputeCapability != 806 {
+		t.Errorf("host show --json = %+v, %v\n%s", js, err, out)
 	}
-	if len(rows) != 2 || !rows[1].Trusted || rows[1].JobsToday != 4 || math.Abs(rows[1].Rate-5e8) > 1 || rows[0].Trusted {
-		t.Errorf("host show --json = %+v; want the anonymous row first (untrusted), then demo 100 trusted at 5e8 with 4 jobs today", rows)
+	if out := b.mustRun(t, "host", "show", "--host", strconv.FormatInt(plain, 10)); !strings.Contains(out, "coprocessors: none") ||
+		!strings.Contains(out, "client version unknown") {
+		t.Errorf("host show of a host without coprocessors:\n%s", out)
+	}
+	if _, _, err := b.run(t, "host", "show", "--host", "999999"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("host show of no host = %v, want not found", err)
+	}
+	out = b.mustRun(t, "host", "explain", "--host", strconv.FormatInt(gpu, 10), "--shm-path", t.TempDir()+"/none", "--platform", "x")
+	if !strings.Contains(out, "coprocessors: 2 × NVIDIA (NVIDIA GeForce RTX 3070), 1 × miner_asic") {
+		t.Errorf("host explain does not name the coprocessors:\n%s", out)
 	}
 }
