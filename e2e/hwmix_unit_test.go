@@ -7,6 +7,7 @@ import (
 	"github.com/taskserver/taskserver/internal/hostav"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/simclient"
+	"github.com/taskserver/taskserver/internal/simreport"
 	"github.com/taskserver/taskserver/internal/state"
 )
 
@@ -47,7 +48,7 @@ func hwFixture() hwData {
 }
 
 func goodReport() simclient.HardwareStats {
-	return simclient.HardwareStats{GPUBusyFrac: 0.9, GPUHostCPUBusyFrac: 0.9}
+	return simclient.HardwareStats{Hardware: simreport.Hardware{GPUBusyFrac: 0.9, GPUHostCPUBusyFrac: 0.9}}
 }
 
 // TestHardwareMixChecks: the checks pass a run that keeps the promises and
