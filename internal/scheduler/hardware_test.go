@@ -185,3 +185,24 @@ func TestChooseUsage(t *testing.T) {
 		t.Errorf("anonymous builds = %d resources, want 2 (the host has no AMD GPU)", len(got))
 	}
 }
+
+// BenchmarkChoose is the version choice of one request: a host with four
+// CPUs and a GPU, an app with a plain, a two-thread and a CUDA version,
+// and the host's records of two of them.
+func BenchmarkChoose(b *testing.B) {
+	cat := newCatalog(shmcache.Tables{
+		Platforms: []row.Platform{{ID: 1, Name: "x86_64-pc-linux-gnu"}},
+		Apps:      []row.App{{ID: 10, Name: "sim"}},
+		AppVersions: []row.AppVersion{{ID: 100, AppID: 10, VersionNum: 100, PlatformID: 1},
+			{ID: 101, AppID: 10, VersionNum: 100, PlatformID: 1, PlanClass: "mt"},
+			{ID: 102, AppID: 10, VersionNum: 100, PlatformID: 1, PlanClass: "cuda"}},
+	}, 1, testPlanClasses(b))
+	plans := testPlanClasses(b)
+	req := &protocol.SchedulerRequest{PlatformName: "x86_64-pc-linux-gnu", Coprocs: gpuCoprocs(53518, 100)}
+	h := row.Host{PNCPUs: 4, PFpops: 1e9}
+	havs := []row.HostAppVersion{{AppVersionID: 100, EtN: 20, EtMedian: 1e-9}, {AppVersionID: 102, EtN: 3, EtMedian: 1e-10}}
+	b.ReportAllocs()
+	for b.Loop() {
+		cat.choose(req, h, choiceParams{plans: plans, havs: havs, quota: 500, day: 1})
+	}
+}
