@@ -503,14 +503,21 @@ func (ch *choice) forResend(appID, avID int64, avNum int) (version, bool) {
 }
 
 // held is the version a task the host holds runs with, for its place in
-// the host's queues: the candidate it was sent with, else one CPU at the
-// host's benchmark.
+// the host's queues and limits: the version it was sent with as it runs on
+// the host, else (gone, or refused now) one CPU at the host's benchmark.
 func (ch *choice) held(avID int64) *version {
 	if ch == nil {
 		return &version{avgNCPUs: 1, maxNCPUs: 1, flops: defaultFlops}
 	}
 	if v, ok := ch.byAV[avID]; ok {
 		return &v
+	}
+	// An older version, or one now out of quota: as it runs on the host.
+	if av, ok := ch.cat.versionByID[avID]; ok && ch.ph.NCPUs > 0 && ch.cat.unreadable[avID] == nil {
+		if v, err := ch.evaluate(av); err == nil {
+			ch.byAV[avID] = v
+			return &v
+		}
 	}
 	return &version{avgNCPUs: 1, maxNCPUs: 1, flops: ch.bench}
 }
