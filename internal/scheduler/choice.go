@@ -40,8 +40,9 @@ type version struct {
 	rscName string
 	// avgNCPUs and maxNCPUs are the CPUs a task uses on average and at
 	// most; gpuUsage the instances of its coprocessor (0.5: two tasks
-	// share one GPU).
-	avgNCPUs, maxNCPUs, gpuUsage float64
+	// share one GPU); memBytes the memory a task uses when its plan class
+	// says (0: the job's rsc_memory_bound).
+	avgNCPUs, maxNCPUs, gpuUsage, memBytes float64
 	// flops is the version's processing rate on this host: runtimes are
 	// estimated as rsc_fpops_est / flops, and the client is sent it so
 	// that its own estimates agree.
@@ -290,6 +291,7 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 	}
 	v := ch.cat.project(av)
 	v.rsc, v.rscName, v.avgNCPUs, v.maxNCPUs, v.gpuUsage = r, ch.rsc[r].Type, u.AvgNCPUs, u.MaxNCPUs, u.GPUUsage
+	v.memBytes = finite(u.MemBytes)
 	if v.avgNCPUs <= 0 && r == 0 {
 		v.avgNCPUs = 1
 	}
