@@ -287,3 +287,19 @@ func TestKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestQuotaInstances(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ncpus      int
+		gpus       float64
+		multiplier int
+		want       float64
+	}{
+		{8, 0, 5, 8}, {0, 0, 1, 1}, {8, 2, 5, 10}, {8, 2, 0, 2}, {8, 1, 1, 1},
+	} {
+		if got := QuotaInstances(tc.ncpus, tc.gpus, tc.multiplier); got != tc.want {
+			t.Errorf("QuotaInstances(%d, %g, %d) = %g, want %g", tc.ncpus, tc.gpus, tc.multiplier, got, tc.want)
+		}
+	}
+}
