@@ -131,18 +131,18 @@ func AddError(st row.HostAppVersion, projectQuota int) row.HostAppVersion {
 	return st
 }
 
-// ShrinkQuota is a quota per instance after errors client errors: each
-// takes one from the smaller of it (projectQuota when 0) and projectQuota,
-// down to 1. In one closed form so the store can apply a request's errors
-// in one relative statement.
-func ShrinkQuota(quota, projectQuota, errors int) int {
-	if projectQuota <= 0 || errors <= 0 {
+// ShrinkQuota is a quota per instance after n client errors: each takes one
+// from the smaller of it (projectQuota when 0) and projectQuota, down to 1.
+// In one closed form so the store can apply a request's errors in one
+// relative statement.
+func ShrinkQuota(quota, projectQuota, n int) int {
+	if projectQuota <= 0 || n <= 0 {
 		return quota
 	}
 	if quota <= 0 || quota > projectQuota {
 		quota = projectQuota
 	}
-	return max(1, quota-errors)
+	return max(1, quota-n)
 }
 
 // NoLimit is DailyLimit's answer when the project has no daily quota.
