@@ -58,8 +58,28 @@ const (
 // work a host gets through (the queue's length is a sum, where the mean is
 // the right statistic).
 func Rate(st row.HostAppVersion, projected, benchmark float64) (float64, Source) {
-	if st.EtN >= MinSamples && st.EtMedian > 0 {
-		return 1 / st.EtMedian, SourceHost
+	return RateBy(Median, st, projected, benchmark)
+}
+
+// Statistic is which statistic of a host's runtimes a rate comes from.
+type Statistic string
+
+// The statistics kept (DESIGN.md: "average or median, configurable").
+const (
+	Median Statistic = "median"
+	Mean   Statistic = "mean"
+)
+
+// RateBy is Rate with the host's own rate from stat: 1/et_median (Median,
+// Rate's) or 1/et_avg (Mean, BOINC's and seed 004's default), for a
+// scheduler flag that chooses. An unknown stat is Median.
+func RateBy(stat Statistic, st row.HostAppVersion, projected, benchmark float64) (float64, Source) {
+	et := st.EtMedian
+	if stat == Mean {
+		et = st.EtAvg
+	}
+	if st.EtN >= MinSamples && et > 0 {
+		return 1 / et, SourceHost
 	}
 	if projected > 0 {
 		return projected, SourcePlanClass

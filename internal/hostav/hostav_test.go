@@ -128,6 +128,9 @@ func TestMedianBeatsMeanOnHeavyTail(t *testing.T) {
 	if src != SourceHost || math.Abs(rate*typical-1) > 0.15 {
 		t.Errorf("Rate = %g (%s), want about %g from the host", rate, src, 1/typical)
 	}
+	if rate, src := RateBy(Mean, st, 0, 0); src != SourceHost || rate != 1/st.EtAvg {
+		t.Errorf("RateBy(Mean) = %g (%s), want 1/et_avg = %g from the host", rate, src, 1/st.EtAvg)
+	}
 }
 
 // TestFirstSampleStartsMedian and samples that say nothing are skipped.
