@@ -60,3 +60,10 @@ ALTER TABLE app_version
 -- (<allow_beta_work>), resources not to use (<no_cpu>, <no_gpus>, ...).
 ALTER TABLE user
     ADD COLUMN project_prefs MEDIUMTEXT;
+
+-- The speed the scheduler told the client to assume for the instance's app
+-- version on its host (the reply's <flops>) when it sent it: its runtime
+-- estimate is the job's rsc_fpops_est / flops_estimate, as BOINC's
+-- result.flops_estimate. Kept to measure how estimates converge.
+ALTER TABLE result
+    ADD COLUMN flops_estimate DOUBLE NOT NULL DEFAULT 0;

@@ -21,6 +21,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/clientaddr"
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
@@ -129,6 +130,10 @@ type Config struct {
 	// (msg_to_host) in each reply, which costs a read per request
 	// (--trickle-down).
 	TrickleDown bool
+	// PlanClasses are the project's plan classes (--plan-class-spec, read
+	// once at start); nil is none, and then no version with a plan class
+	// is sent.
+	PlanClasses *planclass.Specs
 }
 
 // Validate returns every problem with c, each naming its flag.
@@ -492,6 +497,55 @@ func text(s string) string {
 	return clip(strings.ToValidUTF8(s, "\uFFFD"), 254)
 }
 
+// maxPFeatures is host.p_features's size (BOINC's P_FEATURES_SIZE).
+const maxPFeatures = 1024
+
+// features is a p_features that fits its column: whole words only, since
+// a plan class tests whole features and a cut one would be a different
+// feature.
+func features(s string) string {
+	f := strings.Join(strings.Fields(strings.ToValidUTF8(s, "")), " ")
+	if len(f) <= maxPFeatures {
+		return f
+	}
+	f = f[:maxPFeatures+1]
+	return f[:max(strings.LastIndexByte(f, ' '), 0)]
+}
+
+// maxCoprocKinds bounds the coprocessor kinds stored for a host (BOINC's
+// MAX_RSC less the CPU): the request's size is bounded, not its count of
+// <coproc> elements.
+const maxCoprocKinds = 7
+
+// storedCoprocs is host.coprocs for a request's coprocessors: at most
+// maxCoprocKinds of them, names clipped as other host text is, numbers
+// finite.
+func storedCoprocs(cs []protocol.Coproc) string {
+	cs = cs[:min(len(cs), maxCoprocKinds)]
+	for i := range cs {
+		c := &cs[i]
+		c.Type, c.Name = text(c.Type), text(c.Name)
+		c.PeakFlops, c.RAM = finite(c.PeakFlops), finite(c.RAM)
+		if c.OpenCL != nil {
+			o := *c.OpenCL
+			o.Name, o.Vendor, o.DeviceVersion, o.DriverVersion = text(o.Name), text(o.Vendor), text(o.DeviceVersion), text(o.DriverVersion)
+			o.PeakFlops = finite(o.PeakFlops)
+			c.OpenCL = &o
+		}
+	}
+	return protocol.EncodeCoprocs(cs)
+}
+
+// clientVersion is the request's client version as BOINC counts it,
+// major*10000 + minor*100 + release; 0 if it names none.
+func clientVersion(req *protocol.SchedulerRequest) int {
+	maj, minor, rel := req.CoreClientMajorVersion, req.CoreClientMinorVersion, req.CoreClientRelease
+	if maj <= 0 || maj > 200 || minor < 0 || minor > 99 || rel < 0 || rel > 99 {
+		return 0
+	}
+	return maj*10000 + minor*100 + rel
+}
+
 // hostFromRequest copies the request's description of the host into h. A
 // request without host_info keeps what the row has.
 func hostFromRequest(h row.Host, req *protocol.SchedulerRequest, ip string, now int64) row.Host {
@@ -514,6 +568,13 @@ func hostFromRequest(h row.Host, req *protocol.SchedulerRequest, ip string, now 
 		h.DFree = finite(hi.DFree)
 		h.OSName = text(hi.OSName)
 		h.OSVersion = text(hi.OSVersion)
+		h.PFeatures = features(hi.PFeatures)
+	}
+	if req.Coprocs != nil {
+		h.Coprocs = storedCoprocs(req.Coprocs.Resources())
+	}
+	if v := clientVersion(req); v > 0 {
+		h.ClientVersion = v
 	}
 	ts := req.TimeStats
 	if ts.OnFrac != 0 || ts.ActiveFrac != 0 {
