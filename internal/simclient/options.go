@@ -118,9 +118,11 @@ type Options struct {
 	GPUEfficiency float64
 	// ActivityWindow is the time constant over which a host measures the
 	// fraction of time it is on (clientpolicy.Activity), which it uses
-	// for its work fetch and reports in <time_stats>. Default 5 × (mean
-	// on period + mean off period), a few of its on/off cycles; the real
-	// client's is ten days.
+	// for its work fetch and reports in <time_stats> (on_frac). A host
+	// with OnFrac < 1 starts with what it measured over two windows of its
+	// own on/off process before the run, as an established volunteer.
+	// Default 5 × (mean on period + mean off period), a few of its on/off
+	// cycles; the real client's is ten days.
 	ActivityWindow time.Duration
 	// MasterReread is how often a host reads a project's master page
 	// again (projects with a MasterURL); default 1 day × BackoffScale.
