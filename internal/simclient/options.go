@@ -431,7 +431,9 @@ func ReadAuthenticatorsFile(path string) ([]string, error) {
 // ParseProject reads a --project value, "URL,SHARE,AUTHFILE": the
 // scheduler URL, the resource share (a positive number) and a file of
 // account keys (ReadAuthenticatorsFile). The last two commas split it, so
-// the URL may hold commas of its own.
+// the URL may hold commas of its own. URL may list several schedulers
+// separated by spaces (tried in turn), or be "master:" and the project's
+// master page (Project.MasterURL).
 func ParseProject(spec string) (Project, error) {
 	j := strings.LastIndexByte(spec, ',')
 	i := -1
@@ -453,5 +455,9 @@ func ParseProject(spec string) (Project, error) {
 	if err != nil {
 		return Project{}, fmt.Errorf("project %q: %w", spec, err)
 	}
-	return Project{SchedulerURL: url, Share: share, Authenticators: keys}, nil
+	if m, ok := strings.CutPrefix(url, "master:"); ok {
+		return Project{MasterURL: strings.TrimSpace(m), Share: share, Authenticators: keys}, nil
+	}
+	urls := strings.Fields(url)
+	return Project{SchedulerURL: urls[0], SchedulerURLs: urls[1:], Share: share, Authenticators: keys}, nil
 }
