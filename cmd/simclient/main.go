@@ -83,7 +83,7 @@ func liveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "clock", Value: clockReal, Usage: "real: hosts talk to live schedulers in wall time; simulated: run --scenario in simulated time", EnvVars: env("clock")},
 		&cli.StringFlag{Name: "url", Value: simclient.DefaultSchedulerURL, Usage: "scheduler URL of the one project, when no --project is given", EnvVars: env("url")},
 		&cli.StringFlag{Name: "authenticators", Usage: "file of account keys, one per line, of the one project when no --project is given; hosts are spread round-robin over them", EnvVars: env("authenticators")},
-		&cli.StringSliceFlag{Name: "project", Usage: "URL,SHARE,AUTHFILE: attach every host to this project (scheduler URL, resource share, file of account keys); repeat for several projects; replaces --url and --authenticators", EnvVars: env("project")},
+		&cli.StringSliceFlag{Name: "project", Usage: "URL,SHARE,AUTHFILE: attach every host to this project (scheduler URL, resource share, file of account keys); URL may list several schedulers separated by spaces, tried in turn, or be master:PAGE; repeat for several projects; replaces --url and --authenticators", EnvVars: env("project")},
 		&cli.StringFlag{Name: "strategy", Value: string(clientpolicy.StrategyEDF), Usage: "CPU scheduling policy: " + strategyNames(), EnvVars: env("strategy")},
 		&cli.StringFlag{Name: "runtime-stat", Value: string(clientpolicy.StatAverage), Usage: "runtime statistic of the fair-share, wrr and iwrr strategies: average or median", EnvVars: env("runtime-stat")},
 		&cli.DurationFlag{Name: "connect-period", Usage: "T of the work-fetch policy: a host keeps T to 2T of work (0: --buffer-per-cpu × the host's task time)", EnvVars: env("connect-period")},

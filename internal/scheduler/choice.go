@@ -40,8 +40,9 @@ type version struct {
 	rscName string
 	// avgNCPUs and maxNCPUs are the CPUs a task uses on average and at
 	// most; gpuUsage the instances of its coprocessor (0.5: two tasks
-	// share one GPU).
-	avgNCPUs, maxNCPUs, gpuUsage float64
+	// share one GPU); memBytes the memory a task uses when its plan class
+	// says (0: the job's rsc_memory_bound).
+	avgNCPUs, maxNCPUs, gpuUsage, memBytes float64
 	// flops is the version's processing rate on this host: runtimes are
 	// estimated as rsc_fpops_est / flops, and the client is sent it so
 	// that its own estimates agree.
@@ -290,6 +291,7 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 	}
 	v := ch.cat.project(av)
 	v.rsc, v.rscName, v.avgNCPUs, v.maxNCPUs, v.gpuUsage = r, ch.rsc[r].Type, u.AvgNCPUs, u.MaxNCPUs, u.GPUUsage
+	v.memBytes = finite(u.MemBytes)
 	if v.avgNCPUs <= 0 && r == 0 {
 		v.avgNCPUs = 1
 	}
@@ -503,14 +505,21 @@ func (ch *choice) forResend(appID, avID int64, avNum int) (version, bool) {
 }
 
 // held is the version a task the host holds runs with, for its place in
-// the host's queues: the candidate it was sent with, else one CPU at the
-// host's benchmark.
+// the host's queues and limits: the version it was sent with as it runs on
+// the host, else (gone, or refused now) one CPU at the host's benchmark.
 func (ch *choice) held(avID int64) *version {
 	if ch == nil {
 		return &version{avgNCPUs: 1, maxNCPUs: 1, flops: defaultFlops}
 	}
 	if v, ok := ch.byAV[avID]; ok {
 		return &v
+	}
+	// An older version, or one now out of quota: as it runs on the host.
+	if av, ok := ch.cat.versionByID[avID]; ok && ch.ph.NCPUs > 0 && ch.cat.unreadable[avID] == nil {
+		if v, err := ch.evaluate(av); err == nil {
+			ch.byAV[avID] = v
+			return &v
+		}
 	}
 	return &version{avgNCPUs: 1, maxNCPUs: 1, flops: ch.bench}
 }

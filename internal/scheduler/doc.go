@@ -16,6 +16,25 @@
 // carries the stored <project_preferences>, from which the client learns
 // its opt-outs.
 //
+// Real hardware (choice.go, policy.go): the request's resources are the
+// CPU and each coprocessor type of its <coprocs>, each asked for work
+// separately (cpu_req_secs/instances, each coprocessor's req_secs and
+// req_instances; an old client's work_req_seconds is CPU work). Once per
+// request every version of an app on the host's platforms that its plan
+// class accepts (package planclass; no plan class: one CPU) is rated on the
+// host (package hostav: the host's own rate once it has enough valid
+// results, else the plan class's projection, else the benchmark), and per
+// app and resource the fastest is chosen, now and then an unmeasured one so
+// that every version gets measured. Each resource has its own fair-share
+// queue (its instances; a task occupies avg_ncpus CPUs or gpu_usage GPUs
+// for rsc_fpops_est / rate seconds). A job goes to the resource, among
+// those still needing work, with the least of its request covered; the
+// reply describes the version as the client expects (plan_class,
+// avg_ncpus, max_ncpus, <coproc>, flops: the rate, so that the client's
+// estimates agree), a resend keeps the version it was sent with, and
+// <no_rsc_apps> names the host's resources no version serves. The daily
+// quota (host_app_version) bounds each version's jobs a day.
+//
 // Policies applied when sending:
 //   - homogeneous redundancy: a job of an app with homogeneous_redundancy
 //     goes only to hosts of one class (OS family × CPU vendor, × CPU model

@@ -7,6 +7,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -450,5 +452,20 @@ func TestDrawHardware(t *testing.T) {
 	bad := Options{GPUTypes: []string{"Voodoo"}}.withDefaults()
 	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "gpu-types") {
 		t.Errorf("validate with an unknown GPU type: %v", err)
+	}
+}
+
+func TestParseProjectSchedulersAndMaster(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keys, []byte("k1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParseProject("http://a/cgi http://b/cgi,2," + keys)
+	if err != nil || p.SchedulerURL != "http://a/cgi" || !slices.Equal(p.SchedulerURLs, []string{"http://b/cgi"}) || p.Share != 2 {
+		t.Errorf("two schedulers: %+v, %v", p, err)
+	}
+	p, err = ParseProject("master:http://a/,1," + keys)
+	if err != nil || p.MasterURL != "http://a/" || p.SchedulerURL != "" {
+		t.Errorf("master page: %+v, %v", p, err)
 	}
 }

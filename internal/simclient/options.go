@@ -118,9 +118,11 @@ type Options struct {
 	GPUEfficiency float64
 	// ActivityWindow is the time constant over which a host measures the
 	// fraction of time it is on (clientpolicy.Activity), which it uses
-	// for its work fetch and reports in <time_stats>. Default 5 × (mean
-	// on period + mean off period), a few of its on/off cycles; the real
-	// client's is ten days.
+	// for its work fetch and reports in <time_stats> (on_frac). A host
+	// with OnFrac < 1 starts with what it measured over two windows of its
+	// own on/off process before the run, as an established volunteer.
+	// Default 5 × (mean on period + mean off period), a few of its on/off
+	// cycles; the real client's is ten days.
 	ActivityWindow time.Duration
 	// MasterReread is how often a host reads a project's master page
 	// again (projects with a MasterURL); default 1 day × BackoffScale.
@@ -429,7 +431,9 @@ func ReadAuthenticatorsFile(path string) ([]string, error) {
 // ParseProject reads a --project value, "URL,SHARE,AUTHFILE": the
 // scheduler URL, the resource share (a positive number) and a file of
 // account keys (ReadAuthenticatorsFile). The last two commas split it, so
-// the URL may hold commas of its own.
+// the URL may hold commas of its own. URL may list several schedulers
+// separated by spaces (tried in turn), or be "master:" and the project's
+// master page (Project.MasterURL).
 func ParseProject(spec string) (Project, error) {
 	j := strings.LastIndexByte(spec, ',')
 	i := -1
@@ -451,5 +455,9 @@ func ParseProject(spec string) (Project, error) {
 	if err != nil {
 		return Project{}, fmt.Errorf("project %q: %w", spec, err)
 	}
-	return Project{SchedulerURL: url, Share: share, Authenticators: keys}, nil
+	if m, ok := strings.CutPrefix(url, "master:"); ok {
+		return Project{MasterURL: strings.TrimSpace(m), Share: share, Authenticators: keys}, nil
+	}
+	urls := strings.Fields(url)
+	return Project{SchedulerURL: urls[0], SchedulerURLs: urls[1:], Share: share, Authenticators: keys}, nil
 }

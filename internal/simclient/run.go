@@ -214,5 +214,6 @@ func (s Stats) logAttrs() []any {
 		"computed", s.ResultsComputed, "uploaded", s.ResultsUploaded, "upload_errors", s.UploadErrors,
 		"reported", s.ResultsReported, "acked", s.ResultsAcked, "failed", s.ResultsFailed,
 		"vanished", s.ResultsVanished, "cheated", s.ResultsCheated, "aborted", s.ResultsAborted, "late", s.ResultsLate, "preemptions", s.Preemptions,
+		"gpu_tasks", s.Hardware.GPUTasks, "mt_tasks", s.Hardware.MTTasks,
 		"elapsed", time.Duration(s.ElapsedSeconds * float64(time.Second)).Round(time.Millisecond)}
 }
