@@ -322,11 +322,11 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 // r, the host may still get today: the quota per instance times the CPUs,
 // or the GPUs times the GPU multiplier.
 func (ch *choice) dailyLimit(st row.HostAppVersion, r int) int {
-	n := float64(ch.rsc[r].Count)
+	var gpus float64
 	if r > 0 {
-		n *= float64(max(ch.p.gpuQuota, 1))
+		gpus = float64(max(ch.rsc[r].Count, 1))
 	}
-	return hostav.DailyLimit(st, ch.p.quota, n, ch.p.day)
+	return hostav.DailyLimit(st, ch.p.quota, hostav.QuotaInstances(ch.rsc[0].Count, gpus, ch.p.gpuQuota), ch.p.day)
 }
 
 // anonCode is BOINC's anonymous-platform code of resource name, which keys
