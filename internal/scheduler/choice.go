@@ -48,8 +48,9 @@ type version struct {
 	// that its own estimates agree.
 	flops float64
 	// samples is the valid results the host has returned with the
-	// version (host_app_version.et_n).
+	// version (host_app_version.et_n); source where flops came from.
 	samples int
+	source  hostav.Source
 	// rank is the preference of the version's platform for the host,
 	// lower first.
 	rank int
@@ -308,10 +309,14 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 	if !finitePositive(bench) {
 		bench = ch.bench * max(v.avgNCPUs, 1)
 	}
+	projected := u.ProjectedFlops
+	if av.PlanClass == "" {
+		projected = 0 // one CPU's benchmark, not a plan class's projection
+	}
 	st := ch.hav[av.ID]
-	v.flops, _ = hostav.Rate(st, u.ProjectedFlops, bench)
+	v.flops, v.source = hostav.Rate(st, projected, bench)
 	if !finitePositive(v.flops) {
-		v.flops = bench
+		v.flops, v.source = bench, hostav.SourceBenchmark
 	}
 	v.samples = st.EtN
 	v.qi, v.left = -1, ch.dailyLimit(st, r)
@@ -322,11 +327,11 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 // r, the host may still get today: the quota per instance times the CPUs,
 // or the GPUs times the GPU multiplier.
 func (ch *choice) dailyLimit(st row.HostAppVersion, r int) int {
-	n := float64(ch.rsc[r].Count)
+	var gpus float64
 	if r > 0 {
-		n *= float64(max(ch.p.gpuQuota, 1))
+		gpus = float64(max(ch.rsc[r].Count, 1))
 	}
-	return hostav.DailyLimit(st, ch.p.quota, n, ch.p.day)
+	return hostav.DailyLimit(st, ch.p.quota, hostav.QuotaInstances(ch.rsc[0].Count, gpus, ch.p.gpuQuota), ch.p.day)
 }
 
 // anonCode is BOINC's anonymous-platform code of resource name, which keys
@@ -391,9 +396,9 @@ func (ch *choice) anonymous(c *catalog, req *protocol.SchedulerRequest) []versio
 		if code := anonCode(ch.rsc[v.rsc].Type); code != 0 {
 			st = ch.hav[hostav.GeneralizedID(a.ID, code)]
 		}
-		v.flops, _ = hostav.Rate(st, finite(cv.Flops), bench)
+		v.flops, v.source = hostav.Rate(st, finite(cv.Flops), bench)
 		if !finitePositive(v.flops) {
-			v.flops = bench
+			v.flops, v.source = bench, hostav.SourceBenchmark
 		}
 		v.samples = st.EtN
 		v.qi, v.left = -1, ch.dailyLimit(st, v.rsc)

@@ -111,6 +111,10 @@ func TestGPUHostGetsCPUAndGPUWork(t *testing.T) {
 	if len(rep.NoRscApps) != 0 {
 		t.Fatalf("no_rsc_apps = %v, want none: the project has apps for both", rep.NoRscApps)
 	}
+	if cpu, gpu := testutil.ToFloat64(f.svc.m.sentBy[[2]string{protocol.ResourceCPU, "benchmark"}]),
+		testutil.ToFloat64(f.svc.m.sentBy[[2]string{protocol.ResourceNVIDIA, "plan_class"}]); cpu != 2 || gpu != float64(n["cuda"]) {
+		t.Fatalf("results_sent_by_resource_total: CPU/benchmark %v, NVIDIA/plan_class %v; want 2 and %d", cpu, gpu, n["cuda"])
+	}
 
 	// Asking far more GPU work than a reply holds, the host still gets CPU
 	// work: the faster GPU does not take every place in the reply.

@@ -383,6 +383,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 					c.Release(cd.cl)
 					s.m.claims.WithLabelValues(claimOK).Inc()
 					s.m.resultsSent.Inc()
+					s.m.countSent(&cd.v)
 					if cd.v.app.AdaptiveReplication {
 						s.m.arSends.WithLabelValues(strconv.FormatBool(cd.replicate)).Inc()
 					}
