@@ -20,6 +20,10 @@
 // (clientpolicy.Activity over activity_window, from a history of its own
 // on/off process before the run), not its configured on fraction.
 //
+// A server may be overloaded for a while (server.overloaded windows): it
+// sends no work and says so, and its hosts ask again after request_delay
+// without backing off or freezing its debt, unlike a no_work window.
+//
 // The server model is not the real scheduler's decision function: it
 // sends tasks until their estimates cover the request (at least one, at
 // most max_tasks) and has no deadline, memory, disk, instance or

@@ -378,11 +378,16 @@ func (s *sim) rpc(h *host, k int, req clientpolicy.WorkRequest, now float64) int
 	if req.Project != p {
 		cpuSecs = h.policy.WorkRequestSeconds(p, now)
 	}
-	received := s.fetch(h, h.policy, p, j, cpuSecs, now, srv.work, h.flops)
+	overloaded := srv.overloaded(now)
+	received := 0
+	if !overloaded {
+		received = s.fetch(h, h.policy, p, j, cpuSecs, now, srv.work, h.flops)
+	}
 	h.policy.RPCSucceeded(p, now, clientpolicy.Reply{
 		RequestDelay: srv.project.Server.RequestDelay.Seconds(),
 		AskedSeconds: cpuSecs,
 		NewTasks:     received,
+		Overloaded:   overloaded,
 	}, s.jitter(h))
 	if h.gpu == nil {
 		return received
@@ -393,16 +398,18 @@ func (s *sim) rpc(h *host, k int, req clientpolicy.WorkRequest, now float64) int
 		gpuSecs = h.gpu.WorkRequestSeconds(gp, now)
 	}
 	got := 0
-	if srv.project.GPUJob == nil {
+	switch {
+	case srv.project.GPUJob == nil:
 		gp.NoApps = true // the reply's <no_rsc_apps>
 		gpuSecs = 0
-	} else {
+	case !overloaded:
 		got = s.fetch(h, h.gpu, gp, j, gpuSecs, now, srv.gpuWork, h.gpuFlops)
 	}
 	h.gpu.RPCSucceeded(gp, now, clientpolicy.Reply{
 		RequestDelay: srv.project.Server.RequestDelay.Seconds(),
 		AskedSeconds: gpuSecs,
 		NewTasks:     got,
+		Overloaded:   overloaded,
 	}, s.jitter(h))
 	return received + got
 }

@@ -156,6 +156,11 @@ type Server struct {
 	Outages []Window `yaml:"outages"`
 	// NoWork are the windows during which work requests get nothing (reports are still accepted).
 	NoWork []Window `yaml:"no_work"`
+	// Overloaded are the windows during which work requests get nothing
+	// because the server is busy: the reply says <overloaded/>, so hosts
+	// ask again after request_delay, without the no-work back-off, and
+	// the project's debt keeps accumulating.
+	Overloaded []Window `yaml:"overloaded"`
 }
 
 // Window is a span of simulated time since the start of the run: [Start, End).
@@ -463,6 +468,7 @@ func (sc Scenario) Validate() error {
 		}
 		checkWindows(bad, field+".server.outages", p.Server.Outages)
 		checkWindows(bad, field+".server.no_work", p.Server.NoWork)
+		checkWindows(bad, field+".server.overloaded", p.Server.Overloaded)
 	}
 	return errors.Join(errs...)
 }

@@ -35,6 +35,9 @@ func (s *server) down(now float64) bool { return inWindows(s.project.Server.Outa
 // noWork reports whether the project has no work to send at now.
 func (s *server) noWork(now float64) bool { return inWindows(s.project.Server.NoWork, now) }
 
+// overloaded reports whether the project is too busy to send work at now.
+func (s *server) overloaded(now float64) bool { return inWindows(s.project.Server.Overloaded, now) }
+
 func inWindows(ws []Window, now float64) bool {
 	for _, w := range ws {
 		if w.contains(now) {
