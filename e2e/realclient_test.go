@@ -145,24 +145,7 @@ var (
 // (then a missing client or app is a failure). `make test-client` installs
 // the client, builds the app and runs it.
 func TestRealBOINCClient(t *testing.T) {
-	required := os.Getenv("TASKSERVER_REAL_CLIENT") == "1"
-	boinc, err := exec.LookPath("boinc")
-	if err != nil {
-		if required {
-			t.Fatalf("TASKSERVER_REAL_CLIENT=1 but the BOINC client is not on PATH (%v); install it with: make test-client", err)
-		}
-		t.Skip("real BOINC client test skipped: `boinc` is not on PATH (run `make test-client`, which installs boinc-client, or set TASKSERVER_REAL_CLIENT=1)")
-	}
-	if testing.Short() && !required {
-		t.Skip("real BOINC client test skipped in -short mode")
-	}
-	app, err := boincapp.Path()
-	if err != nil {
-		if required {
-			t.Fatalf("TASKSERVER_REAL_CLIENT=1 but %v", err)
-		}
-		t.Skipf("real BOINC client test skipped: %v", err)
-	}
+	boinc, app := realClientPrereqs(t)
 	bin := buildPrograms(t)
 	rp := newRealProject(t, bin)
 	rp.app = app
