@@ -22,6 +22,7 @@ import (
 	"github.com/taskserver/taskserver/internal/dataserver"
 	"github.com/taskserver/taskserver/internal/httpserve"
 	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/scheduler"
 	"github.com/taskserver/taskserver/internal/shmcache"
@@ -69,7 +70,7 @@ func run(ctx context.Context, args []string) error {
 
 func flags() []cli.Flag {
 	env := func(name string) []string { return []string{config.EnvName(name)} }
-	fs := append(config.CommonFlags(defaultAdminListenAddr), config.ShmFlag())
+	fs := append(config.CommonFlags(defaultAdminListenAddr), config.ShmFlag(), config.PlanClassSpecFlag())
 	fs = append(fs,
 		&cli.StringFlag{Name: flagAddr, Value: "127.0.0.1:8080", EnvVars: env(flagAddr),
 			Usage: "address of the public HTTP server (master page, scheduler, downloads, uploads; /metrics and /healthz are on --listen; port 0: any free port, see --addr-file)"},
@@ -132,6 +133,8 @@ func serve(ctx context.Context, c *cli.Context) error {
 	rateLimit, err := rateLimitFrom(c)
 	errs = append(errs, err)
 	schedCfg := schedulerConfig(c, cfg, rateLimit)
+	schedCfg.PlanClasses, err = loadPlanClasses(c, cfg)
+	errs = append(errs, err)
 	// An empty --url-base is the address --addr binds, known only once it
 	// is bound; until then --addr stands in for it.
 	check := schedCfg
@@ -257,6 +260,7 @@ func serve(ctx context.Context, c *cli.Context) error {
 	}
 	public := httpserve.New(netCfg.proxies.Handler(mux), netCfg.server)
 	log.Info("serving", "addr", ln.Addr().String(), "url_base", urlBase, "shm_path", shmPath, "upload_certificates", uploadKeys.signer(),
+		"plan_classes", len(schedCfg.PlanClasses.Names()),
 		"max_connections", netCfg.limits.Max, "open_file_limit", nofile)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -293,6 +297,18 @@ func schedulerConfig(c *cli.Context, common config.Common, rateLimit scheduler.R
 		QuarantineStreak:    c.Int(flagQuarantineStreak),
 		RateLimit:           rateLimit,
 	}
+}
+
+// loadPlanClasses reads --plan-class-spec: nil when the default file does
+// not exist; an error, naming the flag and the file, when one named
+// explicitly is missing or any of it does not parse (a scheduler that
+// quietly dropped a class would send its versions to no one).
+func loadPlanClasses(c *cli.Context, cfg config.Common) (*planclass.Specs, error) {
+	s, err := planclass.Load(cfg.Path(c.String(config.FlagPlanClassSpec)), c.IsSet(config.FlagPlanClassSpec))
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", config.FlagPlanClassSpec, err)
+	}
+	return s, nil
 }
 
 // readCodeSignKey returns the code-signing public key text to send, or ""

@@ -42,6 +42,9 @@ const (
 	FlagBatch       = "batch"
 	FlagPassTimeout = "pass-timeout"
 	FlagShmPath     = "shm-path"
+	// FlagPlanClassSpec is the project's plan_class_spec.xml, read by the
+	// scheduler and by taskctl app-version add (PlanClassSpecFlag).
+	FlagPlanClassSpec = "plan-class-spec"
 )
 
 // EnvName returns the environment variable for a flag name.
@@ -103,6 +106,16 @@ func ShmFlag() cli.Flag {
 		EnvVars: []string{EnvName(FlagShmPath)}}
 }
 
+// PlanClassSpecFlag is the project's plan classes file (BOINC's
+// plan_class_spec.xml format), one flag and config key for every program
+// that reads it. Load it with planclass.Load(Common.Path(value),
+// c.IsSet(FlagPlanClassSpec)): the default file may be missing, one named
+// explicitly must exist.
+func PlanClassSpecFlag() cli.Flag {
+	return &cli.StringFlag{Name: FlagPlanClassSpec, Value: "plan_class_spec.xml", EnvVars: []string{EnvName(FlagPlanClassSpec)},
+		Usage: "the project's plan classes (BOINC's plan_class_spec.xml format): app versions with a plan class are sent only to hosts the class accepts, and taskctl app-version add refuses a class not defined here; relative to --" + FlagProjectDir + "; the default file may be missing (no plan classes), a file named explicitly must exist"}
+}
+
 // ShmPath is the shared-memory cache file: p (--shm-path) resolved against
 // the project directory, or, when p is empty, DefaultShmPath of the
 // project directory. The feeder, the schedulers and taskctl compute it
@@ -144,7 +157,23 @@ func DefaultShmPath(dir string) (string, error) {
 // not already set on the command line or in the environment. Keys the
 // program does not know are ignored: the file is shared by all programs.
 // Use it as the cli.App's Before hook.
-func LoadFile(c *cli.Context) error {
+func LoadFile(c *cli.Context) error { return loadFile(c, nil) }
+
+// LoadFileKeys is LoadFile for only the named keys: for a subcommand whose
+// other flags share a name, but not a meaning, with another program's
+// (taskctl app-version add's --code-sign-key is a private key, the
+// scheduler's a public one).
+func LoadFileKeys(keys ...string) cli.BeforeFunc {
+	only := map[string]bool{}
+	for _, k := range keys {
+		only[k] = true
+	}
+	return func(c *cli.Context) error { return loadFile(c, only) }
+}
+
+// loadFile applies the configuration file's keys, only those in only
+// when it is not nil.
+func loadFile(c *cli.Context, only map[string]bool) error {
 	path := c.String(FlagConfig)
 	if path == "" {
 		return nil
@@ -171,7 +200,7 @@ func LoadFile(c *cli.Context) error {
 		}
 	}
 	for k, v := range values {
-		if !known[k] || c.IsSet(k) {
+		if !known[k] || c.IsSet(k) || (only != nil && !only[k]) {
 			continue
 		}
 		if err := c.Set(k, v); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/keys"
+	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/projectrun"
 	"github.com/taskserver/taskserver/internal/simclient"
 )
@@ -96,9 +97,10 @@ project-dir: %q
 download-dir: download
 upload-dir: upload
 shm-path: %q
+plan-class-spec: %s
 log-level: info
 app: demo
-`, p.dsn, o.ProjectDir, o.ShmPath)
+`, p.dsn, o.ProjectDir, o.ShmPath, planclass.DefaultFile)
 	if err := os.WriteFile(p.configPath, []byte(conf), 0o600); err != nil {
 		return Summary{}, fmt.Errorf("write project config: %w", err)
 	}

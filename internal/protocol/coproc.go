@@ -1,7 +1,7 @@
 package protocol
 
 import (
-	"strconv"
+	"fmt"
 	"strings"
 )
 
@@ -151,13 +151,22 @@ type Coproc struct {
 	// else the total.
 	RAM float64
 	// DriverVersion is NVIDIA's drvVersion (e.g. 53518), or AMD's CAL
-	// version as major*10000 + minor*100 + build (capped), 0 if unknown.
+	// version as BOINC's ati_version_int counts it, major*10000000 +
+	// minor*10000 + build (1.4.1848 is 10041848), so plan classes'
+	// min_driver_version values carry over; 0 if unknown.
 	DriverVersion int
 	// CUDAVersion is NVIDIA's (e.g. 12020), ComputeCapability NVIDIA's as
 	// major*100 + minor (e.g. 806), 0 if unknown.
 	CUDAVersion       int
 	ComputeCapability int
 	HaveCUDA, HaveCAL bool
+	// ATILibs and AMDLibs say an AMD GPU's client found the runtime
+	// libraries with ATI or AMD names (plan classes' need_ati_libs,
+	// need_amd_libs); CALTarget is its CAL target (min_cal_target).
+	ATILibs, AMDLibs bool `json:",omitempty"`
+	CALTarget        int  `json:",omitempty"`
+	// MetalSupport is an Apple GPU's Metal support level (min_metal_support).
+	MetalSupport int `json:",omitempty"`
 	// OpenCL is set when the device does OpenCL.
 	OpenCL *OpenCLProp
 	CoprocRequest
@@ -191,6 +200,7 @@ func (c *Coprocs) Resources() []Coproc {
 		}
 		add(Coproc{Type: ResourceAMD, Count: g.Count, Name: g.Name, PeakFlops: g.PeakFlops, RAM: ram,
 			DriverVersion: calVersion(g.CALVersion), HaveCAL: g.HaveCAL != 0, OpenCL: openCL(g.HaveOpenCL, g.OpenCL),
+			ATILibs: g.ATIRTDetected != nil, AMDLibs: g.AMDRTDetected != nil, CALTarget: g.Target,
 			CoprocRequest: CoprocRequest{g.ReqSecs, g.ReqInstances, g.EstimatedDelay}})
 	}
 	if g := c.Intel; g != nil {
@@ -199,7 +209,7 @@ func (c *Coprocs) Resources() []Coproc {
 	}
 	if g := c.Apple; g != nil {
 		add(Coproc{Type: ResourceApple, Count: g.Count, Name: g.Model, PeakFlops: g.PeakFlops, RAM: g.AvailableRAM,
-			OpenCL: openCL(g.HaveOpenCL, g.OpenCL), CoprocRequest: CoprocRequest{g.ReqSecs, g.ReqInstances, g.EstimatedDelay}})
+			MetalSupport: g.MetalSupport, OpenCL: openCL(g.HaveOpenCL, g.OpenCL), CoprocRequest: CoprocRequest{g.ReqSecs, g.ReqInstances, g.EstimatedDelay}})
 	}
 	for _, g := range c.Other {
 		add(Coproc{Type: strings.TrimSpace(g.Type), Count: g.Count, PeakFlops: g.PeakFlops,
@@ -215,26 +225,13 @@ func openCL(have int, p *OpenCLProp) *OpenCLProp {
 	return p
 }
 
-// calVersion reads AMD's "major.minor.build" as major*10000 + minor*100 +
-// min(build, 99); 0 if it does not parse.
+// calVersion reads AMD's "major.minor.build" as BOINC's ati_version_int:
+// major*10000000 + minor*10000 + build; 0 if it does not parse.
 func calVersion(s string) int {
-	parts := strings.SplitN(strings.TrimSpace(s), ".", 3)
-	if len(parts) < 2 {
+	var major, minor, build int
+	if n, err := fmt.Sscanf(strings.TrimSpace(s), "%d.%d.%d", &major, &minor, &build); n != 3 || err != nil ||
+		major < 0 || minor < 0 || build < 0 || major > 200 || minor > 999 || build > 9999 {
 		return 0
 	}
-	v := 0
-	for i, mul := range []int{10000, 100, 1} {
-		if i >= len(parts) {
-			break
-		}
-		n, err := strconv.Atoi(parts[i])
-		if err != nil || n < 0 {
-			return 0
-		}
-		if i > 0 {
-			n = min(n, 99)
-		}
-		v += n * mul
-	}
-	return v
+	return major*10000000 + minor*10000 + build
 }

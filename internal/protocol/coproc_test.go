@@ -44,6 +44,8 @@ func TestCoprocsResources(t *testing.T) {
    <peak_flops>5000000000000.000000</peak_flops>
    <CALVersion>1.4.1848</CALVersion>
    <localRAM>2048</localRAM>
+   <target>20</target>
+   <atirt_detected/>
 </coproc_ati>
 <coproc>
    <type>miner_asic</type>
@@ -69,7 +71,8 @@ func TestCoprocsResources(t *testing.T) {
 		nv.OpenCL == nil || nv.OpenCL.DeviceVersion != "OpenCL 3.0 CUDA" || !nv.HaveCUDA {
 		t.Errorf("NVIDIA = %+v", nv)
 	}
-	if amd.Type != ResourceAMD || amd.RAM != 2048<<20 || amd.DriverVersion != 10499 || amd.OpenCL != nil || !amd.HaveCAL {
+	if amd.Type != ResourceAMD || amd.RAM != 2048<<20 || amd.DriverVersion != 10041848 || amd.OpenCL != nil || !amd.HaveCAL ||
+		!amd.ATILibs || amd.AMDLibs || amd.CALTarget != 20 {
 		t.Errorf("AMD = %+v", amd)
 	}
 	if other.Type != "miner_asic" || other.ReqSecs != 60 || other.ReqInstances != 1 {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/taskserver/taskserver/internal/clientaddr"
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
@@ -129,6 +130,10 @@ type Config struct {
 	// (msg_to_host) in each reply, which costs a read per request
 	// (--trickle-down).
 	TrickleDown bool
+	// PlanClasses are the project's plan classes (--plan-class-spec, read
+	// once at start); nil is none, and then no version with a plan class
+	// is sent.
+	PlanClasses *planclass.Specs
 }
 
 // Validate returns every problem with c, each naming its flag.

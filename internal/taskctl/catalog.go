@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/appversion"
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -182,11 +184,16 @@ func (t *tool) appVersionCommand() *cli.Command {
 			Name: "add",
 			Usage: "add an app version; prints its id. With --file, the files are signed (or their offline signatures " +
 				"checked), copied into the download directory and listed in the version's xml_doc",
+			// Only --plan-class-spec comes from the config file: the
+			// scheduler's --code-sign-key there is a public key, this
+			// command's a private one.
+			Before: config.LoadFileKeys(config.FlagPlanClassSpec),
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "app", Required: true, Usage: "app name"},
 				&cli.StringFlag{Name: "platform", Required: true, Usage: "platform name"},
 				&cli.IntFlag{Name: "version-num", Required: true, Usage: "version number, e.g. 100 for 1.00"},
-				&cli.StringFlag{Name: "plan-class", Usage: "plan class (empty: plain CPU version)"},
+				&cli.StringFlag{Name: "plan-class", Usage: "plan class, defined in --" + config.FlagPlanClassSpec + " (empty: plain CPU version)"},
+				config.PlanClassSpecFlag(),
 				&cli.StringSliceFlag{Name: "file", Usage: "a file of the version (repeatable; the first is the main program). " +
 					"Without --file the version has no files: only the simulated client can run it"},
 				&cli.StringFlag{Name: "cmdline", Usage: "command-line arguments of this version, which the client passes the " +
@@ -209,6 +216,9 @@ func (t *tool) appVersionCommand() *cli.Command {
 				}
 				cfg, err := config.CommonFrom(c)
 				if err != nil {
+					return err
+				}
+				if err := checkPlanClass(c, cfg); err != nil {
 					return err
 				}
 				var files []versionFile
@@ -258,6 +268,41 @@ func (t *tool) appVersionCommand() *cli.Command {
 				})
 			},
 		}},
+	}
+}
+
+// checkPlanClass refuses a --plan-class the project's plan_class_spec.xml
+// does not define, or defines with an element the scheduler cannot
+// evaluate: a version of it would be stored and never sent.
+func checkPlanClass(c *cli.Context, cfg config.Common) error {
+	name := c.String("plan-class")
+	if name == "" {
+		return nil
+	}
+	path := cfg.Path(c.String(config.FlagPlanClassSpec))
+	specs, err := planclass.Load(path, c.IsSet(config.FlagPlanClassSpec))
+	if err != nil {
+		return fmt.Errorf("--%s: %w", config.FlagPlanClassSpec, err)
+	}
+	if specs == nil {
+		return fmt.Errorf("--plan-class %q: the project has no plan classes: %s does not exist (define the class there, "+
+			"in BOINC's plan_class_spec.xml format, or name the file with --%s)", name, path, config.FlagPlanClassSpec)
+	}
+	err = specs.Supported(name)
+	var r *planclass.Refusal
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, planclass.ErrUnknown):
+		defined := "none"
+		if names := specs.Names(); len(names) > 0 {
+			defined = strings.Join(names, ", ")
+		}
+		return fmt.Errorf("--plan-class %q: not defined in %s (defined: %s)", name, path, defined)
+	case errors.As(err, &r):
+		return fmt.Errorf("--plan-class %q: <%s> in %s: %s; its versions would be sent to no host", name, r.Rule, path, r.Detail)
+	default:
+		return fmt.Errorf("--plan-class %q: %w", name, err)
 	}
 }
 
