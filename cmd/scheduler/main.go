@@ -53,6 +53,8 @@ const (
 	flagARTrustValid        = "ar-trust-valid"
 	flagARSpotCheck         = "ar-spot-check"
 	flagQuarantineStreak    = "quarantine-streak"
+	flagDailyResultQuota    = "daily-result-quota"
+	flagGPUQuotaMultiplier  = "gpu-quota-multiplier"
 )
 
 func main() { daemon.Main(run) }
@@ -114,6 +116,10 @@ func flags() []cli.Flag {
 			Usage: "least probability (0..1) that an adaptive replication job sent to a trusted host is replicated anyway"},
 		&cli.IntFlag{Name: flagQuarantineStreak, Value: 5, EnvVars: env(flagQuarantineStreak),
 			Usage: "errors or invalid results in a row that quarantine a host: one task at a time, never trusted (0: no quarantine)"},
+		&cli.IntFlag{Name: flagDailyResultQuota, Value: 500, EnvVars: env(flagDailyResultQuota),
+			Usage: "jobs of one app version a host may get a day, per CPU (per GPU for a GPU version), as BOINC's daily_result_quota: each host's quota shrinks by one per error, down to 1, and doubles back on valid results (0: no daily quota); give the validators the same value"},
+		&cli.IntFlag{Name: flagGPUQuotaMultiplier, Value: 1, EnvVars: env(flagGPUQuotaMultiplier),
+			Usage: "multiplies the daily quota of a GPU version per GPU, as BOINC's gpu_multiplier"},
 	)
 	fs = append(fs, rateLimitFlags()...)
 	fs = append(fs, netFlags()...)
@@ -295,6 +301,8 @@ func schedulerConfig(c *cli.Context, common config.Common, rateLimit scheduler.R
 		ARTrustValid:        c.Int(flagARTrustValid),
 		ARSpotCheck:         c.Float64(flagARSpotCheck),
 		QuarantineStreak:    c.Int(flagQuarantineStreak),
+		DailyResultQuota:    c.Int(flagDailyResultQuota),
+		GPUQuotaMultiplier:  c.Int(flagGPUQuotaMultiplier),
 		RateLimit:           rateLimit,
 	}
 }

@@ -93,7 +93,8 @@ func commitBatchSize(queue []*groupOp[commitOp]) int {
 // its log flush is left (release): its statements then run while the
 // flush waits, and a row both batches touch simply waits for this commit.
 func runCommit(st Store, timeout time.Duration, ops []*groupOp[commitOp], release func()) {
-	all := store.SchedBatch{Committing: release}
+	// Every request of a server has its quota: the first one's serves.
+	all := store.SchedBatch{Committing: release, DailyResultQuota: ops[0].item.batch.DailyResultQuota}
 	for _, op := range ops {
 		all.Reports = append(all.Reports, op.item.batch.Reports...)
 		all.Sends = append(all.Sends, op.item.batch.Sends...)

@@ -29,6 +29,8 @@ func TestConfigValidate(t *testing.T) {
 		{"commit lanes", func(c *Config) { c.CommitLanes = 0 }, "--commit-lanes 0: want at least 1"},
 		{"ar spot check", func(c *Config) { c.ARSpotCheck = math.NaN() }, "--ar-spot-check NaN: want a probability between 0 and 1"},
 		{"quarantine streak", func(c *Config) { c.QuarantineStreak = -1 }, "--quarantine-streak -1: want 0 (off) or more"},
+		{"daily result quota", func(c *Config) { c.DailyResultQuota = -1 }, "--daily-result-quota -1: want 0 (off) or more"},
+		{"gpu quota multiplier", func(c *Config) { c.GPUQuotaMultiplier = -1 }, "--gpu-quota-multiplier -1: want 1 or more"},
 		{"max body bytes", func(c *Config) { c.MaxBodyBytes = 4095 }, "--max-body-bytes 4095: want at least 4096"},
 		{"timeout", func(c *Config) { c.Timeout = -time.Second }, "timeout -1s: want 0 (the default) or a positive duration"},
 		{"host burst", func(c *Config) { c.RateLimit.HostBurst = -1 }, "--rate-limit-host-burst -1: want 0 (off) or more"},

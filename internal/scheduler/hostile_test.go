@@ -149,7 +149,7 @@ func (s *countingStore) UserHostGet(ctx context.Context, auth string, hostID int
 	return s.Store.UserHostGet(ctx, auth, hostID)
 }
 
-func (s *countingStore) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (row.User, row.Host, bool, []store.HostResult, error) {
+func (s *countingStore) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.UserHostHeld, error) {
 	s.lookups.Add(1)
 	return s.Store.UserHostHeldGet(ctx, auth, hostID, limit)
 }

@@ -27,8 +27,9 @@ type readOp struct {
 	err   error
 }
 
-// reader reads the account, host and instances in progress of concurrent
-// requests together (a group of UserHostHeldList calls): three statements
+// reader reads the account, host, instances in progress and
+// host_app_version rows of concurrent requests together (a group of
+// UserHostHeldList calls): four statements
 // for a batch of requests instead of a joined query each. A request alone
 // keeps its one joined query.
 type reader struct {
@@ -90,7 +91,7 @@ func readOne(ctx context.Context, st Store, k store.AuthHost) (store.UserHostHel
 	var f store.UserHostHeld
 	var err error
 	if k.WantHeld {
-		f.User, f.Host, f.HostFound, f.Held, err = st.UserHostHeldGet(ctx, k.Auth, k.HostID, maxInProgressListed)
+		f, err = st.UserHostHeldGet(ctx, k.Auth, k.HostID, maxInProgressListed)
 	} else {
 		f.User, f.Host, f.HostFound, err = st.UserHostGet(ctx, k.Auth, k.HostID)
 	}

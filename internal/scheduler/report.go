@@ -264,7 +264,7 @@ func reportedOutcome(rr *protocol.ReportResult, r store.ReportedResult, missing 
 //
 // The rows of the sends that went through are kept in x for the reply.
 func (s *Service) commitRound(ctx context.Context, x *rpc, sends []store.SchedSend) ([]error, error) {
-	b := store.SchedBatch{Sends: sends}
+	b := store.SchedBatch{Sends: sends, DailyResultQuota: s.opts.DailyResultQuota}
 	var queued []int // x.reports indexes in b.Reports
 	if !x.committed {
 		for i, pr := range x.reports {

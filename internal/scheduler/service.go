@@ -38,7 +38,7 @@ type Store interface {
 	ResultDetachHost(ctx context.Context, hostID, now int64) (int, error)
 	SchedulerCommit(ctx context.Context, b store.SchedBatch) (store.SchedOutcome, error)
 	UserHostGet(ctx context.Context, auth string, hostID int64) (row.User, row.Host, bool, error)
-	UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (row.User, row.Host, bool, []store.HostResult, error)
+	UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.UserHostHeld, error)
 	UserHostHeldList(ctx context.Context, keys []store.AuthHost, limit int) ([]store.UserHostHeld, error)
 	WorkunitListByIDs(ctx context.Context, ids []int64) ([]row.Workunit, error)
 	MsgFromHostInsert(ctx context.Context, msgs []row.MsgFromHost) (int64, error)
@@ -115,6 +115,19 @@ type Config struct {
 	// reliable-only tasks, never trusted; 0 turns quarantine off
 	// (--quarantine-streak).
 	QuarantineStreak int
+	// DailyResultQuota is the jobs of one app version a host may get a
+	// day, per CPU for a CPU version and per GPU for a GPU version
+	// (BOINC's daily_result_quota): each host's own quota
+	// (host_app_version.max_jobs_per_day) starts at it, shrinks by one per
+	// reported error down to 1 and doubles back on valid results
+	// (package hostav). 0 turns the daily quota off, as in BOINC; the flag's
+	// default, 500, is what BOINC's make_project writes
+	// (--daily-result-quota).
+	DailyResultQuota int
+	// GPUQuotaMultiplier multiplies the daily quota of a GPU version per
+	// GPU (BOINC's gpu_multiplier): a GPU runs many jobs in a CPU's time.
+	// 0 means 1 (--gpu-quota-multiplier).
+	GPUQuotaMultiplier int
 	// MaxBodyBytes bounds a request body (--max-body-bytes). Memory does not
 	// grow with it: the parser holds at most its limits' worth of reports.
 	MaxBodyBytes int64
@@ -165,6 +178,12 @@ func (c Config) Validate() error {
 	}
 	if !(c.ARSpotCheck >= 0 && c.ARSpotCheck <= 1) {
 		errs = append(errs, fmt.Errorf("--ar-spot-check %v: want a probability between 0 and 1", c.ARSpotCheck))
+	}
+	if c.DailyResultQuota < 0 {
+		errs = append(errs, fmt.Errorf("--daily-result-quota %d: want 0 (off) or more", c.DailyResultQuota))
+	}
+	if c.GPUQuotaMultiplier < 0 {
+		errs = append(errs, fmt.Errorf("--gpu-quota-multiplier %d: want 1 or more", c.GPUQuotaMultiplier))
 	}
 	if c.QuarantineStreak < 0 {
 		errs = append(errs, fmt.Errorf("--quarantine-streak %d: want 0 (off) or more", c.QuarantineStreak))

@@ -891,9 +891,9 @@ func (s *failingStore) UserHostGet(ctx context.Context, auth string, hostID int6
 	return s.Store.UserHostGet(ctx, auth, hostID)
 }
 
-func (s *failingStore) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (row.User, row.Host, bool, []store.HostResult, error) {
+func (s *failingStore) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.UserHostHeld, error) {
 	if s.failAuth {
-		return row.User{}, row.Host{}, false, nil, fmt.Errorf("lookup: %w", io.ErrUnexpectedEOF)
+		return store.UserHostHeld{}, fmt.Errorf("lookup: %w", io.ErrUnexpectedEOF)
 	}
 	return s.Store.UserHostHeldGet(ctx, auth, hostID, limit)
 }

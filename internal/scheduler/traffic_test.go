@@ -274,7 +274,7 @@ func (s *statementCounter) UserHostGet(ctx context.Context, auth string, hostID 
 	return s.Store.UserHostGet(ctx, auth, hostID)
 }
 
-func (s *statementCounter) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (row.User, row.Host, bool, []store.HostResult, error) {
+func (s *statementCounter) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.UserHostHeld, error) {
 	s.calls.Add(1)
 	return s.Store.UserHostHeldGet(ctx, auth, hostID, limit)
 }

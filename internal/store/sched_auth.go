@@ -80,6 +80,8 @@ const heldColumns = "COALESCE(r.id, 0) AS `held.id`, COALESCE(r.name, '') AS `he
 type userHostHeldRow struct {
 	userHostRow
 	Held HostResult `db:"held"`
+	// HAV is havJSON's value: the host's host_app_version rows.
+	HAV []byte `db:"hav"`
 }
 
 // The user is one row (authenticator is unique) and the host one (by id),
@@ -89,36 +91,47 @@ type userHostHeldRow struct {
 // cost); the rows come in res_host_state's order, which is by id. The
 // limit only bounds a host holding thousands of instances. The instances
 // are matched to the host id itself, not to h.id: joined to h.id, MariaDB
-// reads every instance in progress (res_server_state) and filters.
+// reads every instance in progress (res_server_state) and filters. The
+// host's host_app_version rows ride along as one JSON column (repeated on
+// each row: a few hundred bytes for the usual one to three versions, where
+// each row already carries an instance's xml_doc_in).
 var userHostHeldGet = `SELECT ` + prefixed("u.", userColumns) + `, ` + userHostColumns +
-	`, h.id IS NOT NULL AS host_found, ` + heldColumns + `
+	`, h.id IS NOT NULL AS host_found, ` + heldColumns + `, ` + havJSON + ` AS hav
 FROM user u LEFT JOIN host h ON h.id = ?
 LEFT JOIN result r ON r.hostid = ? AND r.server_state = ?
 LEFT JOIN workunit w ON w.id = r.workunitid
 WHERE u.authenticator = ?
 LIMIT ?`
 
-// UserHostHeldGet is UserHostGet and ResultListHostInProgress of host
-// hostID in one query: a scheduler request that reports or asks for work
-// needs all three, and in the usual case (the host is the user's own) one
-// round trip serves it. The instances are read whoever owns the host; the
-// caller uses them only once it has decided the host is the request's.
-func (s *Store) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (u row.User, h row.Host, found bool, held []HostResult, err error) {
+// UserHostHeldGet is UserHostGet, ResultListHostInProgress and
+// HostAppVersionListByHost of host hostID in one query: a scheduler request
+// that reports or asks for work needs all of them, and in the usual case
+// (the host is the user's own) one round trip serves it. The instances and
+// host_app_version rows are read whoever owns the host; the caller uses
+// them only once it has decided the host is the request's. No user with
+// key auth is ErrNotFound.
+func (s *Store) UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (UserHostHeld, error) {
 	var rows []userHostHeldRow
-	err = s.hotSelect(ctx, &rows, userHostHeldGet, hostID, hostID, state.ServerInProgress, auth, limit)
+	err := s.hotSelect(ctx, &rows, userHostHeldGet, hostID, hostID, hostID, state.ServerInProgress, auth, limit)
 	if err != nil {
-		return u, h, false, nil, fmt.Errorf("get user by authenticator, host %d and its results in progress: %w", hostID, err)
+		return UserHostHeld{}, fmt.Errorf("get user by authenticator, host %d and its results in progress: %w", hostID, err)
 	}
 	if len(rows) == 0 {
-		return u, h, false, nil, ErrNotFound
+		return UserHostHeld{}, ErrNotFound
 	}
-	held = make([]HostResult, 0, len(rows))
+	held := make([]HostResult, 0, len(rows))
 	for _, r := range rows {
 		if r.Held.ID != 0 {
 			held = append(held, r.Held)
 		}
 	}
-	return rows[0].User, rows[0].Host, rows[0].HostFound, held, nil
+	f := UserHostHeld{User: rows[0].User, UserFound: true, Host: rows[0].Host, HostFound: rows[0].HostFound, Held: held}
+	if f.HostFound {
+		if f.HostAppVersions, err = parseHostAppVersions(hostID, rows[0].HAV); err != nil {
+			return UserHostHeld{}, err
+		}
+	}
+	return f, nil
 }
 
 // AuthHost is what a scheduler request names: an account key and a host id
@@ -131,13 +144,16 @@ type AuthHost struct {
 
 // UserHostHeld is what UserHostHeldList found for one AuthHost: the user
 // whose key matches (UserFound), the host (HostFound, whoever owns it), and
-// when asked the host's instances in progress, by id.
+// when asked the host's instances in progress, by id, and its
+// host_app_version rows (what it has shown of each version: estimates and
+// daily quotas), by version id.
 type UserHostHeld struct {
-	User      row.User
-	UserFound bool
-	Host      row.Host
-	HostFound bool
-	Held      []HostResult
+	User            row.User
+	UserFound       bool
+	Host            row.Host
+	HostFound       bool
+	Held            []HostResult
+	HostAppVersions []row.HostAppVersion
 }
 
 const (
@@ -158,7 +174,7 @@ type heldRow struct {
 	HostResult
 }
 
-// UserHostHeldList is UserHostHeldGet for many requests at once, in three
+// UserHostHeldList is UserHostHeldGet for many requests at once, in four
 // statements whatever their number: the scheduler's concurrent requests
 // share them (its reader), which saves the per-statement cost of one query
 // each. Each key's user is the row whose key equals it ignoring case, as
@@ -186,7 +202,13 @@ func (s *Store) UserHostHeldList(ctx context.Context, keys []AuthHost, limit int
 		return nil, err
 	}
 	var held []heldRow
+	var havs []row.HostAppVersion
 	if len(heldIDs) > 0 {
+		havs, err = selectIn[row.HostAppVersion](ctx, s, "list host_app_version of hosts", hostAppVersionListByHosts,
+			uniq(heldIDs))
+		if err != nil {
+			return nil, err
+		}
 		q, args, err := sqlx.In(heldListByHosts, uniq(heldIDs), state.ServerInProgress)
 		if err != nil {
 			return nil, fmt.Errorf("list results in progress of %d hosts: %w", len(heldIDs), err)
@@ -205,6 +227,10 @@ func (s *Store) UserHostHeldList(ctx context.Context, keys []AuthHost, limit int
 			heldByHost[r.HostID] = append(heldByHost[r.HostID], r.HostResult)
 		}
 	}
+	havByHost := map[int64][]row.HostAppVersion{}
+	for _, h := range havs {
+		havByHost[h.HostID] = append(havByHost[h.HostID], h)
+	}
 	// Keyed by lower case, as the column's collation matches: the exact
 	// comparison is the caller's, in constant time.
 	userByKey := make(map[string]row.User, len(users))
@@ -217,6 +243,9 @@ func (s *Store) UserHostHeldList(ctx context.Context, keys []AuthHost, limit int
 			out[i].Host, out[i].HostFound = hostByID[k.HostID]
 			if k.WantHeld {
 				out[i].Held = heldByHost[k.HostID]
+				if out[i].HostFound {
+					out[i].HostAppVersions = havByHost[k.HostID]
+				}
 			}
 		}
 	}

@@ -37,6 +37,12 @@ func TestUserHostHeldGet(t *testing.T) {
 					Name: "wu_" + string(rune('0'+i)), XMLDocIn: "<file_info/>"}).ID
 				storetest.Exec(t, st, `UPDATE result SET hostid = ?, sent_time = 5, report_deadline = 105 WHERE id = ?`, busy, id)
 			}
+			// Versions the busy host ran, one anonymous-platform (negative
+			// id), with values that need a double's full precision.
+			storetest.Exec(t, st, `INSERT INTO host_app_version (host_id, app_version_id, et_n, et_avg, et_var,
+et_median, turnaround_n, turnaround_avg, consecutive_valid, max_jobs_per_day, n_jobs_today, day, n_errors, n_valid)
+VALUES (?, 3, 12, 1.2345678901234567e-10, 3.3e-21, 1.0000000000000002e-10, 11, 3600.5, 4, 7, 2, 20000, 1, 11),
+(?, -7000002, 1, 2e-9, 0, 2e-9, 0, 0, 0, 0, 0, 0, 0, 0)`, busy, busy)
 
 			for _, tc := range []struct {
 				name   string
@@ -44,9 +50,31 @@ func TestUserHostHeldGet(t *testing.T) {
 				limit  int
 			}{{"busy host", busy, 1000}, {"busy host, limit 1", busy, 1}, {"idle host", idle, 1000},
 				{"no such host", 9999, 1000}, {"no host", 0, 1000}} {
-				u, h, found, held, err := st.UserHostHeldGet(ctx, "k", tc.hostID, tc.limit)
+				got, err := st.UserHostHeldGet(ctx, "k", tc.hostID, tc.limit)
 				if err != nil {
 					t.Fatalf("%s: %v", tc.name, err)
+				}
+				u, h, found, held := got.User, got.Host, got.HostFound, got.Held
+				if !got.UserFound {
+					t.Errorf("%s: UserFound false for a known key", tc.name)
+				}
+				wantHAV, err := st.HostAppVersionListByHost(ctx, tc.hostID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got.HostAppVersions, wantHAV) {
+					t.Errorf("%s: host_app_version rows %+v, HostAppVersionListByHost says %+v", tc.name,
+						got.HostAppVersions, wantHAV)
+				}
+				if tc.hostID == busy && len(wantHAV) != 2 {
+					t.Errorf("%s: %d host_app_version rows, want 2", tc.name, len(wantHAV))
+				}
+				list, err := st.UserHostHeldList(ctx, []store.AuthHost{{Auth: "k", HostID: tc.hostID, WantHeld: true}}, tc.limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(list[0].HostAppVersions, wantHAV) {
+					t.Errorf("%s: UserHostHeldList host_app_version rows %+v, want %+v", tc.name, list[0].HostAppVersions, wantHAV)
 				}
 				wu, wh, wfound, err := st.UserHostGet(ctx, "k", tc.hostID)
 				if err != nil {
@@ -63,7 +91,7 @@ func TestUserHostHeldGet(t *testing.T) {
 					t.Errorf("%s: held = %+v, want %+v", tc.name, held, want)
 				}
 			}
-			if _, _, _, _, err := st.UserHostHeldGet(ctx, "nosuch", busy, 1000); !errors.Is(err, store.ErrNotFound) {
+			if _, err := st.UserHostHeldGet(ctx, "nosuch", busy, 1000); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("unknown authenticator: err = %v, want ErrNotFound", err)
 			}
 		})
@@ -98,8 +126,8 @@ func BenchmarkUserHostHeldGet(b *testing.B) {
 			m.Start(b)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, _, _, held, err := st.UserHostHeldGet(ctx, "k", hid, 1000); err != nil || len(held) != 1 {
-						b.Error(err, len(held))
+					if f, err := st.UserHostHeldGet(ctx, "k", hid, 1000); err != nil || len(f.Held) != 1 {
+						b.Error(err, len(f.Held))
 						return
 					}
 				}
@@ -160,7 +188,8 @@ func TestUserHostHeldList(t *testing.T) {
 		t.Fatalf("%d answers for %d keys", len(got), len(keys))
 	}
 	for i, k := range keys {
-		u, h, found, held, err := st.UserHostHeldGet(ctx, k.Auth, k.HostID, 1000)
+		one, err := st.UserHostHeldGet(ctx, k.Auth, k.HostID, 1000)
+		u, h, found, held := one.User, one.Host, one.HostFound, one.Held
 		if errors.Is(err, store.ErrNotFound) {
 			if got[i].UserFound {
 				t.Errorf("key %d %+v: user found, UserHostHeldGet says none", i, k)

@@ -36,6 +36,10 @@ type SchedBatch struct {
 	Reports []SchedReport
 	Sends   []SchedSend
 	Hosts   []SchedHost
+	// DailyResultQuota is the project's daily quota per instance
+	// (--daily-result-quota; 0: none): a reported CLIENT_ERROR shrinks the
+	// host's quota for the version from it (hostav.AddError).
+	DailyResultQuota int
 	// Committing, if set, is called when every statement has run and only
 	// the commit is left: the caller may start other work (its next
 	// batch) meanwhile. It may be called more than once if the
@@ -121,6 +125,9 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 	if err := schedWrite(ctx, tx, b.Hosts, plan); err != nil {
 		return SchedOutcome{}, err
 	}
+	if err := schedWriteHostAppVersions(ctx, tx, plan.HostAppVersions, b.DailyResultQuota); err != nil {
+		return SchedOutcome{}, err
+	}
 	out := SchedOutcome{Reports: plan.Reports, Sends: plan.Sends, Workunits: plan.SentWorkunits,
 		Results: plan.SentResults}
 	for i := range out.Reports {
@@ -191,7 +198,7 @@ func schedWrite(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, plan decide
 	for i, u := range plan.UserJobs {
 		userRows[i] = []any{u.WorkunitID, u.UserID, u.ResultID}
 	}
-	if err := insertRows(ctx, tx, `INSERT INTO workunit_user (workunitid, userid, resultid) VALUES `, 3, userRows); err != nil {
+	if err := insertRows(ctx, tx, `INSERT INTO workunit_user (workunitid, userid, resultid) VALUES `, 3, userRows, ""); err != nil {
 		return err
 	}
 	reportRows := make([][]any, len(plan.ReportWrites))
@@ -408,8 +415,10 @@ func schedArg(v any) any {
 	return v
 }
 
-// insertRows runs a multi-row INSERT of rows of width columns.
-func insertRows(ctx context.Context, tx *sqlx.Tx, prefix string, width int, rows [][]any) error {
+// insertRows runs a multi-row INSERT of rows of width columns: prefix,
+// the rows' tuples, then suffix (an ON DUPLICATE KEY UPDATE clause, or
+// empty) with its own arguments.
+func insertRows(ctx context.Context, tx *sqlx.Tx, prefix string, width int, rows [][]any, suffix string, suffixArgs ...any) error {
 	for len(rows) > 0 {
 		n := min(len(rows), schedBatchMaxRows)
 		var b strings.Builder
@@ -422,6 +431,8 @@ func insertRows(ctx context.Context, tx *sqlx.Tx, prefix string, width int, rows
 			b.WriteString("(" + strings.Repeat("?, ", width-1) + "?)")
 			args = append(args, row...)
 		}
+		b.WriteString(suffix)
+		args = append(args, suffixArgs...)
 		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 			return err
 		}

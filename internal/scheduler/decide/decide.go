@@ -6,10 +6,12 @@
 package decide
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 
+	"github.com/taskserver/taskserver/internal/hostav"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
@@ -97,12 +99,17 @@ type ReportOutcome struct {
 
 // Send is one unsent instance going to a host.
 type Send struct {
-	ResultID       int64
-	WorkunitID     int64
-	HostID         int64
-	UserID         int64
-	AppVersionID   int64
-	AppVersionNum  int
+	ResultID      int64
+	WorkunitID    int64
+	HostID        int64
+	UserID        int64
+	AppVersionID  int64
+	AppVersionNum int
+	// Resource is, for an anonymous-platform send (AppVersionID 0), the
+	// resource the client's own build runs on (hostav.AnonCPU, ...; 0 is
+	// the CPU): with the job's app it keys the host_app_version row whose
+	// jobs today the send counts.
+	Resource       int
 	ReportDeadline int64
 	Now            int64
 	// HRClass is the host's homogeneous redundancy class when the job's app
@@ -238,6 +245,49 @@ func (d HostDelta) TurnaroundFold() (a, b, c float64) {
 	return a, b, c
 }
 
+// HostAppVersionDelta is what a batch does to one host_app_version row:
+// jobs of the version sent to the host (counted on Day: sends of an
+// earlier day in the same batch, at midnight, are dropped as a new day's
+// count would drop them), and CLIENT_ERROR reports (each shrinks the daily
+// quota, hostav.AddError).
+type HostAppVersionDelta struct {
+	HostID       int64
+	AppVersionID int64
+	Sent         int
+	Day          int64
+	Errors       int
+}
+
+// havDeltas collects HostAppVersionDeltas by key.
+type havDeltas map[[2]int64]*HostAppVersionDelta
+
+func (m havDeltas) at(hostID, avID int64) *HostAppVersionDelta {
+	k := [2]int64{hostID, avID}
+	d := m[k]
+	if d == nil {
+		d = &HostAppVersionDelta{HostID: hostID, AppVersionID: avID}
+		m[k] = d
+	}
+	return d
+}
+
+func (m havDeltas) sorted() []HostAppVersionDelta {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]HostAppVersionDelta, 0, len(m))
+	for _, d := range m {
+		out = append(out, *d)
+	}
+	slices.SortFunc(out, func(a, b HostAppVersionDelta) int {
+		if c := cmp.Compare(a.HostID, b.HostID); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.AppVersionID, b.AppVersionID)
+	})
+	return out
+}
+
 // Plan is what a batch does: the outcome of each report and send, index for
 // index, and the writes.
 type Plan struct {
@@ -256,6 +306,9 @@ type Plan struct {
 	CouldntSends []CouldntSend
 	// Hosts are the reporting hosts' deltas, by host id.
 	Hosts map[int64]*HostDelta
+	// HostAppVersions are the batch's changes to host_app_version rows,
+	// by host and then version id (the order the store locks them in).
+	HostAppVersions []HostAppVersionDelta
 
 	// SentWorkunits and SentResults are the jobs and instances of the sends
 	// that go through, by id, as the batch leaves them.
@@ -269,15 +322,17 @@ type Plan struct {
 //     IN_PROGRESS, or OVER with an outcome LateOutcome accepts (late); it
 //     moves the instance to the reporting host and triggers its job; a
 //     success for a job already done (failed, or assimilated) is TOO_LATE;
-//     a CLIENT_ERROR counts against the host, a success's turnaround is
-//     folded into its average;
+//     a CLIENT_ERROR counts against the host and against its
+//     host_app_version row for the instance's version (the daily quota), a
+//     success's turnaround is folded into its average;
 //   - a send whose job is gone or refused by CheckWorkunit sets its
 //     instance COULDNT_SEND and triggers the job; otherwise it is refused
 //     when the job is bound to another host class, went to the user already
 //     (even earlier in this batch), or the instance is no longer UNSENT; a
 //     send that goes through binds the job to the host's class, raises its
-//     quorum when it replicates, records the user, and wakes the job no
-//     later than the deadline.
+//     quorum when it replicates, records the user, wakes the job no later
+//     than the deadline, and counts a job sent today in the host's
+//     host_app_version row for the version.
 //
 // A refused row changes nothing and never stops the others.
 func Batch(in Input) Plan {
@@ -299,16 +354,33 @@ func Batch(in Input) Plan {
 		sentTo[uj] = true
 	}
 
+	havs := havDeltas{}
 	for i, r := range in.Reports {
-		p.Reports[i] = p.report(r, wus, res)
+		p.Reports[i] = p.report(r, wus, res, havs)
 	}
 	var sent []Send
 	for i, s := range in.Sends {
 		p.Sends[i] = p.send(s, wus, res, sentTo)
 		if p.Sends[i] == nil {
 			sent = append(sent, s)
+			av := s.AppVersionID
+			if av <= 0 {
+				resource := s.Resource
+				if resource == 0 {
+					resource = hostav.AnonCPU
+				}
+				av = hostav.GeneralizedID(wus[s.WorkunitID].AppID, resource)
+			}
+			d := havs.at(s.HostID, av)
+			switch day := hostav.Day(s.Now); {
+			case day > d.Day:
+				d.Sent, d.Day = 1, day
+			case day == d.Day:
+				d.Sent++
+			}
 		}
 	}
+	p.HostAppVersions = havs.sorted()
 
 	seen := map[int64]bool{}
 	for _, wu := range in.Workunits {
@@ -336,7 +408,7 @@ func Batch(in Input) Plan {
 
 // report decides one report on the rows as the batch left them so far, and
 // updates them.
-func (p *Plan) report(r Report, wus map[int64]*row.Workunit, res map[int64]*row.Result) ReportOutcome {
+func (p *Plan) report(r Report, wus map[int64]*row.Workunit, res map[int64]*row.Result, havs havDeltas) ReportOutcome {
 	if r.FromHostID == 0 {
 		r.FromHostID = r.HostID
 	}
@@ -368,6 +440,10 @@ func (p *Plan) report(r Report, wus map[int64]*row.Workunit, res map[int64]*row.
 		p.Hosts[r.HostID] = d
 	}
 	d.Add(r.Outcome, turnaround)
+	if r.Outcome == state.OutcomeClientError {
+		// The version that failed is the one the instance was sent with.
+		havs.at(r.HostID, hostav.Key(inst.AppVersionID, inst.AppID)).Errors++
+	}
 	late := inst.ServerState == state.ServerOver
 	// A second report of the instance in this batch finds it over.
 	inst.ServerState, inst.Outcome, inst.HostID = state.ServerOver, r.Outcome, r.HostID

@@ -1,0 +1,183 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/taskserver/taskserver/internal/hostav"
+	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+// hav returns host hostID's host_app_version row for version avID (zero if
+// none).
+func hav(t *testing.T, st *store.Store, hostID, avID int64) row.HostAppVersion {
+	t.Helper()
+	rows, err := st.HostAppVersionListByHost(context.Background(), hostID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.AppVersionID == avID {
+			return r
+		}
+	}
+	return row.HostAppVersion{}
+}
+
+// TestSchedulerCommitCountsJobsToday: concurrent sends to one host, in
+// batches of their own, each count in n_jobs_today (a relative update loses
+// none); an anonymous-platform send counts under its generalized id; a new
+// day starts the count again and a send stamped with an earlier day (a
+// scheduler whose clock is behind) does not set it back.
+func TestSchedulerCommitCountsJobsToday(t *testing.T) {
+	t.Parallel()
+	f := newSchedFixture(t)
+	ctx := context.Background()
+	const day = 20000
+	now := int64(day*86400 + 3600)
+	const n = 24
+	sends := make([]store.SchedSend, n+3)
+	for i := range sends {
+		wu := storetest.Job(t, f.st, storetest.JobOptions{CreateTime: 1, App: 1, Name: fmt.Sprintf("q%d", i),
+			TransitionTime: state.NoTransition, DelayBound: 100})
+		r := storetest.Instance(t, f.st, storetest.InstanceOptions{CreateTime: 1, Job: wu.ID,
+			ServerState: state.ServerUnsent, Name: fmt.Sprintf("q%d_0", i)})
+		sends[i] = store.SchedSend{ResultID: r.ID, WorkunitID: wu.ID, HostID: f.host1, UserID: f.user,
+			AppVersionID: 7, AppVersionNum: 100, ReportDeadline: now + 100, Now: now}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			out, err := f.st.SchedulerCommit(ctx, store.SchedBatch{Sends: sends[i : i+1]})
+			if err == nil {
+				err = out.Sends[0]
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent send: %v", err)
+	}
+	if h := hav(t, f.st, f.host1, 7); h.NJobsToday != n || h.Day != day {
+		t.Fatalf("after %d concurrent sends on day %d: n_jobs_today %d, day %d", n, day, h.NJobsToday, h.Day)
+	}
+
+	anon := sends[n]
+	anon.AppVersionID, anon.Resource = 0, hostav.AnonNVIDIA
+	if err := f.send(t, anon); err != nil {
+		t.Fatal(err)
+	}
+	if h := hav(t, f.st, f.host1, hostav.GeneralizedID(1, hostav.AnonNVIDIA)); h.NJobsToday != 1 || h.Day != day {
+		t.Fatalf("anonymous-platform NVIDIA send: row %+v, want 1 job on day %d", h, day)
+	}
+
+	tomorrow := sends[n+1]
+	tomorrow.Now += 86400
+	if err := f.send(t, tomorrow); err != nil {
+		t.Fatal(err)
+	}
+	if h := hav(t, f.st, f.host1, 7); h.NJobsToday != 1 || h.Day != day+1 {
+		t.Fatalf("send on the next day: n_jobs_today %d, day %d; want 1, %d", h.NJobsToday, h.Day, day+1)
+	}
+	late := sends[n+2]
+	if err := f.send(t, late); err != nil {
+		t.Fatal(err)
+	}
+	if h := hav(t, f.st, f.host1, 7); h.NJobsToday != 1 || h.Day != day+1 {
+		t.Fatalf("send stamped a day earlier: n_jobs_today %d, day %d; want 1, %d unchanged", h.NJobsToday, h.Day, day+1)
+	}
+}
+
+// TestSchedulerCommitErrorShrinksQuota: a reported CLIENT_ERROR does to
+// max_jobs_per_day, in SQL on the row it has not read, what hostav.AddError
+// does, ends the valid streak and counts the error; a success does not
+// touch the quota.
+func TestSchedulerCommitErrorShrinksQuota(t *testing.T) {
+	t.Parallel()
+	f := newSchedFixture(t)
+	ctx := context.Background()
+	const quota = 50
+	next := 0
+	inProgress := func(avID int64) store.SchedReport {
+		next++
+		wu := storetest.Job(t, f.st, storetest.JobOptions{CreateTime: 1, App: 1, Name: fmt.Sprintf("e%d", next),
+			TransitionTime: state.NoTransition})
+		r := storetest.Instance(t, f.st, storetest.InstanceOptions{CreateTime: 1, Job: wu.ID,
+			ServerState: state.ServerInProgress, Host: f.host1, SentTime: 10, AppVersionID: avID,
+			Name: fmt.Sprintf("e%d_0", next)})
+		return store.SchedReport{ResultID: r.ID, WorkunitID: wu.ID, HostID: f.host1, Outcome: state.OutcomeClientError,
+			Now: 100}
+	}
+	h1, err := f.st.HostGet(ctx, f.host1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		start, errors, successes int
+		exists                   bool
+	}{
+		{0, 1, 0, false}, {0, 2, 0, true}, {quota, 1, 0, true}, {quota + 30, 1, 0, true}, {10, 3, 1, true},
+		{2, 1, 0, true}, {1, 2, 0, true}, {7, 0, 2, true},
+	} {
+		avID := int64(100 + i)
+		if tc.exists {
+			storetest.Exec(t, f.st, `INSERT INTO host_app_version (host_id, app_version_id, max_jobs_per_day,
+consecutive_valid, n_errors) VALUES (?, ?, ?, 5, 1)`, f.host1, avID, tc.start)
+		}
+		var reps []store.SchedReport
+		for range tc.errors {
+			reps = append(reps, inProgress(avID))
+		}
+		for range tc.successes {
+			r := inProgress(avID)
+			r.Outcome = state.OutcomeSuccess
+			reps = append(reps, r)
+		}
+		out, err := f.st.SchedulerCommit(ctx, store.SchedBatch{Reports: reps, Hosts: []store.SchedHost{{Host: h1}},
+			DailyResultQuota: quota})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out.Reports {
+			if o.Err != nil {
+				t.Fatalf("report: %v", o.Err)
+			}
+		}
+		want := row.HostAppVersion{MaxJobsPerDay: tc.start, ConsecutiveValid: 5, NErrors: 1}
+		if !tc.exists {
+			want = row.HostAppVersion{}
+		}
+		for range tc.errors {
+			want = hostav.AddError(want, quota)
+		}
+		got := hav(t, f.st, f.host1, avID)
+		if tc.errors == 0 && !tc.exists {
+			continue
+		}
+		if got.MaxJobsPerDay != want.MaxJobsPerDay || got.ConsecutiveValid != want.ConsecutiveValid ||
+			got.NErrors != want.NErrors {
+			t.Errorf("quota %d, %d errors, %d successes: row %+v; want max_jobs_per_day %d, consecutive_valid %d, n_errors %d (hostav.AddError)",
+				tc.start, tc.errors, tc.successes, got, want.MaxJobsPerDay, want.ConsecutiveValid, want.NErrors)
+		}
+	}
+
+	// No project quota: errors are counted, the quota is left alone.
+	storetest.Exec(t, f.st, `INSERT INTO host_app_version (host_id, app_version_id, max_jobs_per_day) VALUES (?, 300, 9)`, f.host1)
+	if _, err := f.st.SchedulerCommit(ctx, store.SchedBatch{Reports: []store.SchedReport{inProgress(300)},
+		Hosts: []store.SchedHost{{Host: h1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := hav(t, f.st, f.host1, 300); got.MaxJobsPerDay != 9 || got.NErrors != 1 {
+		t.Errorf("error without a project quota: row %+v, want max_jobs_per_day 9, n_errors 1", got)
+	}
+}
