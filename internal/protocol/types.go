@@ -181,6 +181,9 @@ type ClientAppVer struct {
 	Flops      float64 `xml:"flops"`
 	APIVersion string  `xml:"api_version,omitempty"`
 	Cmdline    string  `xml:"cmdline,omitempty"`
+	// Coprocs are the coprocessors a task of the build uses, as its
+	// app_info.xml declares them.
+	Coprocs []CoprocUsage `xml:"coproc"`
 }
 
 // OtherResult is a task the client has in progress (<other_results>).

@@ -47,6 +47,9 @@ type App struct {
 	// opened as "in", one output opened as "out".
 	InputTemplateID  int64 `db:"input_template_id"`
 	OutputTemplateID int64 `db:"output_template_id"`
+	// Beta marks an app under test: its jobs go only to volunteers whose
+	// project preferences allow beta work.
+	Beta bool `db:"beta"`
 }
 
 // Credit policies (app.credit_policy).
@@ -72,6 +75,9 @@ type AppVersion struct {
 	PlanClass  string `db:"plan_class"`
 	XMLDoc     string `db:"xml_doc"`
 	Deprecated bool   `db:"deprecated"`
+	// Beta marks a version under test: it is sent only to volunteers whose
+	// project preferences allow beta work.
+	Beta bool `db:"beta"`
 }
 
 // User is a row of user: a volunteer account.
@@ -89,6 +95,28 @@ type User struct {
 	CrossProjectID string  `db:"cross_project_id"`
 	// SubmitAllowed lets the user submit batches through the submission API.
 	SubmitAllowed bool `db:"submit_allowed"`
+	// ProjectPrefs is the volunteer's <project_preferences> document, as
+	// BOINC stores it (package projectprefs reads it); empty for none.
+	ProjectPrefs Text `db:"project_prefs"`
+}
+
+// Text is a TEXT column that may be NULL (BOINC's schema leaves its
+// documents nullable): NULL reads as "", and "" is written as "".
+type Text string
+
+// Scan reads a column value into t.
+func (t *Text) Scan(v any) error {
+	switch x := v.(type) {
+	case nil:
+		*t = ""
+	case string:
+		*t = Text(x)
+	case []byte:
+		*t = Text(x)
+	default:
+		return fmt.Errorf("read text column: unexpected %T", v)
+	}
+	return nil
 }
 
 // Host is a row of host: one volunteer computer.

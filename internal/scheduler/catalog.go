@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/taskserver/taskserver/internal/appversion"
-	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 )
@@ -23,10 +23,13 @@ type catalog struct {
 	appByID        map[int64]row.App       // all
 	appByName      map[string]row.App      // not deprecated
 	versionByID    map[int64]row.AppVersion
-	// versionsByApp holds the usable versions: not deprecated, no plan
-	// class (plan classes need host capability checks this scheduler does
-	// not make), of an app that is not deprecated, at least its min_version,
-	// with a readable file list.
+	// versionsByApp holds the usable versions: not deprecated, of an app
+	// that is not deprecated, at least its min_version, with a readable
+	// file list and a plan class that is none or one the project defines;
+	// of those, only the latest of each platform, plan class and beta flag
+	// (a new build replaces the old one, as BOINC's feeder does, while a
+	// beta build does not hide the stable one from volunteers who run no
+	// beta work).
 	versionsByApp map[int64][]row.AppVersion
 	// docs are the versions' xml_doc, read: their files (none for a
 	// version only the simulated client can run) and cmdline.
@@ -34,9 +37,15 @@ type catalog struct {
 	// unreadable are the versions whose xml_doc cannot be read: never sent,
 	// since a client given them could run nothing.
 	unreadable map[int64]error
+	// unknownPlan are the versions whose plan class the project does not
+	// define (--plan-class-spec): never sent, since no host can be checked
+	// against it.
+	unknownPlan map[int64]string
 }
 
-func newCatalog(t shmcache.Tables, gen uint64) *catalog {
+// newCatalog indexes the tables; plans are the project's plan classes
+// (nil: none).
+func newCatalog(t shmcache.Tables, gen uint64, plans *planclass.Specs) *catalog {
 	c := &catalog{
 		gen:            gen,
 		platformByName: map[string]row.Platform{},
@@ -47,6 +56,7 @@ func newCatalog(t shmcache.Tables, gen uint64) *catalog {
 		versionsByApp:  map[int64][]row.AppVersion{},
 		docs:           map[int64]appversion.Version{},
 		unreadable:     map[int64]error{},
+		unknownPlan:    map[int64]string{},
 	}
 	for _, p := range t.Platforms {
 		c.platformByID[p.ID] = p
@@ -69,113 +79,45 @@ func newCatalog(t shmcache.Tables, gen uint64) *catalog {
 		}
 		c.docs[v.ID] = doc
 		a, ok := c.appByID[v.AppID]
-		if !ok || a.Deprecated || v.Deprecated || v.PlanClass != "" || v.VersionNum < a.MinVersion {
+		if !ok || a.Deprecated || v.Deprecated || v.VersionNum < a.MinVersion {
 			continue
 		}
-		c.versionsByApp[v.AppID] = append(c.versionsByApp[v.AppID], v)
+		if v.PlanClass != "" {
+			if !planKnown(plans, v.PlanClass) {
+				c.unknownPlan[v.ID] = v.PlanClass
+				continue
+			}
+		}
+		c.versionsByApp[v.AppID] = latest(c.versionsByApp[v.AppID], v)
 	}
 	return c
 }
 
-// version is the app version chosen to run a job on a host.
-type version struct {
-	app        row.App
-	av         row.AppVersion // ID 0 for an anonymous-platform client's own build
-	platform   string         // the name sent in <result><platform>
-	anonymous  bool
-	versionNum int
-	// files are the version's files to send with it (none for an
-	// anonymous-platform client or a version without files).
-	files []appversion.File
-	// cmdline is the version's command-line arguments (none for an
-	// anonymous-platform client: its app_info.xml has its own).
-	cmdline string
+// latest adds v to vs, the versions of one app, unless a later one of the
+// same platform, plan class and beta flag is there; a later v replaces it.
+func latest(vs []row.AppVersion, v row.AppVersion) []row.AppVersion {
+	for i, o := range vs {
+		if o.PlatformID == v.PlatformID && o.PlanClass == v.PlanClass && o.Beta == v.Beta {
+			if v.VersionNum > o.VersionNum {
+				vs[i] = v
+			}
+			return vs
+		}
+	}
+	return append(vs, v)
 }
 
-// choose returns, for each app the host can run, the version to send: the
-// highest version_num on any of the host's platforms, the primary platform
-// winning a tie.
-func (c *catalog) choose(req *protocol.SchedulerRequest) map[int64]version {
-	out := map[int64]version{}
-	if req.PlatformName == anonymousPlatform {
-		for _, cv := range req.AppVersions {
-			a, ok := c.appByName[cv.AppName]
-			if !ok || cv.PlanClass != "" {
-				continue
-			}
-			if cur, ok := out[a.ID]; ok && cur.versionNum >= cv.VersionNum {
-				continue
-			}
-			out[a.ID] = version{app: a, platform: cv.Platform, anonymous: true, versionNum: cv.VersionNum}
-		}
-		return out
-	}
-	names := []string{req.PlatformName}
-	for _, alt := range req.AltPlatforms {
-		names = append(names, alt.Name)
-	}
-	rank := map[int64]int{} // platform id → preference, lower is better
-	for i, n := range names {
-		if p, ok := c.platformByName[n]; ok {
-			if _, seen := rank[p.ID]; !seen {
-				rank[p.ID] = i
-			}
-		}
-	}
-	if len(rank) == 0 {
-		return out
-	}
-	for appID, vs := range c.versionsByApp {
-		best, bestRank, found := row.AppVersion{}, 0, false
-		for _, v := range vs {
-			r, ok := rank[v.PlatformID]
-			if !ok {
-				continue
-			}
-			if !found || v.VersionNum > best.VersionNum || (v.VersionNum == best.VersionNum && r < bestRank) {
-				best, bestRank, found = v, r, true
-			}
-		}
-		if found {
-			out[appID] = c.project(best)
-		}
-	}
-	return out
-}
-
-// forResend returns the version a result in progress was sent with, so that
-// a resend names the same build; if that version is gone or unreadable, the
-// current choice for the app. A client on the anonymous platform runs only
-// its own builds: the result is resent for the build of the app it lists
-// with the version number the result was sent with, else for its current
-// choice, and not at all when it lists none (never with the project's
-// version and files, which it would not run).
-func (c *catalog) forResend(req *protocol.SchedulerRequest, appID, avID int64, avNum int, chosen map[int64]version) (version, bool) {
-	if req.PlatformName == anonymousPlatform {
-		v, ok := chosen[appID]
-		if !ok {
-			return version{}, false
-		}
-		for _, cv := range req.AppVersions {
-			if cv.AppName == v.app.Name && cv.VersionNum == avNum && cv.PlanClass == "" {
-				v.versionNum, v.platform = avNum, cv.Platform
-				break
-			}
-		}
-		return v, true
-	}
-	if v, ok := c.versionByID[avID]; ok && avID != 0 && c.unreadable[avID] == nil {
-		return c.project(v), true
-	}
-	v, ok := chosen[appID]
-	return v, ok
-}
-
-// project is the project's version v, to send with its files and cmdline.
+// project is the project's version v, to send with its files and cmdline;
+// its usage and rate on the host are the choice's to fill.
 func (c *catalog) project(v row.AppVersion) version {
 	d := c.docs[v.ID]
 	return version{app: c.appByID[v.AppID], av: v, files: d.Files, cmdline: d.Cmdline,
-		platform: c.platformByID[v.PlatformID].Name, versionNum: v.VersionNum}
+		platform: c.platformByID[v.PlatformID].Name, versionNum: v.VersionNum, planClass: v.PlanClass}
+}
+
+// planKnown reports whether the project defines plan class name.
+func planKnown(plans *planclass.Specs, name string) bool {
+	return plans.Has(name)
 }
 
 // catalogCache rebuilds the index only when the feeder republishes.
@@ -183,7 +125,10 @@ type catalogCache struct {
 	mu  sync.Mutex
 	cur *catalog
 	src Cache
-	// log, if set, hears of unreadable app versions once per rebuild.
+	// plans are the project's plan classes.
+	plans *planclass.Specs
+	// log, if set, hears of unreadable app versions and unknown plan
+	// classes once per rebuild.
 	log *slog.Logger
 }
 
@@ -197,11 +142,15 @@ func (cc *catalogCache) get(c Cache) (*catalog, error) {
 	// The generation counts publications in one file; a replaced file
 	// starts again, so the mapping is part of the key.
 	if cc.cur == nil || cc.cur.gen != gen || cc.src != c {
-		cc.cur, cc.src = newCatalog(t, gen), c
+		cc.cur, cc.src = newCatalog(t, gen, cc.plans), c
 		if cc.log != nil {
 			for id, err := range cc.cur.unreadable {
 				cc.log.Error("app version not sent: its xml_doc is unreadable (re-add it with taskctl app-version add --file)",
 					"app_version_id", id, "error", err)
+			}
+			for id, pc := range cc.cur.unknownPlan {
+				cc.log.Error("app version not sent: its plan class is not defined (--plan-class-spec)",
+					"app_version_id", id, "plan_class", pc)
 			}
 		}
 	}

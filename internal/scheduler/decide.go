@@ -22,6 +22,9 @@ var reasonText = map[string]string{
 	reasonReliableOnly:     "the instance is reserved for reliable hosts (trusted, quick to report)",
 	reasonRPCLimit:         "the reply is full (--max-results-per-rpc)",
 	reasonDatabase:         "the database failed during the request",
+	reasonPlanClass:        "the plan classes of the app's versions refuse the host (taskctl host explain names the rule)",
+	reasonBeta:             "the app or its versions are in beta and the volunteer does not run beta work",
+	reasonResource:         "the job's versions use only resources the request asks no (more) work for",
 }
 
 // ReasonText returns what a reason of send_shortfall_total (or a
@@ -34,7 +37,7 @@ func ReasonText(reason string) string { return reasonText[reason] }
 type walk struct {
 	host       row.Host
 	cat        *catalog
-	chosen     map[int64]version
+	ch         *choice
 	q          *hostQueue
 	quar       bool
 	hostClass  [3]int // by homogeneous redundancy mode
@@ -63,15 +66,15 @@ type walk struct {
 
 // newWalk starts the decision for a host holding nheld tasks (already in q
 // and skipJob).
-func (s *Service) newWalk(h row.Host, cat *catalog, chosen map[int64]version, q *hostQueue, nheld int,
+func (s *Service) newWalk(h row.Host, cat *catalog, ch *choice, q *hostQueue, nheld int,
 	skipJob map[int64]bool) *walk {
 	quar := quarantined(h, s.opts.QuarantineStreak)
 	return &walk{
-		host:   h,
-		cat:    cat,
-		chosen: chosen,
-		q:      q,
-		quar:   quar,
+		host: h,
+		cat:  cat,
+		ch:   ch,
+		q:    q,
+		quar: quar,
 		hostClass: [...]int{hrFine: hrClass(hrFine, h.OSName, h.PVendor, h.PModel),
 			hrCoarse: hrClass(hrCoarse, h.OSName, h.PVendor, h.PModel)},
 		limit:      inProgressLimit(h, s.opts.MaxInProgressPerCPU, quar),
@@ -85,7 +88,9 @@ func (s *Service) newWalk(h row.Host, cat *catalog, chosen map[int64]version, q 
 
 // check decides whether the cached instance e may go to the host: it
 // returns the version to send it with and the host class to bind its job
-// to, or why not.
+// to, or why not. Of the app's versions (one per resource, fastest first),
+// the first whose resource still needs work and that would meet the
+// deadline is the one.
 func (w *walk) check(e shmcache.Entry) (v version, hr int, reason string) {
 	if w.hrBound[e.WorkunitID] {
 		return v, 0, reasonHR
@@ -93,26 +98,42 @@ func (w *walk) check(e shmcache.Entry) (v version, hr int, reason string) {
 	if w.skipJob[e.WorkunitID] {
 		return v, 0, reasonOnePerUser
 	}
-	v, ok := w.chosen[e.AppID]
-	if !ok {
+	vs := w.ch.byApp[e.AppID]
+	if len(vs) == 0 {
+		if why := w.ch.why[e.AppID]; why != "" {
+			return v, 0, why
+		}
 		if a, ok := w.cat.appByID[e.AppID]; ok && a.Deprecated {
 			return v, 0, reasonAppDeprecated
 		}
 		return v, 0, reasonPlatform
 	}
+	app := &vs[0].app
 	if e.Flags&row.SendReliableOnly != 0 && (w.quar || !reliableHost(w.host, w.trustValid, e.DelayBound)) {
 		return v, 0, reasonReliableOnly
 	}
-	if m := v.app.HomogeneousRedundancy; m == hrFine || m == hrCoarse {
+	if m := app.HomogeneousRedundancy; m == hrFine || m == hrCoarse {
 		hr = w.hostClass[m]
 	}
 	if hr != 0 && e.HRClass != 0 && int(e.HRClass) != hr {
 		return v, 0, reasonHR
 	}
-	if why := w.q.check(e); why != "" {
+	if why := w.q.fits(e); why != "" {
 		return v, 0, why
 	}
-	return v, hr, ""
+	why := ""
+	for i := range vs {
+		c := &vs[i]
+		if !w.q.needs(c.rsc) {
+			continue
+		}
+		if d := w.q.deadline(e, c); d != "" {
+			why = cmpOrStr(why, d)
+			continue
+		}
+		return *c, hr, ""
+	}
+	return v, 0, cmpOrStr(why, reasonResource)
 }
 
 // reject records that the instance in slot i was turned down.
@@ -123,14 +144,13 @@ func (w *walk) reject(i int, e shmcache.Entry, reason string) {
 	}
 }
 
-// short returns why the walk sent fewer than asked (nsent instances
-// covering covered seconds, for wantSecs and wantJobs), or "" if it sent
-// enough. A limit that was reached wins; otherwise the walk ran out of
-// candidates, and the reason most candidates were turned down for is the
-// answer.
-func (w *walk) short(nsent int, covered, wantSecs float64, wantJobs, maxPerRPC int) string {
+// short returns why the walk sent fewer than asked (nsent instances), or ""
+// if it sent enough. A limit that was reached wins; otherwise the walk ran
+// out of candidates, and the reason most candidates were turned down for
+// is the answer.
+func (w *walk) short(nsent, maxPerRPC int) string {
 	switch {
-	case nsent > 0 && covered >= wantSecs && nsent >= wantJobs:
+	case w.q.covered():
 		return ""
 	case nsent >= maxPerRPC:
 		return reasonRPCLimit

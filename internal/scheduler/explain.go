@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
@@ -28,6 +29,8 @@ type Policy struct {
 	// QuarantineStreak is the error streak that quarantines a host; 0 (or
 	// less) turns quarantine off.
 	QuarantineStreak int
+	// PlanClasses are the project's plan classes; nil defines none.
+	PlanClasses *planclass.Specs
 }
 
 // setPolicy puts p, with the flags' defaults for its zero fields, into o:
@@ -37,6 +40,7 @@ func (o *Config) setPolicy(p Policy) {
 	o.MaxInProgressPerCPU = cmpOr(p.MaxInProgressPerCPU, 4)
 	o.ARTrustValid = cmpOr(p.ARTrustValid, 10)
 	o.QuarantineStreak = max(p.QuarantineStreak, 0)
+	o.PlanClasses = p.PlanClasses
 }
 
 // cmpOr is v if positive, else def.
@@ -137,8 +141,11 @@ type Explanation struct {
 	Short     string `json:"short,omitempty"`
 	ShortText string `json:"short_text,omitempty"`
 	// Rejected counts the rejected candidates by reason.
-	Rejected   map[string]int `json:"rejected"`
-	Candidates []Verdict      `json:"candidates"`
+	Rejected map[string]int `json:"rejected"`
+	// PlanClassRefusals are, per app, the plan classes that refuse the
+	// host and the rule that fails ("cuda: driver version 52000 < 53000").
+	PlanClassRefusals map[string][]string `json:"plan_class_refusals,omitempty"`
+	Candidates        []Verdict           `json:"candidates"`
 }
 
 // ErrPlatformUnknown means the host has never been sent work, so its
@@ -251,13 +258,16 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 
 	s := &Service{}
 	s.opts.setPolicy(p.Policy)
-	cat := newCatalog(tables, 0)
-	q := newHostQueue(p.Now, h, req)
+	cat := newCatalog(tables, 0, p.Policy.PlanClasses)
+	// No exploration: the explanation shows the fastest versions.
+	ch := cat.choose(req, h, choiceParams{plans: p.Policy.PlanClasses})
+	ex.PlanClassRefusals = ch.refusals
+	q := newHostQueue(p.Now, h, req, ch.rsc, s.opts.MaxResultsPerRPC)
 	for _, hr := range held {
 		skip[hr.WorkunitID] = true
-		q.add(hr.RscFpopsEst, 0)
+		q.add(hr.RscFpopsEst, 0, ch.held(hr.AppVersionID))
 	}
-	w := s.newWalk(h, cat, cat.choose(req), q, len(held), skip)
+	w := s.newWalk(h, cat, ch, q, len(held), skip)
 	w.dry = true
 	verdicts := make([]Verdict, len(entries))
 	w.trace = func(i int, e shmcache.Entry, reason string) {

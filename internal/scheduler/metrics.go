@@ -42,6 +42,9 @@ const (
 	reasonHR               = "homogeneous_redundancy"
 	reasonQuarantined      = "quarantined"
 	reasonReliableOnly     = "reliable_only"
+	reasonPlanClass        = "plan_class" // every version's plan class refuses the host
+	reasonBeta             = "beta"       // beta app or versions, volunteer not in beta
+	reasonResource         = "resource"   // versions only for resources not (or no longer) asked
 )
 
 // Cache claim results (label values of cache_claims_total).

@@ -11,32 +11,51 @@ import (
 // defaultFlops is the speed assumed for a host that reports none.
 const defaultFlops = 1e9
 
-// hostQueue predicts when a host will finish the work it holds, in the
-// fair-share manner: the host's predicted queue end is max(now, end of what it
-// already has) plus the runtime of each job added, the queue being shared by
-// its CPUs. A job fits if it would finish before its deadline.
+// hostQueue predicts when a host will finish the work it holds, per
+// resource, in the fair-share manner: a resource's predicted queue end is
+// max(now, end of what it already has) plus the runtime of each job added,
+// the queue being shared by the resource's instances (the CPUs, or the GPUs
+// of one type). A task occupies its version's share of the resource
+// (avg_ncpus CPUs, gpu_usage GPUs) for rsc_fpops_est / rate seconds, the
+// rate being its version's on this host. A job fits if it would finish
+// before its deadline. The queue also keeps what the request asked of each
+// resource and what has been sent for it.
 type hostQueue struct {
-	now    float64
-	flops  float64 // effective speed of one CPU, floating-point ops per second
-	ncpus  float64
+	now float64
+	// avail is the fraction of the time the host computes (BOINC's
+	// on_frac × active_frac): a host that computes part of the time gets
+	// through its queue proportionally slower.
+	avail  float64
 	memory float64 // bytes of RAM, 0 = unknown
 	disk   float64 // bytes of free disk left for new jobs, 0 = unknown
-	queued float64 // CPU-seconds of work the host holds, across all CPUs
-	delay  float64 // seconds until a CPU is free, as the client estimates it
+	rsc    []rscQueue
+	// saved is a copy of rsc (save, restore), kept to reuse its memory.
+	saved     []rscQueue
+	savedDisk float64
 }
 
-func newHostQueue(now int64, h row.Host, req *protocol.SchedulerRequest) *hostQueue {
-	q := &hostQueue{now: float64(now), flops: h.PFpops, ncpus: float64(h.PNCPUs), memory: h.MNbytes, disk: h.DFree}
-	if !(q.flops > 0) || math.IsInf(q.flops, 0) {
-		q.flops = defaultFlops
-	}
-	// A host that computes only part of the time gets through its queue
-	// proportionally slower (BOINC's on_frac × active_frac availability).
+// rscQueue is one resource's queue and request.
+type rscQueue struct {
+	instances float64
+	queued    float64 // instance-seconds of work the host holds
+	delay     float64 // seconds until an instance is free, as the client estimates it
+	// wantSecs and wantInst are the request: instance-seconds of work,
+	// and idle instances to fill; secs, inst and njobs what was sent.
+	wantSecs, wantInst float64
+	secs, inst         float64
+	njobs              int
+}
+
+// newHostQueue makes the queues of the host's resources (rsc, the CPU
+// first) with the request's asks. A client that asks per resource (7.x:
+// cpu_req_secs or a coprocessor's req_secs) gets each resource filled
+// separately; an older one's work_req_seconds is CPU work. Instances asked
+// are capped at maxPerRPC jobs' worth.
+func newHostQueue(now int64, h row.Host, req *protocol.SchedulerRequest, rsc []protocol.Coproc, maxPerRPC int) *hostQueue {
+	q := &hostQueue{now: float64(now), memory: h.MNbytes, disk: h.DFree, avail: 1,
+		rsc: make([]rscQueue, len(rsc)), saved: make([]rscQueue, len(rsc))}
 	if avail := fraction(h.OnFrac) * fraction(h.ActiveFrac); avail < 1 {
-		q.flops *= max(avail, 0.01)
-	}
-	if q.ncpus < 1 {
-		q.ncpus = 1
+		q.avail = max(avail, 0.01)
 	}
 	if !finitePositive(q.memory) {
 		q.memory = 0
@@ -44,8 +63,26 @@ func newHostQueue(now int64, h row.Host, req *protocol.SchedulerRequest) *hostQu
 	if !finitePositive(q.disk) {
 		q.disk = 0
 	}
-	if d := req.EstimatedDelay; finitePositive(d) {
-		q.delay = d
+	perRsc := len(rsc) > 1 && finite(req.CPUReqSecs) > 0
+	for _, c := range rsc[1:] {
+		if finite(c.ReqSecs) > 0 {
+			perRsc = true
+		}
+	}
+	for i, c := range rsc {
+		r := &q.rsc[i]
+		r.instances = max(float64(c.Count), 1)
+		if d := c.EstimatedDelay; finitePositive(d) {
+			r.delay = d
+		}
+		r.wantSecs, r.wantInst = finite(c.ReqSecs), finite(c.ReqInstances)
+		if i == 0 && !perRsc {
+			r.wantSecs = max(finite(req.WorkReqSeconds), r.wantSecs)
+		}
+		if !(r.wantSecs > 0) {
+			r.wantSecs = 0
+		}
+		r.wantInst = math.Ceil(min(max(r.wantInst, 0), float64(maxPerRPC)))
 	}
 	return q
 }
@@ -61,38 +98,93 @@ func fraction(f float64) float64 {
 
 func finitePositive(f float64) bool { return f > 0 && !math.IsInf(f, 0) && !math.IsNaN(f) }
 
-// runtime is the estimated time of a job on one CPU of the host.
-func (q *hostQueue) runtime(fpopsEst float64) float64 {
+// runtime is the estimated time of a job run with version v on the host.
+func (q *hostQueue) runtime(fpopsEst float64, v *version) float64 {
 	if !finitePositive(fpopsEst) {
 		return 0
 	}
-	return fpopsEst / q.flops
+	flops := v.flops
+	if !finitePositive(flops) {
+		flops = defaultFlops
+	}
+	return fpopsEst / (flops * q.avail)
 }
 
-// end is the predicted time at which a CPU becomes free for a new job.
-func (q *hostQueue) end() float64 {
-	return q.now + max(q.queued/q.ncpus, q.delay)
+// end is the predicted time at which an instance of resource r becomes
+// free for a new job.
+func (q *hostQueue) end(r int) float64 {
+	rq := &q.rsc[r]
+	return q.now + max(rq.queued/rq.instances, rq.delay)
 }
 
-// add records a job the host holds or is being sent.
-func (q *hostQueue) add(fpopsEst, diskBound float64) {
-	q.queued += q.runtime(fpopsEst)
+// add records a job the host holds.
+func (q *hostQueue) add(fpopsEst, diskBound float64, v *version) {
+	q.rsc[v.rsc].queued += q.runtime(fpopsEst, v) * v.usage()
 	if q.disk > 0 && finitePositive(diskBound) {
 		q.disk = max(q.disk-diskBound, 1) // 1: known, and nearly full
 	}
 }
 
-// check returns "" if the job may be sent to the host, or the reason it may
-// not (one of the no_work reasons).
-func (q *hostQueue) check(e shmcache.Entry) string {
+// send records a job being sent: held, and counted against the request.
+func (q *hostQueue) send(fpopsEst, diskBound float64, v *version) {
+	q.add(fpopsEst, diskBound, v)
+	r := &q.rsc[v.rsc]
+	r.secs += q.runtime(fpopsEst, v) * v.usage()
+	r.inst += v.usage()
+	r.njobs++
+}
+
+// asked reports whether the request asks work of resource r.
+func (q *hostQueue) asked(r int) bool { return q.rsc[r].wantSecs > 0 || q.rsc[r].wantInst > 0 }
+
+// needs reports whether resource r still needs work: asked, and not yet
+// covered by at least one job, the seconds and the instances asked.
+func (q *hostQueue) needs(r int) bool {
+	rq := &q.rsc[r]
+	return q.asked(r) && (rq.njobs == 0 || rq.secs < rq.wantSecs || rq.inst < rq.wantInst)
+}
+
+// covered reports whether the request is covered: it asked some work,
+// and no resource needs more.
+func (q *hostQueue) covered() bool {
+	asked := false
+	for r := range q.rsc {
+		if q.needs(r) {
+			return false
+		}
+		asked = asked || q.asked(r)
+	}
+	return asked
+}
+
+// save keeps the queues as they are; restore returns to them.
+func (q *hostQueue) save() {
+	copy(q.saved, q.rsc)
+	q.savedDisk = q.disk
+}
+
+func (q *hostQueue) restore() {
+	copy(q.rsc, q.saved)
+	q.disk = q.savedDisk
+}
+
+// fits returns "" if the job fits the host's memory and disk, or the
+// reason it does not (one of the no_work reasons).
+func (q *hostQueue) fits(e shmcache.Entry) string {
 	if q.memory > 0 && finitePositive(e.RscMemoryBound) && e.RscMemoryBound > q.memory {
 		return reasonMemory
 	}
 	if q.disk > 0 && finitePositive(e.RscDiskBound) && e.RscDiskBound > q.disk {
 		return reasonDisk
 	}
+	return ""
+}
+
+// deadline returns "" if the job, run with v, would finish before its
+// deadline, else reasonDeadline.
+func (q *hostQueue) deadline(e shmcache.Entry, v *version) string {
 	// A job without a delay bound would be overdue the moment it is sent.
-	if e.DelayBound <= 0 || q.end()+q.runtime(e.RscFpopsEst) > q.now+float64(e.DelayBound) {
+	if e.DelayBound <= 0 || q.end(v.rsc)+q.runtime(e.RscFpopsEst, v) > q.now+float64(e.DelayBound) {
 		return reasonDeadline
 	}
 	return ""

@@ -46,15 +46,16 @@ func TestHostQueueCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			q := newHostQueue(1000, tt.host, &tt.req)
+			q := newHostQueue(1000, tt.host, &tt.req, resources(tt.host, &tt.req), 10)
+			v := &version{avgNCPUs: 1, flops: tt.host.PFpops}
 			for _, f := range tt.queued {
-				q.add(f, 0)
+				q.add(f, 0, v)
 			}
 			e := job
 			if tt.job != nil {
 				e = tt.job(e)
 			}
-			if got := q.check(e); got != tt.want {
+			if got := queueCheck(q, e, v); got != tt.want {
 				t.Fatalf("check(%+v) on host %+v with %d queued = %q, want %q", e, tt.host, len(tt.queued), got, tt.want)
 			}
 		})
@@ -63,17 +64,28 @@ func TestHostQueueCheck(t *testing.T) {
 
 func TestHostQueueDiskShrinksWithWorkSent(t *testing.T) {
 	t.Parallel()
-	q := newHostQueue(0, row.Host{DFree: 3e8}, &protocol.SchedulerRequest{})
+	req := &protocol.SchedulerRequest{}
+	q := newHostQueue(0, row.Host{DFree: 3e8}, req, resources(row.Host{}, req), 10)
 	e := shmcache.Entry{RscDiskBound: 1e8, DelayBound: 1e6}
+	v := &version{avgNCPUs: 1}
 	for i := 0; i < 3; i++ {
-		if got := q.check(e); got != "" {
+		if got := queueCheck(q, e, v); got != "" {
 			t.Fatalf("job %d: check = %q, want it to fit", i, got)
 		}
-		q.add(0, e.RscDiskBound)
+		q.add(0, e.RscDiskBound, v)
 	}
-	if got := q.check(e); got != reasonDisk {
+	if got := queueCheck(q, e, v); got != reasonDisk {
 		t.Fatalf("4th job with 3e8 free: check = %q, want %q", got, reasonDisk)
 	}
+}
+
+// queueCheck is the queue's verdict on e run with v: memory and disk, then
+// the deadline.
+func queueCheck(q *hostQueue, e shmcache.Entry, v *version) string {
+	if why := q.fits(e); why != "" {
+		return why
+	}
+	return q.deadline(e, v)
 }
 
 func repeat(f float64, n int) []float64 {
@@ -112,7 +124,7 @@ func TestCatalogChoose(t *testing.T) {
 			{ID: 140, AppID: 10, VersionNum: 500, PlatformID: 4},
 		},
 	}
-	c := newCatalog(tables, 1)
+	c := newCatalog(tables, 1, nil)
 	tests := []struct {
 		name string
 		req  protocol.SchedulerRequest
@@ -132,19 +144,20 @@ func TestCatalogChoose(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := c.choose(&tt.req)
+			got := c.choose(&tt.req, row.Host{}, choiceParams{}).byApp
 			if len(got) != len(tt.want) {
 				t.Fatalf("choose(%+v) = %+v, want apps→versions %v", tt.req, got, tt.want)
 			}
 			for app, avID := range tt.want {
-				if v, ok := got[app]; !ok || v.av.ID != avID {
+				if v, ok := got[app]; !ok || v[0].av.ID != avID {
 					t.Fatalf("choose(%+v)[%d] = %+v, want version id %d", tt.req, app, v, avID)
 				}
 			}
 		})
 	}
 	if v := c.choose(&protocol.SchedulerRequest{PlatformName: "anonymous",
-		AppVersions: []protocol.ClientAppVer{{AppName: "a", VersionNum: 7}, {AppName: "a", VersionNum: 9}}})[10]; v.versionNum != 9 || !v.anonymous {
+		AppVersions: []protocol.ClientAppVer{{AppName: "a", VersionNum: 7}, {AppName: "a", VersionNum: 9}}}, row.Host{},
+		choiceParams{}).byApp[10][0]; v.versionNum != 9 || !v.anonymous {
 		t.Fatalf("anonymous choice = %+v, want the client's newest version 9", v)
 	}
 }

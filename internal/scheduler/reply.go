@@ -28,7 +28,7 @@ func (s *Service) addResults(ctx context.Context, x *rpc, items []sendItem) {
 		s.log.Error("read results to send", "host_id", x.host.ID, "error", err)
 		return
 	}
-	b := replyBuilder{s: s, reply: x.reply, flops: x.host.PFpops,
+	b := replyBuilder{s: s, reply: x.reply, rsc: x.rsc,
 		apps: map[string]bool{}, versions: map[string]bool{}, files: map[string]bool{}}
 	// A sticky file the host holds is not described again: the client
 	// links a <file_ref> to the <file_info> it already has by name
@@ -64,9 +64,8 @@ func (s *Service) addResults(ctx context.Context, x *rpc, items []sendItem) {
 type replyBuilder struct {
 	s     *Service
 	reply *protocol.SchedulerReply
-	// flops is the host's measured speed, sent as each version's flops:
-	// the client's runtime estimates and elapsed-time limit divide by it.
-	flops    float64
+	// rsc are the host's resources, which versions' usage indexes.
+	rsc      []protocol.Coproc
 	apps     map[string]bool
 	versions map[string]bool
 	// files are the files the client has a <file_info> for: described
@@ -110,7 +109,7 @@ func (b *replyBuilder) add(r row.Result, wu row.Workunit, v version) error {
 
 	var verFiles []protocol.FileInfo
 	var av *protocol.AppVersion
-	if key := fmt.Sprintf("%s/%d/%s", v.app.Name, v.versionNum, v.platform); !v.anonymous && !b.versions[key] {
+	if key := fmt.Sprintf("%s/%d/%s/%s", v.app.Name, v.versionNum, v.platform, v.planClass); !v.anonymous && !b.versions[key] {
 		if verFiles, av, err = b.version(v); err != nil {
 			return fmt.Errorf("app version %d: %w", v.av.ID, err)
 		}
@@ -143,6 +142,7 @@ func (b *replyBuilder) add(r row.Result, wu row.Workunit, v version) error {
 		WUName:         wu.Name,
 		Platform:       v.platform,
 		VersionNum:     v.versionNum,
+		PlanClass:      v.planClass,
 		ReportDeadline: float64(r.ReportDeadline),
 		FileRefs:       resRefs,
 	})
@@ -174,18 +174,24 @@ func (b *replyBuilder) input(f jobxml.InputFile) (protocol.FileInfo, error) {
 	return fi, nil
 }
 
-// version describes an app version: its <app_version> with its cmdline and
-// the <file_info> of each of its files, each signed (the client runs no
-// unsigned app file, PROTOCOL.md §5.1) and the main program marked
-// executable. A version without files (the simulated client's) is sent
-// bare.
+// version describes an app version: its <app_version> with its plan
+// class, what a task uses (avg_ncpus, max_ncpus, <coproc>), its rate on
+// this host (flops: the client estimates runtimes as rsc_fpops_est / flops)
+// and its cmdline, and the <file_info> of each of its files, each signed
+// (the client runs no unsigned app file, PROTOCOL.md §5.1) and the main
+// program marked executable.
 func (b *replyBuilder) version(v version) ([]protocol.FileInfo, *protocol.AppVersion, error) {
-	av := &protocol.AppVersion{AppName: v.app.Name, VersionNum: v.versionNum, Platform: v.platform, Cmdline: v.cmdline}
+	av := &protocol.AppVersion{AppName: v.app.Name, VersionNum: v.versionNum, Platform: v.platform, Cmdline: v.cmdline,
+		PlanClass: v.planClass, AvgNCPUs: v.avgNCPUs, Flops: finite(v.flops)}
+	if v.maxNCPUs > v.avgNCPUs {
+		av.MaxNCPUs = v.maxNCPUs
+	}
+	if v.rsc > 0 && v.rsc < len(b.rsc) {
+		av.Coprocs = []protocol.CoprocUsage{{Type: b.rsc[v.rsc].Type, Count: v.gpuUsage}}
+	}
 	if len(v.files) == 0 {
 		return nil, av, nil
 	}
-	av.AvgNCPUs = 1
-	av.Flops = finite(b.flops)
 	var infos []protocol.FileInfo
 	for _, f := range v.files {
 		rel, err := fanout.Rel(f.Name, b.s.opts.Fanout)

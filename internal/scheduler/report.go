@@ -26,10 +26,21 @@ import (
 // fail, and the client would report the result again forever.
 const maxBlob = 65535
 
-// asksWork reports whether req asks for work: some seconds of it, and not
-// told by its user to send none.
+// asksWork reports whether req asks for work: some seconds of it, for the
+// CPU or a coprocessor, and not told by its user to send none.
 func asksWork(req *protocol.SchedulerRequest) bool {
-	return (finite(req.WorkReqSeconds) > 0 || finite(req.CPUReqSecs) > 0) && req.DontSendWork == 0
+	if req.DontSendWork != 0 {
+		return false
+	}
+	if finite(req.WorkReqSeconds) > 0 || finite(req.CPUReqSecs) > 0 {
+		return true
+	}
+	for _, c := range req.Coprocs.Resources() {
+		if finite(c.ReqSecs) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // needsHeld reports whether req needs its host's instances in progress:

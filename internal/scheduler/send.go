@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -34,11 +33,14 @@ var noWorkText = map[string]string{
 	reasonHR:               "The available tasks are reserved for computers of another type (homogeneous redundancy)",
 	reasonQuarantined:      "Your computer has returned too many errors lately: it gets one task at a time until it returns a valid result",
 	reasonReliableOnly:     "The available tasks are reserved for computers that return valid results quickly",
+	reasonPlanClass:        "Your computer does not meet the requirements (plan class) of the available tasks' applications",
+	reasonBeta:             "The available tasks are test (beta) work; allow beta work in your project preferences to get it",
+	reasonResource:         "No tasks are available for the processors (CPU or GPU) your computer asked work for",
 }
 
 // rejectOrder breaks ties between reasons, most specific first.
 var rejectOrder = []string{reasonMemory, reasonDisk, reasonDeadline, reasonOnePerUser, reasonHR, reasonReliableOnly,
-	reasonAppDeprecated, reasonPlatform}
+	reasonPlanClass, reasonBeta, reasonResource, reasonAppDeprecated, reasonPlatform}
 
 // sendItem is a result going into the reply.
 type sendItem struct {
@@ -106,18 +108,22 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	}
 
 	var cat *catalog
-	var chosen map[int64]version
+	var ch *choice
 	cache, cacheErr := s.deps.Cache.Current()
 	if cacheErr == nil {
 		cat, cacheErr = s.catalog.get(cache)
 	}
+	rsc := ch.resources(x.host, req)
 	if cacheErr != nil {
 		s.log.Warn("shared-memory cache unavailable", "error", cacheErr)
 	} else {
-		chosen = cat.choose(req)
+		ch = cat.choose(req, x.host, choiceParams{plans: s.opts.PlanClasses, rand: s.deps.Rand})
+		rsc = ch.rsc
+		x.reply.NoRscApps = ch.noRscApps()
 	}
 
-	queue := newHostQueue(x.now, x.host, req)
+	x.rsc = rsc
+	queue := newHostQueue(x.now, x.host, req, rsc, s.opts.MaxResultsPerRPC)
 	listed := map[string]bool{}
 	for _, o := range req.OtherResults {
 		listed[o.Name] = true
@@ -137,17 +143,17 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 		case taskReported, taskDropped:
 			continue
 		case taskLost:
-			if cat == nil {
+			if ch == nil {
 				continue
 			}
-			v, ok := cat.forResend(req, hr.AppID, hr.AppVersionID, hr.AppVersionNum, chosen)
+			v, ok := ch.forResend(hr.AppID, hr.AppVersionID, hr.AppVersionNum)
 			if !ok {
 				continue
 			}
 			items = append(items, sendItem{resultID: hr.ID, v: v, resent: true})
 		}
 		nheld++
-		queue.add(hr.RscFpopsEst, 0)
+		queue.add(hr.RscFpopsEst, 0, ch.held(hr.AppVersionID))
 	}
 
 	if asked {
@@ -155,7 +161,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 		reason := reasonCacheUnavailable
 		if cacheErr == nil {
 			var err error
-			w := s.newWalk(x.host, cat, chosen, queue, nheld, hostJobs)
+			w := s.newWalk(x.host, cat, ch, queue, nheld, hostJobs)
 			w.held = heldSticky(x.req)
 			sent, reason, err = s.scan(ctx, x, cache, w)
 			if err != nil {
@@ -211,20 +217,15 @@ type candidate struct {
 // In a dry run (w.dry) the walk starts at slot 0, claims nothing, commits
 // nothing and takes every send as done: the same decision, with no effect.
 func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendItem, string, error) {
-	if len(w.chosen) == 0 {
-		return nil, reasonPlatform, nil
+	if len(w.ch.byApp) == 0 {
+		return nil, w.ch.noVersion(), nil
 	}
 	n := c.NSlots()
 	if n <= 0 {
 		return nil, reasonNoCachedWork, nil
 	}
-	wantSecs := max(finite(x.req.WorkReqSeconds), finite(x.req.CPUReqSecs))
-	wantJobs := int(math.Ceil(min(finite(x.req.CPUReqInstances), float64(s.opts.MaxResultsPerRPC))))
 	q := w.q
-	var (
-		sent    []sendItem
-		covered float64
-	)
+	var sent []sendItem
 	start := 0
 	if !w.dry {
 		start = rand.IntN(n)
@@ -238,10 +239,10 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 		// Sticky inputs of the jobs claimed in this round: there if their
 		// sends go through (the sends that do are then counted again).
 		roundHeld := map[string]bool{}
-		q0, covered0 := *q, covered
+		q.save()
 		for ; k < n; k++ {
 			m := len(sent) + len(round)
-			if m > 0 && covered >= wantSecs && m >= wantJobs {
+			if m > 0 && q.covered() {
 				break
 			}
 			if m >= s.opts.MaxResultsPerRPC || w.nheld+m >= w.limit {
@@ -308,15 +309,14 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				CheckWorkunit:  s.sendable,
 			}})
 			// Counted as sent until the commit says otherwise.
-			covered += q.runtime(e.RscFpopsEst)
-			q.add(e.RscFpopsEst, diskNeed(e.RscDiskBound, sticky, w.held, roundHeld))
+			q.send(e.RscFpopsEst, diskNeed(e.RscDiskBound, sticky, w.held, roundHeld), &v)
 			hold(roundHeld, sticky)
 			inRound[e.WorkunitID] = true
 		}
 		if len(round) == 0 {
 			break
 		}
-		*q, covered = q0, covered0
+		q.restore()
 		var errs []error
 		if !w.dry {
 			sends := make([]store.SchedSend, len(round))
@@ -361,8 +361,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 					w.trace(cd.slot, cd.e, "")
 				}
 				sent = append(sent, sendItem{resultID: cd.e.ResultID, v: cd.v})
-				covered += q.runtime(cd.e.RscFpopsEst)
-				q.add(cd.e.RscFpopsEst, diskNeed(cd.e.RscDiskBound, cd.sticky, w.held))
+				q.send(cd.e.RscFpopsEst, diskNeed(cd.e.RscDiskBound, cd.sticky, w.held), &cd.v)
 				if len(cd.sticky) > 0 {
 					hold(w.held, cd.sticky)
 				}
@@ -394,7 +393,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 			}
 		}
 	}
-	return sent, w.short(len(sent), covered, wantSecs, wantJobs, s.opts.MaxResultsPerRPC), nil
+	return sent, w.short(len(sent), s.opts.MaxResultsPerRPC), nil
 }
 
 // refusal is what a send the commit refused means for its cache slot and

@@ -307,7 +307,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		uploadURL: base + "/file_upload_handler",
 		masterURL: base + "/",
 		download:  base + "/download/",
-		catalog:   catalogCache{log: deps.Log},
+		catalog:   catalogCache{log: deps.Log, plans: cfg.PlanClasses},
 		read:      newReader(deps.Store, cfg.Timeout, m),
 		commit:    newCommitter(deps.Store, cfg.Timeout, cfg.CommitLanes, m),
 	}, nil
@@ -414,6 +414,8 @@ type rpc struct {
 	// reading them again.
 	sentRows map[int64]row.Result
 	sentJobs map[int64]row.Workunit
+	// rsc are the host's resources, the CPU first (choice.rsc).
+	rsc []protocol.Coproc
 }
 
 // Handle answers a parsed request. badAuth reports an unknown account key

@@ -28,8 +28,8 @@ func TestWalkCheck(t *testing.T) {
 		AppVersions: []row.AppVersion{{ID: 100, AppID: plain, VersionNum: 1, PlatformID: 1},
 			{ID: 110, AppID: fine, VersionNum: 1, PlatformID: 1}, {ID: 120, AppID: deprecated, VersionNum: 1, PlatformID: 1},
 			{ID: 130, AppID: otherPlatform, VersionNum: 1, PlatformID: 2}},
-	}, 1)
-	req := &protocol.SchedulerRequest{PlatformName: "x86_64-pc-linux-gnu"}
+	}, 1, nil)
+	req := &protocol.SchedulerRequest{PlatformName: "x86_64-pc-linux-gnu", WorkReqSeconds: 1}
 	entry := func(app int64, mod ...func(*shmcache.Entry)) shmcache.Entry {
 		e := shmcache.Entry{ResultID: 1, WorkunitID: 1, AppID: app, RscFpopsEst: 1e12, RscMemoryBound: 1e8,
 			RscDiskBound: 1e8, DelayBound: 86400}
@@ -83,7 +83,8 @@ func TestWalkCheck(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			w := &walk{host: tt.host, cat: cat, chosen: cat.choose(req), q: newHostQueue(0, tt.host, req), quar: tt.quar,
+			ch := cat.choose(req, tt.host, choiceParams{})
+			w := &walk{host: tt.host, cat: cat, ch: ch, q: newHostQueue(0, tt.host, req, ch.rsc, 10), quar: tt.quar,
 				hostClass: [...]int{hrFine: hrClass(hrFine, tt.host.OSName, tt.host.PVendor, tt.host.PModel),
 					hrCoarse: hrClass(hrCoarse, tt.host.OSName, tt.host.PVendor, tt.host.PModel)},
 				trustValid: 10, skipJob: map[int64]bool{}, hrBound: map[int64]bool{}}
@@ -137,8 +138,10 @@ func TestWalkShort(t *testing.T) {
 			if tt.maxPerRPC == 0 {
 				tt.maxPerRPC = 100
 			}
-			w := &walk{nheld: tt.nheld, limit: tt.limit, quar: tt.quar, seen: tt.seen, rejected: tt.rejected}
-			if got := w.short(tt.nsent, tt.covered, tt.wantSecs, tt.wantJobs, tt.maxPerRPC); got != tt.want {
+			q := &hostQueue{rsc: []rscQueue{{wantSecs: tt.wantSecs, wantInst: float64(tt.wantJobs), secs: tt.covered,
+				inst: float64(tt.nsent), njobs: tt.nsent}}}
+			w := &walk{q: q, nheld: tt.nheld, limit: tt.limit, quar: tt.quar, seen: tt.seen, rejected: tt.rejected}
+			if got := w.short(tt.nsent, tt.maxPerRPC); got != tt.want {
 				t.Fatalf("short = %q, want %q", got, tt.want)
 			}
 		})
@@ -154,7 +157,7 @@ func TestCatalogForResend(t *testing.T) {
 		Apps:      []row.App{{ID: 10, Name: "a"}, {ID: 11, Name: "b"}},
 		AppVersions: []row.AppVersion{{ID: 100, AppID: 10, VersionNum: 100, PlatformID: 1},
 			{ID: 101, AppID: 10, VersionNum: 101, PlatformID: 1}},
-	}, 1)
+	}, 1, nil)
 	linux := &protocol.SchedulerRequest{PlatformName: "x86_64-pc-linux-gnu"}
 	anon := &protocol.SchedulerRequest{PlatformName: anonymousPlatform, AppVersions: []protocol.ClientAppVer{
 		{AppName: "a", VersionNum: 7, Platform: "p7"}, {AppName: "a", VersionNum: 9, Platform: "p9"}}}
@@ -181,7 +184,7 @@ func TestCatalogForResend(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			v, ok := c.forResend(tt.req, tt.app, tt.avID, tt.avNum, c.choose(tt.req))
+			v, ok := c.choose(tt.req, row.Host{}, choiceParams{}).forResend(tt.app, tt.avID, tt.avNum)
 			if ok != tt.ok || (ok && (v.av.ID != tt.wantAV || v.versionNum != tt.wantNum)) {
 				t.Fatalf("forResend = version id %d number %d, %v; want %d number %d, %v", v.av.ID, v.versionNum, ok,
 					tt.wantAV, tt.wantNum, tt.ok)

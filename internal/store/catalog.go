@@ -30,12 +30,12 @@ func (s *Store) PlatformList(ctx context.Context) ([]row.Platform, error) {
 }
 
 const appColumns = `id, create_time, name, user_friendly_name, min_version, deprecated, homogeneous_redundancy, weight,
-adaptive_replication, credit_policy, hold_failed_jobs, known_answer_fraction, input_template_id, output_template_id`
+adaptive_replication, credit_policy, hold_failed_jobs, known_answer_fraction, input_template_id, output_template_id, beta`
 
 const appInsert = `INSERT INTO app (create_time, name, user_friendly_name, min_version, deprecated, homogeneous_redundancy, weight,
-adaptive_replication, credit_policy, hold_failed_jobs, known_answer_fraction, input_template_id, output_template_id)
+adaptive_replication, credit_policy, hold_failed_jobs, known_answer_fraction, input_template_id, output_template_id, beta)
 VALUES (:create_time, :name, :user_friendly_name, :min_version, :deprecated, :homogeneous_redundancy, :weight,
-:adaptive_replication, :credit_policy, :hold_failed_jobs, :known_answer_fraction, :input_template_id, :output_template_id)`
+:adaptive_replication, :credit_policy, :hold_failed_jobs, :known_answer_fraction, :input_template_id, :output_template_id, :beta)`
 
 // AppInsert adds an app and returns its id.
 func (s *Store) AppInsert(ctx context.Context, a row.App) (int64, error) {
@@ -65,10 +65,10 @@ func (s *Store) AppGetByName(ctx context.Context, name string) (row.App, error) 
 	return a, nil
 }
 
-const appVersionColumns = `id, create_time, appid, version_num, platformid, plan_class, COALESCE(xml_doc, '') AS xml_doc, deprecated`
+const appVersionColumns = `id, create_time, appid, version_num, platformid, plan_class, COALESCE(xml_doc, '') AS xml_doc, deprecated, beta`
 
-const appVersionInsert = `INSERT INTO app_version (create_time, appid, version_num, platformid, plan_class, xml_doc, deprecated)
-VALUES (:create_time, :appid, :version_num, :platformid, :plan_class, :xml_doc, :deprecated)`
+const appVersionInsert = `INSERT INTO app_version (create_time, appid, version_num, platformid, plan_class, xml_doc, deprecated, beta)
+VALUES (:create_time, :appid, :version_num, :platformid, :plan_class, :xml_doc, :deprecated, :beta)`
 
 // AppVersionInsert adds an app version and returns its id.
 func (s *Store) AppVersionInsert(ctx context.Context, v row.AppVersion) (int64, error) {
@@ -118,7 +118,7 @@ func (s *Store) AppGet(ctx context.Context, id int64) (row.App, error) {
 const appUpdate = `UPDATE app SET user_friendly_name = :user_friendly_name, min_version = :min_version,
 deprecated = :deprecated, homogeneous_redundancy = :homogeneous_redundancy, weight = :weight,
 adaptive_replication = :adaptive_replication, credit_policy = :credit_policy,
-hold_failed_jobs = :hold_failed_jobs, known_answer_fraction = :known_answer_fraction
+hold_failed_jobs = :hold_failed_jobs, known_answer_fraction = :known_answer_fraction, beta = :beta
 WHERE id = :id`
 
 // AppUpdate writes the settings of app a.ID (everything but its id, name and

@@ -10,12 +10,12 @@ import (
 )
 
 const userColumns = `id, create_time, email_addr, name, authenticator, passwd_hash, total_credit,
-expavg_credit, expavg_time, teamid, cross_project_id, submit_allowed`
+expavg_credit, expavg_time, teamid, cross_project_id, submit_allowed, project_prefs`
 
 const userInsert = `INSERT INTO user (create_time, email_addr, name, authenticator, passwd_hash,
-total_credit, expavg_credit, expavg_time, teamid, cross_project_id, submit_allowed)
+total_credit, expavg_credit, expavg_time, teamid, cross_project_id, submit_allowed, project_prefs)
 VALUES (:create_time, :email_addr, :name, :authenticator, :passwd_hash,
-:total_credit, :expavg_credit, :expavg_time, :teamid, :cross_project_id, :submit_allowed)`
+:total_credit, :expavg_credit, :expavg_time, :teamid, :cross_project_id, :submit_allowed, :project_prefs)`
 
 // UserInsert adds a user and returns its id.
 func (s *Store) UserInsert(ctx context.Context, u row.User) (int64, error) {

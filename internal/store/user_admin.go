@@ -65,3 +65,17 @@ func (s *Store) UserDelete(ctx context.Context, id int64) error {
 	}
 	return fmt.Errorf("delete user %d: it has hosts, instances or batches: %w", id, ErrInUse)
 }
+
+const userSetProjectPrefs = `UPDATE user SET project_prefs = ? WHERE id = ?`
+
+// UserSetProjectPrefs replaces user id's project preferences document
+// (BOINC's <project_preferences>). The scheduler reads it with the user on
+// every request, so the change applies from the user's next request. A
+// missing user is ErrNotFound.
+func (s *Store) UserSetProjectPrefs(ctx context.Context, id int64, prefs string) error {
+	if _, err := s.exec(ctx, userSetProjectPrefs, prefs, id); err != nil {
+		return fmt.Errorf("set project preferences of user %d: %w", id, err)
+	}
+	_, err := s.UserGet(ctx, id)
+	return err
+}

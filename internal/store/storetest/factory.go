@@ -68,6 +68,7 @@ type AppOptions struct {
 	CreditPolicy          string
 	HoldFailedJobs        bool
 	KnownAnswerFraction   float64
+	Beta                  bool
 }
 
 // App inserts an app.
@@ -76,7 +77,7 @@ func App(t testing.TB, st *store.Store, o AppOptions) row.App {
 	a := row.App{CreateTime: o.CreateTime, Name: o.Name, UserFriendlyName: o.UserFriendlyName, MinVersion: o.MinVersion,
 		Deprecated: o.Deprecated, HomogeneousRedundancy: o.HomogeneousRedundancy, Weight: o.Weight,
 		AdaptiveReplication: o.AdaptiveReplication, CreditPolicy: o.CreditPolicy, HoldFailedJobs: o.HoldFailedJobs,
-		KnownAnswerFraction: o.KnownAnswerFraction}
+		KnownAnswerFraction: o.KnownAnswerFraction, Beta: o.Beta}
 	if a.Name == "" {
 		a.Name = uniqueName("app")
 	}
@@ -102,6 +103,7 @@ type AppVersionOptions struct {
 	PlanClass  string
 	XMLDoc     string
 	Deprecated bool
+	Beta       bool
 }
 
 // AppVersion inserts an app version.
@@ -114,7 +116,7 @@ func AppVersion(t testing.TB, st *store.Store, o AppVersionOptions) row.AppVersi
 		o.Platform = Platform(t, st, PlatformOptions{CreateTime: o.CreateTime}).ID
 	}
 	v := row.AppVersion{CreateTime: o.CreateTime, AppID: o.App, VersionNum: o.VersionNum, PlatformID: o.Platform,
-		PlanClass: o.PlanClass, XMLDoc: o.XMLDoc, Deprecated: o.Deprecated}
+		PlanClass: o.PlanClass, XMLDoc: o.XMLDoc, Deprecated: o.Deprecated, Beta: o.Beta}
 	id, err := st.AppVersionInsert(context.Background(), v)
 	if err != nil {
 		t.Fatalf("AppVersionInsert(app %d, version %d): %v", v.AppID, v.VersionNum, err)
@@ -139,6 +141,8 @@ type UserOptions struct {
 	TeamID         int64
 	CrossProjectID string
 	SubmitAllowed  bool
+	// ProjectPrefs is the <project_preferences> document; empty stores none.
+	ProjectPrefs string
 }
 
 // User inserts a user.
@@ -146,7 +150,8 @@ func User(t testing.TB, st *store.Store, o UserOptions) row.User {
 	t.Helper()
 	u := row.User{CreateTime: o.CreateTime, EmailAddr: o.EmailAddr, Name: o.Name, Authenticator: o.Authenticator,
 		PasswdHash: o.PasswdHash, TotalCredit: o.TotalCredit, ExpavgCredit: o.ExpavgCredit, ExpavgTime: o.ExpavgTime,
-		TeamID: o.TeamID, CrossProjectID: o.CrossProjectID, SubmitAllowed: o.SubmitAllowed}
+		TeamID: o.TeamID, CrossProjectID: o.CrossProjectID, SubmitAllowed: o.SubmitAllowed,
+		ProjectPrefs: row.Text(o.ProjectPrefs)}
 	if u.Name == "" {
 		u.Name = uniqueName("user")
 	}

@@ -1,0 +1,471 @@
+package scheduler
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/taskserver/taskserver/internal/appversion"
+	"github.com/taskserver/taskserver/internal/hostav"
+	"github.com/taskserver/taskserver/internal/planclass"
+	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/row"
+)
+
+// exploreProbability is the chance, per request, app and resource, that a
+// version the host has returned too few valid results with
+// (hostav.MinSamples) is sent instead of the fastest measured one: every
+// version gets measured on every host, so a faster build is found, while
+// most work goes to the best known one.
+const exploreProbability = 0.1
+
+// version is the app version chosen to run a job on a host, with what a
+// task of it uses there and how fast it runs.
+type version struct {
+	app        row.App
+	av         row.AppVersion // ID 0 for an anonymous-platform client's own build
+	platform   string         // the name sent in <result><platform>
+	anonymous  bool
+	versionNum int
+	planClass  string
+	// files are the version's files to send with it (none for an
+	// anonymous-platform client or a version without files).
+	files []appversion.File
+	// cmdline is the version's command-line arguments followed by those
+	// its plan class adds (none for an anonymous-platform client: its
+	// app_info.xml has its own).
+	cmdline string
+	// rsc is the resource a task runs on: an index into choice.rsc, 0 for
+	// the CPU.
+	rsc int
+	// avgNCPUs and maxNCPUs are the CPUs a task uses on average and at
+	// most; gpuUsage the instances of its coprocessor (0.5: two tasks
+	// share one GPU).
+	avgNCPUs, maxNCPUs, gpuUsage float64
+	// flops is the version's processing rate on this host: runtimes are
+	// estimated as rsc_fpops_est / flops, and the client is sent it so
+	// that its own estimates agree.
+	flops float64
+	// samples is the valid results the host has returned with the
+	// version (host_app_version.et_n).
+	samples int
+	// rank is the preference of the version's platform for the host,
+	// lower first.
+	rank int
+}
+
+// usage is how many instances of its resource a task of v occupies.
+func (v *version) usage() float64 {
+	if v.rsc == 0 {
+		return v.avgNCPUs
+	}
+	return v.gpuUsage
+}
+
+// faster orders versions for one resource: the higher rate, then the
+// higher version number, then the preferred platform.
+func faster(a, b *version) bool {
+	switch {
+	case a.flops != b.flops:
+		return a.flops > b.flops
+	case a.versionNum != b.versionNum:
+		return a.versionNum > b.versionNum
+	}
+	return a.rank < b.rank
+}
+
+// choice is one request's decision of which version runs each app on the
+// host, made once per request: every version of the host's platforms that
+// its plan class accepts is a candidate, rated on this host; per app and
+// resource the fastest is chosen (now and then an unmeasured one).
+type choice struct {
+	// rsc are the host's resources: the CPU, then its coprocessors in
+	// protocol.Coprocs.Resources' order.
+	rsc []protocol.Coproc
+	// byApp holds, per app, the chosen version of each resource that has
+	// one, fastest first.
+	byApp map[int64][]version
+	// byAV are the candidates by app version id: a resend goes out with
+	// the version it was sent with.
+	byAV map[int64]version
+	// own are, for a client on the anonymous platform, its builds by app.
+	own map[int64][]version
+	// why says, per app the host has no version of, why, when it is not
+	// the platform: a plan class refused it (reasonPlanClass) or it is in
+	// beta (reasonBeta).
+	why map[int64]string
+	// refusals are the plan-class rules that refused a version, per app
+	// name, for taskctl host explain.
+	refusals map[string][]string
+	// hasApps says, per resource, whether some app has a version for it.
+	hasApps []bool
+
+	// What evaluate needs, for a resend's version that is not a candidate.
+	cat   *catalog
+	plans *planclass.Specs
+	ph    planclass.Host
+	hav   map[int64]row.HostAppVersion
+	bench float64
+}
+
+// choiceParams are the inputs of a choice beyond the request.
+type choiceParams struct {
+	plans *planclass.Specs
+	// havs are what the host has shown of each version it ran.
+	havs []row.HostAppVersion
+	// beta says the volunteer runs beta apps and versions.
+	beta bool
+	// rand draws exploration, uniform in [0, 1).
+	rand func() float64
+}
+
+// resources lists the host's resources, the CPU first; a coprocessor whose
+// type repeats (two "other" declarations) counts once.
+func resources(h row.Host, req *protocol.SchedulerRequest) []protocol.Coproc {
+	out := []protocol.Coproc{{Type: protocol.ResourceCPU, Count: max(h.PNCPUs, 1), PeakFlops: h.PFpops,
+		CoprocRequest: protocol.CoprocRequest{ReqSecs: req.CPUReqSecs, ReqInstances: req.CPUReqInstances,
+			EstimatedDelay: req.EstimatedDelay}}}
+	for _, c := range req.Coprocs.Resources() {
+		if c.Type == protocol.ResourceCPU || slices.ContainsFunc(out, func(o protocol.Coproc) bool { return o.Type == c.Type }) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// rscIndex is resource name's index in rsc, -1 if the host has none.
+func rscIndex(rsc []protocol.Coproc, name string) int {
+	if name == "" {
+		return 0
+	}
+	for i := range rsc {
+		if rsc[i].Type == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// choose decides, for the host and request, the version of each app per
+// resource.
+func (c *catalog) choose(req *protocol.SchedulerRequest, h row.Host, p choiceParams) *choice {
+	ch := &choice{rsc: resources(h, req), byApp: map[int64][]version{}, byAV: map[int64]version{},
+		why: map[int64]string{}, cat: c, plans: p.plans, bench: h.PFpops}
+	if !finitePositive(ch.bench) {
+		ch.bench = defaultFlops
+	}
+	ch.hasApps = make([]bool, len(ch.rsc))
+	if len(p.havs) > 0 {
+		ch.hav = make(map[int64]row.HostAppVersion, len(p.havs))
+		for _, st := range p.havs {
+			ch.hav[st.AppVersionID] = st
+		}
+	}
+	if p.rand == nil {
+		p.rand = func() float64 { return 1 }
+	}
+	var cands []version
+	if req.PlatformName == anonymousPlatform {
+		ch.own = map[int64][]version{}
+		for _, v := range ch.anonymous(c, req) {
+			ch.own[v.app.ID] = append(ch.own[v.app.ID], v)
+		}
+		for _, vs := range ch.own {
+			ch.pick(vs, p.rand)
+		}
+		return ch
+	}
+	names := []string{req.PlatformName}
+	for _, alt := range req.AltPlatforms {
+		names = append(names, alt.Name)
+	}
+	rank := map[int64]int{} // platform id → preference, lower is better
+	for i, n := range names {
+		if pl, ok := c.platformByName[n]; ok {
+			if _, seen := rank[pl.ID]; !seen {
+				rank[pl.ID] = i
+			}
+		}
+	}
+	if len(rank) == 0 {
+		return ch
+	}
+	ch.ph = planHost(h, req)
+	for appID, vs := range c.versionsByApp {
+		a := c.appByID[appID]
+		cands = cands[:0]
+		for _, av := range vs {
+			r, ok := rank[av.PlatformID]
+			if !ok {
+				continue
+			}
+			if (a.Beta || av.Beta) && !p.beta {
+				ch.why[appID] = cmpOrStr(ch.why[appID], reasonBeta)
+				continue
+			}
+			v, err := ch.evaluate(av)
+			if err != nil {
+				ch.why[appID] = reasonPlanClass
+				var ref *planclass.Refusal
+				rule := err.Error()
+				if errors.As(err, &ref) {
+					rule = "<" + ref.Rule + ">: " + ref.Detail
+				}
+				if ch.refusals == nil {
+					ch.refusals = map[string][]string{}
+				}
+				ch.refusals[a.Name] = append(ch.refusals[a.Name], av.PlanClass+": "+rule)
+				continue
+			}
+			v.rank = r
+			cands = append(cands, v)
+		}
+		if len(cands) > 0 {
+			delete(ch.why, appID)
+		}
+		ch.pick(cands, p.rand)
+	}
+	return ch
+}
+
+// cmpOrStr is s, or def when s is empty.
+func cmpOrStr(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
+}
+
+// evaluate makes the project's version av a candidate for the host: its
+// plan class (none: one CPU) gives what a task uses, the host's record of
+// it the rate; an error says the plan class refuses the host.
+func (ch *choice) evaluate(av row.AppVersion) (version, error) {
+	var u planclass.Usage
+	if av.PlanClass == "" {
+		u = planclass.CPUUsage(ch.ph)
+	} else {
+		var err error
+		if u, err = ch.plans.Check(av.PlanClass, ch.ph); err != nil {
+			return version{}, err
+		}
+	}
+	r := rscIndex(ch.rsc, u.Resource)
+	if u.Resource == protocol.ResourceCPU {
+		r = 0
+	}
+	if r < 0 {
+		return version{}, &planclass.Refusal{Class: av.PlanClass, Rule: "gpu_type", Detail: "the host has no " + u.Resource}
+	}
+	v := ch.cat.project(av)
+	v.rsc, v.avgNCPUs, v.maxNCPUs, v.gpuUsage = r, u.AvgNCPUs, u.MaxNCPUs, u.GPUUsage
+	if v.avgNCPUs <= 0 && r == 0 {
+		v.avgNCPUs = 1
+	}
+	if r > 0 && v.gpuUsage <= 0 {
+		v.gpuUsage = 1
+	}
+	if u.Cmdline != "" {
+		if v.cmdline != "" {
+			v.cmdline += " "
+		}
+		v.cmdline += u.Cmdline
+	}
+	bench := u.PeakFlops
+	if !finitePositive(bench) {
+		bench = ch.bench * max(v.avgNCPUs, 1)
+	}
+	st := ch.hav[av.ID]
+	v.flops, _ = hostav.Rate(st, u.ProjectedFlops, bench)
+	if !finitePositive(v.flops) {
+		v.flops = bench
+	}
+	v.samples = st.EtN
+	return v, nil
+}
+
+// anonymous makes the candidates of a client on the anonymous platform:
+// the builds its app_info.xml lists, with the usage they declare (BOINC
+// accepts any plan class there: the volunteer built or chose it).
+func (ch *choice) anonymous(c *catalog, req *protocol.SchedulerRequest) []version {
+	var out []version
+	for _, cv := range req.AppVersions {
+		a, ok := c.appByName[cv.AppName]
+		if !ok {
+			continue
+		}
+		v := version{app: a, platform: cv.Platform, anonymous: true, versionNum: cv.VersionNum, planClass: cv.PlanClass,
+			avgNCPUs: finite(cv.AvgNCPUs), maxNCPUs: finite(cv.AvgNCPUs)}
+		for _, u := range cv.Coprocs {
+			if u.Count > 0 {
+				v.rsc = rscIndex(ch.rsc, u.Type)
+				v.gpuUsage = finite(u.Count)
+				break
+			}
+		}
+		if v.rsc < 0 {
+			continue // a coprocessor the host does not have
+		}
+		if v.avgNCPUs <= 0 && v.rsc == 0 {
+			v.avgNCPUs, v.maxNCPUs = 1, 1
+		}
+		bench := ch.bench * max(v.avgNCPUs, 1)
+		if v.rsc > 0 && finitePositive(ch.rsc[v.rsc].PeakFlops) {
+			bench = ch.rsc[v.rsc].PeakFlops * v.gpuUsage
+		}
+		st := ch.hav[hostav.GeneralizedID(a.ID, ch.rsc[v.rsc].Type)]
+		v.flops, _ = hostav.Rate(st, finite(cv.Flops), bench)
+		if !finitePositive(v.flops) {
+			v.flops = bench
+		}
+		v.samples = st.EtN
+		out = append(out, v)
+	}
+	return out
+}
+
+// pick chooses among one app's candidates, per resource, the fastest; when
+// the fastest has been measured (hostav.MinSamples valid results) and
+// others have not, one of those now and then (exploreProbability, one draw
+// of rand per resource).
+func (ch *choice) pick(cands []version, rand func() float64) {
+	if len(cands) == 0 {
+		return
+	}
+	appID := cands[0].app.ID
+	var chosen []version
+	for r := range ch.rsc {
+		best, unmeasured := -1, 0
+		for i := range cands {
+			v := &cands[i]
+			if v.rsc != r {
+				continue
+			}
+			if v.av.ID != 0 {
+				ch.byAV[v.av.ID] = *v
+			}
+			if v.samples < hostav.MinSamples {
+				unmeasured++
+			}
+			if best < 0 || faster(v, &cands[best]) {
+				best = i
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		ch.hasApps[r] = true
+		if cands[best].samples >= hostav.MinSamples && unmeasured > 0 {
+			if u := rand(); u < exploreProbability {
+				k := min(int(u/exploreProbability*float64(unmeasured)), unmeasured-1)
+				for i := range cands {
+					if cands[i].rsc == r && cands[i].samples < hostav.MinSamples {
+						if k == 0 {
+							best = i
+							break
+						}
+						k--
+					}
+				}
+			}
+		}
+		chosen = append(chosen, cands[best])
+	}
+	slices.SortStableFunc(chosen, func(a, b version) int {
+		if faster(&a, &b) {
+			return -1
+		}
+		if faster(&b, &a) {
+			return 1
+		}
+		return 0
+	})
+	ch.byApp[appID] = chosen
+}
+
+// forResend returns the version a result in progress was sent with, so that
+// a resend names the same build and is estimated with the same usage; if
+// that version is gone, unreadable or now refused, the app's best one. A
+// client on the anonymous platform runs only its own builds: the result is
+// resent for the build of the app it lists with the version number the
+// result was sent with, else for its best one, and not at all when it lists
+// none (never with the project's version and files, which it would not
+// run).
+func (ch *choice) forResend(appID, avID int64, avNum int) (version, bool) {
+	if ch.own != nil {
+		for _, o := range ch.own[appID] {
+			if o.versionNum == avNum {
+				return o, true
+			}
+		}
+		if vs := ch.byApp[appID]; len(vs) > 0 {
+			return vs[0], true
+		}
+		return version{}, false
+	}
+	if v, ok := ch.byAV[avID]; ok && avID != 0 {
+		return v, true
+	}
+	if avID != 0 && ch.cat != nil {
+		if av, ok := ch.cat.versionByID[avID]; ok && ch.cat.unreadable[avID] == nil && ch.cat.unknownPlan[avID] == "" {
+			if v, err := ch.evaluate(av); err == nil {
+				return v, true
+			}
+		}
+	}
+	if vs := ch.byApp[appID]; len(vs) > 0 {
+		return vs[0], true
+	}
+	return version{}, false
+}
+
+// held is the version a task the host holds runs with, for its place in
+// the host's queues: the candidate it was sent with, else one CPU at the
+// host's benchmark.
+func (ch *choice) held(avID int64) *version {
+	if ch == nil {
+		return &version{avgNCPUs: 1, maxNCPUs: 1, flops: defaultFlops}
+	}
+	if v, ok := ch.byAV[avID]; ok {
+		return &v
+	}
+	return &version{avgNCPUs: 1, maxNCPUs: 1, flops: ch.bench}
+}
+
+// noRscApps names the host's resources that no app has a version for, so
+// that the client stops asking for work for them; none when that would be
+// every resource the host has (the client would never ask again, as
+// BOINC's scheduler also guards).
+func (ch *choice) noRscApps() []string {
+	if !slices.Contains(ch.hasApps, true) {
+		return nil
+	}
+	var out []string
+	for r, ok := range ch.hasApps {
+		if !ok {
+			out = append(out, ch.rsc[r].Type)
+		}
+	}
+	return out
+}
+
+// resources are the host's resources as ch has them, or, with no choice
+// (the cache could not be read), as the request says.
+func (ch *choice) resources(h row.Host, req *protocol.SchedulerRequest) []protocol.Coproc {
+	if ch != nil {
+		return ch.rsc
+	}
+	return resources(h, req)
+}
+
+// noVersion is why no app has a version for the host: a plan class
+// refused it, it is in beta, or none is for its platforms.
+func (ch *choice) noVersion() string {
+	why := reasonPlatform
+	for _, r := range ch.why {
+		if r == reasonPlanClass {
+			return r
+		}
+		why = r
+	}
+	return why
+}
