@@ -43,7 +43,7 @@ const (
 	// hwSlowWait is how long the quota app's good jobs run (seconds): long
 	// enough that the failing job sent with them is reported, and the
 	// quota seen at one, before any of them is.
-	hwSlowWait  = 35
+	hwSlowWait  = 40
 	hwFailJob   = "quota_fail"
 	hwSlowJob   = "quota_slow_"
 	hwAfterJob  = "quota_after"
@@ -110,14 +110,22 @@ func TestRealBOINCClientHardware(t *testing.T) {
 	rp.app = app
 	rp.noUpThrottle = true
 	rp.ccOptions = hwCCOptions
+
+	rp.useCoprocs = map[int]bool{0: true}
 	defer rp.stopAll()
 
 	hw := &hwRun{rp: rp, taskRes: map[string]map[string]bool{}}
 	hw.setup()
 	hw.startDaemons()
-	for i := range rp.users {
-		rp.startClient(boinc, i)
-	}
+	hw.start = time.Now()
+	// client1 first, while the only jobs are the coprocessor's: what it is
+	// told is why it gets none of them. (rp.clients is in start order.)
+	rp.startClient(boinc, 1)
+	hw.told = hw.firstReply(1)
+	t.Logf("%4.0fs client1, asking for CPU work while only %s jobs wait, was told: %q", time.Since(hw.start).Seconds(), hwAppAsic, hw.told)
+	rp.startClient(boinc, 0)
+	hw.submitCPUJobs()
+	hw.update(1) // it backed off from CPU work fetch when it got none
 
 	ctx, cancel := context.WithTimeout(context.Background(), hwTimeout)
 	defer cancel()
@@ -127,7 +135,6 @@ func TestRealBOINCClientHardware(t *testing.T) {
 	}
 	defer st.Close()
 
-	hw.start = time.Now()
 	last := ""
 	for {
 		pg, err := hw.progress(ctx, st)
@@ -213,6 +220,10 @@ type hwRun struct {
 	// refusal is the evidence that the scheduler refused client1 work
 	// for the daily quota.
 	refusal string
+	// failNudged is set once client1 was told to report its failed task;
+	// told is what the project told client1 in its first reply.
+	failNudged bool
+	told       []string
 }
 
 func (hw *hwRun) setup() {
@@ -247,6 +258,10 @@ func (hw *hwRun) setup() {
 	for i := 0; i < hwAsicJobs; i++ {
 		hw.submit(hwAppAsic, fmt.Sprintf("asic_%d", i), 0, 3, false)
 	}
+}
+
+// submitCPUJobs submits the multi-threaded app's jobs and the quota app's.
+func (hw *hwRun) submitCPUJobs() {
 	for i := 0; i < hwMTJobs; i++ {
 		hw.submit(hwAppMT, fmt.Sprintf("mt_%d", i), 0, 10, false)
 	}
@@ -428,12 +443,13 @@ func (hw *hwRun) progress(ctx context.Context, st *store.Store) (hwProgress, err
 	return pg, nil
 }
 
-// step drives the quota phase from what the run shows: once client1 has
+// step drives the quota phase from what the run shows. Once client1 has
 // run the failing job (its error makes the client back off for a minute
-// or two), a job of the quota app is added, to be refused while the quota
-// is one and sent once it has grown; from then on both clients are told to
-// update every hwNudge, as a volunteer pressing "Update" would, which also
-// clears their back-offs.
+// or two) it is told to update, which reports the error. Once its quota
+// is seen at one, a job of the quota app is added: to be refused while
+// the quota is one, and sent once valid results have raised it. From then
+// on both clients are told to update every hwNudge, as a volunteer
+// pressing "Update" would, which also clears their back-offs.
 func (hw *hwRun) step(pg hwProgress) {
 	t := hw.rp.t
 	if pg.quota >= 0 && (len(hw.quotaLog) == 0 || hw.quotaLog[len(hw.quotaLog)-1] != pg.quota) {
@@ -443,16 +459,23 @@ func (hw *hwRun) step(pg hwProgress) {
 			hw.quotaOne = time.Now()
 		}
 	}
+	if !hw.failNudged {
+		if strings.Contains(hw.clientLog(1), "Computation for task "+hwFailJob) {
+			hw.update(1)
+			hw.failNudged = true
+		}
+		return
+	}
 	if hw.afterSubmitted.IsZero() {
-		if !strings.Contains(hw.clientLog(1), "Computation for task "+hwFailJob) {
+		if hw.quotaOne.IsZero() {
 			return
 		}
 		hw.submit(hwAppQuota, hwAfterJob, 0, 0, false)
 		hw.afterSubmitted = time.Now()
-		t.Logf("%4.0fs client1 ran %s: submitted %s", time.Since(hw.start).Seconds(), hwFailJob, hwAfterJob)
+		t.Logf("%4.0fs client1's quota is one: submitted %s", time.Since(hw.start).Seconds(), hwAfterJob)
 		return
 	}
-	if hw.refusal == "" && !hw.quotaOne.IsZero() {
+	if hw.refusal == "" {
 		hw.refusal = hw.findRefusal()
 		if hw.refusal != "" {
 			t.Logf("%4.0fs refusal: %s", time.Since(hw.start).Seconds(), hw.refusal)
@@ -546,17 +569,64 @@ func (hw *hwRun) clientLog(i int) string {
 	return string(b)
 }
 
-// hwQuotaWords recognise a daily-quota refusal: in a message the client
-// logs, or in a no_work_total reason.
-var hwQuotaWords = regexp.MustCompile(`(?i)daily (job )?(quota|limit)|daily_quota|quota`)
+// hwQuotaWords recognise a daily-quota refusal in a message of the
+// project or in a no_work_total reason.
+var hwQuotaWords = regexp.MustCompile(`(?i)daily|quota`)
+
+// hwJobNames matches the run's task names, which contain "quota".
+var hwJobNames = regexp.MustCompile(`\b(asic|mt|quota)_\w+`)
+
+// projectMessages returns the messages the project sent client i as the
+// client logged them ("[project] text"), without the client's own
+// notes on its work.
+func (hw *hwRun) projectMessages(i int) []string {
+	var out []string
+	prefix := "[Real hardware test] "
+	for _, line := range strings.Split(hw.clientLog(i), "\n") {
+		_, text, ok := strings.Cut(line, prefix)
+		if !ok || strings.HasPrefix(text, "[") || hwJobNames.MatchString(text) {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(text, "Sending scheduler request"), strings.HasPrefix(text, "Requesting new tasks"),
+			strings.HasPrefix(text, "Scheduler request completed"), strings.HasPrefix(text, "Project requested delay"),
+			strings.HasPrefix(text, "Reporting "), strings.HasPrefix(text, "Sending trickle-up"),
+			strings.HasPrefix(text, "update requested by user"), strings.HasPrefix(text, "Not requesting tasks"),
+			strings.HasPrefix(text, "Started download"), strings.HasPrefix(text, "Finished download"),
+			strings.HasPrefix(text, "Started upload"), strings.HasPrefix(text, "Finished upload"),
+			strings.HasPrefix(text, "Master file"):
+			continue
+		}
+		out = append(out, strings.TrimSpace(text))
+	}
+	return out
+}
+
+// firstReply waits for client i's first scheduler reply and returns the
+// messages the project sent in it.
+func (hw *hwRun) firstReply(i int) []string {
+	deadline := time.Now().Add(90 * time.Second)
+	for !strings.Contains(hw.clientLog(i), "Scheduler request completed") {
+		if time.Now().After(deadline) {
+			hw.rp.dumpLogs()
+			hw.rp.t.Fatalf("client%d: no scheduler reply after 90s", i)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // the reply's messages follow
+	return hw.projectMessages(i)
+}
 
 // findRefusal returns the evidence that the scheduler refused client1
 // work for the daily quota: the project's message in its event log, or
-// the scheduler's no_work_total counter with such a reason; "" if none.
+// the scheduler's no_work_total counter with such a reason (client0 is
+// not refused for its quota: it has two CPUs, and the scheduler scales
+// its quota of two by them, as BOINC's does for an "other" coprocessor,
+// so its three jobs fit); "" if none.
 func (hw *hwRun) findRefusal() string {
-	for _, line := range strings.Split(hw.clientLog(1), "\n") {
-		if strings.Contains(line, "[Real hardware test]") && hwQuotaWords.MatchString(line) && !strings.Contains(line, "[sched_op]") {
-			return "client1's event log: " + strings.TrimSpace(line)
+	for _, m := range hw.projectMessages(1) {
+		if hwQuotaWords.MatchString(m) {
+			return "client1's event log: " + m
 		}
 	}
 	resp, err := http.Get("http://" + hw.schedListen + "/metrics")
@@ -586,7 +656,7 @@ func (hw *hwRun) checkAsic(pg hwProgress) {
 	for name, res := range hw.taskRes {
 		if strings.HasPrefix(name, "asic_") {
 			for r := range res {
-				if strings.Contains(r, hwCoproc) {
+				if hwCoprocName.MatchString(r) {
 					seen = true
 				}
 			}
@@ -599,18 +669,25 @@ func (hw *hwRun) checkAsic(pg hwProgress) {
 	if av := appVersionBlock(state, hwAppAsic); !strings.Contains(av, "<type>"+hwCoproc+"</type>") {
 		t.Errorf("client0's client_state.xml: the %s app version has no <coproc> %s: %q", hwAppAsic, hwCoproc, av)
 	}
-	// What client1 was told when it asked for work: every message the
-	// project sent it.
-	var msgs []string
-	for _, line := range strings.Split(hw.clientLog(1), "\n") {
-		if strings.Contains(line, "[Real hardware test]") && !strings.Contains(line, "[sched_op]") &&
-			!strings.Contains(line, "[fxd]") && !strings.Contains(line, "[task]") && !strings.Contains(line, "[trickle]") &&
-			!strings.Contains(line, "[checkpoint]") && !strings.Contains(line, "download") && !strings.Contains(line, "upload") {
-			msgs = append(msgs, strings.TrimSpace(line))
+	// client1 asked for CPU work while only the coprocessor's jobs
+	// waited: it must have been told why it got none, not merely that
+	// there was no work.
+	specific := false
+	for _, m := range hw.told {
+		if !strings.HasPrefix(m, "No tasks are available at the moment") {
+			specific = true
 		}
 	}
-	t.Logf("client1's messages from the project: %s", strings.Join(msgs, "\n"))
+	if !specific {
+		t.Errorf("client1's first reply, while only %s jobs (plan class needing a %s) waited, told it %q: want the reason it gets none",
+			hwAppAsic, hwCoproc, hw.told)
+	}
+	t.Logf("client1's messages from the project over the run: %q", hw.projectMessages(1))
 }
+
+// hwCoprocName is how boinccmd names the coprocessor in a task's
+// resources ("0.917 CPUs + 1 Miner ASIC").
+var hwCoprocName = regexp.MustCompile(`(?i)miner[ _]asic`)
 
 // checkMT checks that client1 holds the multi-threaded version with two
 // CPUs and ran its tasks with two.

@@ -233,6 +233,10 @@ type realProject struct {
 	// noUpThrottle starts client0 without the upload limit that
 	// restartDuringUpload needs.
 	noUpThrottle bool
+	// useCoprocs lists the clients started without --no_gpus, which
+	// makes a client exclude every coprocessor, those declared in
+	// cc_config.xml too.
+	useCoprocs map[int]bool
 }
 
 type realUser struct {
@@ -556,8 +560,11 @@ func (rp *realProject) startClient(boinc string, i int) {
 // runClient starts client i on its data directory.
 func (rp *realProject) runClient(boinc string, i int) *realProc {
 	u := rp.users[i]
-	return rp.start(fmt.Sprintf("client%d", i), boinc, u.dataDir,
-		"--dir", u.dataDir, "--gui_rpc_port", strconv.Itoa(u.guiPort), "--no_gpus", "--skip_cpu_benchmarks")
+	args := []string{"--dir", u.dataDir, "--gui_rpc_port", strconv.Itoa(u.guiPort), "--skip_cpu_benchmarks"}
+	if !rp.useCoprocs[i] {
+		args = append(args, "--no_gpus")
+	}
+	return rp.start(fmt.Sprintf("client%d", i), boinc, u.dataDir, args...)
 }
 
 // realClientPrefs are the volunteer's preferences: compute always,
