@@ -124,7 +124,7 @@ func TestRealBOINCClientHardware(t *testing.T) {
 	hw.told = hw.firstReply(1)
 	t.Logf("%4.0fs client1, asking for CPU work while only %s jobs wait, was told: %q", time.Since(hw.start).Seconds(), hwAppAsic, hw.told)
 	rp.startClient(boinc, 0)
-	hw.submitCPUJobs()
+	hw.submitQuotaJobs()
 	hw.update(1) // it backed off from CPU work fetch when it got none
 
 	ctx, cancel := context.WithTimeout(context.Background(), hwTimeout)
@@ -146,8 +146,8 @@ func TestRealBOINCClientHardware(t *testing.T) {
 				last = s
 			}
 			hw.step(pg)
-			if pg.done() {
-				break
+			if pg.done() || pg.settled() && hw.sentAtOne != "" {
+				break // done, or the quota was not kept: no need to wait
 			}
 		}
 		hw.watchTasks(ctx)
@@ -224,6 +224,11 @@ type hwRun struct {
 	// told is what the project told client1 in its first reply.
 	failNudged bool
 	told       []string
+	// mtSubmitted is set once the multi-threaded jobs were submitted;
+	// sentAtOne names the late job if it was sent while client1's quota
+	// was one and none of its jobs had been valid since.
+	mtSubmitted bool
+	sentAtOne   string
 }
 
 func (hw *hwRun) setup() {
@@ -260,17 +265,23 @@ func (hw *hwRun) setup() {
 	}
 }
 
-// submitCPUJobs submits the multi-threaded app's jobs and the quota app's.
-func (hw *hwRun) submitCPUJobs() {
-	for i := 0; i < hwMTJobs; i++ {
-		hw.submit(hwAppMT, fmt.Sprintf("mt_%d", i), 0, 10, false)
-	}
-	// The good jobs first, so they are sent no later than the failing one:
-	// they must be in progress when its error brings the quota down.
+// submitQuotaJobs submits the quota app's first jobs: the good ones must
+// be in progress on client1 when the failing one's error brings the
+// quota down, and the failing one must run at once (so the
+// multi-threaded jobs, which would take client1's other CPUs, come
+// later: submitMTJobs).
+func (hw *hwRun) submitQuotaJobs() {
 	for i := 0; i < hwSlowJobs; i++ {
 		hw.submit(hwAppQuota, fmt.Sprintf("%s%d", hwSlowJob, i), 10, hwSlowWait, false)
 	}
-	hw.submit(hwAppQuota, hwFailJob, 5, 0, true)
+	hw.submit(hwAppQuota, hwFailJob, 10, 0, true)
+}
+
+// submitMTJobs submits the multi-threaded app's jobs.
+func (hw *hwRun) submitMTJobs() {
+	for i := 0; i < hwMTJobs; i++ {
+		hw.submit(hwAppMT, fmt.Sprintf("mt_%d", i), 0, 10, false)
+	}
 }
 
 func (hw *hwRun) write(name string, b []byte) string {
@@ -365,6 +376,23 @@ func (p hwProgress) done() bool {
 		p.failErrors >= 1 && p.afterValid && p.refusal && len(p.problems) == 0
 }
 
+// sentTo counts the tasks of app sent to client c.
+func (p hwProgress) sentTo(c int, app string) int {
+	n := 0
+	for _, r := range p.results {
+		if r.App == app && r.HostID != 0 && r.HostID == p.hosts[c] {
+			n++
+		}
+	}
+	return n
+}
+
+// settled tells that every job but the quota app's late one reached its
+// end and that one is valid.
+func (p hwProgress) settled() bool {
+	return p.valid[hwAppAsic][0] >= hwAsicJobs && p.valid[hwAppMT][1] >= hwMTJobs && p.failErrors >= 1 && p.afterValid
+}
+
 // client returns the client index of host id, or -1.
 func (p hwProgress) client(id int64) int {
 	for i, h := range p.hosts {
@@ -457,6 +485,19 @@ func (hw *hwRun) step(pg hwProgress) {
 		t.Logf("%4.0fs client1's daily quota for %s: %d", time.Since(hw.start).Seconds(), hwAppQuota, pg.quota)
 		if pg.quota == 1 && hw.quotaOne.IsZero() {
 			hw.quotaOne = time.Now()
+		}
+	}
+	if !hw.mtSubmitted && pg.sentTo(1, hwAppQuota) >= hwSlowJobs+1 {
+		hw.submitMTJobs()
+		hw.mtSubmitted = true
+		t.Logf("%4.0fs client1 has the quota app's jobs: submitted the multi-threaded ones", time.Since(hw.start).Seconds())
+	}
+	if !hw.afterSubmitted.IsZero() && hw.sentAtOne == "" && pg.quota == 1 && pg.valid[hwAppQuota][1] == 0 {
+		for _, r := range pg.results {
+			if r.WU == hwAfterJob && r.HostID == pg.hosts[1] {
+				hw.sentAtOne = r.Name
+				t.Logf("%4.0fs %s sent to client1 while its quota is one", time.Since(hw.start).Seconds(), r.Name)
+			}
 		}
 	}
 	if !hw.failNudged {
@@ -728,7 +769,10 @@ func (hw *hwRun) checkQuota(pg hwProgress) {
 		t.Errorf("client1's max_jobs_per_day for %s went %v: want 1 after its error, then more after valid results", hwAppQuota, hw.quotaLog)
 	}
 	if hw.refusal == "" {
-		t.Errorf("no sign the scheduler refused client1 for the daily quota")
+		t.Errorf("no sign the scheduler refused client1 for the daily quota (no message of the project to client1 nor no_work_total reason with \"daily\" or \"quota\")")
+	}
+	if hw.sentAtOne != "" {
+		t.Errorf("%s was sent to client1 while its daily quota for %s was one and it had already had %d jobs that day", hw.sentAtOne, hwAppQuota, hwSlowJobs+1)
 	}
 	if !pg.afterValid {
 		t.Errorf("%s (submitted after the error) was not completed validly by client1", hwAfterJob)

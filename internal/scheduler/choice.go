@@ -312,7 +312,7 @@ func (ch *choice) anonymous(c *catalog, req *protocol.SchedulerRequest) []versio
 		if v.rsc > 0 && finitePositive(ch.rsc[v.rsc].PeakFlops) {
 			bench = ch.rsc[v.rsc].PeakFlops * v.gpuUsage
 		}
-		st := ch.hav[hostav.GeneralizedID(a.ID, ch.rsc[v.rsc].Type)]
+		st := ch.hav[hostav.GeneralizedID(a.ID, hostav.AnonCPU+v.rsc)] // TEMP-REALHW
 		v.flops, _ = hostav.Rate(st, finite(cv.Flops), bench)
 		if !finitePositive(v.flops) {
 			v.flops = bench
