@@ -25,6 +25,7 @@ import (
 	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/scheduler"
+	"github.com/taskserver/taskserver/internal/scheduler/limits"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -44,6 +45,8 @@ const (
 	flagMaxResultsPerRPC    = "max-results-per-rpc"
 	flagCommitLanes         = "commit-lanes"
 	flagMaxInProgressPerCPU = "max-in-progress-per-cpu"
+	flagMaxInProgressPerGPU = "max-in-progress-per-gpu"
+	flagAppMaxInProgress    = "app-max-in-progress"
 	flagMaxBodyBytes        = "max-body-bytes"
 	flagMaxConns            = "max-db-conns"
 	flagNextRPCDelay        = "next-rpc-delay"
@@ -95,7 +98,11 @@ func flags() []cli.Flag {
 		&cli.IntFlag{Name: flagMaxResultsPerRPC, Value: 10, EnvVars: env(flagMaxResultsPerRPC),
 			Usage: "most new results sent in one reply"},
 		&cli.IntFlag{Name: flagMaxInProgressPerCPU, Value: 4, EnvVars: env(flagMaxInProgressPerCPU),
-			Usage: "most results a host may hold in progress, per CPU"},
+			Usage: "most CPU tasks a host may hold in progress, per CPU (BOINC's max_wus_in_progress; a volunteer's <max_cpus> lowers the CPUs counted)"},
+		&cli.IntFlag{Name: flagMaxInProgressPerGPU, Value: 0, EnvVars: env(flagMaxInProgressPerGPU),
+			Usage: "most tasks a host may hold in progress for each GPU type, per GPU of that type (BOINC's max_wus_in_progress_gpu; 0: no limit)"},
+		&cli.StringSliceFlag{Name: flagAppMaxInProgress, EnvVars: env(flagAppMaxInProgress),
+			Usage: "APP=N: most tasks of app APP a host may hold in progress, whatever their resource (repeatable, or APP=N,APP2=M; BOINC's <max_jobs_in_progress><app>)"},
 		&cli.Int64Flag{Name: flagMaxBodyBytes, Value: protocol.DefaultMaxBodyBytes, EnvVars: env(flagMaxBodyBytes),
 			Usage: "largest scheduler request body read, in bytes (the default fits the largest stderr a client sends for each of 2000 reported tasks; memory does not grow with it); a larger one is answered with a message and a 6-hour request_delay"},
 		&cli.IntFlag{Name: flagCommitLanes, Value: 1, EnvVars: env(flagCommitLanes),
@@ -138,9 +145,14 @@ func serve(ctx context.Context, c *cli.Context) error {
 	}
 	rateLimit, err := rateLimitFrom(c)
 	errs = append(errs, err)
+	appMax, err := limits.ParseApps(c.StringSlice(flagAppMaxInProgress))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--%s %w", flagAppMaxInProgress, err))
+	}
 	schedCfg := schedulerConfig(c, cfg, rateLimit)
 	schedCfg.PlanClasses, err = loadPlanClasses(c, cfg)
 	errs = append(errs, err)
+	schedCfg.AppMaxInProgress = appMax
 	// An empty --url-base is the address --addr binds, known only once it
 	// is bound; until then --addr stands in for it.
 	check := schedCfg
@@ -296,6 +308,7 @@ func schedulerConfig(c *cli.Context, common config.Common, rateLimit scheduler.R
 		RequestDelay:        c.Duration(flagRequestDelay),
 		MaxResultsPerRPC:    c.Int(flagMaxResultsPerRPC),
 		MaxInProgressPerCPU: c.Int(flagMaxInProgressPerCPU),
+		MaxInProgressPerGPU: c.Int(flagMaxInProgressPerGPU),
 		MaxBodyBytes:        c.Int64(flagMaxBodyBytes),
 		CommitLanes:         c.Int(flagCommitLanes),
 		ARTrustValid:        c.Int(flagARTrustValid),

@@ -169,7 +169,8 @@ type Coproc struct {
 	MetalSupport int `json:",omitempty"`
 	// OpenCL is set when the device does OpenCL.
 	OpenCL *OpenCLProp
-	CoprocRequest
+	// CoprocRequest is this request's, never stored (EncodeCoprocs).
+	CoprocRequest `json:"-"`
 }
 
 // Resources returns the coprocessors c describes, NVIDIA, AMD, Intel, Apple

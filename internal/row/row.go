@@ -154,6 +154,15 @@ type Host struct {
 	// ErrorStreak counts error or invalid results since the host's last
 	// valid one.
 	ErrorStreak int `db:"error_streak"`
+	// PFeatures are the CPU features the client reports, space-separated
+	// (/proc/cpuinfo flags), which plan classes test.
+	PFeatures string `db:"p_features"`
+	// Coprocs is the host's coprocessors as last reported, in
+	// protocol.EncodeCoprocs's canonical text ("" none).
+	Coprocs string `db:"coprocs"`
+	// ClientVersion is the client's major*10000 + minor*100 + release
+	// (0 unknown).
+	ClientVersion int `db:"client_version"`
 }
 
 // Workunit is a row of workunit: a job.

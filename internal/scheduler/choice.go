@@ -35,8 +35,9 @@ type version struct {
 	// app_info.xml has its own).
 	cmdline string
 	// rsc is the resource a task runs on: an index into choice.rsc, 0 for
-	// the CPU.
-	rsc int
+	// the CPU; rscName its name.
+	rsc     int
+	rscName string
 	// avgNCPUs and maxNCPUs are the CPUs a task uses on average and at
 	// most; gpuUsage the instances of its coprocessor (0.5: two tasks
 	// share one GPU).
@@ -51,7 +52,15 @@ type version struct {
 	// rank is the preference of the version's platform for the host,
 	// lower first.
 	rank int
+	// qi indexes the version's jobs left today in choice.quota (and the
+	// walk's count of them, hostQueue.left); -1 when it has no quota.
+	qi int
+	// left is the jobs of the version the host may still get today.
+	left int
 }
+
+// resource is the name of the resource a task of v runs on.
+func (v *version) resource() string { return cmpOrStr(v.rscName, protocol.ResourceCPU) }
 
 // usage is how many instances of its resource a task of v occupies.
 func (v *version) usage() float64 {
@@ -98,6 +107,9 @@ type choice struct {
 	refusals map[string][]string
 	// hasApps says, per resource, whether some app has a version for it.
 	hasApps []bool
+	// quota are the jobs each chosen version may still go out today
+	// (version.qi), hostav.NoLimit without a daily quota.
+	quota []int
 
 	// What evaluate needs, for a resend's version that is not a candidate.
 	cat   *catalog
@@ -105,6 +117,7 @@ type choice struct {
 	ph    planclass.Host
 	hav   map[int64]row.HostAppVersion
 	bench float64
+	p     choiceParams
 }
 
 // choiceParams are the inputs of a choice beyond the request.
@@ -116,6 +129,10 @@ type choiceParams struct {
 	beta bool
 	// rand draws exploration, uniform in [0, 1).
 	rand func() float64
+	// quota is the project's daily quota per instance (0: none), gpuQuota
+	// its multiplier for a GPU (0: 1), day today (hostav.Day).
+	quota, gpuQuota int
+	day             int64
 }
 
 // resources lists the host's resources, the CPU first; a coprocessor whose
@@ -150,7 +167,7 @@ func rscIndex(rsc []protocol.Coproc, name string) int {
 // resource.
 func (c *catalog) choose(req *protocol.SchedulerRequest, h row.Host, p choiceParams) *choice {
 	ch := &choice{rsc: resources(h, req), byApp: map[int64][]version{}, byAV: map[int64]version{},
-		why: map[int64]string{}, cat: c, plans: p.plans, bench: h.PFpops}
+		why: map[int64]string{}, cat: c, plans: p.plans, bench: h.PFpops, p: p}
 	if !finitePositive(ch.bench) {
 		ch.bench = defaultFlops
 	}
@@ -204,6 +221,12 @@ func (c *catalog) choose(req *protocol.SchedulerRequest, h row.Host, p choicePar
 				continue
 			}
 			v, err := ch.evaluate(av)
+			if err == nil && v.left <= 0 {
+				// Out of quota today: resends still go out with it.
+				ch.byAV[av.ID] = v
+				ch.why[appID] = reasonDailyQuota
+				continue
+			}
 			if err != nil {
 				ch.why[appID] = reasonPlanClass
 				var ref *planclass.Refusal
@@ -257,7 +280,7 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 		return version{}, &planclass.Refusal{Class: av.PlanClass, Rule: "gpu_type", Detail: "the host has no " + u.Resource}
 	}
 	v := ch.cat.project(av)
-	v.rsc, v.avgNCPUs, v.maxNCPUs, v.gpuUsage = r, u.AvgNCPUs, u.MaxNCPUs, u.GPUUsage
+	v.rsc, v.rscName, v.avgNCPUs, v.maxNCPUs, v.gpuUsage = r, ch.rsc[r].Type, u.AvgNCPUs, u.MaxNCPUs, u.GPUUsage
 	if v.avgNCPUs <= 0 && r == 0 {
 		v.avgNCPUs = 1
 	}
@@ -280,7 +303,47 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 		v.flops = bench
 	}
 	v.samples = st.EtN
+	v.qi, v.left = -1, ch.dailyLimit(st, r)
 	return v, nil
+}
+
+// dailyLimit is how many jobs of a version whose record is st, on resource
+// r, the host may still get today: the quota per instance times the CPUs,
+// or the GPUs times the GPU multiplier.
+func (ch *choice) dailyLimit(st row.HostAppVersion, r int) int {
+	n := float64(ch.rsc[r].Count)
+	if r > 0 {
+		n *= float64(max(ch.p.gpuQuota, 1))
+	}
+	return hostav.DailyLimit(st, ch.p.quota, n, ch.p.day)
+}
+
+// anonCode is BOINC's anonymous-platform code of resource name, which keys
+// a client's own build's host_app_version row; 0 for a resource without
+// one (an "other" coprocessor).
+func anonCode(name string) int {
+	switch name {
+	case protocol.ResourceCPU:
+		return hostav.AnonCPU
+	case protocol.ResourceNVIDIA:
+		return hostav.AnonNVIDIA
+	case protocol.ResourceAMD:
+		return hostav.AnonAMD
+	case protocol.ResourceIntel:
+		return hostav.AnonIntel
+	case protocol.ResourceApple:
+		return hostav.AnonApple
+	}
+	return 0
+}
+
+// anonResource is, for a client's own build, the code of its resource that
+// a send records (decide.Send.Resource); 0 for a project version.
+func (v *version) anonResource(ch *choice) int {
+	if !v.anonymous || ch == nil || v.rsc >= len(ch.rsc) {
+		return 0
+	}
+	return anonCode(ch.rsc[v.rsc].Type)
 }
 
 // anonymous makes the candidates of a client on the anonymous platform:
@@ -305,6 +368,7 @@ func (ch *choice) anonymous(c *catalog, req *protocol.SchedulerRequest) []versio
 		if v.rsc < 0 {
 			continue // a coprocessor the host does not have
 		}
+		v.rscName = ch.rsc[v.rsc].Type
 		if v.avgNCPUs <= 0 && v.rsc == 0 {
 			v.avgNCPUs, v.maxNCPUs = 1, 1
 		}
@@ -312,12 +376,20 @@ func (ch *choice) anonymous(c *catalog, req *protocol.SchedulerRequest) []versio
 		if v.rsc > 0 && finitePositive(ch.rsc[v.rsc].PeakFlops) {
 			bench = ch.rsc[v.rsc].PeakFlops * v.gpuUsage
 		}
-		st := ch.hav[hostav.GeneralizedID(a.ID, hostav.AnonCPU+v.rsc)] // TEMP-REALHW
+		var st row.HostAppVersion
+		if code := anonCode(ch.rsc[v.rsc].Type); code != 0 {
+			st = ch.hav[hostav.GeneralizedID(a.ID, code)]
+		}
 		v.flops, _ = hostav.Rate(st, finite(cv.Flops), bench)
 		if !finitePositive(v.flops) {
 			v.flops = bench
 		}
 		v.samples = st.EtN
+		v.qi, v.left = -1, ch.dailyLimit(st, v.rsc)
+		if v.left <= 0 {
+			ch.why[a.ID] = reasonDailyQuota
+			continue
+		}
 		out = append(out, v)
 	}
 	return out
@@ -368,7 +440,10 @@ func (ch *choice) pick(cands []version, rand func() float64) {
 				}
 			}
 		}
-		chosen = append(chosen, cands[best])
+		v := cands[best]
+		v.qi = len(ch.quota)
+		ch.quota = append(ch.quota, v.left)
+		chosen = append(chosen, v)
 	}
 	slices.SortStableFunc(chosen, func(a, b version) int {
 		if faster(&a, &b) {

@@ -25,6 +25,8 @@ func TestConfigValidate(t *testing.T) {
 		{"request delay", func(c *Config) { c.RequestDelay = 0 }, "--request-delay 0s: want a positive duration"},
 		{"max results per rpc", func(c *Config) { c.MaxResultsPerRPC = 0 }, "--max-results-per-rpc 0: want at least 1"},
 		{"max in progress per cpu", func(c *Config) { c.MaxInProgressPerCPU = 0 }, "--max-in-progress-per-cpu 0: want at least 1"},
+		{"max in progress per gpu", func(c *Config) { c.MaxInProgressPerGPU = -1 }, "--max-in-progress-per-gpu -1: want 0 (no limit) or more"},
+		{"app max in progress", func(c *Config) { c.AppMaxInProgress = map[string]int{"a": 0} }, "--app-max-in-progress a=0: want APP=N with N at least 1"},
 		{"ar trust valid", func(c *Config) { c.ARTrustValid = 0 }, "--ar-trust-valid 0: want at least 1"},
 		{"commit lanes", func(c *Config) { c.CommitLanes = 0 }, "--commit-lanes 0: want at least 1"},
 		{"ar spot check", func(c *Config) { c.ARSpotCheck = math.NaN() }, "--ar-spot-check NaN: want a probability between 0 and 1"},

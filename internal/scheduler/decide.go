@@ -1,6 +1,9 @@
 package scheduler
 
 import (
+	"cmp"
+
+	"github.com/taskserver/taskserver/internal/projectprefs"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/shmcache"
 )
@@ -23,8 +26,16 @@ var reasonText = map[string]string{
 	reasonRPCLimit:         "the reply is full (--max-results-per-rpc)",
 	reasonDatabase:         "the database failed during the request",
 	reasonPlanClass:        "the plan classes of the app's versions refuse the host (taskctl host explain names the rule)",
-	reasonBeta:             "the app or its versions are in beta and the volunteer does not run beta work",
 	reasonResource:         "the job's versions use only resources the request asks no (more) work for",
+	reasonDailyQuota:       "the host has had its daily quota of jobs of the app's versions (--daily-result-quota, shrunk by its errors)",
+	// Preferences and limits (prefslimits.go).
+	reasonNotSelected:     "the volunteer's project preferences select other apps (<app_id>), and those had work or other apps are not accepted (<allow_non_preferred_apps>)",
+	reasonBeta:            "the app or its version is a beta, and the volunteer's project preferences do not allow beta work (<allow_beta_work>)",
+	reasonResourcePref:    "the volunteer's project preferences say not to use this resource (<no_cpu>, <no_cuda>, <no_ati>, <no_intel_gpu>, <no_apple_gpu>, <no_gpus>)",
+	reasonGPUInProgress:   "the host holds as many tasks for this GPU type as it may (--max-in-progress-per-gpu × its GPUs of the type)",
+	reasonAppInProgress:   "the host holds as many tasks of this app as it may (--app-max-in-progress)",
+	reasonPrefsInProgress: "the host holds as many tasks as the volunteer's project preferences allow (<max_jobs>)",
+	reasonTotalInProgress: "the host holds as many tasks as the project allows in all",
 }
 
 // ReasonText returns what a reason of send_shortfall_total (or a
@@ -41,7 +52,8 @@ type walk struct {
 	q          *hostQueue
 	quar       bool
 	hostClass  [3]int // by homogeneous redundancy mode
-	limit      int    // tasks the host may hold
+	limit      int    // tasks the host may hold in all (capOf)
+	limitWhy   string // the reason when it holds them
 	nheld      int    // tasks it holds
 	trustValid int
 	// skipJob are the jobs the host holds or was just sent (and, in a dry
@@ -62,6 +74,12 @@ type walk struct {
 	dry bool
 	// trace, if set, hears every verdict: reason "" is a send.
 	trace func(slot int, e shmcache.Entry, reason string)
+	// prefs are the volunteer's project preferences, pass the apps they
+	// allow in this walk over the cache (see scanPasses); lim counts the
+	// host's tasks against the in-progress limits (setPrefsLimits).
+	prefs projectprefs.Prefs
+	pass  projectprefs.Pass
+	lim   *inProgress
 }
 
 // newWalk starts the decision for a host holding nheld tasks (already in q
@@ -88,9 +106,11 @@ func (s *Service) newWalk(h row.Host, cat *catalog, ch *choice, q *hostQueue, nh
 
 // check decides whether the cached instance e may go to the host: it
 // returns the version to send it with and the host class to bind its job
-// to, or why not. Of the app's versions (one per resource, fastest first),
-// the first whose resource still needs work and that would meet the
-// deadline is the one.
+// to, or why not. Of the app's versions (one per resource, fastest first)
+// whose resource still needs work and that would meet the deadline, the
+// one whose resource has the least of its request covered so far is the
+// one, the fastest on a tie: a host asking for CPU and GPU work gets both,
+// not a reply filled with the faster resource's tasks.
 func (w *walk) check(e shmcache.Entry) (v version, hr int, reason string) {
 	if w.hrBound[e.WorkunitID] {
 		return v, 0, reasonHR
@@ -121,17 +141,36 @@ func (w *walk) check(e shmcache.Entry) (v version, hr int, reason string) {
 	if why := w.q.fits(e); why != "" {
 		return v, 0, why
 	}
-	why := ""
+	why, best, bestFill := "", -1, 0.0
 	for i := range vs {
 		c := &vs[i]
 		if !w.q.needs(c.rsc) {
+			continue
+		}
+		if d := appAllowed(w.prefs, c.app, c.av, c.resource(), w.pass); d != "" {
+			why = cmpOrStr(why, d)
+			continue
+		}
+		if w.lim != nil {
+			if d := w.lim.allow(e.AppID, c.resource()); d != "" {
+				why = cmpOrStr(why, d)
+				continue
+			}
+		}
+		if !w.q.quotaLeft(c) {
+			why = cmpOrStr(why, reasonDailyQuota)
 			continue
 		}
 		if d := w.q.deadline(e, c); d != "" {
 			why = cmpOrStr(why, d)
 			continue
 		}
-		return *c, hr, ""
+		if f := w.q.fill(c.rsc); best < 0 || f < bestFill {
+			best, bestFill = i, f
+		}
+	}
+	if best >= 0 {
+		return vs[best], hr, ""
 	}
 	return v, 0, cmpOrStr(why, reasonResource)
 }
@@ -158,7 +197,7 @@ func (w *walk) short(nsent, maxPerRPC int) string {
 		if w.quar {
 			return reasonQuarantined
 		}
-		return reasonInProgressLimit
+		return cmp.Or(w.limitWhy, reasonInProgressLimit)
 	case w.seen == 0:
 		return reasonNoCachedWork
 	}

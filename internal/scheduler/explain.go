@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/taskserver/taskserver/internal/hostav"
 	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
@@ -31,6 +32,14 @@ type Policy struct {
 	QuarantineStreak int
 	// PlanClasses are the project's plan classes; nil defines none.
 	PlanClasses *planclass.Specs
+	// DailyResultQuota is the daily quota per instance (0: none), and
+	// GPUQuotaMultiplier its multiplier for a GPU (0: 1).
+	DailyResultQuota, GPUQuotaMultiplier int
+	// MaxInProgressPerGPU bounds the tasks a host holds per GPU of a
+	// type; 0 is no limit.
+	MaxInProgressPerGPU int
+	// AppMaxInProgress bounds the tasks of an app (by name) a host holds.
+	AppMaxInProgress map[string]int
 }
 
 // setPolicy puts p, with the flags' defaults for its zero fields, into o:
@@ -41,6 +50,10 @@ func (o *Config) setPolicy(p Policy) {
 	o.ARTrustValid = cmpOr(p.ARTrustValid, 10)
 	o.QuarantineStreak = max(p.QuarantineStreak, 0)
 	o.PlanClasses = p.PlanClasses
+	o.DailyResultQuota = max(p.DailyResultQuota, 0)
+	o.GPUQuotaMultiplier = max(p.GPUQuotaMultiplier, 0)
+	o.MaxInProgressPerGPU = max(p.MaxInProgressPerGPU, 0)
+	o.AppMaxInProgress = p.AppMaxInProgress
 }
 
 // cmpOr is v if positive, else def.
@@ -57,6 +70,7 @@ type ExplainStore interface {
 	AppList(ctx context.Context) ([]row.App, error)
 	AppVersionList(ctx context.Context) ([]row.AppVersion, error)
 	HostGet(ctx context.Context, id int64) (row.Host, error)
+	HostAppVersionListByHost(ctx context.Context, hostID int64) ([]row.HostAppVersion, error)
 	HostPlatformIDs(ctx context.Context, hostID int64) ([]int64, error)
 	PlatformList(ctx context.Context) ([]row.Platform, error)
 	ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]store.HostResult, error)
@@ -64,6 +78,7 @@ type ExplainStore interface {
 	ResultListUnsentForCache(ctx context.Context, p store.FeederListParams) ([]store.UnsentResult, error)
 	WorkunitListByIDs(ctx context.Context, ids []int64) ([]row.Workunit, error)
 	WorkunitUserListSent(ctx context.Context, userID int64, wuIDs []int64) ([]int64, error)
+	UserGet(ctx context.Context, id int64) (row.User, error)
 }
 
 // CacheReader is the read-only part of the feeder's cache: Explain never
@@ -172,6 +187,10 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 	if err != nil {
 		return Explanation{}, err
 	}
+	havs, err := st.HostAppVersionListByHost(ctx, h.ID)
+	if err != nil {
+		return Explanation{}, err
+	}
 	ex := Explanation{HostID: h.ID, UserID: h.UserID, Rejected: map[string]int{}, Candidates: []Verdict{}}
 
 	var (
@@ -256,18 +275,26 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 		req.AltPlatforms = append(req.AltPlatforms, protocol.AltPlatform{Name: name})
 	}
 
+	// The volunteer's preferences as the scheduler reads them.
+	u, err := st.UserGet(ctx, h.UserID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return ex, err
+	}
+	prefs := prefsOf(u)
 	s := &Service{}
 	s.opts.setPolicy(p.Policy)
-	cat := newCatalog(tables, 0, p.Policy.PlanClasses)
+	cat := newCatalog(tables, 0, s.opts.PlanClasses)
 	// No exploration: the explanation shows the fastest versions.
-	ch := cat.choose(req, h, choiceParams{plans: p.Policy.PlanClasses})
+	ch := cat.choose(req, h, choiceParams{plans: s.opts.PlanClasses, havs: havs, beta: prefs.AllowBeta, quota: s.opts.DailyResultQuota,
+		gpuQuota: s.opts.GPUQuotaMultiplier, day: hostav.Day(p.Now)})
 	ex.PlanClassRefusals = ch.refusals
-	q := newHostQueue(p.Now, h, req, ch.rsc, s.opts.MaxResultsPerRPC)
+	q := newHostQueue(p.Now, h, req, ch.rsc, s.opts.MaxResultsPerRPC, ch.quota)
 	for _, hr := range held {
 		skip[hr.WorkunitID] = true
 		q.add(hr.RscFpopsEst, 0, ch.held(hr.AppVersionID))
 	}
 	w := s.newWalk(h, cat, ch, q, len(held), skip)
+	s.setPrefsLimits(w, prefs, req, held)
 	w.dry = true
 	verdicts := make([]Verdict, len(entries))
 	w.trace = func(i int, e shmcache.Entry, reason string) {
@@ -278,7 +305,7 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 		}
 	}
 	x := &rpc{req: req, now: p.Now, host: h, user: row.User{ID: h.UserID}, reply: &protocol.SchedulerReply{}}
-	sent, short, err := s.scan(ctx, x, entryList(entries), w)
+	sent, short, err := s.scanPasses(ctx, x, entryList(entries), w)
 	if err != nil {
 		return ex, err // a dry run makes no call that fails
 	}

@@ -43,8 +43,8 @@ const (
 	reasonQuarantined      = "quarantined"
 	reasonReliableOnly     = "reliable_only"
 	reasonPlanClass        = "plan_class" // every version's plan class refuses the host
-	reasonBeta             = "beta"       // beta app or versions, volunteer not in beta
 	reasonResource         = "resource"   // versions only for resources not (or no longer) asked
+	reasonDailyQuota       = "daily_quota"
 )
 
 // Cache claim results (label values of cache_claims_total).

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"math"
+	"slices"
 
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
@@ -29,8 +30,13 @@ type hostQueue struct {
 	memory float64 // bytes of RAM, 0 = unknown
 	disk   float64 // bytes of free disk left for new jobs, 0 = unknown
 	rsc    []rscQueue
-	// saved is a copy of rsc (save, restore), kept to reuse its memory.
+	// left are the jobs each chosen version may still get today
+	// (version.qi).
+	left []int
+	// saved and savedLeft are copies of rsc and left (save, restore),
+	// kept to reuse their memory.
 	saved     []rscQueue
+	savedLeft []int
 	savedDisk float64
 }
 
@@ -51,9 +57,10 @@ type rscQueue struct {
 // cpu_req_secs or a coprocessor's req_secs) gets each resource filled
 // separately; an older one's work_req_seconds is CPU work. Instances asked
 // are capped at maxPerRPC jobs' worth.
-func newHostQueue(now int64, h row.Host, req *protocol.SchedulerRequest, rsc []protocol.Coproc, maxPerRPC int) *hostQueue {
+func newHostQueue(now int64, h row.Host, req *protocol.SchedulerRequest, rsc []protocol.Coproc, maxPerRPC int, quota []int) *hostQueue {
 	q := &hostQueue{now: float64(now), memory: h.MNbytes, disk: h.DFree, avail: 1,
-		rsc: make([]rscQueue, len(rsc)), saved: make([]rscQueue, len(rsc))}
+		rsc: make([]rscQueue, len(rsc)), saved: make([]rscQueue, len(rsc)),
+		left: slices.Clone(quota), savedLeft: make([]int, len(quota))}
 	if avail := fraction(h.OnFrac) * fraction(h.ActiveFrac); avail < 1 {
 		q.avail = max(avail, 0.01)
 	}
@@ -132,6 +139,14 @@ func (q *hostQueue) send(fpopsEst, diskBound float64, v *version) {
 	r.secs += q.runtime(fpopsEst, v) * v.usage()
 	r.inst += v.usage()
 	r.njobs++
+	if v.qi >= 0 && v.qi < len(q.left) {
+		q.left[v.qi]--
+	}
+}
+
+// quotaLeft reports whether version v may still go out today.
+func (q *hostQueue) quotaLeft(v *version) bool {
+	return v.qi < 0 || v.qi >= len(q.left) || q.left[v.qi] > 0
 }
 
 // asked reports whether the request asks work of resource r.
@@ -142,6 +157,19 @@ func (q *hostQueue) asked(r int) bool { return q.rsc[r].wantSecs > 0 || q.rsc[r]
 func (q *hostQueue) needs(r int) bool {
 	rq := &q.rsc[r]
 	return q.asked(r) && (rq.njobs == 0 || rq.secs < rq.wantSecs || rq.inst < rq.wantInst)
+}
+
+// fill is how much of its request resource r has been sent, as a
+// fraction: of the seconds asked, or of the instances when it asked none.
+func (q *hostQueue) fill(r int) float64 {
+	rq := &q.rsc[r]
+	if rq.wantSecs > 0 {
+		return rq.secs / rq.wantSecs
+	}
+	if rq.wantInst > 0 {
+		return rq.inst / rq.wantInst
+	}
+	return 1
 }
 
 // covered reports whether the request is covered: it asked some work,
@@ -160,11 +188,13 @@ func (q *hostQueue) covered() bool {
 // save keeps the queues as they are; restore returns to them.
 func (q *hostQueue) save() {
 	copy(q.saved, q.rsc)
+	copy(q.savedLeft, q.left)
 	q.savedDisk = q.disk
 }
 
 func (q *hostQueue) restore() {
 	copy(q.rsc, q.saved)
+	copy(q.left, q.savedLeft)
 	q.disk = q.savedDisk
 }
 

@@ -46,7 +46,7 @@ func TestHostQueueCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			q := newHostQueue(1000, tt.host, &tt.req, resources(tt.host, &tt.req), 10)
+			q := newHostQueue(1000, tt.host, &tt.req, resources(tt.host, &tt.req), 10, nil)
 			v := &version{avgNCPUs: 1, flops: tt.host.PFpops}
 			for _, f := range tt.queued {
 				q.add(f, 0, v)
@@ -65,7 +65,7 @@ func TestHostQueueCheck(t *testing.T) {
 func TestHostQueueDiskShrinksWithWorkSent(t *testing.T) {
 	t.Parallel()
 	req := &protocol.SchedulerRequest{}
-	q := newHostQueue(0, row.Host{DFree: 3e8}, req, resources(row.Host{}, req), 10)
+	q := newHostQueue(0, row.Host{DFree: 3e8}, req, resources(row.Host{}, req), 10, nil)
 	e := shmcache.Entry{RscDiskBound: 1e8, DelayBound: 1e6}
 	v := &version{avgNCPUs: 1}
 	for i := 0; i < 3; i++ {

@@ -183,9 +183,7 @@ func (b *replyBuilder) input(f jobxml.InputFile) (protocol.FileInfo, error) {
 func (b *replyBuilder) version(v version) ([]protocol.FileInfo, *protocol.AppVersion, error) {
 	av := &protocol.AppVersion{AppName: v.app.Name, VersionNum: v.versionNum, Platform: v.platform, Cmdline: v.cmdline,
 		PlanClass: v.planClass, AvgNCPUs: v.avgNCPUs, Flops: finite(v.flops)}
-	if v.maxNCPUs > v.avgNCPUs {
-		av.MaxNCPUs = v.maxNCPUs
-	}
+	av.MaxNCPUs = max(v.maxNCPUs, v.avgNCPUs)
 	if v.rsc > 0 && v.rsc < len(b.rsc) {
 		av.Coprocs = []protocol.CoprocUsage{{Type: b.rsc[v.rsc].Type, Count: v.gpuUsage}}
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/hostav"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
@@ -34,13 +35,22 @@ var noWorkText = map[string]string{
 	reasonQuarantined:      "Your computer has returned too many errors lately: it gets one task at a time until it returns a valid result",
 	reasonReliableOnly:     "The available tasks are reserved for computers that return valid results quickly",
 	reasonPlanClass:        "Your computer does not meet the requirements (plan class) of the available tasks' applications",
-	reasonBeta:             "The available tasks are test (beta) work; allow beta work in your project preferences to get it",
 	reasonResource:         "No tasks are available for the processors (CPU or GPU) your computer asked work for",
+	reasonDailyQuota:       "Your computer has reached its daily quota of tasks for this project's applications; more will be sent tomorrow",
+	reasonNotSelected:      "No tasks are available for the applications you have selected",
+	reasonBeta:             "The available tasks are test (beta) tasks, and your project preferences do not accept them",
+	reasonResourcePref:     "Tasks are available, but your project preferences are set not to use this processor type",
+	reasonGPUInProgress:    "Your computer has reached this project's limit of GPU tasks in progress",
+	reasonAppInProgress:    "Your computer has reached this project's limit of tasks in progress for the available application",
+	reasonPrefsInProgress:  "Your computer has reached the limit of tasks in progress set in your project preferences",
+	reasonTotalInProgress:  "Your computer has reached this project's limit of tasks in progress",
 }
 
 // rejectOrder breaks ties between reasons, most specific first.
 var rejectOrder = []string{reasonMemory, reasonDisk, reasonDeadline, reasonOnePerUser, reasonHR, reasonReliableOnly,
-	reasonPlanClass, reasonBeta, reasonResource, reasonAppDeprecated, reasonPlatform}
+	reasonAppInProgress, reasonGPUInProgress, reasonInProgressLimit, reasonPrefsInProgress, reasonTotalInProgress,
+	reasonDailyQuota, reasonPlanClass, reasonResourcePref, reasonBeta, reasonNotSelected, reasonResource,
+	reasonAppDeprecated, reasonPlatform}
 
 // sendItem is a result going into the reply.
 type sendItem struct {
@@ -109,6 +119,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 
 	var cat *catalog
 	var ch *choice
+	prefs := prefsOf(x.user)
 	cache, cacheErr := s.deps.Cache.Current()
 	if cacheErr == nil {
 		cat, cacheErr = s.catalog.get(cache)
@@ -117,13 +128,22 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	if cacheErr != nil {
 		s.log.Warn("shared-memory cache unavailable", "error", cacheErr)
 	} else {
-		ch = cat.choose(req, x.host, choiceParams{plans: s.opts.PlanClasses, rand: s.deps.Rand})
+		p := choiceParams{plans: s.opts.PlanClasses, rand: s.deps.Rand, beta: prefs.AllowBeta, quota: s.opts.DailyResultQuota,
+			gpuQuota: s.opts.GPUQuotaMultiplier, day: hostav.Day(x.now)}
+		if x.preHeldOf == x.host.ID {
+			p.havs = x.preHAV
+		}
+		ch = cat.choose(req, x.host, p)
 		rsc = ch.rsc
 		x.reply.NoRscApps = ch.noRscApps()
 	}
 
 	x.rsc = rsc
-	queue := newHostQueue(x.now, x.host, req, rsc, s.opts.MaxResultsPerRPC)
+	var quota []int
+	if ch != nil {
+		quota = ch.quota
+	}
+	queue := newHostQueue(x.now, x.host, req, rsc, s.opts.MaxResultsPerRPC, quota)
 	listed := map[string]bool{}
 	for _, o := range req.OtherResults {
 		listed[o.Name] = true
@@ -136,6 +156,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	slices.SortFunc(held, func(a, b store.HostResult) int { return cmp.Compare(a.ID, b.ID) })
 	var items []sendItem
 	nheld := 0
+	var kept []store.HostResult // held and resent: counted against the limits
 	hostJobs := map[int64]bool{}
 	for _, hr := range held {
 		hostJobs[hr.WorkunitID] = true
@@ -153,6 +174,7 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 			items = append(items, sendItem{resultID: hr.ID, v: v, resent: true})
 		}
 		nheld++
+		kept = append(kept, hr)
 		queue.add(hr.RscFpopsEst, 0, ch.held(hr.AppVersionID))
 	}
 
@@ -163,7 +185,8 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 			var err error
 			w := s.newWalk(x.host, cat, ch, queue, nheld, hostJobs)
 			w.held = heldSticky(x.req)
-			sent, reason, err = s.scan(ctx, x, cache, w)
+			s.setPrefsLimits(w, prefs, req, kept)
+			sent, reason, err = s.scanPasses(ctx, x, cache, w)
 			if err != nil {
 				return err
 			}
@@ -302,6 +325,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				UserID:         x.user.ID,
 				AppVersionID:   v.av.ID,
 				AppVersionNum:  v.versionNum,
+				Resource:       v.anonResource(w.ch),
 				ReportDeadline: x.now + e.DelayBound,
 				Now:            x.now,
 				HRClass:        hr,
@@ -309,6 +333,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				CheckWorkunit:  s.sendable,
 			}})
 			// Counted as sent until the commit says otherwise.
+			w.countSend(e.AppID, v, true)
 			q.send(e.RscFpopsEst, diskNeed(e.RscDiskBound, sticky, w.held, roundHeld), &v)
 			hold(roundHeld, sticky)
 			inRound[e.WorkunitID] = true
@@ -329,6 +354,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 			if err != nil {
 				for _, cd := range round {
 					c.Unclaim(cd.cl)
+					w.countSend(cd.e.AppID, cd.v, false)
 				}
 				if first {
 					return nil, "", err
@@ -370,6 +396,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				}
 				w.skipJob[cd.e.WorkunitID] = true
 			default:
+				w.countSend(cd.e.AppID, cd.v, false)
 				r := refusalOf(err)
 				if r.keep {
 					c.Unclaim(cd.cl)

@@ -99,9 +99,18 @@ type Config struct {
 	RequestDelay time.Duration
 	// MaxResultsPerRPC bounds new results per reply (--max-results-per-rpc).
 	MaxResultsPerRPC int
-	// MaxInProgressPerCPU bounds the results a host holds, per CPU
-	// (--max-in-progress-per-cpu).
+	// MaxInProgressPerCPU bounds the CPU tasks a host holds, per CPU it
+	// has (no more than the volunteer's <max_cpus>)
+	// (--max-in-progress-per-cpu; BOINC's max_wus_in_progress).
 	MaxInProgressPerCPU int
+	// MaxInProgressPerGPU bounds the tasks a host holds for each GPU type,
+	// per GPU of that type; 0 is no limit (--max-in-progress-per-gpu;
+	// BOINC's max_wus_in_progress_gpu).
+	MaxInProgressPerGPU int
+	// AppMaxInProgress bounds the tasks of an app (by name) a host holds,
+	// whatever their resource (--app-max-in-progress NAME=N; BOINC's
+	// <max_jobs_in_progress><app>).
+	AppMaxInProgress map[string]int
 	// ARTrustValid is how many valid results in a row (and no error since)
 	// make a host trusted by adaptive replication, and one of the tests of
 	// a reliable host (reliable-only instances) (--ar-trust-valid).
@@ -184,6 +193,14 @@ func (c Config) Validate() error {
 	}
 	if c.GPUQuotaMultiplier < 0 {
 		errs = append(errs, fmt.Errorf("--gpu-quota-multiplier %d: want 1 or more", c.GPUQuotaMultiplier))
+	}
+	if c.MaxInProgressPerGPU < 0 {
+		errs = append(errs, fmt.Errorf("--max-in-progress-per-gpu %d: want 0 (no limit) or more", c.MaxInProgressPerGPU))
+	}
+	for name, n := range c.AppMaxInProgress {
+		if name == "" || n < 1 {
+			errs = append(errs, fmt.Errorf("--app-max-in-progress %s=%d: want APP=N with N at least 1", name, n))
+		}
 	}
 	if c.QuarantineStreak < 0 {
 		errs = append(errs, fmt.Errorf("--quarantine-streak %d: want 0 (off) or more", c.QuarantineStreak))
@@ -405,6 +422,8 @@ type rpc struct {
 	// the user: held when that host turns out to be the request's.
 	preHeld   []store.HostResult
 	preHeldOf int64
+	// preHAV are host preHeldOf's host_app_version rows, read with it.
+	preHAV []row.HostAppVersion
 	// The request's writes, committed with its first sends.
 	reports   []pendingReport
 	hostWrite *store.SchedHost
@@ -453,6 +472,7 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 	x.reply.HostTotalCredit = x.host.TotalCredit
 	x.reply.HostExpavgCredit = x.host.ExpavgCredit
 	x.reply.HostCreateTime = x.host.CreateTime
+	x.reply.ProjectPreferences.Inner = replyPrefs(user)
 	s.addCodeSignKey(x)
 
 	if err := s.listHeld(ctx, x); err != nil {
@@ -496,7 +516,7 @@ func (s *Service) authenticate(ctx context.Context, x *rpc) (u row.User, h row.H
 	f, err := s.read.read(ctx, store.AuthHost{Auth: auth, HostID: hostID, WantHeld: wantHeld})
 	u, h, hostFound = f.User, f.Host, f.HostFound
 	if err == nil && wantHeld {
-		x.preHeld, x.preHeldOf = f.Held, hostID
+		x.preHeld, x.preHeldOf, x.preHAV = f.Held, hostID, f.HostAppVersions
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return u, h, false, false, nil
@@ -516,6 +536,55 @@ func (s *Service) authenticate(ctx context.Context, x *rpc) (u row.User, h row.H
 // never be updated) of at most 254 characters.
 func text(s string) string {
 	return clip(strings.ToValidUTF8(s, "\uFFFD"), 254)
+}
+
+// maxPFeatures is host.p_features's size (BOINC's P_FEATURES_SIZE).
+const maxPFeatures = 1024
+
+// features is a p_features that fits its column: whole words only, since
+// a plan class tests whole features and a cut one would be a different
+// feature.
+func features(s string) string {
+	f := strings.Join(strings.Fields(strings.ToValidUTF8(s, "")), " ")
+	if len(f) <= maxPFeatures {
+		return f
+	}
+	f = f[:maxPFeatures+1]
+	return f[:max(strings.LastIndexByte(f, ' '), 0)]
+}
+
+// maxCoprocKinds bounds the coprocessor kinds stored for a host (BOINC's
+// MAX_RSC less the CPU): the request's size is bounded, not its count of
+// <coproc> elements.
+const maxCoprocKinds = 7
+
+// storedCoprocs is host.coprocs for a request's coprocessors: at most
+// maxCoprocKinds of them, names clipped as other host text is, numbers
+// finite.
+func storedCoprocs(cs []protocol.Coproc) string {
+	cs = cs[:min(len(cs), maxCoprocKinds)]
+	for i := range cs {
+		c := &cs[i]
+		c.Type, c.Name = text(c.Type), text(c.Name)
+		c.PeakFlops, c.RAM = finite(c.PeakFlops), finite(c.RAM)
+		if c.OpenCL != nil {
+			o := *c.OpenCL
+			o.Name, o.Vendor, o.DeviceVersion, o.DriverVersion = text(o.Name), text(o.Vendor), text(o.DeviceVersion), text(o.DriverVersion)
+			o.PeakFlops = finite(o.PeakFlops)
+			c.OpenCL = &o
+		}
+	}
+	return protocol.EncodeCoprocs(cs)
+}
+
+// clientVersion is the request's client version as BOINC counts it,
+// major*10000 + minor*100 + release; 0 if it names none.
+func clientVersion(req *protocol.SchedulerRequest) int {
+	maj, minor, rel := req.CoreClientMajorVersion, req.CoreClientMinorVersion, req.CoreClientRelease
+	if maj <= 0 || maj > 200 || minor < 0 || minor > 99 || rel < 0 || rel > 99 {
+		return 0
+	}
+	return maj*10000 + minor*100 + rel
 }
 
 // hostFromRequest copies the request's description of the host into h. A
@@ -540,6 +609,13 @@ func hostFromRequest(h row.Host, req *protocol.SchedulerRequest, ip string, now 
 		h.DFree = finite(hi.DFree)
 		h.OSName = text(hi.OSName)
 		h.OSVersion = text(hi.OSVersion)
+		h.PFeatures = features(hi.PFeatures)
+	}
+	if req.Coprocs != nil {
+		h.Coprocs = storedCoprocs(req.Coprocs.Resources())
+	}
+	if v := clientVersion(req); v > 0 {
+		h.ClientVersion = v
 	}
 	ts := req.TimeStats
 	if ts.OnFrac != 0 || ts.ActiveFrac != 0 {

@@ -84,7 +84,7 @@ func TestWalkCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ch := cat.choose(req, tt.host, choiceParams{})
-			w := &walk{host: tt.host, cat: cat, ch: ch, q: newHostQueue(0, tt.host, req, ch.rsc, 10), quar: tt.quar,
+			w := &walk{host: tt.host, cat: cat, ch: ch, q: newHostQueue(0, tt.host, req, ch.rsc, 10, ch.quota), quar: tt.quar,
 				hostClass: [...]int{hrFine: hrClass(hrFine, tt.host.OSName, tt.host.PVendor, tt.host.PModel),
 					hrCoarse: hrClass(hrCoarse, tt.host.OSName, tt.host.PVendor, tt.host.PModel)},
 				trustValid: 10, skipJob: map[int64]bool{}, hrBound: map[int64]bool{}}

@@ -1,15 +1,18 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskserver/taskserver/internal/hostav"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/scheduler/decide"
+	"github.com/taskserver/taskserver/internal/state"
 )
 
 // hostAppVersionColumns is row.HostAppVersion's column list.
@@ -85,6 +88,150 @@ func schedWriteHostAppVersions(ctx context.Context, tx *sqlx.Tx, deltas []decide
 	}
 	if err := insertRows(ctx, tx, havSchedInsert, 6, rows, havSchedUpdate, quota, quota, quota); err != nil {
 		return fmt.Errorf("write %d host_app_version rows: %w", len(rows), err)
+	}
+	return nil
+}
+
+// havValidateRead reads, for the instances a validation judges (locked
+// already), what their host_app_version rows learn from a verdict.
+const havValidateRead = `SELECT r.id, r.hostid, r.appid, r.app_version_id, r.elapsed_time, r.sent_time, r.received_time,
+w.rsc_fpops_est FROM result r JOIN workunit w ON w.id = r.workunitid WHERE r.id IN (?)`
+
+type havJudged struct {
+	ID           int64   `db:"id"`
+	HostID       int64   `db:"hostid"`
+	AppID        int64   `db:"appid"`
+	AppVersionID int64   `db:"app_version_id"`
+	ElapsedTime  float64 `db:"elapsed_time"`
+	SentTime     int64   `db:"sent_time"`
+	ReceivedTime int64   `db:"received_time"`
+	RscFpopsEst  float64 `db:"rsc_fpops_est"`
+}
+
+// havValidateCreate creates the rows a validation needs (a host that got
+// its job before host_app_version existed has none) and locks them all, in
+// key order: ON DUPLICATE KEY UPDATE takes the exclusive lock at once,
+// where INSERT IGNORE would take a shared one that the read's FOR UPDATE
+// then upgrades (a deadlock between two validators).
+const havValidateCreate = `INSERT INTO host_app_version (host_id, app_version_id) VALUES `
+
+const havValidateCreateSuffix = ` ON DUPLICATE KEY UPDATE host_id = host_id`
+
+const havValidateLock = `SELECT ` + hostAppVersionColumns + ` FROM host_app_version
+WHERE host_id IN (?) ORDER BY host_id, app_version_id FOR UPDATE`
+
+// havValidateUpdate writes what the verdicts taught. et_* and turnaround_*
+// are the validator's alone, written as computed on the locked row;
+// n_valid adds up; consecutive_valid and max_jobs_per_day, which the
+// scheduler also writes (an error resets and shrinks them), are written
+// only if they still hold what the validator read, so a scheduler's
+// error that came between (another node of a cluster, where the row lock
+// is local) wins over the validator's growth.
+const havValidateUpdate = `UPDATE host_app_version h STRAIGHT_JOIN (%s) d ON d.h = h.host_id AND d.a = h.app_version_id
+SET h.et_n = d.n, h.et_avg = d.avg, h.et_var = d.var, h.et_median = d.med, h.turnaround_n = d.tn,
+h.turnaround_avg = d.ta, h.n_valid = h.n_valid + d.nv,
+h.consecutive_valid = IF(h.consecutive_valid = d.cv0, d.cv, h.consecutive_valid),
+h.max_jobs_per_day = IF(h.max_jobs_per_day = d.m0, d.m, h.max_jobs_per_day)
+WHERE h.host_id IN (%s)`
+
+var havValidateCols = []string{"h", "a", "n", "avg", "var", "med", "tn", "ta", "nv", "cv0", "cv", "m0", "m"}
+
+// validateHostAppVersions applies the verdicts of results to their hosts'
+// host_app_version rows, inside the validation's transaction (after the
+// instances, users and hosts: the lock order every writer of the table
+// keeps): a VALID result is hostav.AddValid (elapsed_time over the job's
+// rsc_fpops_est, turnaround received_time - sent_time), an INVALID one
+// hostav.AddInvalid; other verdicts teach nothing. quota is the project's
+// daily quota per instance (the cap of the quota's growth).
+func validateHostAppVersions(ctx context.Context, tx *sqlx.Tx, quota int, results []ResultValidation) error {
+	verdict := map[int64]state.ValidateState{}
+	var ids []int64
+	for _, r := range results {
+		if r.HostID != 0 && (r.ValidateState == state.ValidateValid || r.ValidateState == state.ValidateInvalid) {
+			verdict[r.ID] = r.ValidateState
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	judged, err := txSelectIn[havJudged](ctx, tx, havValidateRead, ids)
+	if err != nil {
+		return fmt.Errorf("read judged results' host_app_version inputs: %w", err)
+	}
+	// In the order the verdicts came, so a streak counts as it happened.
+	byID := make(map[int64]havJudged, len(judged))
+	for _, j := range judged {
+		byID[j.ID] = j
+	}
+	type key [2]int64
+	var keys []key
+	seen := map[key]bool{}
+	var hostIDs []int64
+	for _, id := range ids {
+		j, ok := byID[id]
+		if !ok || j.HostID == 0 {
+			continue
+		}
+		k := key{j.HostID, hostav.Key(j.AppVersionID, j.AppID)}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+			hostIDs = append(hostIDs, j.HostID)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := cmp.Compare(a[0], b[0]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a[1], b[1])
+	})
+	create := make([][]any, len(keys))
+	for i, k := range keys {
+		create[i] = []any{k[0], k[1]}
+	}
+	if err := insertRows(ctx, tx, havValidateCreate, 2, create, havValidateCreateSuffix); err != nil {
+		return fmt.Errorf("create host_app_version rows: %w", err)
+	}
+	locked, err := txSelectIn[row.HostAppVersion](ctx, tx, havValidateLock, uniq(hostIDs))
+	if err != nil {
+		return fmt.Errorf("lock host_app_version rows: %w", err)
+	}
+	read := map[key]row.HostAppVersion{}
+	for _, h := range locked {
+		read[key{h.HostID, h.AppVersionID}] = h
+	}
+	now := make(map[key]row.HostAppVersion, len(keys))
+	for k := range seen {
+		now[k] = read[k]
+	}
+	for _, id := range ids {
+		j, ok := byID[id]
+		if !ok || j.HostID == 0 {
+			continue
+		}
+		k := key{j.HostID, hostav.Key(j.AppVersionID, j.AppID)}
+		if verdict[id] == state.ValidateValid {
+			turnaround := 0.0
+			if j.SentTime > 0 && j.ReceivedTime > j.SentTime {
+				turnaround = float64(j.ReceivedTime - j.SentTime)
+			}
+			now[k] = hostav.AddValid(now[k], j.ElapsedTime, j.RscFpopsEst, turnaround, quota)
+		} else {
+			now[k] = hostav.AddInvalid(now[k])
+		}
+	}
+	rows := make([][]any, 0, len(keys))
+	for _, k := range keys {
+		was, h := read[k], now[k]
+		rows = append(rows, []any{k[0], k[1], h.EtN, h.EtAvg, h.EtVar, h.EtMedian, h.TurnaroundN, h.TurnaroundAvg,
+			h.NValid - was.NValid, was.ConsecutiveValid, h.ConsecutiveValid, was.MaxJobsPerDay, h.MaxJobsPerDay})
+	}
+	if err := execRows(ctx, tx, havValidateUpdate, havValidateCols, rows, -1); err != nil {
+		return fmt.Errorf("write host_app_version rows: %w", err)
 	}
 	return nil
 }

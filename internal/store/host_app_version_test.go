@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"testing"
 
@@ -179,5 +181,87 @@ consecutive_valid, n_errors) VALUES (?, ?, ?, 5, 1)`, f.host1, avID, tc.start)
 	}
 	if got := hav(t, f.st, f.host1, 300); got.MaxJobsPerDay != 9 || got.NErrors != 1 {
 		t.Errorf("error without a project quota: row %+v, want max_jobs_per_day 9, n_errors 1", got)
+	}
+}
+
+// TestValidateTeachesHostAppVersion: a valid verdict adds the result's
+// elapsed time per estimated FLOP and its turnaround to its host's row for
+// the version, lengthens the streak and doubles a shrunk quota back up to
+// the project's; an invalid one ends the streak and creates the row it
+// needs; both paths (batch and single job) do it. Then, end to end, a
+// reported error shrinks the quota and a valid result grows it back.
+func TestValidateTeachesHostAppVersion(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := context.Background()
+	users, hosts := volunteers(t, st, "h", 2)
+	const quota, av = 10, 7
+	storetest.Exec(t, st, `INSERT INTO host_app_version (host_id, app_version_id, max_jobs_per_day, n_errors)
+VALUES (?, ?, 1, 5)`, hosts[0], av)
+	job := func(name string, elapsed float64) (validateFixture, store.WorkunitValidateParams) {
+		f := newValidateFixture(t, st, name, 2, users, hosts)
+		storetest.Exec(t, st, `UPDATE workunit SET rsc_fpops_est = 1e12 WHERE id = ?`, f.wuID)
+		storetest.Exec(t, st, `UPDATE result SET app_version_id = ?, elapsed_time = ?, sent_time = 1000,
+received_time = 4600 WHERE workunitid = ?`, av, elapsed, f.wuID)
+		return f, store.WorkunitValidateParams{ID: f.wuID, CanonicalResultID: f.results[0].ID, CanonicalCredit: 1,
+			DailyResultQuota: quota, Results: []store.ResultValidation{
+				{ID: f.results[0].ID, UserID: users[0], HostID: hosts[0], ValidateState: state.ValidateValid,
+					Outcome: state.OutcomeSuccess, GrantedCredit: 1},
+				{ID: f.results[1].ID, UserID: users[1], HostID: hosts[1], ValidateState: state.ValidateInvalid,
+					Outcome: state.OutcomeSuccess},
+			}}
+	}
+	_, p := job("v0", 1000)
+	if _, err := st.WorkunitValidateBatch(ctx, store.WorkunitValidateBatchParams{Now: vt0, Jobs: []store.WorkunitValidateParams{p},
+		DailyResultQuota: quota}); err != nil {
+		t.Fatal(err)
+	}
+	h := hav(t, st, hosts[0], av)
+	if h.EtN != 1 || h.EtMedian != 1e-9 || h.EtAvg != 1e-9 || h.TurnaroundN != 1 || h.TurnaroundAvg != 3600 ||
+		h.ConsecutiveValid != 1 || h.NValid != 1 || h.MaxJobsPerDay != 2 || h.NErrors != 5 {
+		t.Errorf("after a valid result of 1000 s for 1e12 FLOPs: %+v; want et 1e-9 (n 1), turnaround 3600, streak 1, n_valid 1, quota 2, n_errors 5", h)
+	}
+	if h := hav(t, st, hosts[1], av); h.HostID != hosts[1] || h.EtN != 0 || h.NValid != 0 || h.ConsecutiveValid != 0 {
+		t.Errorf("invalid result's host: row %+v, want created, nothing learnt", h)
+	}
+	var quotas []int
+	for i, el := range []float64{2000, 3000, 1500, 2500} {
+		_, p := job(fmt.Sprintf("v%d", i+1), el)
+		if err := st.WorkunitValidate(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		quotas = append(quotas, hav(t, st, hosts[0], av).MaxJobsPerDay)
+	}
+	h = hav(t, st, hosts[0], av)
+	if want := []int{4, 8, 10, 10}; !slices.Equal(quotas, want) || h.EtN != 5 || h.NValid != 5 || h.ConsecutiveValid != 5 {
+		t.Errorf("after 4 more valid results: quotas %v, row %+v; want quotas %v, 5 samples, 5 valid in a row", quotas, h, want)
+	}
+	if want := 2000e-12; math.Abs(h.EtAvg-want) > want*1e-9 {
+		t.Errorf("et_avg %g, want the mean %g", h.EtAvg, want)
+	}
+
+	// A reported error shrinks the quota (10 → 9) and ends the streak; a
+	// valid result doubles it back to 10.
+	wu := storetest.Job(t, st, storetest.JobOptions{CreateTime: 1, App: 1, Name: "err", TransitionTime: state.NoTransition}).ID
+	r := storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: 1, Job: wu, ServerState: state.ServerInProgress,
+		Host: hosts[0], SentTime: 10, AppVersionID: av, Name: "err_0"}).ID
+	hrow, err := st.HostGet(ctx, hosts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SchedulerCommit(ctx, store.SchedBatch{DailyResultQuota: quota,
+		Reports: []store.SchedReport{{ResultID: r, WorkunitID: wu, HostID: hosts[0], Outcome: state.OutcomeClientError, Now: 50}},
+		Hosts:   []store.SchedHost{{Host: hrow}}}); err != nil {
+		t.Fatal(err)
+	}
+	if h := hav(t, st, hosts[0], av); h.MaxJobsPerDay != quota-1 || h.ConsecutiveValid != 0 || h.NErrors != 6 {
+		t.Errorf("after a reported error: %+v; want quota %d, streak 0, n_errors 6", h, quota-1)
+	}
+	_, p = job("v9", 1000)
+	if err := st.WorkunitValidate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if h := hav(t, st, hosts[0], av); h.MaxJobsPerDay != quota || h.ConsecutiveValid != 1 || h.EtN != 6 {
+		t.Errorf("valid result after the error: %+v; want quota %d, streak 1, 6 samples", h, quota)
 	}
 }

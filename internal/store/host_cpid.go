@@ -9,7 +9,7 @@ import (
 	"github.com/taskserver/taskserver/internal/row"
 )
 
-const hostGetByCPID = `SELECT ` + hostColumns + ` FROM host WHERE userid = ? AND host_cpid = ?
+var hostGetByCPID = `SELECT ` + hostSelect + ` FROM host WHERE userid = ? AND host_cpid = ?
 ORDER BY id DESC LIMIT 1`
 
 // HostGetByCPID returns user userID's newest host whose client said its

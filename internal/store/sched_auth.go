@@ -21,7 +21,7 @@ var userHostColumns = func() string {
 		c = strings.TrimSpace(c)
 		zero := "0"
 		switch c {
-		case "domain_name", "last_ip_addr", "host_cpid", "p_vendor", "p_model", "os_name", "os_version":
+		case "domain_name", "last_ip_addr", "host_cpid", "p_vendor", "p_model", "os_name", "os_version", "p_features", "coprocs":
 			zero = "''"
 		}
 		cols = append(cols, fmt.Sprintf("COALESCE(h.%s, %s) AS `host.%s`", c, zero, c))
@@ -156,9 +156,10 @@ type UserHostHeld struct {
 	HostAppVersions []row.HostAppVersion
 }
 
+var hostListByIDs = `SELECT ` + hostSelect + ` FROM host WHERE id IN (?)`
+
 const (
 	userListByAuth = `SELECT ` + userColumns + ` FROM user WHERE authenticator IN (?)`
-	hostListByIDs  = `SELECT ` + hostColumns + ` FROM host WHERE id IN (?)`
 	// No ORDER BY: the IN list is a range scan of res_host_state, so rows
 	// come by host id, then by instance id.
 	heldListByHosts = `SELECT r.hostid, r.id, r.name, r.workunitid, w.appid, r.report_deadline, r.sent_time,

@@ -273,13 +273,14 @@ h.error_streak = h.error_streak + d.errs, h.consecutive_valid = IF(d.errs > 0, 0
 h.avg_turnaround = IF(d.nt = 0, h.avg_turnaround, IF(h.avg_turnaround > 0, h.avg_turnaround * d.ta + d.tb, d.tc)),
 h.timezone = d.tz, h.domain_name = d.dn, h.host_cpid = d.cpid, h.p_ncpus = d.nc, h.p_vendor = d.pv,
 h.p_model = d.pm, h.p_fpops = d.pf, h.p_iops = d.pi, h.m_nbytes = d.mn, h.m_swap = d.ms, h.d_total = d.dt,
-h.d_free = d.df, h.os_name = d.osn, h.os_version = d.osv, h.on_frac = d.onf, h.active_frac = d.af
+h.d_free = d.df, h.os_name = d.osn, h.os_version = d.osv, h.on_frac = d.onf, h.active_frac = d.af,
+h.p_features = d.pfe, h.coprocs = d.cop, h.client_version = d.cv
 WHERE h.id IN (%s)`
 
 var (
 	hostRPCCols  = []string{"id", "seq", "t", "ip", "errs", "nt", "ta", "tb", "tc"}
 	hostInfoCols = append(append([]string{}, hostRPCCols...), "tz", "dn", "cpid", "nc", "pv", "pm", "pf", "pi", "mn",
-		"ms", "dt", "df", "osn", "osv", "onf", "af")
+		"ms", "dt", "df", "osn", "osv", "onf", "af", "pfe", "cop", "cv")
 )
 
 // schedWriteHosts writes each host once: the last request's RPC columns, the
@@ -326,7 +327,8 @@ func schedWriteHosts(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, deltas
 		}
 		h := m.info
 		infoRows = append(infoRows, append(row, h.Timezone, h.DomainName, h.HostCPID, h.PNCPUs, h.PVendor, h.PModel,
-			h.PFpops, h.PIops, h.MNbytes, h.MSwap, h.DTotal, h.DFree, h.OSName, h.OSVersion, h.OnFrac, h.ActiveFrac))
+			h.PFpops, h.PIops, h.MNbytes, h.MSwap, h.DTotal, h.DFree, h.OSName, h.OSVersion, h.OnFrac, h.ActiveFrac,
+			h.PFeatures, h.Coprocs, h.ClientVersion))
 	}
 	if err := execRows(ctx, tx, schedUpdateHostsRPC, hostRPCCols, rpcRows, -1); err != nil {
 		return err

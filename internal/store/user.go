@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/taskserver/taskserver/internal/row"
 )
@@ -38,14 +39,20 @@ func (s *Store) UserGet(ctx context.Context, id int64) (row.User, error) {
 const hostColumns = `id, create_time, userid, rpc_seqno, rpc_time, total_credit, expavg_credit, expavg_time,
 timezone, domain_name, last_ip_addr, host_cpid, p_ncpus, p_vendor, p_model, p_fpops, p_iops,
 m_nbytes, m_swap, d_total, d_free, os_name, os_version, on_frac, active_frac, nresults_today, avg_turnaround,
-consecutive_valid, error_streak`
+consecutive_valid, error_streak, p_features, coprocs, client_version`
+
+// hostSelect is hostColumns as a SELECT list: coprocs is NULL in rows older
+// than schema 6.
+var hostSelect = strings.Replace(hostColumns, " coprocs,", " COALESCE(coprocs, '') AS coprocs,", 1)
 
 const hostInsert = `INSERT INTO host (create_time, userid, rpc_seqno, rpc_time, total_credit, expavg_credit,
 expavg_time, timezone, domain_name, last_ip_addr, host_cpid, p_ncpus, p_vendor, p_model, p_fpops, p_iops,
-m_nbytes, m_swap, d_total, d_free, os_name, os_version, on_frac, active_frac, nresults_today, avg_turnaround)
+m_nbytes, m_swap, d_total, d_free, os_name, os_version, on_frac, active_frac, nresults_today, avg_turnaround,
+p_features, coprocs, client_version)
 VALUES (:create_time, :userid, :rpc_seqno, :rpc_time, :total_credit, :expavg_credit,
 :expavg_time, :timezone, :domain_name, :last_ip_addr, :host_cpid, :p_ncpus, :p_vendor, :p_model, :p_fpops, :p_iops,
-:m_nbytes, :m_swap, :d_total, :d_free, :os_name, :os_version, :on_frac, :active_frac, :nresults_today, :avg_turnaround)`
+:m_nbytes, :m_swap, :d_total, :d_free, :os_name, :os_version, :on_frac, :active_frac, :nresults_today, :avg_turnaround,
+:p_features, :coprocs, :client_version)`
 
 // HostInsert adds a host and returns its id.
 func (s *Store) HostInsert(ctx context.Context, h row.Host) (int64, error) {
@@ -55,7 +62,7 @@ func (s *Store) HostInsert(ctx context.Context, h row.Host) (int64, error) {
 // HostGet returns host id, or ErrNotFound.
 func (s *Store) HostGet(ctx context.Context, id int64) (row.Host, error) {
 	var h row.Host
-	err := s.db.GetContext(ctx, &h, `SELECT `+hostColumns+` FROM host WHERE id = ?`, id)
+	err := s.db.GetContext(ctx, &h, `SELECT `+hostSelect+` FROM host WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return h, fmt.Errorf("host %d: %w", id, ErrNotFound)
 	}

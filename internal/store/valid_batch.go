@@ -20,6 +20,8 @@ type WorkunitValidateBatchParams struct {
 	// Jobs are the jobs' validations, each as WorkunitValidate takes it; a
 	// job appears once.
 	Jobs []WorkunitValidateParams
+	// DailyResultQuota is as WorkunitValidateParams's, for every job.
+	DailyResultQuota int
 }
 
 // validateChunk bounds the rows one multi-row statement names, which keeps
@@ -54,7 +56,7 @@ func (s *Store) WorkunitValidateBatch(ctx context.Context, p WorkunitValidateBat
 		if err != nil || len(ok) == 0 {
 			return err
 		}
-		return writeValidate(ctx, tx, p.Now, ok)
+		return writeValidate(ctx, tx, p.Now, p.DailyResultQuota, ok)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("validate %d workunits: %w", len(p.Jobs), err)
@@ -135,7 +137,7 @@ func lockValidate(ctx context.Context, tx *sqlx.Tx, jobs []WorkunitValidateParam
 }
 
 // writeValidate writes the jobs lockValidate kept.
-func writeValidate(ctx context.Context, tx *sqlx.Tx, now int64, jobs []WorkunitValidateParams) error {
+func writeValidate(ctx context.Context, tx *sqlx.Tx, now int64, quota int, jobs []WorkunitValidateParams) error {
 	for c := range slices.Chunk(jobs, validateChunk) {
 		if err := updateWorkunitsValidated(ctx, tx, now, c); err != nil {
 			return err
@@ -158,6 +160,11 @@ func writeValidate(ctx context.Context, tx *sqlx.Tx, now int64, jobs []WorkunitV
 	}
 	for c := range slices.Chunk(hosts, validateChunk) {
 		if err := updateCredit(ctx, tx, "host", now, c); err != nil {
+			return err
+		}
+	}
+	for c := range slices.Chunk(results, validateChunk) {
+		if err := validateHostAppVersions(ctx, tx, quota, c); err != nil {
 			return err
 		}
 	}

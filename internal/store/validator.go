@@ -81,8 +81,13 @@ type WorkunitValidateParams struct {
 	// leaves it.
 	TargetNResults int
 	// Results are written in order, each only if the instance still awaits
-	// validation (validate_state INIT or INCONCLUSIVE).
+	// validation (validate_state INIT or INCONCLUSIVE). Their verdicts also
+	// teach their hosts' host_app_version rows (package hostav).
 	Results []ResultValidation
+	// DailyResultQuota is the project's daily quota per instance (the
+	// validator's --daily-result-quota): a valid result grows a host's
+	// shrunk quota back up to it; 0, no quota.
+	DailyResultQuota int
 }
 
 const workunitValidateCanonical = `UPDATE workunit SET need_validate = 0, canonical_resultid = ?, canonical_credit = ?,
@@ -214,7 +219,7 @@ func (s *Store) WorkunitValidate(ctx context.Context, p WorkunitValidateParams) 
 				}
 			}
 		}
-		return nil
+		return validateHostAppVersions(ctx, tx, p.DailyResultQuota, p.Results)
 	})
 	if errors.Is(err, ErrConflict) {
 		return ErrConflict

@@ -114,9 +114,9 @@ func (t *tool) appCommand() *cli.Command {
 						return err
 					}
 					t.printf("app %d %s: adaptive_replication=%t credit_policy=%s hold_failed_jobs=%t "+
-						"known_answer_fraction=%g homogeneous_redundancy=%d weight=%g min_version=%d deprecated=%t\n",
+						"known_answer_fraction=%g homogeneous_redundancy=%d weight=%g min_version=%d deprecated=%t beta=%t\n",
 						a.ID, a.Name, a.AdaptiveReplication, orDefault(a.CreditPolicy, row.CreditFpops), a.HoldFailedJobs,
-						a.KnownAnswerFraction, a.HomogeneousRedundancy, a.Weight, a.MinVersion, a.Deprecated)
+						a.KnownAnswerFraction, a.HomogeneousRedundancy, a.Weight, a.MinVersion, a.Deprecated, a.Beta)
 					return nil
 				})
 			},
@@ -133,6 +133,7 @@ func appPolicyFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "hold-failed-jobs", Usage: "put a job that exhausts its limits on hold (taskctl job requeue) instead of failing it"},
 		&cli.Float64Flag{Name: "known-answer-fraction", Usage: "share of new jobs that get a known-answer job mixed in, 0..1 (taskctl known-answer add)"},
 		&cli.IntFlag{Name: "homogeneous-redundancy", Usage: "send a job's instances only to similar hosts: 0 off, 1 fine (OS, CPU vendor and model), 2 coarse (OS and vendor)"},
+		&cli.BoolFlag{Name: "beta", Usage: "a beta app: its work goes only to volunteers whose project preferences accept beta work (taskctl user prefs --beta)"},
 	}
 }
 
@@ -154,6 +155,9 @@ func applyAppFlags(c *cli.Context, a *row.App, onlySet bool) error {
 	}
 	if use("homogeneous-redundancy") {
 		a.HomogeneousRedundancy = c.Int("homogeneous-redundancy")
+	}
+	if use("beta") {
+		a.Beta = c.Bool("beta")
 	}
 	var errs []error
 	switch a.CreditPolicy {
@@ -194,6 +198,7 @@ func (t *tool) appVersionCommand() *cli.Command {
 				&cli.IntFlag{Name: "version-num", Required: true, Usage: "version number, e.g. 100 for 1.00"},
 				&cli.StringFlag{Name: "plan-class", Usage: "plan class, defined in --" + config.FlagPlanClassSpec + " (empty: plain CPU version)"},
 				config.PlanClassSpecFlag(),
+				&cli.BoolFlag{Name: "beta", Usage: "a beta version: sent only to volunteers whose project preferences accept beta work; others get the app's best version that is not a beta"},
 				&cli.StringSliceFlag{Name: "file", Usage: "a file of the version (repeatable; the first is the main program). " +
 					"Without --file the version has no files: only the simulated client can run it"},
 				&cli.StringFlag{Name: "cmdline", Usage: "command-line arguments of this version, which the client passes the " +
@@ -255,7 +260,7 @@ func (t *tool) appVersionCommand() *cli.Command {
 						return err
 					}
 					v := row.AppVersion{CreateTime: t.now().Unix(), AppID: app.ID, VersionNum: c.Int("version-num"),
-						PlatformID: plat.ID, PlanClass: c.String("plan-class"), XMLDoc: doc}
+						PlatformID: plat.ID, PlanClass: c.String("plan-class"), XMLDoc: doc, Beta: c.Bool("beta")}
 					id, err := st.AppVersionInsert(ctx, v)
 					if err != nil {
 						return err

@@ -16,6 +16,7 @@ import (
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/scheduler"
+	"github.com/taskserver/taskserver/internal/scheduler/limits"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -26,6 +27,8 @@ import (
 const (
 	flagMaxResultsPerRPC    = "max-results-per-rpc"
 	flagMaxInProgressPerCPU = "max-in-progress-per-cpu"
+	flagMaxInProgressPerGPU = "max-in-progress-per-gpu"
+	flagAppMaxInProgress    = "app-max-in-progress"
 	flagARTrustValid        = "ar-trust-valid"
 	flagQuarantineStreak    = "quarantine-streak"
 )
@@ -56,7 +59,11 @@ func (t *tool) hostCommand() *cli.Command {
 				&cli.IntFlag{Name: flagMaxResultsPerRPC, Value: 10, EnvVars: env(flagMaxResultsPerRPC),
 					Usage: "the scheduler's most new results per reply"},
 				&cli.IntFlag{Name: flagMaxInProgressPerCPU, Value: 4, EnvVars: env(flagMaxInProgressPerCPU),
-					Usage: "the scheduler's most results in progress per CPU of a host"},
+					Usage: "the scheduler's most CPU tasks in progress per CPU of a host"},
+				&cli.IntFlag{Name: flagMaxInProgressPerGPU, Value: 0, EnvVars: env(flagMaxInProgressPerGPU),
+					Usage: "the scheduler's most tasks in progress per GPU of a host (0: no limit)"},
+				&cli.StringSliceFlag{Name: flagAppMaxInProgress, EnvVars: env(flagAppMaxInProgress),
+					Usage: "the scheduler's APP=N limits on a host's tasks of an app (repeatable)"},
 				&cli.IntFlag{Name: flagARTrustValid, Value: 10, EnvVars: env(flagARTrustValid),
 					Usage: "the scheduler's valid results in a row that make a host trusted"},
 				&cli.IntFlag{Name: flagQuarantineStreak, Value: 5, EnvVars: env(flagQuarantineStreak),
@@ -69,6 +76,10 @@ func (t *tool) hostCommand() *cli.Command {
 
 func (t *tool) hostExplain(c *cli.Context) error {
 	return t.withStore(c, false, func(ctx context.Context, st *store.Store, cfg config.Common) error {
+		appMax, err := limits.ParseApps(c.StringSlice(flagAppMaxInProgress))
+		if err != nil {
+			return fmt.Errorf("--%s %w", flagAppMaxInProgress, err)
+		}
 		p := scheduler.ExplainParams{
 			HostID:      c.Int64("host"),
 			Platforms:   c.StringSlice("platform"),
@@ -81,6 +92,8 @@ func (t *tool) hostExplain(c *cli.Context) error {
 				MaxInProgressPerCPU: c.Int(flagMaxInProgressPerCPU),
 				ARTrustValid:        c.Int(flagARTrustValid),
 				QuarantineStreak:    c.Int(flagQuarantineStreak),
+				MaxInProgressPerGPU: c.Int(flagMaxInProgressPerGPU),
+				AppMaxInProgress:    appMax,
 			},
 		}
 		if p.WorkSeconds < 0 || p.Instances < 0 || p.Candidates < 1 {

@@ -202,7 +202,7 @@ func (t *tool) userCommand() *cli.Command {
 					return nil
 				})
 			},
-		}, {
+		}, t.userPrefsCommand(), {
 			Name:      "show",
 			Usage:     "print an account's fields (not its authenticator)",
 			ArgsUsage: "EMAIL",

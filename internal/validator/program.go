@@ -22,6 +22,9 @@ const (
 	FlagCompareCmd     = "compare-cmd"
 	FlagCommandTimeout = "command-timeout"
 	FlagWorkers        = "workers"
+	// FlagDailyResultQuota has the scheduler's flag's name (and variable):
+	// give both the same value.
+	FlagDailyResultQuota = "daily-result-quota"
 )
 
 // Names of the built-in checkers (--checker).
@@ -68,6 +71,9 @@ func Run(ctx context.Context, args []string, p Program) error {
 			EnvVars: []string{config.EnvName(FlagApp)}},
 		&cli.IntFlag{Name: FlagWorkers, Value: DefaultWorkers, EnvVars: []string{config.EnvName(FlagWorkers)},
 			Usage: "jobs judged at once (their output files read, their checker programs run, side by side)"},
+		&cli.IntFlag{Name: FlagDailyResultQuota, Value: DefaultDailyResultQuota,
+			EnvVars: []string{config.EnvName(FlagDailyResultQuota)},
+			Usage:   "the scheduler's --daily-result-quota (jobs of a version per host and CPU or GPU a day; 0: none): valid results double a host's shrunk quota back up to it"},
 	}
 	if p.Checker == nil {
 		flags = append(flags, checkerFlags()...)
@@ -82,6 +88,7 @@ func Run(ctx context.Context, args []string, p Program) error {
 			cfg := programConfig{Config: Config{
 				App: c.String(FlagApp), UploadDir: common.UploadDir, Fanout: common.Fanout,
 				Mod: loop.Mod, ModIndex: loop.ModIndex, Batch: loop.Batch, Workers: c.Int(FlagWorkers),
+				DailyResultQuota: c.Int(FlagDailyResultQuota),
 			}}
 			if p.Checker == nil {
 				cfg.builtin, cfg.checkerErr = builtinChecker(c)

@@ -47,7 +47,16 @@ type Config struct {
 	Batch int
 	// Workers is how many jobs are judged at once (--workers).
 	Workers int
+	// DailyResultQuota is the scheduler's daily quota per instance
+	// (--daily-result-quota, default DefaultDailyResultQuota; 0: none): a
+	// valid result doubles a host's shrunk quota for the version back up
+	// to it, never past it (package hostav).
+	DailyResultQuota int
 }
+
+// DefaultDailyResultQuota is --daily-result-quota's default, the
+// scheduler's: what BOINC's make_project writes.
+const DefaultDailyResultQuota = 500
 
 // Validate returns every problem with c, each naming its flag.
 func (c Config) Validate() error {
@@ -63,6 +72,9 @@ func (c Config) Validate() error {
 	}
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--%s %d: want at least 1", FlagWorkers, c.Workers))
+	}
+	if c.DailyResultQuota < 0 {
+		errs = append(errs, fmt.Errorf("--%s %d: want 0 (none) or more", FlagDailyResultQuota, c.DailyResultQuota))
 	}
 	return errors.Join(errs...)
 }
@@ -319,7 +331,8 @@ func (s *Service) judgeJob(ctx context.Context, app row.App, j store.WorkunitRes
 		jd.err = fmt.Errorf("validate workunit %d: %w", wu.ID, err)
 		return
 	}
-	p := store.WorkunitValidateParams{ID: wu.ID, Now: now, TargetNResults: v.TargetNResults}
+	p := store.WorkunitValidateParams{ID: wu.ID, Now: now, TargetNResults: v.TargetNResults,
+		DailyResultQuota: s.opts.DailyResultQuota}
 	credit := wu.CanonicalCredit
 	if v.Canonical != 0 {
 		claims, err := s.claims(ctx, app, j.Results, v.States)
@@ -377,7 +390,8 @@ func (s *Service) write(ctx context.Context, judged []judgement, now int64) {
 	if len(batch) == 0 {
 		return
 	}
-	conflicts, err := s.st.WorkunitValidateBatch(ctx, store.WorkunitValidateBatchParams{Now: now, Jobs: batch})
+	conflicts, err := s.st.WorkunitValidateBatch(ctx, store.WorkunitValidateBatchParams{Now: now, Jobs: batch,
+		DailyResultQuota: s.opts.DailyResultQuota})
 	conflicted := map[int64]bool{}
 	for _, id := range conflicts {
 		conflicted[id] = true

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/hostav"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 )
@@ -599,6 +600,11 @@ func checkPlan(t *testing.T, in Input, want Plan) {
 		}
 	}
 	got.Reports, got.Sends, want.Reports, want.Sends = nil, nil, nil, nil
+	// The host_app_version deltas have their own test
+	// (TestBatchHostAppVersions); want.HostAppVersions nil skips them.
+	if want.HostAppVersions == nil {
+		got.HostAppVersions = nil
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("plan\n%+v\nwant\n%+v\nhosts %v, want %v", got, want, fmtHosts(got.Hosts), fmtHosts(want.Hosts))
 	}
@@ -610,4 +616,74 @@ func fmtHosts(h map[int64]*HostDelta) string {
 		s += fmt.Sprintf(" %d:%+v", id, *d)
 	}
 	return s + " }"
+}
+
+// TestBatchHostAppVersions: a send that goes through counts a job today for
+// its host and version (an anonymous-platform one under its generalized id,
+// by resource), a refused one does not; sends of a later day start the
+// count again; a recorded CLIENT_ERROR counts against the instance's
+// version; a success or a refused report counts nothing.
+func TestBatchHostAppVersions(t *testing.T) {
+	t.Parallel()
+	day := hostav.Day(now)
+	withApp := func(r *row.Result) { r.AppID, r.AppVersionID = 2, 3 }
+	jobApp := func(wu *row.Workunit) { wu.AppID = 2 }
+	second := func(mod ...func(*Send)) Send {
+		s := send()
+		s.ResultID, s.WorkunitID = 11, 2
+		for _, m := range mod {
+			m(&s)
+		}
+		return s
+	}
+	job2 := job(func(wu *row.Workunit) { wu.ID, wu.AppID = 2, 2 })
+	unsent2 := unsent(func(r *row.Result) { r.ID, r.WorkunitID = 11, 2 })
+	for _, tc := range []struct {
+		name string
+		in   Input
+		want []HostAppVersionDelta
+	}{
+		{"error: counted against the instance's version",
+			Input{Reports: []Report{report(state.OutcomeClientError)}, Workunits: []row.Workunit{job(jobApp)},
+				Results: []row.Result{held(withApp)}},
+			[]HostAppVersionDelta{{HostID: host, AppVersionID: 3, Errors: 1}}},
+		{"error of an anonymous-platform instance: its app's CPU build",
+			Input{Reports: []Report{report(state.OutcomeClientError)}, Workunits: []row.Workunit{job(jobApp)},
+				Results: []row.Result{held(func(r *row.Result) { r.AppID = 2 })}},
+			[]HostAppVersionDelta{{HostID: host, AppVersionID: hostav.GeneralizedID(2, hostav.AnonCPU), Errors: 1}}},
+		{"success: nothing",
+			Input{Reports: []Report{report(state.OutcomeSuccess)}, Workunits: []row.Workunit{job(jobApp)},
+				Results: []row.Result{held(withApp)}},
+			[]HostAppVersionDelta{}},
+		{"refused report: nothing",
+			Input{Reports: []Report{report(state.OutcomeClientError)}, Workunits: []row.Workunit{job(jobApp)},
+				Results: []row.Result{held(withApp, func(r *row.Result) { r.HostID = otherHost })}},
+			[]HostAppVersionDelta{}},
+		{"two sends of one version: two jobs today",
+			Input{Sends: []Send{send(), second()}, Workunits: []row.Workunit{job(jobApp), job2},
+				Results: []row.Result{unsent(), unsent2}},
+			[]HostAppVersionDelta{{HostID: host, AppVersionID: 3, Sent: 2, Day: day}}},
+		{"a send after midnight starts the count again",
+			Input{Sends: []Send{send(), second(func(s *Send) { s.Now += 86400 })},
+				Workunits: []row.Workunit{job(jobApp), job2}, Results: []row.Result{unsent(), unsent2}},
+			[]HostAppVersionDelta{{HostID: host, AppVersionID: 3, Sent: 1, Day: day + 1}}},
+		{"anonymous-platform GPU send: its generalized id, with the error sorted first",
+			Input{Reports: []Report{report(state.OutcomeClientError)},
+				Sends:     []Send{second(func(s *Send) { s.AppVersionID, s.Resource = 0, hostav.AnonNVIDIA })},
+				Workunits: []row.Workunit{job(jobApp), job2}, Results: []row.Result{held(withApp), unsent2}},
+			[]HostAppVersionDelta{{HostID: host, AppVersionID: hostav.GeneralizedID(2, hostav.AnonNVIDIA), Sent: 1, Day: day},
+				{HostID: host, AppVersionID: 3, Errors: 1}}},
+		{"refused send: nothing",
+			Input{Sends: []Send{send()}, Workunits: []row.Workunit{job(jobApp)},
+				Results: []row.Result{unsent(over(state.OutcomeCouldntSend))}},
+			[]HostAppVersionDelta{}},
+	} {
+		got := Batch(tc.in).HostAppVersions
+		if len(got) == 0 && len(tc.want) == 0 {
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: HostAppVersions %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -199,6 +199,9 @@ type HostOptions struct {
 	ActiveFrac    float64
 	NResultsToday int
 	AvgTurnaround float64
+	PFeatures     string
+	Coprocs       string
+	ClientVersion int
 }
 
 // Host inserts a host.
@@ -209,7 +212,8 @@ func Host(t testing.TB, st *store.Store, o HostOptions) row.Host {
 		DomainName: o.DomainName, LastIPAddr: o.LastIPAddr, HostCPID: o.HostCPID, PNCPUs: o.PNCPUs, PVendor: o.PVendor,
 		PModel: o.PModel, PFpops: o.PFpops, PIops: o.PIops, MNbytes: o.MNbytes, MSwap: o.MSwap, DTotal: o.DTotal,
 		DFree: o.DFree, OSName: o.OSName, OSVersion: o.OSVersion, OnFrac: o.OnFrac, ActiveFrac: o.ActiveFrac,
-		NResultsToday: o.NResultsToday, AvgTurnaround: o.AvgTurnaround}
+		NResultsToday: o.NResultsToday, AvgTurnaround: o.AvgTurnaround, PFeatures: o.PFeatures, Coprocs: o.Coprocs,
+		ClientVersion: o.ClientVersion}
 	id, err := st.HostInsert(context.Background(), h)
 	if err != nil {
 		t.Fatalf("HostInsert(user %d): %v", h.UserID, err)
