@@ -137,3 +137,31 @@ func TestEnvName(t *testing.T) {
 		t.Fatalf("EnvName(db-dsn) = %q", got)
 	}
 }
+
+// LoadFileKeys applies only the keys named: a subcommand's flag that
+// shares a name with another program's keeps its default.
+func TestLoadFileKeysAppliesOnlyThoseKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "project.yaml")
+	if err := os.WriteFile(path, []byte("plan-class-spec: classes.xml\ncode-sign-key: keys/code_sign_public\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var spec, key string
+	app := &cli.App{Name: "x", Flags: []cli.Flag{&cli.StringFlag{Name: FlagConfig}}, Commands: []*cli.Command{{
+		Name:   "add",
+		Flags:  []cli.Flag{PlanClassSpecFlag(), &cli.StringFlag{Name: "code-sign-key"}},
+		Before: LoadFileKeys(FlagPlanClassSpec),
+		Action: func(c *cli.Context) error {
+			spec, key = c.String(FlagPlanClassSpec), c.String("code-sign-key")
+			return nil
+		},
+	}}}
+	if err := app.Run([]string{"x", "--config", path, "add"}); err != nil {
+		t.Fatal(err)
+	}
+	if spec != "classes.xml" || key != "" {
+		t.Errorf("plan-class-spec %q, code-sign-key %q; want the file's classes.xml and no key", spec, key)
+	}
+	if err := app.Run([]string{"x", "--config", path, "add", "--plan-class-spec", "mine.xml"}); err != nil || spec != "mine.xml" {
+		t.Errorf("flag over file: plan-class-spec %q, %v; want mine.xml", spec, err)
+	}
+}

@@ -26,6 +26,7 @@ type Refusal struct {
 	Detail string
 }
 
+// Error names the class, the rule and the detail, for logs and operators.
 func (r *Refusal) Error() string {
 	return fmt.Sprintf("plan class %q refuses host: <%s>: %s", r.Class, r.Rule, r.Detail)
 }
@@ -137,7 +138,11 @@ func (c *class) check(h Host) (Usage, error) {
 		v := osVersionNum(h.OSName, h.OSVersion)
 		switch {
 		case v == 0:
-			return refuse("min_os_version", "cannot read a version number from OS %q version %q", h.OSName, h.OSVersion)
+			rule := "min_os_version"
+			if c.minOSVersion == 0 {
+				rule = "max_os_version"
+			}
+			return refuse(rule, "cannot read a version number from OS %q version %q", h.OSName, h.OSVersion)
 		case c.minOSVersion != 0 && v < c.minOSVersion:
 			return refuse("min_os_version", "OS version %.0f, want at least %.0f", v, c.minOSVersion)
 		case c.maxOSVersion != 0 && v > c.maxOSVersion:

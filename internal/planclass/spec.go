@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/taskserver/taskserver/internal/protocol"
 )
 
 // mega is BOINC's MEGA: the _mb elements are mebibytes.
@@ -104,6 +106,9 @@ func ParseFile(path string) (*Specs, error) {
 func Parse(r io.Reader) (*Specs, error) {
 	d := xml.NewDecoder(r)
 	d.Strict = true
+	// Files declaring encoding="ISO-8859-1" and the like are ASCII in
+	// practice; their bytes are read as they are.
+	d.CharsetReader = func(_ string, in io.Reader) (io.Reader, error) { return in, nil }
 	s := &Specs{classes: map[string]*class{}}
 	var errs []error
 	root := false
@@ -514,4 +519,25 @@ func Load(path string, required bool) (*Specs, error) {
 		return nil, nil
 	}
 	return s, err
+}
+
+// Resource returns the resource a version of class name uses on any host
+// (protocol.ResourceCPU, a GPU vendor's, or an other coprocessor's type),
+// for what can be known without a host, such as a reply's <no_rsc_apps>.
+// ok is false for an unknown class, and for a class with a gpu_type_regex,
+// whose resource depends on the host.
+func (s *Specs) Resource(name string) (resource string, ok bool) {
+	c, err := s.lookup(name)
+	if err != nil {
+		return "", false
+	}
+	switch {
+	case vendorOf(c.gpuType) != "":
+		return vendorOf(c.gpuType), true
+	case c.gpuTypeRegex != nil:
+		return "", false
+	case c.gpuType != "":
+		return c.gpuType, true
+	}
+	return protocol.ResourceCPU, true
 }

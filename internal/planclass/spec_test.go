@@ -12,7 +12,7 @@ import (
 )
 
 // realistic is a project's file in the shape BOINC projects write them.
-const realistic = `<?xml version="1.0"?>
+const realistic = `<?xml version="1.0" encoding="ISO-8859-1"?>
 <!-- a comment -->
 <plan_classes>
   <plan_class>
@@ -124,6 +124,12 @@ func TestParseRealistic(t *testing.T) {
 	}
 	if err := s.Supported("vbox64_mt"); !errors.As(err, &r) || r.Rule != "virtualbox" {
 		t.Errorf("Supported(vbox64_mt) = %v, want the <virtualbox> refusal", err)
+	}
+	for name, want := range map[string]string{"cuda118": protocol.ResourceNVIDIA, "opencl_ati_101": protocol.ResourceAMD,
+		"mt": protocol.ResourceCPU, "asic": "miner_asic", "nope": ""} {
+		if got, ok := s.Resource(name); got != want || ok != (want != "") {
+			t.Errorf("Resource(%s) = %q, %v; want %q", name, got, ok, want)
+		}
 	}
 	if err := s.Supported("nope"); !errors.Is(err, ErrUnknown) {
 		t.Errorf("Supported(nope) = %v, want ErrUnknown", err)

@@ -70,7 +70,7 @@ func (t *tool) hostCommand() *cli.Command {
 					Usage: "the scheduler's error streak that quarantines a host (0: off)"},
 			},
 			Action: t.hostExplain,
-		}},
+		}, t.hostShowCommand()},
 	}
 }
 
@@ -157,6 +157,7 @@ func (t *tool) printExplanation(ex scheduler.Explanation, h row.Host, source str
 	}
 	t.printf("host %d (user %d): %d CPUs at %.3g GFLOPS, %s RAM, %s free disk; platforms %s\n", ex.HostID, ex.UserID,
 		max(h.PNCPUs, 1), h.PFpops/1e9, bytesText(h.MNbytes), bytesText(h.DFree), strings.Join(ex.Platforms, ", "))
+	t.printf("coprocessors: %s\n", coprocsSummary(h.Coprocs))
 	t.printf("asks for %.0f s of work, %g instances; %d tasks in progress of %d allowed%s\n", ex.WorkSeconds, ex.Instances,
 		ex.InProgress, ex.Limit, quar)
 	t.printf("%d candidates from %s\n\n", len(ex.Candidates), source)
