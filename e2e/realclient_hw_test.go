@@ -38,8 +38,12 @@ const (
 	// hwDailyQuota is the scheduler's and validator's --daily-result-quota:
 	// one error takes a host from 2 to 1 job a day.
 	hwDailyQuota = 2
-	hwAsicJobs   = 3
-	hwMTJobs     = 2
+	// hwAsicJobs fit client0's first day: a quota of hwDailyQuota per
+	// instance of its one coprocessor (BOINC itself scales an "other"
+	// coprocessor's quota by the CPUs, which allows more), and valid
+	// results raise it no higher.
+	hwAsicJobs = 2
+	hwMTJobs   = 2
 	// hwSlowWait is how long the quota app's good jobs run (seconds): long
 	// enough that the failing job sent with them is reported, and the
 	// quota seen at one, before any of them is.
