@@ -30,7 +30,7 @@ import (
 const (
 	hwTimeout  = 6 * time.Minute
 	hwPoll     = time.Second
-	hwNudge    = 10 * time.Second // a volunteer's "Update" this often once the quota phase began
+	hwNudge    = 10 * time.Second // a volunteer's "Update" this often once the late quota job is in
 	hwCoproc   = "miner_asic"
 	hwAppAsic  = "asic"
 	hwAppMT    = "mt"
@@ -45,9 +45,10 @@ const (
 	hwAsicJobs = 2
 	hwMTJobs   = 2
 	// hwSlowWait is how long the quota app's good jobs run (seconds): long
-	// enough that the failing job sent with them is reported, and the
-	// quota seen at one, before any of them is.
-	hwSlowWait  = 40
+	// enough that the failing job sent with them is reported, the quota
+	// seen at one and the late job refused before any of them is (some
+	// 15 s on an idle machine).
+	hwSlowWait  = 45
 	hwFailJob   = "quota_fail"
 	hwSlowJob   = "quota_slow_"
 	hwAfterJob  = "quota_after"
@@ -114,7 +115,6 @@ func TestRealBOINCClientHardware(t *testing.T) {
 	rp.app = app
 	rp.noUpThrottle = true
 	rp.ccOptions = hwCCOptions
-
 	rp.useCoprocs = map[int]bool{0: true}
 	defer rp.stopAll()
 
