@@ -457,3 +457,25 @@ func TestExhaustedBacklogIsPolledOncePerMaxWait(t *testing.T) {
 	b.runOnce(1)
 	b.wantCached(r[0], r[1], later[0])
 }
+
+// The beta flags of apps and versions reach the schedulers through the
+// published tables, and marking one beta republishes them.
+func TestBetaFlagsPublished(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{slots: 1, tablesInterval: 10 * time.Second})
+	pid := storetest.Platform(t, b.st, storetest.PlatformOptions{CreateTime: 1, Name: "x86_64-pc-linux-gnu", UserFriendlyName: "Linux"}).ID
+	storetest.AppVersion(t, b.st, storetest.AppVersionOptions{CreateTime: 1, App: b.appID, VersionNum: 100, Platform: pid,
+		XMLDoc: "<app_version/>", Beta: true})
+	b.runOnce(0)
+	tb, gen1, err := b.cache.Tables()
+	if err != nil || len(tb.AppVersions) != 1 || !tb.AppVersions[0].Beta || len(tb.Apps) != 1 || tb.Apps[0].Beta {
+		t.Fatalf("Tables = %+v, %v; want a beta version of an app that is not a beta", tb, err)
+	}
+	storetest.Exec(t, b.st, `UPDATE app SET beta = 1 WHERE id = ?`, b.appID)
+	b.now = b.now.Add(11 * time.Second)
+	b.runOnce(0)
+	tb, gen2, err := b.cache.Tables()
+	if err != nil || gen2 == gen1 || !tb.Apps[0].Beta {
+		t.Fatalf("Tables after the app became a beta = %+v, gen %d (was %d), %v; want it republished, beta", tb.Apps, gen2, gen1, err)
+	}
+}

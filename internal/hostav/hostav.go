@@ -8,6 +8,7 @@
 package hostav
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/taskserver/taskserver/internal/row"
@@ -44,15 +45,41 @@ const (
 // 0), then the benchmark (p_fpops times the version's average CPUs, when >
 // 0), then DefaultRate.
 //
-// The median, not the mean (seed 004 keeps both): runtimes on volunteer
+// The median, not the mean. Seed 004 predicts a worker's queue with the
+// average runtime and offers the median as "more robust to outliers" at
+// the cost of a history of measurements per worker. Runtimes on volunteer
 // hosts are skewed to the right (a run suspended by the volunteer, a
-// throttled laptop, a checkpoint restart), and a few such runs pull the
-// mean of seconds per FLOP up and so the rate down, making the scheduler
+// throttled laptop, a restart from a checkpoint): a few such runs pull the
+// mean of seconds per FLOP up, and the rate down, and the scheduler would
 // send too little to a host that usually runs at full speed. The median is
-// the typical run, which is what a deadline estimate is about.
+// the typical run, which is what a deadline estimate is about; and the
+// history's cost is avoided with a running estimate kept in one column
+// (addSample). The mean stays in et_avg for operators and for the total
+// work a host gets through (the queue's length is a sum, where the mean is
+// the right statistic).
 func Rate(st row.HostAppVersion, projected, benchmark float64) (float64, Source) {
-	if st.EtN >= MinSamples && st.EtMedian > 0 {
-		return 1 / st.EtMedian, SourceHost
+	return RateBy(Median, st, projected, benchmark)
+}
+
+// Statistic is which statistic of a host's runtimes a rate comes from.
+type Statistic string
+
+// The statistics kept (DESIGN.md: "average or median, configurable").
+const (
+	Median Statistic = "median"
+	Mean   Statistic = "mean"
+)
+
+// RateBy is Rate with the host's own rate from stat: 1/et_median (Median,
+// Rate's) or 1/et_avg (Mean, BOINC's and seed 004's default), for a
+// scheduler flag that chooses. An unknown stat is Median.
+func RateBy(stat Statistic, st row.HostAppVersion, projected, benchmark float64) (float64, Source) {
+	et := st.EtMedian
+	if stat == Mean {
+		et = st.EtAvg
+	}
+	if st.EtN >= MinSamples && et > 0 {
+		return 1 / et, SourceHost
 	}
 	if projected > 0 {
 		return projected, SourcePlanClass
@@ -124,18 +151,18 @@ func AddError(st row.HostAppVersion, projectQuota int) row.HostAppVersion {
 	return st
 }
 
-// ShrinkQuota is a quota per instance after errors client errors: each
-// takes one from the smaller of it (projectQuota when 0) and projectQuota,
-// down to 1. In one closed form so the store can apply a request's errors
-// in one relative statement.
-func ShrinkQuota(quota, projectQuota, errors int) int {
-	if projectQuota <= 0 || errors <= 0 {
+// ShrinkQuota is a quota per instance after n client errors: each takes one
+// from the smaller of it (projectQuota when 0) and projectQuota, down to 1.
+// In one closed form so the store can apply a request's errors in one
+// relative statement.
+func ShrinkQuota(quota, projectQuota, n int) int {
+	if projectQuota <= 0 || n <= 0 {
 		return quota
 	}
 	if quota <= 0 || quota > projectQuota {
 		quota = projectQuota
 	}
-	return max(1, quota-errors)
+	return max(1, quota-n)
 }
 
 // NoLimit is DailyLimit's answer when the project has no daily quota.
@@ -165,6 +192,17 @@ func DailyLimit(st row.HostAppVersion, projectQuota int, instances float64, day 
 		total -= st.NJobsToday
 	}
 	return max(total, 0)
+}
+
+// QuotaInstances is the instances the daily quota of a version is
+// multiplied by (DailyLimit's instances), as BOINC scales it: a CPU version
+// (gpus 0) the host's CPUs; a GPU version the host's GPUs of the version's
+// kind times gpuMultiplier (--gpu-quota-multiplier; 0 counts as 1).
+func QuotaInstances(ncpus int, gpus float64, gpuMultiplier int) float64 {
+	if gpus > 0 {
+		return gpus * float64(max(gpuMultiplier, 1))
+	}
+	return float64(max(ncpus, 1))
 }
 
 // Resource numbers of an anonymous-platform app version, as BOINC's
@@ -201,4 +239,31 @@ func Key(appVersionID, appID int64) int64 {
 		return appVersionID // already generalized
 	}
 	return GeneralizedID(appID, AnonCPU)
+}
+
+// SplitGeneralizedID is GeneralizedID's inverse: the app and resource of an
+// anonymous-platform key, ok false for a real version id.
+func SplitGeneralizedID(id int64) (appID int64, resource int, ok bool) {
+	if id >= 0 {
+		return 0, 0, false
+	}
+	return -id / 1000000, int(-id % 1000000), true
+}
+
+// AnonResourceName names an anonymous-platform resource number, as the
+// client's <coproc> types and BOINC's plan classes do.
+func AnonResourceName(resource int) string {
+	switch resource {
+	case AnonCPU:
+		return "cpu"
+	case AnonNVIDIA:
+		return "nvidia"
+	case AnonAMD:
+		return "ati"
+	case AnonIntel:
+		return "intel_gpu"
+	case AnonApple:
+		return "apple_gpu"
+	}
+	return fmt.Sprintf("resource %d", resource)
 }

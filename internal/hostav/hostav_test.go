@@ -128,6 +128,9 @@ func TestMedianBeatsMeanOnHeavyTail(t *testing.T) {
 	if src != SourceHost || math.Abs(rate*typical-1) > 0.15 {
 		t.Errorf("Rate = %g (%s), want about %g from the host", rate, src, 1/typical)
 	}
+	if rate, src := RateBy(Mean, st, 0, 0); src != SourceHost || rate != 1/st.EtAvg {
+		t.Errorf("RateBy(Mean) = %g (%s), want 1/et_avg = %g from the host", rate, src, 1/st.EtAvg)
+	}
 }
 
 // TestFirstSampleStartsMedian and samples that say nothing are skipped.
@@ -268,6 +271,14 @@ func TestKeys(t *testing.T) {
 	if got := GeneralizedID(7, AnonNVIDIA); got != -7000003 {
 		t.Errorf("GeneralizedID(7, AnonNVIDIA) = %d, want -7000003", got)
 	}
+	if app, res, ok := SplitGeneralizedID(GeneralizedID(7, AnonAMD)); !ok || app != 7 || res != AnonAMD ||
+		AnonResourceName(res) != "ati" {
+		t.Errorf("SplitGeneralizedID(GeneralizedID(7, AnonAMD)) = %d, %d (%s), %v; want 7, %d (ati), true", app, res,
+			AnonResourceName(res), ok, AnonAMD)
+	}
+	if _, _, ok := SplitGeneralizedID(42); ok {
+		t.Errorf("SplitGeneralizedID(42): ok, want a real version id")
+	}
 	for _, tc := range []struct{ avid, appid, want int64 }{
 		{42, 7, 42},
 		{0, 7, -7000002},
@@ -276,6 +287,22 @@ func TestKeys(t *testing.T) {
 	} {
 		if got := Key(tc.avid, tc.appid); got != tc.want {
 			t.Errorf("Key(%d, %d) = %d, want %d", tc.avid, tc.appid, got, tc.want)
+		}
+	}
+}
+
+func TestQuotaInstances(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ncpus      int
+		gpus       float64
+		multiplier int
+		want       float64
+	}{
+		{8, 0, 5, 8}, {0, 0, 1, 1}, {8, 2, 5, 10}, {8, 2, 0, 2}, {8, 1, 1, 1},
+	} {
+		if got := QuotaInstances(tc.ncpus, tc.gpus, tc.multiplier); got != tc.want {
+			t.Errorf("QuotaInstances(%d, %g, %d) = %g, want %g", tc.ncpus, tc.gpus, tc.multiplier, got, tc.want)
 		}
 	}
 }

@@ -18,8 +18,9 @@
 //	<max_cpus>N</max_cpus>                      count at most N CPUs of a host
 //
 // As BOINC's scheduler does, these are found wherever they are in the
-// document (BOINC's web form puts <app_id> and <allow_non_preferred_apps>
-// inside <project_specific>), and a <venue name="…"> section replaces the
+// document (BOINC's web form puts <app_id> in <apps_selected>, and that,
+// <allow_non_preferred_apps>, <max_jobs> and <max_cpus> inside
+// <project_specific>), and a <venue name="…"> section replaces the
 // rest for hosts in that venue. Everything else (resource share,
 // project-specific settings) is kept as written and ignored here.
 //

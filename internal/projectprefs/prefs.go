@@ -58,7 +58,7 @@ var resourceElements = []struct{ name, resource string }{
 }
 
 // managed are the elements Parse reads and Format writes.
-var managed = map[string]bool{"app_id": true, "allow_non_preferred_apps": true, "allow_beta_work": true,
+var managed = map[string]bool{"app_id": true, "apps_selected": true, "allow_non_preferred_apps": true, "allow_beta_work": true,
 	"no_gpus": true, "no_rsc": true, "max_jobs": true, "max_cpus": true,
 	"no_cpu": true, "no_cuda": true, "no_ati": true, "no_intel_gpu": true, "no_apple_gpu": true}
 
@@ -229,8 +229,11 @@ func wrap(inner []byte) []byte {
 }
 
 // Format writes p as a <project_preferences> document, in the layout of
-// BOINC's web pages: the flags at the top level, the app selection in
-// <project_specific>, and the elements Parse kept, unchanged, after them.
+// BOINC's web pages (html/inc/prefs_project.inc and the sample
+// project_specific_prefs.inc): beta and the processor types at the top
+// level; the app selection (<apps_selected>), other apps and the job and
+// CPU limits in <project_specific>; and the elements Parse kept,
+// unchanged, after them.
 // Always a document, never "": an empty one still replaces what a client
 // holds from before.
 func Format(p Prefs) string {
@@ -251,19 +254,23 @@ func Format(p Prefs) string {
 			b.WriteString("</no_rsc>\n")
 		}
 	}
-	if p.MaxJobs > 0 {
-		fmt.Fprintf(&b, "<max_jobs>%d</max_jobs>\n", p.MaxJobs)
-	}
-	if p.MaxCPUs > 0 {
-		fmt.Fprintf(&b, "<max_cpus>%d</max_cpus>\n", p.MaxCPUs)
-	}
-	if len(p.Apps) > 0 || p.AllowNonSelected || len(p.specific) > 0 {
+	if len(p.Apps) > 0 || p.AllowNonSelected || p.MaxJobs > 0 || p.MaxCPUs > 0 || len(p.specific) > 0 {
 		b.WriteString("<project_specific>\n")
-		for _, id := range p.Apps {
-			fmt.Fprintf(&b, "<app_id>%d</app_id>\n", id)
+		if len(p.Apps) > 0 {
+			b.WriteString("<apps_selected>\n")
+			for _, id := range p.Apps {
+				fmt.Fprintf(&b, "<app_id>%d</app_id>\n", id)
+			}
+			b.WriteString("</apps_selected>\n")
 		}
 		if p.AllowNonSelected {
 			b.WriteString("<allow_non_preferred_apps>1</allow_non_preferred_apps>\n")
+		}
+		if p.MaxJobs > 0 {
+			fmt.Fprintf(&b, "<max_jobs>%d</max_jobs>\n", p.MaxJobs)
+		}
+		if p.MaxCPUs > 0 {
+			fmt.Fprintf(&b, "<max_cpus>%d</max_cpus>\n", p.MaxCPUs)
 		}
 		writeKept(&b, p.specific)
 		b.WriteString("</project_specific>\n")

@@ -23,8 +23,10 @@ func TestParse(t *testing.T) {
 <allow_beta_work>1</allow_beta_work>
 <no_cuda>1</no_cuda>
 <project_specific>
+<apps_selected>
 <app_id>3</app_id>
 <app_id>5</app_id>
+</apps_selected>
 <allow_non_preferred_apps>1</allow_non_preferred_apps>
 <max_jobs>4</max_jobs>
 <max_cpus>2</max_cpus>
@@ -216,5 +218,28 @@ func TestCPUs(t *testing.T) {
 		if got := (Prefs{MaxCPUs: tc.maxCPUs}).CPUs(tc.ncpus); got != tc.want {
 			t.Errorf("Prefs{MaxCPUs: %d}.CPUs(%d) = %d, want %d", tc.maxCPUs, tc.ncpus, got, tc.want)
 		}
+	}
+}
+
+// TestFormatClearsSelection: the selection BOINC's web form wrote
+// (<apps_selected> in <project_specific>) is replaced, not kept beside the
+// new one, so clearing it sends every app again.
+func TestFormatClearsSelection(t *testing.T) {
+	t.Parallel()
+	doc := `<project_preferences><project_specific><apps_selected><app_id>3</app_id></apps_selected>` +
+		`<max_jobs>2</max_jobs><color>red</color></project_specific></project_preferences>`
+	p, err := Parse(doc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Apps, p.MaxJobs = nil, 0
+	out := Format(p)
+	back, err := Parse(out, "")
+	if err != nil || len(back.Apps) != 0 || back.MaxJobs != 0 || !strings.Contains(out, "<color>red</color>") {
+		t.Fatalf("cleared selection and max_jobs: Parse(Format) = %+v, %v\n%s", back, err, out)
+	}
+	p.Apps = []int64{4}
+	if out := Format(p); !strings.Contains(out, "<apps_selected>\n<app_id>4</app_id>\n</apps_selected>") {
+		t.Fatalf("Format writes the selection in <apps_selected>:\n%s", out)
 	}
 }

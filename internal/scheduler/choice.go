@@ -40,15 +40,17 @@ type version struct {
 	rscName string
 	// avgNCPUs and maxNCPUs are the CPUs a task uses on average and at
 	// most; gpuUsage the instances of its coprocessor (0.5: two tasks
-	// share one GPU).
-	avgNCPUs, maxNCPUs, gpuUsage float64
+	// share one GPU); memBytes the memory a task uses when its plan class
+	// says (0: the job's rsc_memory_bound).
+	avgNCPUs, maxNCPUs, gpuUsage, memBytes float64
 	// flops is the version's processing rate on this host: runtimes are
 	// estimated as rsc_fpops_est / flops, and the client is sent it so
 	// that its own estimates agree.
 	flops float64
 	// samples is the valid results the host has returned with the
-	// version (host_app_version.et_n).
+	// version (host_app_version.et_n); source where flops came from.
 	samples int
+	source  hostav.Source
 	// rank is the preference of the version's platform for the host,
 	// lower first.
 	rank int
@@ -136,12 +138,21 @@ type choiceParams struct {
 }
 
 // resources lists the host's resources, the CPU first; a coprocessor whose
-// type repeats (two "other" declarations) counts once.
+// type repeats (two "other" declarations) counts once. A request without
+// <coprocs> has those stored from an earlier one (as planHost has them),
+// asked no work.
 func resources(h row.Host, req *protocol.SchedulerRequest) []protocol.Coproc {
 	out := []protocol.Coproc{{Type: protocol.ResourceCPU, Count: max(h.PNCPUs, 1), PeakFlops: h.PFpops,
 		CoprocRequest: protocol.CoprocRequest{ReqSecs: req.CPUReqSecs, ReqInstances: req.CPUReqInstances,
 			EstimatedDelay: req.EstimatedDelay}}}
-	for _, c := range req.Coprocs.Resources() {
+	cs := req.Coprocs.Resources()
+	if req.Coprocs == nil && h.Coprocs != "" {
+		cs, _ = protocol.DecodeCoprocs(h.Coprocs)
+		for i := range cs {
+			cs[i].CoprocRequest = protocol.CoprocRequest{}
+		}
+	}
+	for _, c := range cs {
 		if c.Type == protocol.ResourceCPU || slices.ContainsFunc(out, func(o protocol.Coproc) bool { return o.Type == c.Type }) {
 			continue
 		}
@@ -281,6 +292,7 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 	}
 	v := ch.cat.project(av)
 	v.rsc, v.rscName, v.avgNCPUs, v.maxNCPUs, v.gpuUsage = r, ch.rsc[r].Type, u.AvgNCPUs, u.MaxNCPUs, u.GPUUsage
+	v.memBytes = finite(u.MemBytes)
 	if v.avgNCPUs <= 0 && r == 0 {
 		v.avgNCPUs = 1
 	}
@@ -297,10 +309,14 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 	if !finitePositive(bench) {
 		bench = ch.bench * max(v.avgNCPUs, 1)
 	}
+	projected := u.ProjectedFlops
+	if av.PlanClass == "" {
+		projected = 0 // one CPU's benchmark, not a plan class's projection
+	}
 	st := ch.hav[av.ID]
-	v.flops, _ = hostav.Rate(st, u.ProjectedFlops, bench)
+	v.flops, v.source = hostav.Rate(st, projected, bench)
 	if !finitePositive(v.flops) {
-		v.flops = bench
+		v.flops, v.source = bench, hostav.SourceBenchmark
 	}
 	v.samples = st.EtN
 	v.qi, v.left = -1, ch.dailyLimit(st, r)
@@ -311,11 +327,11 @@ func (ch *choice) evaluate(av row.AppVersion) (version, error) {
 // r, the host may still get today: the quota per instance times the CPUs,
 // or the GPUs times the GPU multiplier.
 func (ch *choice) dailyLimit(st row.HostAppVersion, r int) int {
-	n := float64(ch.rsc[r].Count)
+	var gpus float64
 	if r > 0 {
-		n *= float64(max(ch.p.gpuQuota, 1))
+		gpus = float64(max(ch.rsc[r].Count, 1))
 	}
-	return hostav.DailyLimit(st, ch.p.quota, n, ch.p.day)
+	return hostav.DailyLimit(st, ch.p.quota, hostav.QuotaInstances(ch.rsc[0].Count, gpus, ch.p.gpuQuota), ch.p.day)
 }
 
 // anonCode is BOINC's anonymous-platform code of resource name, which keys
@@ -380,9 +396,9 @@ func (ch *choice) anonymous(c *catalog, req *protocol.SchedulerRequest) []versio
 		if code := anonCode(ch.rsc[v.rsc].Type); code != 0 {
 			st = ch.hav[hostav.GeneralizedID(a.ID, code)]
 		}
-		v.flops, _ = hostav.Rate(st, finite(cv.Flops), bench)
+		v.flops, v.source = hostav.Rate(st, finite(cv.Flops), bench)
 		if !finitePositive(v.flops) {
-			v.flops = bench
+			v.flops, v.source = bench, hostav.SourceBenchmark
 		}
 		v.samples = st.EtN
 		v.qi, v.left = -1, ch.dailyLimit(st, v.rsc)
@@ -494,14 +510,21 @@ func (ch *choice) forResend(appID, avID int64, avNum int) (version, bool) {
 }
 
 // held is the version a task the host holds runs with, for its place in
-// the host's queues: the candidate it was sent with, else one CPU at the
-// host's benchmark.
+// the host's queues and limits: the version it was sent with as it runs on
+// the host, else (gone, or refused now) one CPU at the host's benchmark.
 func (ch *choice) held(avID int64) *version {
 	if ch == nil {
 		return &version{avgNCPUs: 1, maxNCPUs: 1, flops: defaultFlops}
 	}
 	if v, ok := ch.byAV[avID]; ok {
 		return &v
+	}
+	// An older version, or one now out of quota: as it runs on the host.
+	if av, ok := ch.cat.versionByID[avID]; ok && ch.ph.NCPUs > 0 && ch.cat.unreadable[avID] == nil {
+		if v, err := ch.evaluate(av); err == nil {
+			ch.byAV[avID] = v
+			return &v
+		}
 	}
 	return &version{avgNCPUs: 1, maxNCPUs: 1, flops: ch.bench}
 }

@@ -138,13 +138,19 @@ func (w *walk) check(e shmcache.Entry) (v version, hr int, reason string) {
 	if hr != 0 && e.HRClass != 0 && int(e.HRClass) != hr {
 		return v, 0, reasonHR
 	}
-	if why := w.q.fits(e); why != "" {
+	if why := w.q.fitsDisk(e); why != "" {
 		return v, 0, why
 	}
 	why, best, bestFill := "", -1, 0.0
 	for i := range vs {
 		c := &vs[i]
 		if !w.q.needs(c.rsc) {
+			continue
+		}
+		// A plan class that says what a task uses replaces the job's
+		// memory bound, as BOINC's does.
+		if d := w.q.fitsMemory(cmp.Or(c.memBytes, e.RscMemoryBound)); d != "" {
+			why = cmpOrStr(why, d)
 			continue
 		}
 		if d := appAllowed(w.prefs, c.app, c.av, c.resource(), w.pass); d != "" {

@@ -95,6 +95,9 @@ func BenchmarkDispatch(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	schedCfg := testConfig()
 	schedCfg.Fanout, schedCfg.ProjectName, schedCfg.RequestDelay = 1024, "bench", 5*time.Second
+	// Plan classes and the daily quota (the flag's default) are on the
+	// dispatch path, with each host's host_app_version rows.
+	schedCfg.PlanClasses, schedCfg.DailyResultQuota = testPlanClasses(b), 500
 	svc, err := New(schedCfg, Deps{Store: st, Cache: NewCacheFile(cfg.CachePath), UploadKey: key, UploadCertKey: edKey, Metrics: NewMetrics(reg)})
 	if err != nil {
 		b.Fatal(err)
@@ -181,6 +184,11 @@ func benchPopulate(b *testing.B, st *store.Store, n int) benchClientConfig {
 	pid := storetest.Platform(b, st, storetest.PlatformOptions{CreateTime: 1, Name: platformName, UserFriendlyName: "Linux"}).ID
 	appID := storetest.App(b, st, storetest.AppOptions{CreateTime: 1, Name: "demo", UserFriendlyName: "Demo app", Weight: 1}).ID
 	storetest.AppVersion(b, st, storetest.AppVersionOptions{CreateTime: 1, App: appID, VersionNum: 100, Platform: pid})
+	// Plan-class versions on the dispatch path: the two-thread one goes to
+	// the hosts with two CPUs, the CUDA one is refused to every host (none
+	// has a GPU), as most hosts of a GPU project are.
+	storetest.AppVersion(b, st, storetest.AppVersionOptions{CreateTime: 1, App: appID, VersionNum: 100, Platform: pid, PlanClass: "mt"})
+	storetest.AppVersion(b, st, storetest.AppVersionOptions{CreateTime: 1, App: appID, VersionNum: 100, Platform: pid, PlanClass: "cuda"})
 	var cfg benchClientConfig
 	for i := range benchClients {
 		auth := fmt.Sprintf("benchauth%056d", i)
@@ -312,7 +320,7 @@ func TestDispatchBenchClient(t *testing.T) {
 			var reported, sent, failed int
 			for seq := 1; left.Add(-1) >= 0; seq++ {
 				r := request{auth: cfg.Auths[i], hostID: cfg.HostIDs[i], seqno: seq, workSecs: 1, instances: 1,
-					cpid: fmt.Sprintf("cpid%d", i), fpops: 1e9, memory: 4e9, diskFree: 1e11}
+					cpid: fmt.Sprintf("cpid%d", i), fpops: 1e9, memory: 4e9, diskFree: 1e11, ncpus: 1 + i%2}
 				if held != "" {
 					r.results = []string{successReport(held)}
 				}

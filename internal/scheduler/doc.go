@@ -7,7 +7,33 @@
 // result_abort_if_not_started when only the job is done), resends results
 // the host should have but no longer lists, and sends new work claimed from the
 // feeder's shared-memory cache, subject to the host's platform, memory, disk,
-// deadline feasibility (a fair-share queue prediction) and in-progress limit.
+// deadline feasibility (a fair-share queue prediction) and in-progress
+// limits (per CPU, per GPU, per app: package limits), and to the
+// volunteer's project preferences (package projectprefs: the apps they
+// selected first, other apps only when those had no work and they accept
+// them, beta apps and versions only for volunteers who opted in, no work for
+// a processor type they opted out of, their own <max_jobs>). Every reply
+// carries the stored <project_preferences>, from which the client learns
+// its opt-outs.
+//
+// Real hardware (choice.go, policy.go): the request's resources are the
+// CPU and each coprocessor type of its <coprocs>, each asked for work
+// separately (cpu_req_secs/instances, each coprocessor's req_secs and
+// req_instances; an old client's work_req_seconds is CPU work). Once per
+// request every version of an app on the host's platforms that its plan
+// class accepts (package planclass; no plan class: one CPU) is rated on the
+// host (package hostav: the host's own rate once it has enough valid
+// results, else the plan class's projection, else the benchmark), and per
+// app and resource the fastest is chosen, now and then an unmeasured one so
+// that every version gets measured. Each resource has its own fair-share
+// queue (its instances; a task occupies avg_ncpus CPUs or gpu_usage GPUs
+// for rsc_fpops_est / rate seconds). A job goes to the resource, among
+// those still needing work, with the least of its request covered; the
+// reply describes the version as the client expects (plan_class,
+// avg_ncpus, max_ncpus, <coproc>, flops: the rate, so that the client's
+// estimates agree), a resend keeps the version it was sent with, and
+// <no_rsc_apps> names the host's resources no version serves. The daily
+// quota (host_app_version) bounds each version's jobs a day.
 //
 // Policies applied when sending:
 //   - homogeneous redundancy: a job of an app with homogeneous_redundancy
@@ -45,7 +71,7 @@
 // that attached anew (same cpid, no host id or another user's) has its old
 // host's tasks in progress marked CLIENT_DETACHED.
 //
-// Reads: user (by authenticator), host, result and workunit rows of the
+// Reads: user (by authenticator, with its project_prefs), host, result and workunit rows of the
 // requesting host, the result rows (joined to their workunit) the host lists
 // in <other_results>, the shared-memory cache (slots and static tables).
 // Writes: concurrent requests share one transaction (the committer's group

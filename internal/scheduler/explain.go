@@ -288,6 +288,12 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 	ch := cat.choose(req, h, choiceParams{plans: s.opts.PlanClasses, havs: havs, beta: prefs.AllowBeta, quota: s.opts.DailyResultQuota,
 		gpuQuota: s.opts.GPUQuotaMultiplier, day: hostav.Day(p.Now)})
 	ex.PlanClassRefusals = ch.refusals
+	// The host's GPUs, as its last request listed them, ask a day of work
+	// each too.
+	for r := 1; r < len(ch.rsc); r++ {
+		c := &ch.rsc[r]
+		c.ReqSecs, c.ReqInstances = 86400*float64(c.Count), float64(c.Count)
+	}
 	q := newHostQueue(p.Now, h, req, ch.rsc, s.opts.MaxResultsPerRPC, ch.quota)
 	for _, hr := range held {
 		skip[hr.WorkunitID] = true

@@ -132,6 +132,41 @@ func TestShortfallReasons(t *testing.T) {
 			f.appID = demo
 			return request{workSecs: 100, instances: 1}
 		}},
+		{name: "app not selected", reason: reasonNotSelected, prepare: func(f *fixture) request {
+			other := f.addApp("other", false)
+			f.addJobOf(other, "wu", job{})
+			f.setPrefs(f.user, fmt.Sprintf("<project_preferences><app_id>%d</app_id></project_preferences>", f.appID))
+			return request{workSecs: 100, instances: 1}
+		}},
+		{name: "beta app", reason: reasonBeta, prepare: func(f *fixture) request {
+			f.setAppPolicy("beta", 1)
+			f.addJob("wu", job{})
+			return request{workSecs: 100, instances: 1}
+		}},
+		{name: "beta version", reason: reasonBeta, prepare: func(f *fixture) request {
+			f.setVersionBeta(f.avID, true)
+			f.addJob("wu", job{})
+			return request{workSecs: 100, instances: 1}
+		}},
+		{name: "CPU opted out", reason: reasonResourcePref, prepare: func(f *fixture) request {
+			f.addJob("wu", job{})
+			f.setPrefs(f.user, "<project_preferences><no_cpu>1</no_cpu></project_preferences>")
+			return request{workSecs: 100, instances: 1}
+		}},
+		{name: "app in-progress limit", reason: reasonAppInProgress, opts: func(o *Options) { o.AppMaxInProgress = map[string]int{"demo": 1} },
+			policy: Policy{AppMaxInProgress: map[string]int{"demo": 1}}, prepare: func(f *fixture) request {
+				f.addJob("wua", job{})
+				f.addJob("wub", job{})
+				host := f.sendTo(1)
+				return request{hostID: host, seqno: 1, workSecs: 1e4, instances: 1, other: []string{"wua_0"}}
+			}},
+		{name: "volunteer's max_jobs", reason: reasonPrefsInProgress, prepare: func(f *fixture) request {
+			f.addJob("wua", job{})
+			f.addJob("wub", job{})
+			f.setPrefs(f.user, "<project_preferences><max_jobs>1</max_jobs></project_preferences>")
+			host := f.sendTo(1)
+			return request{hostID: host, seqno: 1, workSecs: 1e4, instances: 1, other: []string{"wua_0"}}
+		}},
 		{name: "empty cache", reason: reasonNoCachedWork, prepare: func(f *fixture) request {
 			return request{workSecs: 100, instances: 1}
 		}},
@@ -182,7 +217,8 @@ func TestShortfallReasons(t *testing.T) {
 			}
 			// A candidate-level reason is the verdict on some candidate.
 			switch c.reason {
-			case reasonPlatform, reasonInProgressLimit, reasonQuarantined, reasonRPCLimit, reasonNoCachedWork:
+			case reasonPlatform, reasonInProgressLimit, reasonQuarantined, reasonRPCLimit, reasonNoCachedWork, reasonPrefsInProgress,
+				reasonBeta: // beta may be decided in the version choice, before any candidate
 			default:
 				if ex.Rejected[c.reason] == 0 {
 					t.Errorf("Explain: no candidate rejected for %q: %+v", c.reason, ex.Candidates)

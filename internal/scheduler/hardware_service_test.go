@@ -111,6 +111,10 @@ func TestGPUHostGetsCPUAndGPUWork(t *testing.T) {
 	if len(rep.NoRscApps) != 0 {
 		t.Fatalf("no_rsc_apps = %v, want none: the project has apps for both", rep.NoRscApps)
 	}
+	if cpu, gpu := testutil.ToFloat64(f.svc.m.sentBy[[2]string{protocol.ResourceCPU, "benchmark"}]),
+		testutil.ToFloat64(f.svc.m.sentBy[[2]string{protocol.ResourceNVIDIA, "plan_class"}]); cpu != 2 || gpu != float64(n["cuda"]) {
+		t.Fatalf("results_sent_by_resource_total: CPU/benchmark %v, NVIDIA/plan_class %v; want 2 and %d", cpu, gpu, n["cuda"])
+	}
 
 	// Asking far more GPU work than a reply holds, the host still gets CPU
 	// work: the faster GPU does not take every place in the reply.
@@ -142,7 +146,7 @@ func TestMultiThreadedVersion(t *testing.T) {
 	rep := f.rpc(request{ncpus: 4, workSecs: 40})
 	avs := replyVersions(t, rep)
 	mt, ok := avs["mt"]
-	if !ok || len(avs) != 1 || mt.AvgNCPUs != 2 || mt.MaxNCPUs != 2 || mt.Flops != 2e9 || mt.Cmdline != "--nthreads 2" {
+	if !ok || len(avs) != 1 || mt.AvgNCPUs != 2 || mt.MaxNCPUs != 2 || mt.Flops != 2e9 || !strings.HasSuffix(mt.Cmdline, "--nthreads 2") {
 		t.Fatalf("app versions = %+v, want the mt one with 2 CPUs, 2e9, --nthreads 2", rep.AppVersions)
 	}
 	if len(rep.Results) != 4 || rep.Results[0].PlanClass != "mt" {
@@ -175,6 +179,20 @@ func TestPlanClassRefusedHostGetsNone(t *testing.T) {
 	// The demo app has a CPU version; no app has an NVIDIA one it may use.
 	if !slices.Equal(rep.NoRscApps, []string{protocol.ResourceNVIDIA}) {
 		t.Fatalf("no_rsc_apps = %v, want [NVIDIA]", rep.NoRscApps)
+	}
+
+	// taskctl host explain says the same, with the rule, from the GPU the
+	// host row recorded.
+	ex, err := Explain(f.ctx, f.st, ExplainParams{HostID: rep.HostID, Platforms: []string{platformName},
+		Now: f.now.Load(), Policy: Policy{PlanClasses: testPlanClasses(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.WouldSend != 0 || ex.Rejected[reasonPlanClass] != 1 || ex.Short != reasonPlanClass ||
+		!slices.ContainsFunc(ex.PlanClassRefusals["gpuonly"], func(r string) bool {
+			return strings.HasPrefix(r, "cuda: <min_driver_version>")
+		}) {
+		t.Fatalf("explanation = %+v, want the job rejected by the cuda class's min_driver_version", ex)
 	}
 
 	// With a recent driver the same host gets it.
@@ -235,4 +253,32 @@ func (f *fixture) resultID(name string) int64 {
 		f.t.Fatal(err)
 	}
 	return id
+}
+
+// The daily quota per app version: a host gets at most the quota per CPU
+// a day, counted within a request and across requests, with the reason.
+func TestDailyQuotaStopsSends(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(o *Options) { o.DailyResultQuota = 2 })
+	for i := range 6 {
+		f.addJob(fmt.Sprintf("wu%d", i), job{})
+	}
+	rep := f.rpc(request{ncpus: 1, workSecs: 1000})
+	if len(rep.Results) != 2 {
+		t.Fatalf("first request: %d results, want the quota of 2", len(rep.Results))
+	}
+	if got := testutil.ToFloat64(f.svc.m.shortfallBy[reasonDailyQuota]); got != 1 {
+		t.Fatalf("send_shortfall_total{daily_quota} = %v, want 1", got)
+	}
+	rep = f.rpc(request{ncpus: 1, workSecs: 1000, hostID: rep.HostID})
+	if len(rep.Results) != 0 || !strings.Contains(messages(rep), noWorkText[reasonDailyQuota]) {
+		t.Fatalf("same day: results %v, messages %q; want none, with the daily quota's message", resultNames(rep), messages(rep))
+	}
+	// The next day the count starts again.
+	f.now.Add(86400)
+	rep = f.rpc(request{ncpus: 1, workSecs: 1000, hostID: rep.HostID, hasOther: true,
+		other: []string{"wu0_0", "wu1_0"}})
+	if len(rep.Results) != 2 {
+		t.Fatalf("next day: %d results, want 2", len(rep.Results))
+	}
 }

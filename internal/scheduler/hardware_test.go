@@ -31,6 +31,8 @@ const testPlanClassSpec = `<plan_classes>
     <min_ncpus>2</min_ncpus>
     <max_threads>2</max_threads>
     <nthreads_cmdline/>
+    <mem_usage_base_mb>100</mem_usage_base_mb>
+    <mem_usage_per_cpu_mb>50</mem_usage_per_cpu_mb>
   </plan_class>
 </plan_classes>`
 
@@ -155,8 +157,9 @@ func TestChooseUsage(t *testing.T) {
 	req := &protocol.SchedulerRequest{PlatformName: "x86_64-pc-linux-gnu", Coprocs: gpuCoprocs(53518, 100)}
 	ch := cat.choose(req, row.Host{PNCPUs: 4, PFpops: 1e9}, choiceParams{plans: testPlanClasses(t)})
 	mt, cuda := ch.byAV[101], ch.byAV[102]
-	if mt.rsc != 0 || mt.avgNCPUs != 2 || mt.maxNCPUs != 2 || mt.flops != 2e9 || mt.cmdline != "--nthreads 2" {
-		t.Errorf("mt = %+v, want 2 CPUs at 2e9 with --nthreads 2", mt)
+	if mt.rsc != 0 || mt.avgNCPUs != 2 || mt.maxNCPUs != 2 || mt.flops != 2e9 || mt.cmdline != "--memory_size_mb 200 --nthreads 2" ||
+		mt.memBytes != 200<<20 {
+		t.Errorf("mt = %+v, want 2 CPUs at 2e9 with 200 MB and --nthreads 2", mt)
 	}
 	if cuda.rscName != protocol.ResourceNVIDIA || cuda.gpuUsage != 1 || !(cuda.avgNCPUs > 0 && cuda.avgNCPUs < 1) ||
 		!(cuda.flops > 2e9) {
@@ -183,5 +186,55 @@ func TestChooseUsage(t *testing.T) {
 	}
 	if len(got) != 2 {
 		t.Errorf("anonymous builds = %d resources, want 2 (the host has no AMD GPU)", len(got))
+	}
+}
+
+// BenchmarkChoose is the version choice of one request: a host with four
+// CPUs and a GPU, an app with a plain, a two-thread and a CUDA version,
+// and the host's records of two of them.
+func BenchmarkChoose(b *testing.B) {
+	cat := newCatalog(shmcache.Tables{
+		Platforms: []row.Platform{{ID: 1, Name: "x86_64-pc-linux-gnu"}},
+		Apps:      []row.App{{ID: 10, Name: "sim"}},
+		AppVersions: []row.AppVersion{{ID: 100, AppID: 10, VersionNum: 100, PlatformID: 1},
+			{ID: 101, AppID: 10, VersionNum: 100, PlatformID: 1, PlanClass: "mt"},
+			{ID: 102, AppID: 10, VersionNum: 100, PlatformID: 1, PlanClass: "cuda"}},
+	}, 1, testPlanClasses(b))
+	plans := testPlanClasses(b)
+	req := &protocol.SchedulerRequest{PlatformName: "x86_64-pc-linux-gnu", Coprocs: gpuCoprocs(53518, 100)}
+	h := row.Host{PNCPUs: 4, PFpops: 1e9}
+	havs := []row.HostAppVersion{{AppVersionID: 100, EtN: 20, EtMedian: 1e-9}, {AppVersionID: 102, EtN: 3, EtMedian: 1e-10}}
+	b.ReportAllocs()
+	for b.Loop() {
+		cat.choose(req, h, choiceParams{plans: plans, havs: havs, quota: 500, day: 1})
+	}
+}
+
+// A plan class that says how much memory a task uses replaces the job's
+// memory bound: a job bounded above the host's memory goes out with the
+// two-thread version (200 MB), not with the plain one.
+func TestPlanClassMemoryReplacesBound(t *testing.T) {
+	t.Parallel()
+	cat := newCatalog(shmcache.Tables{
+		Platforms: []row.Platform{{ID: 1, Name: "x86_64-pc-linux-gnu"}},
+		Apps:      []row.App{{ID: 10, Name: "sim"}},
+		AppVersions: []row.AppVersion{{ID: 100, AppID: 10, VersionNum: 100, PlatformID: 1},
+			{ID: 101, AppID: 10, VersionNum: 100, PlatformID: 1, PlanClass: "mt"}},
+	}, 1, testPlanClasses(t))
+	req := &protocol.SchedulerRequest{PlatformName: "x86_64-pc-linux-gnu", WorkReqSeconds: 100}
+	e := shmcache.Entry{ResultID: 1, WorkunitID: 1, AppID: 10, RscFpopsEst: 1e10, RscMemoryBound: 2e9, DelayBound: 86400}
+	for _, tt := range []struct {
+		ncpus  int
+		wantAV int64
+		want   string
+	}{{ncpus: 2, wantAV: 101}, {ncpus: 1, want: reasonMemory}} {
+		h := row.Host{PNCPUs: tt.ncpus, PFpops: 1e9, MNbytes: 1e9}
+		ch := cat.choose(req, h, choiceParams{plans: testPlanClasses(t)})
+		w := &walk{host: h, cat: cat, ch: ch, q: newHostQueue(0, h, req, ch.rsc, 10, ch.quota),
+			skipJob: map[int64]bool{}, hrBound: map[int64]bool{}}
+		v, _, why := w.check(e)
+		if why != tt.want || v.av.ID != tt.wantAV {
+			t.Errorf("%d CPUs: check = version %d, %q; want %d, %q", tt.ncpus, v.av.ID, why, tt.wantAV, tt.want)
+		}
 	}
 }

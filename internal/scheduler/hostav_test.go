@@ -48,3 +48,22 @@ func TestDailyQuotaBookkeeping(t *testing.T) {
 		t.Errorf("after 2 errors and a success: row %+v, want quota %d, 2 errors, streak 0, still 3 jobs today", h, quota-2)
 	}
 }
+
+// TestHostAppVersionsFromTheAuthRead: the rows read with the user serve
+// the request when they are of its host; otherwise they are read.
+func TestHostAppVersionsFromTheAuthRead(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.addJob("a", job{})
+	host := f.sendTo(1)
+	stale := []row.HostAppVersion{{HostID: host, AppVersionID: 99}}
+	x := &rpc{host: row.Host{ID: host}, preHeldOf: host, preHAV: stale}
+	if got, err := f.svc.hostAppVersions(f.ctx, x); err != nil || len(got) != 1 || got[0].AppVersionID != 99 {
+		t.Errorf("with the auth read's rows of the host: %+v, %v; want those rows", got, err)
+	}
+	x = &rpc{host: row.Host{ID: host}, preHeldOf: host + 1, preHAV: stale}
+	if got, err := f.svc.hostAppVersions(f.ctx, x); err != nil || len(got) != 1 || got[0].AppVersionID != f.avID ||
+		got[0].NJobsToday != 1 {
+		t.Errorf("auth read of another host: %+v, %v; want the host's own row (version %d, 1 job today)", got, err, f.avID)
+	}
+}

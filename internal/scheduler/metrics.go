@@ -3,6 +3,9 @@ package scheduler
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/taskserver/taskserver/internal/hostav"
+	"github.com/taskserver/taskserver/internal/protocol"
+
 	"github.com/taskserver/taskserver/internal/daemon"
 )
 
@@ -81,6 +84,28 @@ type Metrics struct {
 	stageWait      *prometheus.HistogramVec
 	trickleUps     *prometheus.CounterVec
 	trickleDowns   prometheus.Counter
+	// sentBy counts results sent by resource and by where the estimate of
+	// their runtime came from (hostav.Source), resolved once.
+	sentBy map[[2]string]prometheus.Counter
+}
+
+// sentResources are the resource labels of results_sent_by_resource_total;
+// any other coprocessor (a volunteer names it) is "other".
+var sentResources = []string{protocol.ResourceCPU, protocol.ResourceNVIDIA, protocol.ResourceAMD, protocol.ResourceIntel,
+	protocol.ResourceApple, "other"}
+
+// sentEstimates are its estimate labels.
+var sentEstimates = []hostav.Source{hostav.SourceHost, hostav.SourcePlanClass, hostav.SourceBenchmark, hostav.SourceDefault}
+
+// countSent counts a result sent with v.
+func (m *Metrics) countSent(v *version) {
+	c, ok := m.sentBy[[2]string{v.resource(), string(v.source)}]
+	if !ok {
+		c, ok = m.sentBy[[2]string{"other", string(v.source)}]
+	}
+	if ok {
+		c.Inc()
+	}
 }
 
 // NewMetrics registers the scheduler's domain metrics on reg.
@@ -163,6 +188,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range []string{"true", "false"} {
 		m.arSends.WithLabelValues(r)
 	}
+	sentBy := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: daemon.Namespace, Subsystem: sub,
+		Name: "results_sent_by_resource_total", Help: "Results sent for the first time, by the resource they run on (CPU, NVIDIA, ATI, intel_gpu, apple_gpu, other) and where their runtime estimate came from (host: the host's own rate for the version; plan_class: the plan class's projection; benchmark; default)."},
+		[]string{"resource", "estimate"})
+	m.sentBy = map[[2]string]prometheus.Counter{}
+	for _, r := range sentResources {
+		for _, e := range sentEstimates {
+			m.sentBy[[2]string{r, string(e)}] = sentBy.WithLabelValues(r, string(e))
+		}
+	}
+	reg.MustRegister(sentBy)
 	reg.MustRegister(m.requests, m.duration, m.resultsSent, m.resultsResent, m.resultsReported, m.noWork, m.shortfall, m.claims, m.resultsAborted,
 		m.arSends, m.lateReports, m.detached, m.commitBatch, m.readBatch, m.stageWait, m.trickleUps, m.trickleDowns)
 	return m

@@ -201,9 +201,21 @@ func (q *hostQueue) restore() {
 // fits returns "" if the job fits the host's memory and disk, or the
 // reason it does not (one of the no_work reasons).
 func (q *hostQueue) fits(e shmcache.Entry) string {
-	if q.memory > 0 && finitePositive(e.RscMemoryBound) && e.RscMemoryBound > q.memory {
+	return cmpOrStr(q.fitsMemory(e.RscMemoryBound), q.fitsDisk(e))
+}
+
+// fitsMemory returns "" if a task needing bound bytes of memory fits the
+// host's, else reasonMemory.
+func (q *hostQueue) fitsMemory(bound float64) string {
+	if q.memory > 0 && finitePositive(bound) && bound > q.memory {
 		return reasonMemory
 	}
+	return ""
+}
+
+// fitsDisk returns "" if the job fits the host's free disk, else
+// reasonDisk.
+func (q *hostQueue) fitsDisk(e shmcache.Entry) string {
 	if q.disk > 0 && finitePositive(e.RscDiskBound) && e.RscDiskBound > q.disk {
 		return reasonDisk
 	}

@@ -130,8 +130,9 @@ func (s *Service) sendWork(ctx context.Context, x *rpc) error {
 	} else {
 		p := choiceParams{plans: s.opts.PlanClasses, rand: s.deps.Rand, beta: prefs.AllowBeta, quota: s.opts.DailyResultQuota,
 			gpuQuota: s.opts.GPUQuotaMultiplier, day: hostav.Day(x.now)}
-		if x.preHeldOf == x.host.ID {
-			p.havs = x.preHAV
+		var err error
+		if p.havs, err = s.hostAppVersions(ctx, x); err != nil {
+			return err
 		}
 		ch = cat.choose(req, x.host, p)
 		rsc = ch.rsc
@@ -379,6 +380,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 					c.Release(cd.cl)
 					s.m.claims.WithLabelValues(claimOK).Inc()
 					s.m.resultsSent.Inc()
+					s.m.countSent(&cd.v)
 					if cd.v.app.AdaptiveReplication {
 						s.m.arSends.WithLabelValues(strconv.FormatBool(cd.replicate)).Inc()
 					}

@@ -35,6 +35,7 @@ type Store interface {
 	ResultListByIDs(ctx context.Context, ids []int64) ([]row.Result, error)
 	ResultListByNames(ctx context.Context, names []string) ([]store.ResultByName, error)
 	ResultListHostInProgress(ctx context.Context, hostID int64, limit int) ([]store.HostResult, error)
+	HostAppVersionListByHost(ctx context.Context, hostID int64) ([]row.HostAppVersion, error)
 	ResultDetachHost(ctx context.Context, hostID, now int64) (int, error)
 	SchedulerCommit(ctx context.Context, b store.SchedBatch) (store.SchedOutcome, error)
 	UserHostGet(ctx context.Context, auth string, hostID int64) (row.User, row.Host, bool, error)
@@ -422,8 +423,12 @@ type rpc struct {
 	// the user: held when that host turns out to be the request's.
 	preHeld   []store.HostResult
 	preHeldOf int64
-	// preHAV are host preHeldOf's host_app_version rows, read with it.
+	// preHAV is host preHeldOf's host_app_version rows, read with preHeld.
 	preHAV []row.HostAppVersion
+	// havs is the request's host's host_app_version rows once
+	// hostAppVersions has them (havsRead).
+	havs     []row.HostAppVersion
+	havsRead bool
 	// The request's writes, committed with its first sends.
 	reports   []pendingReport
 	hostWrite *store.SchedHost
@@ -525,7 +530,7 @@ func (s *Service) authenticate(ctx context.Context, x *rpc) (u row.User, h row.H
 		return u, h, false, false, fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	if subtle.ConstantTimeCompare([]byte(u.Authenticator), []byte(auth)) != 1 {
-		x.preHeld, x.preHeldOf = nil, 0
+		x.preHeld, x.preHeldOf, x.preHAV = nil, 0, nil
 		return row.User{}, row.Host{}, false, false, nil
 	}
 	return u, h, hostFound, true, nil

@@ -265,3 +265,85 @@ received_time = 4600 WHERE workunitid = ?`, av, elapsed, f.wuID)
 		t.Errorf("valid result after the error: %+v; want quota %d, streak 1, 6 samples", h, quota)
 	}
 }
+
+// TestHostAppVersionWritersLoseNothing: validators' verdicts, reported
+// errors and sends land on one host_app_version row at once; every count
+// each writer adds is there at the end, and nothing deadlocks for good.
+func TestHostAppVersionWritersLoseNothing(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := context.Background()
+	users, hosts := volunteers(t, st, "w", 1)
+	user, host := users[0], hosts[0]
+	const av, quota, n = 7, 20, 8
+	hostRow, err := st.HostGet(ctx, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var validations []store.WorkunitValidateParams
+	var reports []store.SchedReport
+	var sends []store.SchedSend
+	for i := range n {
+		f := newValidateFixture(t, st, fmt.Sprintf("v%d", i), 1, users, hosts)
+		storetest.Exec(t, st, `UPDATE workunit SET rsc_fpops_est = 1e12 WHERE id = ?`, f.wuID)
+		storetest.Exec(t, st, `UPDATE result SET app_version_id = ?, elapsed_time = ? WHERE id = ?`, av, 1000+i, f.results[0].ID)
+		validations = append(validations, store.WorkunitValidateParams{ID: f.wuID, Now: vt0, DailyResultQuota: quota,
+			CanonicalResultID: f.results[0].ID, CanonicalCredit: 1, Results: []store.ResultValidation{{ID: f.results[0].ID,
+				UserID: user, HostID: host, ValidateState: state.ValidateValid, Outcome: state.OutcomeSuccess, GrantedCredit: 1}}})
+
+		wu := storetest.Job(t, st, storetest.JobOptions{CreateTime: 1, App: 1, Name: fmt.Sprintf("e%d", i),
+			TransitionTime: state.NoTransition}).ID
+		r := storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: 1, Job: wu, ServerState: state.ServerInProgress,
+			Host: host, User: user, SentTime: 10, AppVersionID: av, Name: fmt.Sprintf("e%d_0", i)}).ID
+		reports = append(reports, store.SchedReport{ResultID: r, WorkunitID: wu, HostID: host,
+			Outcome: state.OutcomeClientError, Now: vt0})
+
+		wu = storetest.Job(t, st, storetest.JobOptions{CreateTime: 1, App: 1, Name: fmt.Sprintf("s%d", i),
+			TransitionTime: state.NoTransition, DelayBound: 100}).ID
+		r = storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: 1, Job: wu, ServerState: state.ServerUnsent,
+			Name: fmt.Sprintf("s%d_0", i)}).ID
+		sends = append(sends, store.SchedSend{ResultID: r, WorkunitID: wu, HostID: host, UserID: user, AppVersionID: av,
+			ReportDeadline: vt0 + 100, Now: vt0})
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*n)
+	for i := range n {
+		wg.Go(func() {
+			if err := st.WorkunitValidate(ctx, validations[i]); err != nil {
+				errs <- fmt.Errorf("validate: %w", err)
+			}
+		})
+		wg.Go(func() {
+			out, err := st.SchedulerCommit(ctx, store.SchedBatch{DailyResultQuota: quota,
+				Reports: reports[i : i+1], Hosts: []store.SchedHost{{Host: hostRow}}})
+			if err == nil {
+				err = out.Reports[0].Err
+			}
+			if err != nil {
+				errs <- fmt.Errorf("report: %w", err)
+			}
+		})
+		wg.Go(func() {
+			out, err := st.SchedulerCommit(ctx, store.SchedBatch{DailyResultQuota: quota, Sends: sends[i : i+1]})
+			if err == nil {
+				err = out.Sends[0]
+			}
+			if err != nil {
+				errs <- fmt.Errorf("send: %w", err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	h := hav(t, st, host, av)
+	if h.EtN != n || h.NValid != n || h.NErrors != n || h.NJobsToday != n || h.Day != hostav.Day(vt0) {
+		t.Errorf("after %d verdicts, errors and sends at once: row %+v; want et_n, n_valid, n_errors, n_jobs_today all %d",
+			n, h, n)
+	}
+	if h.MaxJobsPerDay < 1 || h.MaxJobsPerDay > quota {
+		t.Errorf("max_jobs_per_day %d, want within 1..%d", h.MaxJobsPerDay, quota)
+	}
+}

@@ -41,7 +41,8 @@ func TestProjectPrefsAndBeta(t *testing.T) {
 
 	u := storetest.User(t, st, storetest.UserOptions{CreateTime: 1, Authenticator: "k"})
 	storetest.Exec(t, st, `UPDATE user SET project_prefs = NULL WHERE id = ?`, u.ID)
-	got, _, _, _, err := st.UserHostHeldGet(ctx, "k", 0, 10)
+	f, err := st.UserHostHeldGet(ctx, "k", 0, 10)
+	got := f.User
 	if err != nil || got.ProjectPrefs != "" {
 		t.Fatalf("UserHostHeldGet with NULL project_prefs = %q, %v; want \"\", nil", got.ProjectPrefs, err)
 	}
@@ -49,7 +50,8 @@ func TestProjectPrefsAndBeta(t *testing.T) {
 	if err := st.UserSetProjectPrefs(ctx, u.ID, doc); err != nil {
 		t.Fatal(err)
 	}
-	got, _, _, _, err = st.UserHostHeldGet(ctx, "k", 0, 10)
+	f, err = st.UserHostHeldGet(ctx, "k", 0, 10)
+	got = f.User
 	if err != nil || got.ProjectPrefs != doc {
 		t.Errorf("UserHostHeldGet after UserSetProjectPrefs = %q, %v; want %q", got.ProjectPrefs, err, doc)
 	}

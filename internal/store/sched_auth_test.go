@@ -119,6 +119,9 @@ func BenchmarkUserHostHeldGet(b *testing.B) {
 			id := storetest.Instance(b, st, storetest.InstanceOptions{CreateTime: 1, Job: wu, ServerState: state.ServerInProgress,
 				Name: "wu_0", XMLDocIn: strings.Repeat("x", 300)}).ID
 			storetest.Exec(b, st, `UPDATE result SET hostid = ? WHERE id = ?`, hid, id)
+			// Three versions learnt: a CPU, a GPU and a multi-threaded one.
+			storetest.Exec(b, st, `INSERT INTO host_app_version (host_id, app_version_id, et_n, et_avg, et_median)
+VALUES (?, 1, 40, 1.1e-9, 1e-9), (?, 2, 40, 1.1e-11, 1e-11), (?, 3, 40, 3.1e-10, 3e-10)`, hid, hid, hid)
 			m := storetest.NewMeter(b, st.DB().DB)
 			b.SetParallelism(8)
 			b.StopTimer()

@@ -79,3 +79,15 @@ func (s *Store) UserSetProjectPrefs(ctx context.Context, id int64, prefs string)
 	_, err := s.UserGet(ctx, id)
 	return err
 }
+
+const userListByName = `SELECT ` + userColumns + ` FROM user WHERE name = ? ORDER BY id LIMIT ?`
+
+// UserListByName returns up to limit users called name (names are not
+// unique), in id order.
+func (s *Store) UserListByName(ctx context.Context, name string, limit int) ([]row.User, error) {
+	var out []row.User
+	if err := s.db.SelectContext(ctx, &out, userListByName, name, limit); err != nil {
+		return nil, fmt.Errorf("list users named %q: %w", name, err)
+	}
+	return out, nil
+}

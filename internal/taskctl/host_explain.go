@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/scheduler"
 	"github.com/taskserver/taskserver/internal/scheduler/limits"
@@ -31,6 +33,8 @@ const (
 	flagAppMaxInProgress    = "app-max-in-progress"
 	flagARTrustValid        = "ar-trust-valid"
 	flagQuarantineStreak    = "quarantine-streak"
+	flagDailyResultQuota    = "daily-result-quota"
+	flagGPUQuotaMultiplier  = "gpu-quota-multiplier"
 )
 
 func (t *tool) hostCommand() *cli.Command {
@@ -68,9 +72,14 @@ func (t *tool) hostCommand() *cli.Command {
 					Usage: "the scheduler's valid results in a row that make a host trusted"},
 				&cli.IntFlag{Name: flagQuarantineStreak, Value: 5, EnvVars: env(flagQuarantineStreak),
 					Usage: "the scheduler's error streak that quarantines a host (0: off)"},
+				&cli.IntFlag{Name: flagDailyResultQuota, Value: 500, EnvVars: env(flagDailyResultQuota),
+					Usage: "the scheduler's daily quota of jobs per app version, per CPU or GPU (0: none)"},
+				&cli.IntFlag{Name: flagGPUQuotaMultiplier, Value: 1, EnvVars: env(flagGPUQuotaMultiplier),
+					Usage: "the scheduler's multiplier of the daily quota per GPU"},
+				config.PlanClassSpecFlag(),
 			},
 			Action: t.hostExplain,
-		}, t.hostShowCommand()},
+		}, t.hostShowCommand(), hostAppVersionsCommand(t.hostAppVersions)},
 	}
 }
 
@@ -94,7 +103,13 @@ func (t *tool) hostExplain(c *cli.Context) error {
 				QuarantineStreak:    c.Int(flagQuarantineStreak),
 				MaxInProgressPerGPU: c.Int(flagMaxInProgressPerGPU),
 				AppMaxInProgress:    appMax,
+				DailyResultQuota:    c.Int(flagDailyResultQuota),
+				GPUQuotaMultiplier:  c.Int(flagGPUQuotaMultiplier),
 			},
+		}
+		if p.Policy.PlanClasses, err = planclass.Load(cfg.Path(c.String(config.FlagPlanClassSpec)),
+			c.IsSet(config.FlagPlanClassSpec)); err != nil {
+			return fmt.Errorf("--%s: %w", config.FlagPlanClassSpec, err)
 		}
 		if p.WorkSeconds < 0 || p.Instances < 0 || p.Candidates < 1 {
 			return errors.New("host explain: --seconds and --instances must not be negative, --candidates must be at least 1")
@@ -169,6 +184,15 @@ func (t *tool) printExplanation(ex scheduler.Explanation, h row.Host, source str
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		t.printf("\n")
+	}
+	if len(ex.PlanClassRefusals) > 0 {
+		apps := slices.Sorted(maps.Keys(ex.PlanClassRefusals))
+		for _, a := range apps {
+			for _, r := range ex.PlanClassRefusals[a] {
+				t.printf("app %s: plan class %s\n", a, r)
+			}
 		}
 		t.printf("\n")
 	}

@@ -2,6 +2,7 @@ package taskctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/projectprefs"
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -35,7 +37,7 @@ func (t *tool) userPrefsCommand() *cli.Command {
 			"project-specific settings, venues) is kept. The scheduler applies the change from the volunteer's next\n" +
 			"request, and sends the document to the client, which then stops asking for work for the processor types\n" +
 			"opted out of.",
-		ArgsUsage: "EMAIL",
+		ArgsUsage: "EMAIL|NAME",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "apps", Usage: "the apps the volunteer runs, by name, comma-separated (\"\": every app)"},
 			&cli.BoolFlag{Name: "allow-other-apps", Usage: "send other apps when the selected ones have no work (<allow_non_preferred_apps>; =false to stop)"},
@@ -47,23 +49,23 @@ func (t *tool) userPrefsCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-cpus", Usage: "most CPUs counted for each of the volunteer's hosts (<max_cpus>; 0: all)"},
 		},
 		Action: func(c *cli.Context) error {
-			if err := oneArg(c, "the account's e-mail address"); err != nil {
+			if err := oneArg(c, "the account's e-mail address or name"); err != nil {
 				return err
 			}
-			email := strings.TrimSpace(c.Args().First())
+			who := strings.TrimSpace(c.Args().First())
 			for _, f := range []string{"max-jobs", "max-cpus"} {
 				if c.Int(f) < 0 {
 					return fmt.Errorf("--%s %d: want 0 (none) or more", f, c.Int(f))
 				}
 			}
 			return t.withStore(c, false, func(ctx context.Context, st *store.Store, _ config.Common) error {
-				u, err := st.UserGetByEmail(ctx, email)
+				u, err := userByEmailOrName(ctx, st, who)
 				if err != nil {
-					return fmt.Errorf("user <%s>: %w", email, err)
+					return err
 				}
 				p, err := projectprefs.Parse(string(u.ProjectPrefs), "")
 				if err != nil {
-					return fmt.Errorf("user <%s>: stored preferences: %w (fix the document; nothing changed)", email, err)
+					return fmt.Errorf("user %d <%s>: stored preferences: %w (fix the document; nothing changed)", u.ID, u.EmailAddr, err)
 				}
 				changed, err := applyPrefsFlags(ctx, c, st, &p)
 				if err != nil {
@@ -183,4 +185,23 @@ func (t *tool) printPrefs(ctx context.Context, st *store.Store, doc string, p pr
 		t.printf("document:\n%s\n", strings.TrimSpace(doc))
 	}
 	return nil
+}
+
+// userByEmailOrName finds an account by its e-mail address or, failing
+// that, by its name when exactly one account has it.
+func userByEmailOrName(ctx context.Context, st *store.Store, who string) (row.User, error) {
+	u, err := st.UserGetByEmail(ctx, strings.ToLower(who))
+	if err == nil || !errors.Is(err, store.ErrNotFound) {
+		return u, err
+	}
+	us, err := st.UserListByName(ctx, who, 2)
+	switch {
+	case err != nil:
+		return row.User{}, err
+	case len(us) == 0:
+		return row.User{}, fmt.Errorf("user %q: no account has this e-mail address or name: %w", who, store.ErrNotFound)
+	case len(us) > 1:
+		return row.User{}, fmt.Errorf("user %q: several accounts have this name; give the e-mail address", who)
+	}
+	return us[0], nil
 }

@@ -2,11 +2,13 @@ package taskctl_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/projectprefs"
 	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
@@ -69,6 +71,16 @@ func TestUserPrefs(t *testing.T) {
 	if p.AllowBeta || !p.AllowNonSelected || len(p.Apps) != 2 || len(p.NoResource) != 1 || p.NoResource[0] != protocol.ResourceCPU ||
 		!strings.Contains(string(u.ProjectPrefs), "<color>red</color>") {
 		t.Fatalf("after --beta=false --no-gpu none --no-cpu: %+v\n%s", p, u.ProjectPrefs)
+	}
+	if out := b.mustRun(t, "user", "prefs", "Ann"); !strings.Contains(out, "not_used: CPU\n") {
+		t.Fatalf("user prefs by name = %q, want Ann's preferences", out)
+	}
+	b.mustRun(t, "user", "create", "--email", "ann2@example.org", "--name", "Ann")
+	if _, _, err := b.run(t, "user", "prefs", "Ann"); err == nil || !strings.Contains(err.Error(), "several accounts") {
+		t.Fatalf("user prefs by a name two accounts have = %v, want an error", err)
+	}
+	if _, _, err := b.run(t, "user", "prefs", "nobody"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("user prefs of no account = %v, want ErrNotFound", err)
 	}
 	if _, _, err := b.run(t, "user", "prefs", "--apps", "nosuch", "ann@example.org"); err == nil {
 		t.Fatal("user prefs --apps with an unknown app succeeded, want an error")

@@ -25,6 +25,7 @@ func TestConfigValidate(t *testing.T) {
 		{"mod", func(c *validator.Config) { c.Mod = 0 }, "--mod 0: want at least 1"},
 		{"mod index", func(c *validator.Config) { c.Mod, c.ModIndex = 3, 3 }, "--mod-index 3: want 0 <= mod-index < mod (3)"},
 		{"batch", func(c *validator.Config) { c.Batch = 0 }, "--batch 0: want at least 1"},
+		{"daily result quota", func(c *validator.Config) { c.DailyResultQuota = -1 }, "--daily-result-quota -1: want 0 (none) or more"},
 	}
 	for _, tc := range cases {
 		cfg := valid
