@@ -145,24 +145,7 @@ var (
 // (then a missing client or app is a failure). `make test-client` installs
 // the client, builds the app and runs it.
 func TestRealBOINCClient(t *testing.T) {
-	required := os.Getenv("TASKSERVER_REAL_CLIENT") == "1"
-	boinc, err := exec.LookPath("boinc")
-	if err != nil {
-		if required {
-			t.Fatalf("TASKSERVER_REAL_CLIENT=1 but the BOINC client is not on PATH (%v); install it with: make test-client", err)
-		}
-		t.Skip("real BOINC client test skipped: `boinc` is not on PATH (run `make test-client`, which installs boinc-client, or set TASKSERVER_REAL_CLIENT=1)")
-	}
-	if testing.Short() && !required {
-		t.Skip("real BOINC client test skipped in -short mode")
-	}
-	app, err := boincapp.Path()
-	if err != nil {
-		if required {
-			t.Fatalf("TASKSERVER_REAL_CLIENT=1 but %v", err)
-		}
-		t.Skipf("real BOINC client test skipped: %v", err)
-	}
+	boinc, app := realClientPrereqs(t)
 	bin := buildPrograms(t)
 	rp := newRealProject(t, bin)
 	rp.app = app
@@ -244,6 +227,16 @@ type realProject struct {
 	daemons   []*realProc
 	clients   []*realProc
 	stopped   bool
+	// ccOptions holds, by client, extra elements for the <options> of its
+	// cc_config.xml (a coprocessor, a CPU count).
+	ccOptions map[int]string
+	// noUpThrottle starts client0 without the upload limit that
+	// restartDuringUpload needs.
+	noUpThrottle bool
+	// useCoprocs lists the clients started without --no_gpus, which
+	// makes a client exclude every coprocessor, those declared in
+	// cc_config.xml too.
+	useCoprocs map[int]bool
 }
 
 type realUser struct {
@@ -388,29 +381,46 @@ func realClientRoundsOf(job string) int64 {
 	return realClientRounds
 }
 
+// realDaemon is one daemon process to start: name names its log; program
+// is the daemon's binary ("" for name).
+type realDaemon struct {
+	name, program string
+	args          []string
+}
+
+// listenAddr returns a free loopback address for a daemon's --listen.
+func (rp *realProject) listenAddr() string {
+	return fmt.Sprintf("127.0.0.1:%d", realFreePort(rp.t))
+}
+
 // startDaemons starts every daemon on the project. db_purge keeps finished
 // jobs for an hour so the test can still read them.
 func (rp *realProject) startDaemons() {
-	t := rp.t
-	listen := func() string { return fmt.Sprintf("127.0.0.1:%d", realFreePort(t)) }
-	steps := []struct {
-		name string
-		args []string
-	}{
-		{"feeder", []string{"--listen", listen(), "--sleep", "200ms", "--tables-interval", "1s"}},
-		{"scheduler", []string{"--addr", rp.schedAdr, "--listen", listen(), "--url-base", rp.urlBase, "--project-name", "Real client test",
+	listen := rp.listenAddr
+	rp.startDaemonList([]realDaemon{
+		{name: "feeder", args: []string{"--listen", listen(), "--sleep", "200ms", "--tables-interval", "1s"}},
+		{name: "scheduler", args: []string{"--addr", rp.schedAdr, "--listen", listen(), "--url-base", rp.urlBase, "--project-name", "Real client test",
 			"--request-delay", realClientReqDelay.String()}},
-		{"transitioner", []string{"--listen", listen(), "--sleep", "300ms"}},
-		{"validator", []string{"--listen", listen(), "--sleep", "300ms"}},
-		{"assimilator", []string{"--listen", listen(), "--sleep", "300ms", "--results-dir", "results"}},
-		{"file_deleter", []string{"--listen", listen(), "--sleep", "500ms"}},
-		{"trickle_handler", []string{"--listen", listen(), "--sleep", "300ms", "--handler-cmd", rp.trickleEchoCommand()}},
-		{"db_purge", []string{"--listen", listen(), "--sleep", "1s", "--archive-dir", "archives", "--min-age", "1h"}},
-	}
-	for _, s := range steps {
-		p := rp.start(s.name, filepath.Join(rp.bin, s.name), "", append([]string{"--config", rp.config}, s.args...)...)
+		{name: "transitioner", args: []string{"--listen", listen(), "--sleep", "300ms"}},
+		{name: "validator", args: []string{"--listen", listen(), "--sleep", "300ms"}},
+		{name: "assimilator", args: []string{"--listen", listen(), "--sleep", "300ms", "--results-dir", "results"}},
+		{name: "file_deleter", args: []string{"--listen", listen(), "--sleep", "500ms"}},
+		{name: "trickle_handler", args: []string{"--listen", listen(), "--sleep", "300ms", "--handler-cmd", rp.trickleEchoCommand()}},
+		{name: "db_purge", args: []string{"--listen", listen(), "--sleep", "1s", "--archive-dir", "archives", "--min-age", "1h"}},
+	})
+}
+
+// startDaemonList starts daemons in order, waiting for the feeder's cache
+// and the scheduler's port.
+func (rp *realProject) startDaemonList(daemons []realDaemon) {
+	for _, s := range daemons {
+		program := s.program
+		if program == "" {
+			program = s.name
+		}
+		p := rp.start(s.name, filepath.Join(rp.bin, program), "", append([]string{"--config", rp.config}, s.args...)...)
 		rp.daemons = append(rp.daemons, p)
-		switch s.name {
+		switch program {
 		case "feeder":
 			shm := rp.configValue("shm-path")
 			rp.waitFor(p, "its cache file", func() bool { _, err := os.Stat(shm); return err == nil })
@@ -438,6 +448,19 @@ printf '` + realClientTrickleEcho + ` %s from %s\n' "$TASKSERVER_TRICKLE_ID" "$T
 		rp.t.Fatalf("write the trickle handler's command: %v", err)
 	}
 	return path
+}
+
+// addConfig appends key: value to the project configuration, read by every
+// program that has the flag.
+func (rp *realProject) addConfig(key, value string) {
+	f, err := os.OpenFile(rp.config, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		rp.t.Fatalf("open project config: %v", err)
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "%s: %q\n", key, value); err != nil {
+		rp.t.Fatalf("write project config: %v", err)
+	}
 }
 
 func (rp *realProject) configValue(key string) string {
@@ -500,7 +523,7 @@ func (rp *realProject) startClient(boinc string, i int) {
 	}
 	master := rp.urlBase + "/"
 	upLimit := 0 // none
-	if i == 0 {
+	if i == 0 && !rp.noUpThrottle {
 		upLimit = realClientUpThrottle // until restartDuringUpload
 	}
 	files := map[string]string{
@@ -519,7 +542,7 @@ func (rp *realProject) startClient(boinc string, i int) {
 </log_flags>
 <options>
 <no_info_fetch>1</no_info_fetch>
-</options>
+` + rp.ccOptions[i] + `</options>
 </cc_config>
 `,
 		"global_prefs_override.xml": realClientPrefs(upLimit),
@@ -537,8 +560,11 @@ func (rp *realProject) startClient(boinc string, i int) {
 // runClient starts client i on its data directory.
 func (rp *realProject) runClient(boinc string, i int) *realProc {
 	u := rp.users[i]
-	return rp.start(fmt.Sprintf("client%d", i), boinc, u.dataDir,
-		"--dir", u.dataDir, "--gui_rpc_port", strconv.Itoa(u.guiPort), "--no_gpus", "--skip_cpu_benchmarks")
+	args := []string{"--dir", u.dataDir, "--gui_rpc_port", strconv.Itoa(u.guiPort), "--skip_cpu_benchmarks"}
+	if !rp.useCoprocs[i] {
+		args = append(args, "--no_gpus")
+	}
+	return rp.start(fmt.Sprintf("client%d", i), boinc, u.dataDir, args...)
 }
 
 // realClientPrefs are the volunteer's preferences: compute always,
