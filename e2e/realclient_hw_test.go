@@ -28,36 +28,36 @@ import (
 // --trickle-wait, with no trickle handler to answer) rather than compute,
 // so a virtual CPU costs the machine nothing and timings are wall-clock.
 const (
-	hwTimeout  = 6 * time.Minute
-	hwPoll     = time.Second
-	hwNudge    = 10 * time.Second // a volunteer's "Update" this often once the late quota job is in
-	hwCoproc   = "miner_asic"
-	hwAppAsic  = "asic"
-	hwAppMT    = "mt"
-	hwAppQuota = "quota"
-	// hwDailyQuota is the scheduler's and validator's --daily-result-quota:
+	rcHWTimeout  = 6 * time.Minute
+	rcHWPoll     = time.Second
+	rcHWNudge    = 10 * time.Second // a volunteer's "Update" this often once the late quota job is in
+	rcHWCoproc   = "miner_asic"
+	rcHWAppAsic  = "asic"
+	rcHWAppMT    = "mt"
+	rcHWAppQuota = "quota"
+	// rcHWDailyQuota is the scheduler's and validator's --daily-result-quota:
 	// one error takes a host from 2 to 1 job a day.
-	hwDailyQuota = 2
-	// hwAsicJobs fit client0's first day: a quota of hwDailyQuota per
+	rcHWDailyQuota = 2
+	// rcHWAsicJobs fit client0's first day: a quota of rcHWDailyQuota per
 	// instance of its one coprocessor (BOINC itself scales an "other"
 	// coprocessor's quota by the CPUs, which allows more), and valid
 	// results raise it no higher.
-	hwAsicJobs = 2
-	hwMTJobs   = 2
-	// hwSlowWait is how long the quota app's good jobs run (seconds): long
+	rcHWAsicJobs = 2
+	rcHWMTJobs   = 2
+	// rcHWSlowWait is how long the quota app's good jobs run (seconds): long
 	// enough that the failing job sent with them is reported, the quota
 	// seen at one and the late job refused before any of them is (some
 	// 15 s on an idle machine).
-	hwSlowWait  = 45
-	hwFailJob   = "quota_fail"
-	hwSlowJob   = "quota_slow_"
-	hwAfterJob  = "quota_after"
-	hwSlowJobs  = 2
-	hwMTThreads = 2
+	rcHWSlowWait  = 45
+	rcHWFailJob   = "quota_fail"
+	rcHWSlowJob   = "quota_slow_"
+	rcHWAfterJob  = "quota_after"
+	rcHWSlowJobs  = 2
+	rcHWMTThreads = 2
 )
 
-// hwPlanClasses is the project's plan_class_spec.xml.
-var hwPlanClasses = fmt.Sprintf(`<plan_classes>
+// rcHWPlanClasses is the project's plan_class_spec.xml.
+var rcHWPlanClasses = fmt.Sprintf(`<plan_classes>
 <plan_class>
     <name>asic</name>
     <gpu_type>%s</gpu_type>
@@ -74,17 +74,17 @@ var hwPlanClasses = fmt.Sprintf(`<plan_classes>
     <min_ncpus>3</min_ncpus>
 </plan_class>
 </plan_classes>
-`, hwCoproc, hwMTThreads, hwMTThreads)
+`, rcHWCoproc, rcHWMTThreads, rcHWMTThreads)
 
-// hwCCOptions are the clients' cc_config.xml options: client0 has a
+// rcHWCCOptions are the clients' cc_config.xml options: client0 has a
 // "miner_asic" coprocessor (BOINC's "other" coprocessors: lib/cc_config.cpp
 // reads <coproc> in <options> with lib/coproc.cpp's COPROC::parse) and two
 // CPUs; client1 no coprocessor and four CPUs (<ncpus> makes the client act
 // as if it had that many, and report them as p_ncpus).
-var hwCCOptions = map[int]string{
+var rcHWCCOptions = map[int]string{
 	0: `<ncpus>2</ncpus>
 <coproc>
-    <type>` + hwCoproc + `</type>
+    <type>` + rcHWCoproc + `</type>
     <count>1</count>
     <peak_flops>1e11</peak_flops>
     <device_nums>0</device_nums>
@@ -114,11 +114,11 @@ func TestRealBOINCClientHardware(t *testing.T) {
 	rp := newRealProject(t, bin)
 	rp.app = app
 	rp.noUpThrottle = true
-	rp.ccOptions = hwCCOptions
+	rp.ccOptions = rcHWCCOptions
 	rp.useCoprocs = map[int]bool{0: true}
 	defer rp.stopAll()
 
-	hw := &hwRun{rp: rp, taskRes: map[string]map[string]bool{}}
+	hw := &rcHWRun{rp: rp, taskRes: map[string]map[string]bool{}}
 	hw.setup()
 	hw.startDaemons()
 	hw.start = time.Now()
@@ -126,12 +126,12 @@ func TestRealBOINCClientHardware(t *testing.T) {
 	// told is why it gets none of them. (rp.clients is in start order.)
 	rp.startClient(boinc, 1)
 	hw.told = hw.firstReply(1)
-	t.Logf("%4.0fs client1, asking for CPU work while only %s jobs wait, was told: %q", time.Since(hw.start).Seconds(), hwAppAsic, hw.told)
+	t.Logf("%4.0fs client1, asking for CPU work while only %s jobs wait, was told: %q", time.Since(hw.start).Seconds(), rcHWAppAsic, hw.told)
 	rp.startClient(boinc, 0)
 	hw.submitQuotaJobs()
 	hw.update(1) // it backed off from CPU work fetch when it got none
 
-	ctx, cancel := context.WithTimeout(context.Background(), hwTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), rcHWTimeout)
 	defer cancel()
 	st, err := store.Open(ctx, rp.dsn, store.Options{MaxOpenConns: 2})
 	if err != nil {
@@ -162,8 +162,8 @@ func TestRealBOINCClientHardware(t *testing.T) {
 		select {
 		case <-ctx.Done():
 			rp.dumpLogs()
-			t.Fatalf("after %s: not done: %s\nproblems: %s", hwTimeout, last, strings.Join(pg.problems, "; "))
-		case <-time.After(hwPoll):
+			t.Fatalf("after %s: not done: %s\nproblems: %s", rcHWTimeout, last, strings.Join(pg.problems, "; "))
+		case <-time.After(rcHWPoll):
 		}
 	}
 	pg, err := hw.progress(ctx, st)
@@ -204,8 +204,8 @@ func realClientPrereqs(t *testing.T) (boinc, app string) {
 	return boinc, app
 }
 
-// hwRun is the state of one real-hardware run.
-type hwRun struct {
+// rcHWRun is the state of one real-hardware run.
+type rcHWRun struct {
 	rp          *realProject
 	start       time.Time
 	schedListen string // the scheduler's metrics address
@@ -235,14 +235,14 @@ type hwRun struct {
 	sentAtOne   string
 }
 
-func (hw *hwRun) setup() {
+func (hw *rcHWRun) setup() {
 	rp, t := hw.rp, hw.rp.t
 	spec := filepath.Join(rp.dir, "plan_class_spec.xml")
-	if err := os.WriteFile(spec, []byte(hwPlanClasses), 0o644); err != nil {
+	if err := os.WriteFile(spec, []byte(rcHWPlanClasses), 0o644); err != nil {
 		t.Fatalf("write plan classes: %v", err)
 	}
 	rp.addConfig("plan-class-spec", spec)
-	rp.addConfig("daily-result-quota", strconv.Itoa(hwDailyQuota))
+	rp.addConfig("daily-result-quota", strconv.Itoa(rcHWDailyQuota))
 
 	offline := t.TempDir()
 	rp.taskctl("keys", "generate", "--code-sign-out", offline)
@@ -250,7 +250,7 @@ func (hw *hwRun) setup() {
 	hw.files = t.TempDir()
 	inT := hw.write("input_template.xml", []byte(realClientInputTemplate))
 	outT := hw.write("output_template.xml", []byte(realClientOutputTemplate))
-	for _, a := range []struct{ name, plan string }{{hwAppAsic, "asic"}, {hwAppMT, "mt"}, {hwAppQuota, "quad"}} {
+	for _, a := range []struct{ name, plan string }{{rcHWAppAsic, "asic"}, {rcHWAppMT, "mt"}, {rcHWAppQuota, "quad"}} {
 		rp.taskctl("app", "add", "--name", a.name)
 		rp.taskctl("app-version", "add", "--app", a.name, "--platform", realClientPlatform,
 			"--version-num", strconv.Itoa(realClientVersion), "--file", rp.app, "--plan-class", a.plan,
@@ -264,8 +264,8 @@ func (hw *hwRun) setup() {
 	}
 	rp.taskctl("file", "stage", realClientShared, hw.write("shared", boincapp.Shared()))
 
-	for i := 0; i < hwAsicJobs; i++ {
-		hw.submit(hwAppAsic, fmt.Sprintf("asic_%d", i), 0, 3, false)
+	for i := 0; i < rcHWAsicJobs; i++ {
+		hw.submit(rcHWAppAsic, fmt.Sprintf("asic_%d", i), 0, 3, false)
 	}
 }
 
@@ -274,21 +274,21 @@ func (hw *hwRun) setup() {
 // quota down, and the failing one must run at once (so the
 // multi-threaded jobs, which would take client1's other CPUs, come
 // later: submitMTJobs).
-func (hw *hwRun) submitQuotaJobs() {
-	for i := 0; i < hwSlowJobs; i++ {
-		hw.submit(hwAppQuota, fmt.Sprintf("%s%d", hwSlowJob, i), 10, hwSlowWait, false)
+func (hw *rcHWRun) submitQuotaJobs() {
+	for i := 0; i < rcHWSlowJobs; i++ {
+		hw.submit(rcHWAppQuota, fmt.Sprintf("%s%d", rcHWSlowJob, i), 10, rcHWSlowWait, false)
 	}
-	hw.submit(hwAppQuota, hwFailJob, 10, 0, true)
+	hw.submit(rcHWAppQuota, rcHWFailJob, 10, 0, true)
 }
 
 // submitMTJobs submits the multi-threaded app's jobs.
-func (hw *hwRun) submitMTJobs() {
-	for i := 0; i < hwMTJobs; i++ {
-		hw.submit(hwAppMT, fmt.Sprintf("mt_%d", i), 0, 10, false)
+func (hw *rcHWRun) submitMTJobs() {
+	for i := 0; i < rcHWMTJobs; i++ {
+		hw.submit(rcHWAppMT, fmt.Sprintf("mt_%d", i), 0, 10, false)
 	}
 }
 
-func (hw *hwRun) write(name string, b []byte) string {
+func (hw *rcHWRun) write(name string, b []byte) string {
 	path := filepath.Join(hw.files, name)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		hw.rp.t.Fatalf("write %s: %v", name, err)
@@ -298,7 +298,7 @@ func (hw *hwRun) write(name string, b []byte) string {
 
 // submit creates one job of app with a quorum of one and no retry; the
 // app waits wait seconds after a little work; fail makes it exit 3.
-func (hw *hwRun) submit(app, name string, priority, wait int, fail bool) {
+func (hw *rcHWRun) submit(app, name string, priority, wait int, fail bool) {
 	in := boincapp.Input(name)
 	if fail {
 		in = append([]byte("FAIL: this job's app exits 3\n"), in...)
@@ -313,7 +313,7 @@ func (hw *hwRun) submit(app, name string, priority, wait int, fail bool) {
 
 // startDaemons starts what the run needs: no trickle handler (the jobs'
 // wait is not cut short), one validator per app, no assimilator.
-func (hw *hwRun) startDaemons() {
+func (hw *rcHWRun) startDaemons() {
 	rp := hw.rp
 	listen := rp.listenAddr
 	hw.schedListen = listen()
@@ -323,15 +323,15 @@ func (hw *hwRun) startDaemons() {
 			"--project-name", "Real hardware test", "--request-delay", realClientReqDelay.String()}},
 		{name: "transitioner", args: []string{"--listen", listen(), "--sleep", "300ms"}},
 	}
-	for _, app := range []string{hwAppAsic, hwAppMT, hwAppQuota} {
+	for _, app := range []string{rcHWAppAsic, rcHWAppMT, rcHWAppQuota} {
 		daemons = append(daemons, realDaemon{name: "validator_" + app, program: "validator",
 			args: []string{"--listen", listen(), "--sleep", "300ms", "--app", app}})
 	}
 	rp.startDaemonList(daemons)
 }
 
-// hwResult is one task as the database has it.
-type hwResult struct {
+// rcHWResult is one task as the database has it.
+type rcHWResult struct {
 	WU            string `db:"wu_name"`
 	App           string `db:"app_name"`
 	Name          string `db:"name"`
@@ -342,14 +342,14 @@ type hwResult struct {
 	ExitStatus    int    `db:"exit_status"`
 }
 
-func (r hwResult) valid() bool {
+func (r rcHWResult) valid() bool {
 	return r.Outcome == int(state.OutcomeSuccess) && r.ValidateState == int(state.ValidateValid)
 }
 
-// hwProgress is what the database says.
-type hwProgress struct {
+// rcHWProgress is what the database says.
+type rcHWProgress struct {
 	hosts   [2]int64 // host id by client, 0 before its first request
-	results []hwResult
+	results []rcHWResult
 	// quota is client1's max_jobs_per_day for the quota app's version (-1:
 	// no record yet).
 	quota    int
@@ -361,7 +361,7 @@ type hwProgress struct {
 	refusal    bool
 }
 
-func (p hwProgress) String() string {
+func (p rcHWProgress) String() string {
 	states := map[string]int{}
 	for _, r := range p.results {
 		states[r.App+":"+state.ServerState(r.ServerState).String()]++
@@ -375,13 +375,13 @@ func (p hwProgress) String() string {
 		p.hosts, strings.Join(keys, " "), p.valid, p.failErrors, p.quota, p.afterValid, p.refusal)
 }
 
-func (p hwProgress) done() bool {
-	return p.valid[hwAppAsic][0] >= hwAsicJobs && p.valid[hwAppMT][1] >= hwMTJobs &&
+func (p rcHWProgress) done() bool {
+	return p.valid[rcHWAppAsic][0] >= rcHWAsicJobs && p.valid[rcHWAppMT][1] >= rcHWMTJobs &&
 		p.failErrors >= 1 && p.afterValid && p.refusal && len(p.problems) == 0
 }
 
 // sentTo counts the tasks of app sent to client c.
-func (p hwProgress) sentTo(c int, app string) int {
+func (p rcHWProgress) sentTo(c int, app string) int {
 	n := 0
 	for _, r := range p.results {
 		if r.App == app && r.HostID != 0 && r.HostID == p.hosts[c] {
@@ -393,12 +393,12 @@ func (p hwProgress) sentTo(c int, app string) int {
 
 // settled tells that every job but the quota app's late one reached its
 // end and that one is valid.
-func (p hwProgress) settled() bool {
-	return p.valid[hwAppAsic][0] >= hwAsicJobs && p.valid[hwAppMT][1] >= hwMTJobs && p.failErrors >= 1 && p.afterValid
+func (p rcHWProgress) settled() bool {
+	return p.valid[rcHWAppAsic][0] >= rcHWAsicJobs && p.valid[rcHWAppMT][1] >= rcHWMTJobs && p.failErrors >= 1 && p.afterValid
 }
 
 // client returns the client index of host id, or -1.
-func (p hwProgress) client(id int64) int {
+func (p rcHWProgress) client(id int64) int {
 	for i, h := range p.hosts {
 		if h != 0 && h == id {
 			return i
@@ -408,9 +408,9 @@ func (p hwProgress) client(id int64) int {
 }
 
 // progress reads the hosts, the tasks and client1's quota.
-func (hw *hwRun) progress(ctx context.Context, st *store.Store) (hwProgress, error) {
+func (hw *rcHWRun) progress(ctx context.Context, st *store.Store) (rcHWProgress, error) {
 	rp := hw.rp
-	pg := hwProgress{quota: -1, valid: map[string][2]int{}}
+	pg := rcHWProgress{quota: -1, valid: map[string][2]int{}}
 	db := st.DB()
 	var hosts []struct {
 		ID    int64  `db:"id"`
@@ -438,12 +438,12 @@ func (hw *hwRun) progress(ctx context.Context, st *store.Store) (hwProgress, err
 			c = pg.client(r.HostID)
 		}
 		switch {
-		case r.App == hwAppAsic && c == 1:
-			pg.problems = append(pg.problems, fmt.Sprintf("%s (app %s, needs a %s) was sent to client1, which has none", r.Name, r.App, hwCoproc))
-		case (r.App == hwAppMT || r.App == hwAppQuota) && c == 0:
+		case r.App == rcHWAppAsic && c == 1:
+			pg.problems = append(pg.problems, fmt.Sprintf("%s (app %s, needs a %s) was sent to client1, which has none", r.Name, r.App, rcHWCoproc))
+		case (r.App == rcHWAppMT || r.App == rcHWAppQuota) && c == 0:
 			pg.problems = append(pg.problems, fmt.Sprintf("%s (app %s, needs 3 CPUs) was sent to client0, which has 2", r.Name, r.App))
 		}
-		if r.WU == hwFailJob {
+		if r.WU == rcHWFailJob {
 			if r.Outcome == int(state.OutcomeClientError) && r.ExitStatus == 3 {
 				pg.failErrors++
 			} else if r.Outcome == int(state.OutcomeSuccess) {
@@ -455,7 +455,7 @@ func (hw *hwRun) progress(ctx context.Context, st *store.Store) (hwProgress, err
 			v := pg.valid[r.App]
 			v[c]++
 			pg.valid[r.App] = v
-			if r.WU == hwAfterJob && c == 1 {
+			if r.WU == rcHWAfterJob && c == 1 {
 				pg.afterValid = true
 			}
 		}
@@ -464,7 +464,7 @@ func (hw *hwRun) progress(ctx context.Context, st *store.Store) (hwProgress, err
 		var quota []int
 		if err := db.SelectContext(ctx, &quota, `SELECT hav.max_jobs_per_day FROM host_app_version hav
 			JOIN app_version av ON av.id = hav.app_version_id JOIN app a ON a.id = av.appid
-			WHERE hav.host_id = ? AND a.name = ?`, pg.hosts[1], hwAppQuota); err != nil {
+			WHERE hav.host_id = ? AND a.name = ?`, pg.hosts[1], rcHWAppQuota); err != nil {
 			return pg, err
 		}
 		if len(quota) == 1 {
@@ -480,32 +480,32 @@ func (hw *hwRun) progress(ctx context.Context, st *store.Store) (hwProgress, err
 // or two) it is told to update, which reports the error. Once its quota
 // is seen at one, a job of the quota app is added: to be refused while
 // the quota is one, and sent once valid results have raised it. From then
-// on both clients are told to update every hwNudge, as a volunteer
+// on both clients are told to update every rcHWNudge, as a volunteer
 // pressing "Update" would, which also clears their back-offs.
-func (hw *hwRun) step(pg hwProgress) {
+func (hw *rcHWRun) step(pg rcHWProgress) {
 	t := hw.rp.t
 	if pg.quota >= 0 && (len(hw.quotaLog) == 0 || hw.quotaLog[len(hw.quotaLog)-1] != pg.quota) {
 		hw.quotaLog = append(hw.quotaLog, pg.quota)
-		t.Logf("%4.0fs client1's daily quota for %s: %d", time.Since(hw.start).Seconds(), hwAppQuota, pg.quota)
+		t.Logf("%4.0fs client1's daily quota for %s: %d", time.Since(hw.start).Seconds(), rcHWAppQuota, pg.quota)
 		if pg.quota == 1 && hw.quotaOne.IsZero() {
 			hw.quotaOne = time.Now()
 		}
 	}
-	if !hw.mtSubmitted && pg.sentTo(1, hwAppQuota) >= hwSlowJobs+1 {
+	if !hw.mtSubmitted && pg.sentTo(1, rcHWAppQuota) >= rcHWSlowJobs+1 {
 		hw.submitMTJobs()
 		hw.mtSubmitted = true
 		t.Logf("%4.0fs client1 has the quota app's jobs: submitted the multi-threaded ones", time.Since(hw.start).Seconds())
 	}
-	if !hw.afterSubmitted.IsZero() && hw.sentAtOne == "" && pg.quota == 1 && pg.valid[hwAppQuota][1] == 0 {
+	if !hw.afterSubmitted.IsZero() && hw.sentAtOne == "" && pg.quota == 1 && pg.valid[rcHWAppQuota][1] == 0 {
 		for _, r := range pg.results {
-			if r.WU == hwAfterJob && r.HostID == pg.hosts[1] {
+			if r.WU == rcHWAfterJob && r.HostID == pg.hosts[1] {
 				hw.sentAtOne = r.Name
 				t.Logf("%4.0fs %s sent to client1 while its quota is one", time.Since(hw.start).Seconds(), r.Name)
 			}
 		}
 	}
 	if !hw.failNudged {
-		if strings.Contains(hw.clientLog(1), "Computation for task "+hwFailJob) {
+		if strings.Contains(hw.clientLog(1), "Computation for task "+rcHWFailJob) {
 			hw.update(1)
 			hw.failNudged = true
 		}
@@ -515,9 +515,9 @@ func (hw *hwRun) step(pg hwProgress) {
 		if hw.quotaOne.IsZero() {
 			return
 		}
-		hw.submit(hwAppQuota, hwAfterJob, 0, 0, false)
+		hw.submit(rcHWAppQuota, rcHWAfterJob, 0, 0, false)
 		hw.afterSubmitted = time.Now()
-		t.Logf("%4.0fs client1's quota is one: submitted %s", time.Since(hw.start).Seconds(), hwAfterJob)
+		t.Logf("%4.0fs client1's quota is one: submitted %s", time.Since(hw.start).Seconds(), rcHWAfterJob)
 		return
 	}
 	if hw.refusal == "" {
@@ -531,7 +531,7 @@ func (hw *hwRun) step(pg hwProgress) {
 		return
 	}
 	for i := range hw.rp.users {
-		if time.Since(hw.lastNudge[i]) >= hwNudge {
+		if time.Since(hw.lastNudge[i]) >= rcHWNudge {
 			hw.update(i)
 			hw.lastNudge[i] = time.Now()
 		}
@@ -540,14 +540,14 @@ func (hw *hwRun) step(pg hwProgress) {
 
 // update asks client i to contact the project now (boinccmd --project URL
 // update: the Manager's "Update" button).
-func (hw *hwRun) update(i int) {
+func (hw *rcHWRun) update(i int) {
 	if _, err := hw.boinccmd(context.Background(), i, "--project", hw.rp.urlBase+"/", "update"); err != nil {
 		hw.rp.t.Logf("boinccmd update on client%d: %v", i, err)
 	}
 }
 
 // boinccmd runs boinccmd against client i's GUI RPC port.
-func (hw *hwRun) boinccmd(ctx context.Context, i int, args ...string) (string, error) {
+func (hw *rcHWRun) boinccmd(ctx context.Context, i int, args ...string) (string, error) {
 	u := hw.rp.users[i]
 	auth, err := os.ReadFile(filepath.Join(u.dataDir, "gui_rpc_auth.cfg"))
 	if err != nil {
@@ -565,7 +565,7 @@ func (hw *hwRun) boinccmd(ctx context.Context, i int, args ...string) (string, e
 
 // watchTasks records, for each task a client is executing, the resources
 // boinccmd --get_tasks says it uses.
-func (hw *hwRun) watchTasks(ctx context.Context) {
+func (hw *rcHWRun) watchTasks(ctx context.Context) {
 	for i, u := range hw.rp.users {
 		if u.dataDir == "" {
 			continue
@@ -609,27 +609,27 @@ func parseGetTasks(out string) []map[string]string {
 	return tasks
 }
 
-func (hw *hwRun) clientLog(i int) string {
+func (hw *rcHWRun) clientLog(i int) string {
 	b, _ := os.ReadFile(filepath.Join(hw.rp.dir, "logs", fmt.Sprintf("client%d.log", i)))
 	return string(b)
 }
 
-// hwQuotaWords recognise a daily-quota refusal in a message of the
+// rcHWQuotaWords recognise a daily-quota refusal in a message of the
 // project or in a no_work_total reason.
-var hwQuotaWords = regexp.MustCompile(`(?i)daily|quota`)
+var rcHWQuotaWords = regexp.MustCompile(`(?i)daily|quota`)
 
-// hwJobNames matches the run's task names, which contain "quota".
-var hwJobNames = regexp.MustCompile(`\b(asic|mt|quota)_\w+`)
+// rcHWJobNames matches the run's task names, which contain "quota".
+var rcHWJobNames = regexp.MustCompile(`\b(asic|mt|quota)_\w+`)
 
 // projectMessages returns the messages the project sent client i as the
 // client logged them ("[project] text"), without the client's own
 // notes on its work.
-func (hw *hwRun) projectMessages(i int) []string {
+func (hw *rcHWRun) projectMessages(i int) []string {
 	var out []string
 	prefix := "[Real hardware test] "
 	for _, line := range strings.Split(hw.clientLog(i), "\n") {
 		_, text, ok := strings.Cut(line, prefix)
-		if !ok || strings.HasPrefix(text, "[") || hwJobNames.MatchString(text) {
+		if !ok || strings.HasPrefix(text, "[") || rcHWJobNames.MatchString(text) {
 			continue
 		}
 		switch {
@@ -649,7 +649,7 @@ func (hw *hwRun) projectMessages(i int) []string {
 
 // firstReply waits for client i's first scheduler reply and returns the
 // messages the project sent in it.
-func (hw *hwRun) firstReply(i int) []string {
+func (hw *rcHWRun) firstReply(i int) []string {
 	deadline := time.Now().Add(90 * time.Second)
 	for !strings.Contains(hw.clientLog(i), "Scheduler request completed") {
 		if time.Now().After(deadline) {
@@ -668,9 +668,9 @@ func (hw *hwRun) firstReply(i int) []string {
 // not refused for its quota: it has two CPUs, and the scheduler scales
 // its quota of two by them, as BOINC's does for an "other" coprocessor,
 // so its three jobs fit); "" if none.
-func (hw *hwRun) findRefusal() string {
+func (hw *rcHWRun) findRefusal() string {
 	for _, m := range hw.projectMessages(1) {
-		if hwQuotaWords.MatchString(m) {
+		if rcHWQuotaWords.MatchString(m) {
 			return "client1's event log: " + m
 		}
 	}
@@ -681,7 +681,7 @@ func (hw *hwRun) findRefusal() string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, "no_work_total{") && hwQuotaWords.MatchString(line) && !strings.HasSuffix(line, " 0") {
+		if strings.Contains(line, "no_work_total{") && rcHWQuotaWords.MatchString(line) && !strings.HasSuffix(line, " 0") {
 			return "scheduler metric " + line
 		}
 	}
@@ -692,27 +692,27 @@ func (hw *hwRun) findRefusal() string {
 // the coprocessor (boinccmd showed "+ 1 miner_asic"), that client1 got
 // none (progress reports that as a problem), and that client1 was told
 // why it got no work while such jobs were waiting.
-func (hw *hwRun) checkAsic(pg hwProgress) {
+func (hw *rcHWRun) checkAsic(pg rcHWProgress) {
 	t := hw.rp.t
-	if pg.valid[hwAppAsic][0] < hwAsicJobs {
-		t.Errorf("client0 completed %d %s jobs validly, want %d", pg.valid[hwAppAsic][0], hwAppAsic, hwAsicJobs)
+	if pg.valid[rcHWAppAsic][0] < rcHWAsicJobs {
+		t.Errorf("client0 completed %d %s jobs validly, want %d", pg.valid[rcHWAppAsic][0], rcHWAppAsic, rcHWAsicJobs)
 	}
 	seen := false
 	for name, res := range hw.taskRes {
 		if strings.HasPrefix(name, "asic_") {
 			for r := range res {
-				if hwCoprocName.MatchString(r) {
+				if rcHWCoprocName.MatchString(r) {
 					seen = true
 				}
 			}
 		}
 	}
 	if !seen {
-		t.Errorf("boinccmd --get_tasks never showed client0 running an asic task on its %s (resources seen: %v)", hwCoproc, hw.taskRes)
+		t.Errorf("boinccmd --get_tasks never showed client0 running an asic task on its %s (resources seen: %v)", rcHWCoproc, hw.taskRes)
 	}
 	state := hw.clientState(0)
-	if av := appVersionBlock(state, hwAppAsic); !strings.Contains(av, "<type>"+hwCoproc+"</type>") {
-		t.Errorf("client0's client_state.xml: the %s app version has no <coproc> %s: %q", hwAppAsic, hwCoproc, av)
+	if av := appVersionBlock(state, rcHWAppAsic); !strings.Contains(av, "<type>"+rcHWCoproc+"</type>") {
+		t.Errorf("client0's client_state.xml: the %s app version has no <coproc> %s: %q", rcHWAppAsic, rcHWCoproc, av)
 	}
 	// client1 asked for CPU work while only the coprocessor's jobs
 	// waited: it must have been told why it got none, not merely that
@@ -725,22 +725,22 @@ func (hw *hwRun) checkAsic(pg hwProgress) {
 	}
 	if !specific {
 		t.Errorf("client1's first reply, while only %s jobs (plan class needing a %s) waited, told it %q: want the reason it gets none",
-			hwAppAsic, hwCoproc, hw.told)
+			rcHWAppAsic, rcHWCoproc, hw.told)
 	}
 	t.Logf("client1's messages from the project over the run: %q", hw.projectMessages(1))
 }
 
-// hwCoprocName is how boinccmd names the coprocessor in a task's
+// rcHWCoprocName is how boinccmd names the coprocessor in a task's
 // resources ("0.917 CPUs + 1 Miner ASIC").
-var hwCoprocName = regexp.MustCompile(`(?i)miner[ _]asic`)
+var rcHWCoprocName = regexp.MustCompile(`(?i)miner[ _]asic`)
 
 // checkMT checks that client1 holds the multi-threaded version with two
 // CPUs and ran its tasks with two.
-func (hw *hwRun) checkMT() {
+func (hw *rcHWRun) checkMT() {
 	t := hw.rp.t
-	av := appVersionBlock(hw.clientState(1), hwAppMT)
+	av := appVersionBlock(hw.clientState(1), rcHWAppMT)
 	if !strings.Contains(av, "<avg_ncpus>2.000000</avg_ncpus>") || !strings.Contains(av, "<plan_class>mt</plan_class>") {
-		t.Errorf("client1's client_state.xml: the %s app version = %q, want plan class mt with avg_ncpus 2", hwAppMT, av)
+		t.Errorf("client1's client_state.xml: the %s app version = %q, want plan class mt with avg_ncpus 2", rcHWAppMT, av)
 	}
 	n := 0
 	for name, res := range hw.taskRes {
@@ -758,9 +758,9 @@ func (hw *hwRun) checkMT() {
 
 // checkQuota checks the quota's course on client1: down to one after the
 // error, refused, then up again, and the late job sent and valid.
-func (hw *hwRun) checkQuota(pg hwProgress) {
+func (hw *rcHWRun) checkQuota(pg rcHWProgress) {
 	t := hw.rp.t
-	t.Logf("client1's daily quota for %s over the run: %v", hwAppQuota, hw.quotaLog)
+	t.Logf("client1's daily quota for %s over the run: %v", rcHWAppQuota, hw.quotaLog)
 	one, after := false, false
 	for _, q := range hw.quotaLog {
 		if q == 1 {
@@ -770,20 +770,20 @@ func (hw *hwRun) checkQuota(pg hwProgress) {
 		}
 	}
 	if !one || !after {
-		t.Errorf("client1's max_jobs_per_day for %s went %v: want 1 after its error, then more after valid results", hwAppQuota, hw.quotaLog)
+		t.Errorf("client1's max_jobs_per_day for %s went %v: want 1 after its error, then more after valid results", rcHWAppQuota, hw.quotaLog)
 	}
 	if hw.refusal == "" {
 		t.Errorf("no sign the scheduler refused client1 for the daily quota (no message of the project to client1 nor no_work_total reason with \"daily\" or \"quota\")")
 	}
 	if hw.sentAtOne != "" {
-		t.Errorf("%s was sent to client1 while its daily quota for %s was one and it had already had %d jobs that day", hw.sentAtOne, hwAppQuota, hwSlowJobs+1)
+		t.Errorf("%s was sent to client1 while its daily quota for %s was one and it had already had %d jobs that day", hw.sentAtOne, rcHWAppQuota, rcHWSlowJobs+1)
 	}
 	if !pg.afterValid {
-		t.Errorf("%s (submitted after the error) was not completed validly by client1", hwAfterJob)
+		t.Errorf("%s (submitted after the error) was not completed validly by client1", rcHWAfterJob)
 	}
 }
 
-func (hw *hwRun) clientState(i int) string {
+func (hw *rcHWRun) clientState(i int) string {
 	b, err := os.ReadFile(filepath.Join(hw.rp.users[i].dataDir, "client_state.xml"))
 	if err != nil {
 		hw.rp.t.Fatalf("read client%d's state: %v", i, err)
