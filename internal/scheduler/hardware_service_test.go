@@ -332,6 +332,17 @@ func TestAnonymousPlatformGPUBuild(t *testing.T) {
 		t.Fatalf("results by build = %v, app versions %+v; want 1 CPU task of build 7, 3 GPU tasks of build 8 (0.2 s each), none described",
 			n, rep.AppVersions)
 	}
+	// The instances record the build's resource, as BOINC does, for the
+	// validator and error reports to find its row.
+	for _, r := range rep.Results {
+		want := -int64(hostav.AnonCPU)
+		if r.PlanClass == "my_cuda" {
+			want = -hostav.AnonNVIDIA
+		}
+		if got := f.result(f.resultID(r.Name)).AppVersionID; got != want {
+			t.Fatalf("instance %s app_version_id = %d, want %d", r.Name, got, want)
+		}
+	}
 	havs, err := f.st.HostAppVersionListByHost(f.ctx, rep.HostID)
 	if err != nil {
 		t.Fatal(err)
