@@ -353,6 +353,17 @@ func anonCode(name string) int {
 	return 0
 }
 
+// sendID is the app_version_id a send of v records: the project version's
+// id, or for a client's own build its resource's negated code, as BOINC
+// records it, so that the validator and error reports find the build's
+// host_app_version row (hostav.Key); 0 for a resource without a code.
+func (v *version) sendID(ch *choice) int64 {
+	if v.anonymous {
+		return -int64(v.anonResource(ch))
+	}
+	return v.av.ID
+}
+
 // anonResource is, for a client's own build, the code of its resource that
 // a send records (decide.Send.Resource); 0 for a project version.
 func (v *version) anonResource(ch *choice) int {
@@ -518,6 +529,16 @@ func (ch *choice) held(avID int64) *version {
 	}
 	if v, ok := ch.byAV[avID]; ok {
 		return &v
+	}
+	if avID < 0 {
+		// A client's own build, by its resource's code (sendID).
+		for _, vs := range ch.own {
+			for i := range vs {
+				if -int64(anonCode(vs[i].resource())) == avID {
+					return &vs[i]
+				}
+			}
+		}
 	}
 	// An older version, or one now out of quota: as it runs on the host.
 	if av, ok := ch.cat.versionByID[avID]; ok && ch.ph.NCPUs > 0 && ch.cat.unreadable[avID] == nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/taskserver/taskserver/internal/hostav"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
@@ -35,6 +36,13 @@ func (f *fixture) addVersion(appID int64, num int, planClass string) int64 {
 // asking gpuSecs seconds of GPU work; r's workSecs are its CPU request.
 func (f *fixture) gpuRPC(r request, driver int, gpuSecs float64) *protocol.SchedulerReply {
 	f.t.Helper()
+	return f.gpuRPCWith(r, driver, gpuSecs, "")
+}
+
+// gpuRPCWith is gpuRPC with extra elements (an anonymous platform's
+// <app_versions>) in the request.
+func (f *fixture) gpuRPCWith(r request, driver int, gpuSecs float64, extra string) *protocol.SchedulerReply {
+	f.t.Helper()
 	if r.auth == "" {
 		r.auth = f.user.Authenticator
 	}
@@ -56,7 +64,7 @@ func (f *fixture) gpuRPC(r request, driver int, gpuSecs float64) *protocol.Sched
    <minor>6</minor>
 </coproc_cuda>
 </coprocs>
-</scheduler_request>`, gpuSecs, min(gpuSecs, 1), driver)
+%s</scheduler_request>`, gpuSecs, min(gpuSecs, 1), driver, extra)
 	body := strings.Replace(r.body(), "</scheduler_request>", coprocs, 1)
 	code, out := f.post(body)
 	if code != 200 {
@@ -280,5 +288,70 @@ func TestDailyQuotaStopsSends(t *testing.T) {
 		other: []string{"wu0_0", "wu1_0"}})
 	if len(rep.Results) != 2 {
 		t.Fatalf("next day: %d results, want 2", len(rep.Results))
+	}
+}
+
+// A client on the anonymous platform runs its own builds with the usage
+// its app_info.xml declares: a CUDA build of its own gets the GPU work, a
+// CPU build the CPU work, no project version is described, and the GPU
+// jobs count in the host's record of its own NVIDIA build.
+func TestAnonymousPlatformGPUBuild(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for i := range 6 {
+		f.addJob(fmt.Sprintf("wu%d", i), job{})
+	}
+	builds := `<app_versions>
+<app_version>
+    <app_name>demo</app_name>
+    <version_num>7</version_num>
+    <platform>x86_64-pc-linux-gnu</platform>
+    <avg_ncpus>1.000000</avg_ncpus>
+    <flops>1000000000.000000</flops>
+</app_version>
+<app_version>
+    <app_name>demo</app_name>
+    <version_num>8</version_num>
+    <platform>x86_64-pc-linux-gnu</platform>
+    <plan_class>my_cuda</plan_class>
+    <avg_ncpus>0.200000</avg_ncpus>
+    <flops>50000000000.000000</flops>
+    <coproc>
+        <type>NVIDIA</type>
+        <count>1.000000</count>
+    </coproc>
+</app_version>
+</app_versions>
+`
+	rep := f.gpuRPCWith(request{ncpus: 2, workSecs: 10, platform: anonymousPlatform}, 53518, 0.5, builds)
+	n := map[string]int{}
+	for _, r := range rep.Results {
+		n[fmt.Sprintf("%s/%d", r.PlanClass, r.VersionNum)]++
+	}
+	if n["/7"] != 1 || n["my_cuda/8"] != 3 || len(rep.AppVersions) != 0 {
+		t.Fatalf("results by build = %v, app versions %+v; want 1 CPU task of build 7, 3 GPU tasks of build 8 (0.2 s each), none described",
+			n, rep.AppVersions)
+	}
+	// The instances record the build's resource, as BOINC does, for the
+	// validator and error reports to find its row.
+	for _, r := range rep.Results {
+		want := -int64(hostav.AnonCPU)
+		if r.PlanClass == "my_cuda" {
+			want = -hostav.AnonNVIDIA
+		}
+		if got := f.result(f.resultID(r.Name)).AppVersionID; got != want {
+			t.Fatalf("instance %s app_version_id = %d, want %d", r.Name, got, want)
+		}
+	}
+	havs, err := f.st.HostAppVersionListByHost(f.ctx, rep.HostID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	today := map[int64]int{}
+	for _, h := range havs {
+		today[h.AppVersionID] = h.NJobsToday
+	}
+	if gpu, cpu := today[hostav.GeneralizedID(f.appID, hostav.AnonNVIDIA)], today[hostav.GeneralizedID(f.appID, hostav.AnonCPU)]; gpu != 3 || cpu != 1 {
+		t.Fatalf("jobs today of the host's own builds: NVIDIA %d, CPU %d (rows %+v); want 3 and 1", gpu, cpu, havs)
 	}
 }

@@ -325,7 +325,7 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 				WorkunitID:     e.WorkunitID,
 				HostID:         x.host.ID,
 				UserID:         x.user.ID,
-				AppVersionID:   v.av.ID,
+				AppVersionID:   v.sendID(w.ch),
 				AppVersionNum:  v.versionNum,
 				FlopsEstimate:  finite(v.flops),
 				Resource:       v.anonResource(w.ch),
