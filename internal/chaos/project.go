@@ -151,7 +151,15 @@ func (p *project) close() {
 // seed adds the demo platform, app and version, the users (their
 // authenticators in a file for the hosts) and the upload keys.
 func (p *project) seed(ctx context.Context) error {
-	if _, err := projectrun.SeedDemoApp(ctx, p.st); err != nil {
+	aid, err := projectrun.SeedDemoApp(ctx, p.st)
+	if err != nil {
+		return err
+	}
+	// Multi-threaded and GPU versions, for the multi-core and GPU hosts.
+	if err := projectrun.SeedHardwareVersions(ctx, p.st, aid); err != nil {
+		return err
+	}
+	if err := projectrun.WritePlanClassSpec(p.dir); err != nil {
 		return err
 	}
 	auths, err := projectrun.SeedUsers(ctx, p.st, p.opts.Users, "volunteer")
@@ -272,7 +280,10 @@ func (p *project) simclient(name string, hosts int, seed uint64, duration time.D
 		"--ack-log", ack, "--summary-every", "30s",
 		// Some tasks' apps trickle, so the scheduler stores trickle-ups
 		// through the faults too.
-		"--trickle-frac", "0.2"}
+		"--trickle-frac", "0.2",
+		// GPU and multi-core hosts run the GPU and multi-threaded versions
+		// through the faults too.
+		"--gpu-frac", "0.2", "--mt-frac", "0.2"}
 	args = append(args, p.simArgs...)
 	if duration > 0 {
 		args = append(args, "--duration", duration.String())

@@ -22,7 +22,6 @@ import (
 
 	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/keys"
-	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/projectrun"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -148,39 +147,6 @@ func setup(ctx context.Context, o Options) (*project, error) {
 	return p, nil
 }
 
-// PlanClassSpec is the plan_class_spec.xml of a local project: a
-// multi-threaded CPU class, an NVIDIA CUDA class and an AMD OpenCL class,
-// in BOINC's format.
-const PlanClassSpec = `<plan_classes>
-  <!-- Multi-threaded: up to 4 of the host's CPUs, at least 2; the app is told how many. -->
-  <plan_class>
-    <name>mt</name>
-    <min_ncpus>2</min_ncpus>
-    <max_threads>4</max_threads>
-    <nthreads_cmdline/>
-  </plan_class>
-  <!-- NVIDIA GPU with CUDA 11 or later and 1 GB of memory; a task keeps a tenth of a CPU busy. -->
-  <plan_class>
-    <name>cuda</name>
-    <gpu_type>nvidia</gpu_type>
-    <cuda/>
-    <min_cuda_version>11000</min_cuda_version>
-    <min_gpu_ram_mb>1024</min_gpu_ram_mb>
-    <cpu_frac>0.1</cpu_frac>
-  </plan_class>
-  <!-- AMD GPU with OpenCL 1.2 and 1 GB of memory; two tasks share a GPU. -->
-  <plan_class>
-    <name>opencl_amd</name>
-    <gpu_type>amd</gpu_type>
-    <opencl/>
-    <min_opencl_version>102</min_opencl_version>
-    <min_gpu_ram_mb>1024</min_gpu_ram_mb>
-    <ngpus>0.5</ngpus>
-    <cpu_frac>0.2</cpu_frac>
-  </plan_class>
-</plan_classes>
-`
-
 // seed adds the demo platform, app, app version, users and keys once.
 func (p *project) seed(ctx context.Context) error {
 	apps, err := p.st.AppList(ctx)
@@ -188,7 +154,11 @@ func (p *project) seed(ctx context.Context) error {
 		return err
 	}
 	if len(apps) == 0 {
-		if _, err := projectrun.SeedDemoApp(ctx, p.st); err != nil {
+		aid, err := projectrun.SeedDemoApp(ctx, p.st)
+		if err != nil {
+			return err
+		}
+		if err := projectrun.SeedHardwareVersions(ctx, p.st, aid); err != nil {
 			return err
 		}
 	}
@@ -205,11 +175,8 @@ func (p *project) seed(ctx context.Context) error {
 	// Plan classes for multi-threaded, NVIDIA and AMD versions: the
 	// scheduler and taskctl app-version add read them from the project
 	// directory. An operator's edits are kept.
-	spec := filepath.Join(p.opts.ProjectDir, planclass.DefaultFile)
-	if _, err := os.Stat(spec); errors.Is(err, os.ErrNotExist) {
-		if err := os.WriteFile(spec, []byte(PlanClassSpec), 0o644); err != nil {
-			return fmt.Errorf("write plan classes: %w", err)
-		}
+	if err := projectrun.WritePlanClassSpec(p.opts.ProjectDir); err != nil {
+		return err
 	}
 	priv := filepath.Join(p.opts.ProjectDir, "keys", "upload_private")
 	if _, err := os.Stat(priv); errors.Is(err, os.ErrNotExist) {

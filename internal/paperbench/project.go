@@ -56,6 +56,15 @@ func setupProject(ctx context.Context, dir, dsn string, users int) (*project, er
 	if p.appID, err = projectrun.SeedDemoApp(ctx, st); err != nil {
 		return nil, err
 	}
+	// The hardware versions (multi-threaded, NVIDIA, AMD) put plan-class
+	// selection on the dispatch path; the benchmark's one-CPU hosts without
+	// GPUs pass none of their classes, so they run what the paper's did.
+	if err := projectrun.SeedHardwareVersions(ctx, st, p.appID); err != nil {
+		return nil, err
+	}
+	if err := projectrun.WritePlanClassSpec(dir); err != nil {
+		return nil, err
+	}
 	if p.auths, err = projectrun.SeedUsers(ctx, st, users, "bench"); err != nil {
 		return nil, err
 	}

@@ -1,19 +1,15 @@
-package localproject
+package projectrun
 
 import (
 	"slices"
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/protocol"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// The local project's plan classes parse, the scheduler can evaluate
+// The local, chaos and benchmark projects' plan classes parse, the scheduler can evaluate
 // every one, and each goes to the hardware it names.
 func TestPlanClassSpec(t *testing.T) {
 	t.Parallel()
@@ -21,7 +17,7 @@ func TestPlanClassSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Names(); !slices.Equal(got, []string{"mt", "cuda", "opencl_amd"}) {
+	if got := s.Names(); !slices.Equal(got, HardwarePlanClasses) {
 		t.Fatalf("Names = %v", got)
 	}
 	host := planclass.Host{NCPUs: 8, PFpops: 3e9, ClientVersion: 72002, Coprocs: []protocol.Coproc{
