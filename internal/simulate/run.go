@@ -434,7 +434,14 @@ func (s *sim) fetch(h *host, pol *clientpolicy.Host, p *clientpolicy.Project, k 
 	}
 	received := 0
 	var est float64
-	_, jobs, _ := srv.decide(h, k, gpu, seconds, now)
+	_, jobs, short := srv.decide(h, k, gpu, seconds, now)
+	if short != "" {
+		s.rec.Shortfall(j, short)
+	}
+	if len(jobs) == 0 {
+		s.rec.NoWork(j)
+		return 0
+	}
 	for _, nt := range tasks(jobs, flops, float64(h.policy.NCPUs), now, h.rng) {
 		h.nextID++
 		t := &clientpolicy.Task{ID: h.nextID, Project: p, EstCPU: nt.estCPU, Deadline: nt.deadline, Received: now}
