@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/taskserver/taskserver/internal/hostav"
 	"github.com/taskserver/taskserver/internal/planclass"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
@@ -235,13 +234,9 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 	}
 	slices.Sort(wuIDs)
 	wuIDs = slices.Compact(wuIDs)
-	skip := map[int64]bool{}
 	sentToUser, err := st.WorkunitUserListSent(ctx, h.UserID, wuIDs)
 	if err != nil {
 		return ex, err
-	}
-	for _, id := range sentToUser {
-		skip[id] = true
 	}
 	if p.Cache != nil {
 		// The cache keeps the class a job had when it was cached; a send
@@ -280,53 +275,31 @@ func Explain(ctx context.Context, st ExplainStore, p ExplainParams) (Explanation
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return ex, err
 	}
-	prefs := prefsOf(u)
-	s := &Service{}
-	s.opts.setPolicy(p.Policy)
-	cat := newCatalog(tables, 0, s.opts.PlanClasses)
-	// No exploration: the explanation shows the fastest versions.
-	ch := cat.choose(req, h, choiceParams{plans: s.opts.PlanClasses, havs: havs, beta: prefs.AllowBeta, quota: s.opts.DailyResultQuota,
-		gpuQuota: s.opts.GPUQuotaMultiplier, day: hostav.Day(p.Now)})
-	ex.PlanClassRefusals = ch.refusals
-	// The host's GPUs, as its last request listed them, ask a day of work
-	// each too.
-	for r := 1; r < len(ch.rsc); r++ {
-		c := &ch.rsc[r]
-		c.ReqSecs, c.ReqInstances = 86400*float64(c.Count), float64(c.Count)
+	u.ID = h.UserID
+	// No exploration (nil Rand): the explanation shows the fastest
+	// versions. The host's GPUs, as its last request listed them, ask a
+	// day of work each too.
+	d := DecideSends(DecideInput{Now: p.Now, Tables: tables, Entries: entries, Host: h, HostAppVersions: havs,
+		Held: held, Request: req, User: u, SentToUser: sentToUser, AskStoredGPUs: true, Policy: p.Policy})
+	ex.PlanClassRefusals = d.PlanClassRefusals
+	appName := make(map[int64]string, len(tables.Apps))
+	for _, a := range tables.Apps {
+		appName[a.ID] = a.Name
 	}
-	q := newHostQueue(p.Now, h, req, ch.rsc, s.opts.MaxResultsPerRPC, ch.quota)
-	for _, hr := range held {
-		skip[hr.WorkunitID] = true
-		q.add(hr.RscFpopsEst, 0, ch.held(hr.AppVersionID))
-	}
-	w := s.newWalk(h, cat, ch, q, len(held), skip)
-	s.setPrefsLimits(w, prefs, req, held)
-	w.dry = true
-	verdicts := make([]Verdict, len(entries))
-	w.trace = func(i int, e shmcache.Entry, reason string) {
-		v := &verdicts[i]
-		v.Verdict, v.Reason = VerdictSend, reason
-		if reason != "" {
-			v.Verdict = VerdictReject
-		}
-	}
-	x := &rpc{req: req, now: p.Now, host: h, user: row.User{ID: h.UserID}, reply: &protocol.SchedulerReply{}}
-	sent, short, err := s.scanPasses(ctx, x, entryList(entries), w)
-	if err != nil {
-		return ex, err // a dry run makes no call that fails
-	}
-
-	ex.InProgress, ex.Limit, ex.Quarantined = len(held), w.limit, w.quar
-	ex.WouldSend, ex.Short, ex.ShortText = len(sent), short, reasonText[short]
-	notReached := short
-	if short == "" {
+	ex.InProgress, ex.Limit, ex.Quarantined = len(held), d.Limit, d.Quarantined
+	ex.WouldSend, ex.Short, ex.ShortText = len(d.Sends), d.Short, reasonText[d.Short]
+	notReached := d.Short
+	if d.Short == "" {
 		notReached = "covered"
 	}
 	for i, e := range entries {
-		v := verdicts[i]
-		v.Slot, v.ResultID, v.WorkunitID = slots[i], e.ResultID, e.WorkunitID
-		v.App = cat.appByID[e.AppID].Name
-		if v.Verdict == "" {
+		v := Verdict{Slot: slots[i], ResultID: e.ResultID, WorkunitID: e.WorkunitID, App: appName[e.AppID]}
+		switch {
+		case d.Sent[i]:
+			v.Verdict = VerdictSend
+		case d.Rejected[i] != "":
+			v.Verdict, v.Reason = VerdictReject, d.Rejected[i]
+		default:
 			v.Verdict, v.Reason = VerdictNotReached, notReached
 		}
 		if v.Verdict == VerdictReject {

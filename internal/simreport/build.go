@@ -1,6 +1,9 @@
 package simreport
 
-import "math"
+import (
+	"maps"
+	"math"
+)
 
 // Report builds the run's report from the events recorded so far. meta
 // supplies what the recorder cannot know — Clock, Scenario, Strategy,
@@ -46,6 +49,7 @@ func (r *Recorder) projectReports() []ProjectReport {
 			TasksReported:      p.reported,
 			DeadlinesMissed:    p.missed,
 			NoWorkReplies:      p.noWork,
+			Shortfalls:         maps.Clone(p.shortfalls),
 		}
 	}
 	return out

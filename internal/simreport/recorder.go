@@ -27,6 +27,7 @@ type counters struct {
 	reported     int64
 	missed       int64
 	noWork       int64
+	shortfalls   map[string]int64
 }
 
 // Recorder accumulates a run's events and builds its Report. It is safe for
@@ -146,6 +147,18 @@ func (r *Recorder) Fetched(project int, tasks int, estCPUSeconds float64) {
 func (r *Recorder) NoWork(project int) {
 	r.mu.Lock()
 	r.projects[project].noWork++
+	r.mu.Unlock()
+}
+
+// Shortfall records a work request to a project that the scheduler sent
+// less than asked, and why (a reason of send_shortfall_total).
+func (r *Recorder) Shortfall(project int, reason string) {
+	r.mu.Lock()
+	p := &r.projects[project]
+	if p.shortfalls == nil {
+		p.shortfalls = map[string]int64{}
+	}
+	p.shortfalls[reason]++
 	r.mu.Unlock()
 }
 

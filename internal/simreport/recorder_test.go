@@ -3,6 +3,7 @@ package simreport
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"testing"
 )
@@ -168,14 +169,18 @@ func TestReportCounters(t *testing.T) {
 	r.Completed(1)
 	r.Reported(0, false)
 	r.Reported(1, true)
+	r.Shortfall(1, "deadline")
+	r.Shortfall(1, "deadline")
+	r.Shortfall(1, "in_progress_limit")
 	rep := r.Report(Report{Clock: "simulated", Scenario: "s", Hosts: 2, CPUs: 4})
 
 	want := []ProjectReport{
 		{Name: "a", RPCs: 2, RPCFailures: 1, WorkFetchedSeconds: 300, TasksFetched: 3, TasksCompleted: 2, TasksReported: 1},
-		{Name: "b", RPCs: 1, WorkFetchedSeconds: 50, TasksFetched: 1, TasksCompleted: 1, TasksReported: 1, DeadlinesMissed: 1, NoWorkReplies: 2},
+		{Name: "b", RPCs: 1, WorkFetchedSeconds: 50, TasksFetched: 1, TasksCompleted: 1, TasksReported: 1, DeadlinesMissed: 1, NoWorkReplies: 2,
+			Shortfalls: map[string]int64{"deadline": 2, "in_progress_limit": 1}},
 	}
 	for i, p := range rep.Projects {
-		if p != want[i] {
+		if !reflect.DeepEqual(p, want[i]) {
 			t.Errorf("project %d = %+v, want %+v", i, p, want[i])
 		}
 	}

@@ -62,6 +62,10 @@ type ProjectReport struct {
 	// still unfinished past it at the end or aborted because of it.
 	DeadlinesMissed int64 `json:"deadlines_missed"`
 	NoWorkReplies   int64 `json:"no_work_replies"`
+	// Shortfalls counts the work requests the scheduler sent less than
+	// asked, by its reason (send_shortfall_total's): what a simulated
+	// server decided, as the real one would.
+	Shortfalls map[string]int64 `json:"shortfalls,omitempty"`
 }
 
 // Totals sums a run over projects.

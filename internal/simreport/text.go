@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"text/tabwriter"
 )
 
@@ -46,6 +48,16 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(bw, "work fetched        %.1f estimated CPU hours in %d tasks\n", t.WorkFetchedSeconds/3600, t.TasksFetched)
 	fmt.Fprintf(bw, "deadlines missed    %d\n", t.DeadlinesMissed)
 	fmt.Fprintf(bw, "scheduler RPCs      %d (%d failed), at most %.0f in one minute\n", t.RPCs, t.RPCFailures, t.MaxRPCsPerMinute)
+	for _, p := range r.Projects {
+		if len(p.Shortfalls) == 0 {
+			continue
+		}
+		fmt.Fprintf(bw, "sent less (%s)", p.Name)
+		for _, reason := range slices.Sorted(maps.Keys(p.Shortfalls)) {
+			fmt.Fprintf(bw, " %s %d", reason, p.Shortfalls[reason])
+		}
+		fmt.Fprintln(bw)
+	}
 	if hw := r.Hardware; hw != nil {
 		fmt.Fprintf(bw, "GPU hosts           %d with %d GPUs: %d GPU tasks, GPUs %.1f%% busy, their CPUs %.1f%% busy\n",
 			hw.GPUHosts, hw.GPUs, hw.GPUTasks, 100*hw.GPUBusyFrac, 100*hw.GPUHostCPUBusyFrac)

@@ -24,10 +24,20 @@
 // sends no work and says so, and its hosts ask again after request_delay
 // without backing off or freezing its debt, unlike a no_work window.
 //
-// The server model is not the real scheduler's decision function: it
-// sends tasks until their estimates cover the request (at least one, at
-// most max_tasks) and has no deadline, memory, disk, instance or
-// in-progress limit checks; see the issue-19 report for the differences.
+// A project's server model decides with the real scheduler's decision
+// function (scheduler.DecideSends): the project keeps one reply's worth of
+// unsent jobs per app as the feeder's cache would (each one sent is
+// replaced), its apps and versions as the feeder's tables (a CPU version,
+// of plan class "mt" when its jobs are multi-threaded, and an NVIDIA
+// "cuda" version for gpu_job), and each request is the host's row (CPUs,
+// speed, measured active fraction), its <coprocs>, the resource's
+// seconds asked and the project's tasks it holds. So a job that would
+// miss its deadline on a slow or seldom-on host is not sent, a host at
+// the in-progress limit (server.max_in_progress_per_cpu, default 4 as the
+// scheduler's flag) gets nothing, and a reply holds at most max_tasks.
+// What only the database can refuse (a job's other instance went to the
+// same volunteer, homogeneous redundancy) does not arise: every job is
+// sent once.
 //
 // Time is float64 seconds since the start of the run. One event heap holds
 // the next wake-up of every host: the earliest of its next task completion,

@@ -15,8 +15,13 @@ const hour = Duration(time.Hour)
 // threeProjects is a population of hosts with 1 to 8 CPUs, on 60-100% of
 // the time, attached to three projects with shares 50/30/20 that always
 // have work: the reference scenario's shape at a size tests can afford.
+// Their schedulers let a host hold as many tasks as its client asks for
+// (an in-progress limit of 100 per CPU): these scenarios test the client's
+// policies, which the scheduler's default of 4 per CPU would cap (hosts at
+// the limit ask again each request_delay); the limit itself is tested by
+// TestServerDecidesAsTheScheduler.
 func threeProjects(hosts int, seed uint64, strategy string) Scenario {
-	return Scenario{
+	sc := Scenario{
 		Name:          "three-projects",
 		Seed:          seed,
 		Hosts:         hosts,
@@ -39,6 +44,10 @@ func threeProjects(hosts int, seed uint64, strategy string) Scenario {
 			{Name: "gamma", Share: 20, Job: Job{FpopsEst: 2.5e13, RuntimeSpread: 0.3, DelayBound: 96 * hour}},
 		},
 	}
+	for j := range sc.Projects {
+		sc.Projects[j].Server.MaxInProgressPerCPU = 100
+	}
+	return sc
 }
 
 // simulate runs a scenario with test knobs and returns the engine (for its

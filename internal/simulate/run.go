@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/clientpolicy"
@@ -101,7 +100,11 @@ func newSim(sc Scenario, opts runOptions) (*sim, error) {
 	names := make([]string, len(sc.Projects))
 	for j, p := range sc.Projects {
 		names[j] = p.Name
-		s.servers = append(s.servers, newServer(p, s.end))
+		srv, err := newServer(p, s.end)
+		if err != nil {
+			return nil, err
+		}
+		s.servers = append(s.servers, srv)
 	}
 	s.rec = simreport.NewRecorder(names, s.sample)
 	cfg := policyConfig(sc)
@@ -381,7 +384,7 @@ func (s *sim) rpc(h *host, k int, req clientpolicy.WorkRequest, now float64) int
 	overloaded := srv.overloaded(now)
 	received := 0
 	if !overloaded {
-		received = s.fetch(h, h.policy, p, j, cpuSecs, now, srv.work, h.flops)
+		received = s.fetch(h, h.policy, p, k, cpuSecs, now, false, h.flops)
 	}
 	h.policy.RPCSucceeded(p, now, clientpolicy.Reply{
 		RequestDelay: srv.project.Server.RequestDelay.Seconds(),
@@ -403,7 +406,7 @@ func (s *sim) rpc(h *host, k int, req clientpolicy.WorkRequest, now float64) int
 		gp.NoApps = true // the reply's <no_rsc_apps>
 		gpuSecs = 0
 	case !overloaded:
-		got = s.fetch(h, h.gpu, gp, j, gpuSecs, now, srv.gpuWork, h.gpuFlops)
+		got = s.fetch(h, h.gpu, gp, k, gpuSecs, now, true, h.gpuFlops)
 	}
 	h.gpu.RPCSucceeded(gp, now, clientpolicy.Reply{
 		RequestDelay: srv.project.Server.RequestDelay.Seconds(),
@@ -414,14 +417,16 @@ func (s *sim) rpc(h *host, k int, req clientpolicy.WorkRequest, now float64) int
 	return received + got
 }
 
-// fetch asks project j's server model for seconds of work for one of h's
-// resources (pol, where the project is p), at speed flops per instance,
-// and adds what it sends. It returns how many tasks arrived.
-func (s *sim) fetch(h *host, pol *clientpolicy.Host, p *clientpolicy.Project, j int, seconds, now float64,
-	work func(seconds, flops, ncpus, now float64, r *rand.Rand) []newTask, flops float64) int {
+// fetch asks the server model of h's k-th project for seconds of work for
+// one of h's resources (pol, its GPUs if gpu, where the project is p), at
+// speed flops per instance, and adds what it sends. It returns how many
+// tasks arrived.
+func (s *sim) fetch(h *host, pol *clientpolicy.Host, p *clientpolicy.Project, k int, seconds, now float64,
+	gpu bool, flops float64) int {
 	if !(seconds > 0) {
 		return 0
 	}
+	j := h.projects[k]
 	srv := s.servers[j]
 	if srv.noWork(now) {
 		s.rec.NoWork(j)
@@ -429,7 +434,15 @@ func (s *sim) fetch(h *host, pol *clientpolicy.Host, p *clientpolicy.Project, j 
 	}
 	received := 0
 	var est float64
-	for _, nt := range work(seconds, flops, float64(h.policy.NCPUs), now, h.rng) {
+	_, jobs, short := srv.decide(h, k, gpu, seconds, now)
+	if short != "" {
+		s.rec.Shortfall(j, short)
+	}
+	if len(jobs) == 0 {
+		s.rec.NoWork(j)
+		return 0
+	}
+	for _, nt := range tasks(jobs, flops, float64(h.policy.NCPUs), now, h.rng) {
 		h.nextID++
 		t := &clientpolicy.Task{ID: h.nextID, Project: p, EstCPU: nt.estCPU, Deadline: nt.deadline, Received: now}
 		if nt.ncpus > 1 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/clientpolicy"
 	"go.uber.org/goleak"
 )
 
@@ -147,34 +148,103 @@ func TestRunStopsWhenTheContextEnds(t *testing.T) {
 	}
 }
 
-func TestServerSendsWorkCoveringTheRequest(t *testing.T) {
+// testHost is a host of ncpus CPUs of flops each, computing activeFrac of
+// the time, attached to one project.
+func testHost(ncpus int, flops, activeFrac float64) *host {
+	h := &host{flops: flops, trueCPU: map[*clientpolicy.Task]float64{}, rng: rand.New(rand.NewPCG(1, 2)),
+		projects: []int{0}}
+	h.policy = clientpolicy.NewHost(ncpus, activeFrac, clientpolicy.Config{},
+		[]*clientpolicy.Project{{Name: "p", Share: 1}})
+	return h
+}
+
+// testServer is a project of one-hour jobs (3.6e12 FLOPs at 1e9/s,
+// deadline delay) with the scheduler's limits.
+func testServer(t *testing.T, delay Duration, maxTasks, perCPU int) *server {
+	t.Helper()
+	srv, err := newServer(Project{Name: "p", Job: Job{FpopsEst: 3.6e12, DelayBound: delay},
+		Server: Server{MaxTasks: maxTasks, MaxInProgressPerCPU: perCPU}}, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// The server model sends what the real scheduler's decision sends, and
+// refuses what it refuses, with its reason.
+func TestServerDecidesAsTheScheduler(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name             string
-		seconds, flops   float64
-		maxTasks         int
-		wantN            int
-		wantEst, wantDue float64
+		name       string
+		seconds    float64
+		flops      float64
+		activeFrac float64
+		delay      Duration
+		maxTasks   int
+		perCPU     int
+		held       int
+		wantN      int
+		wantShort  string
 	}{
-		{"covers the request", 10_000, 1e9, 50, 10, 1000, 100 + 3600},
-		{"rounds up", 10_001, 1e9, 50, 11, 1000, 100 + 3600},
-		{"at least one", 1, 1e9, 50, 1, 1000, 100 + 3600},
-		{"at most max_tasks", 1e9, 1e10, 5, 5, 100, 100 + 3600},
+		{"covers the request", 10 * 3600, 1e9, 1, 48 * hour, 50, 100, 0, 10, ""},
+		{"rounds up", 10*3600 + 1, 1e9, 1, 48 * hour, 50, 100, 0, 11, ""},
+		{"at least one", 1, 1e9, 1, 48 * hour, 50, 100, 0, 1, ""},
+		{"at most max_tasks", 100 * 3600, 1e9, 1, 480 * hour, 5, 100, 0, 5, "rpc_limit"},
+		// 4 per CPU by default: the host may hold four.
+		{"in-progress limit", 10 * 3600, 1e9, 1, 48 * hour, 50, 0, 0, 4, "in_progress_limit"},
+		{"at the in-progress limit", 10 * 3600, 1e9, 1, 48 * hour, 50, 0, 4, 0, "in_progress_limit"},
+		// Ten hours of queue on a host computing a tenth of the time: a
+		// one-hour job (ten hours here) fits a 24-hour deadline once.
+		{"deadline", 100 * 3600, 1e9, 0.1, 24 * hour, 50, 100, 0, 2, "deadline"},
+		{"too slow for any", 3600, 1e8, 1, 2 * hour, 50, 100, 0, 0, "deadline"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			srv := newServer(Project{Job: Job{FpopsEst: 1e12, DelayBound: hour}, Server: Server{MaxTasks: c.maxTasks}}, 3600)
-			got := srv.work(c.seconds, c.flops, 1, 100, rand.New(rand.NewPCG(1, 2)))
-			if len(got) != c.wantN {
-				t.Fatalf("work(%g s) = %d tasks, want %d", c.seconds, len(got), c.wantN)
+			srv := testServer(t, c.delay, c.maxTasks, c.perCPU)
+			h := testHost(1, c.flops, c.activeFrac)
+			for i := range c.held {
+				h.policy.AddTask(&clientpolicy.Task{ID: int64(i + 1), Project: h.policy.Projects[0], EstCPU: 60, Deadline: 1e9})
 			}
-			for _, nt := range got {
-				if nt.estCPU != c.wantEst || nt.trueCPU != c.wantEst || nt.deadline != c.wantDue {
-					t.Fatalf("task %+v, want estimate = true runtime = %g, deadline %g", nt, c.wantEst, c.wantDue)
+			sends, jobs, short := srv.decide(h, 0, false, c.seconds, 100)
+			if len(sends) != c.wantN || len(jobs) != c.wantN || short != c.wantShort {
+				t.Fatalf("decide(%g s) = %d sends, short %q; want %d, %q", c.seconds, len(sends), short, c.wantN, c.wantShort)
+			}
+			if c.wantShort != "" && srv.cat.shortfalls[c.wantShort] != 1 {
+				t.Errorf("shortfalls = %v, want one %s", srv.cat.shortfalls, c.wantShort)
+			}
+			nt := tasks(jobs, c.flops, 1, 100, h.rng)
+			for _, x := range nt {
+				if want := 3.6e12 / c.flops; x.estCPU != want || x.trueCPU != want || x.deadline != 100+c.delay.Seconds() {
+					t.Fatalf("task %+v, want estimate = true runtime = %g, deadline %g", x, want, 100+c.delay.Seconds())
 				}
 			}
 		})
+	}
+}
+
+// A job sent is replaced in the unsent list, so the project never runs
+// out, and the same job is never sent twice.
+func TestServerRefillsItsUnsentJobs(t *testing.T) {
+	t.Parallel()
+	srv := testServer(t, 48*hour, 5, 100)
+	seen := map[int64]bool{}
+	for range 3 {
+		before := slices.Clone(srv.cat.unsent)
+		sends, _, _ := srv.decide(testHost(1, 1e9, 1), 0, false, 5*3600, 100)
+		if len(sends) != 5 {
+			t.Fatalf("sent %d, want 5", len(sends))
+		}
+		for _, sd := range sends {
+			wu := before[sd.Entry].WorkunitID
+			if seen[wu] {
+				t.Fatalf("job %d sent twice", wu)
+			}
+			seen[wu] = true
+		}
+		if len(srv.cat.unsent) != 5 {
+			t.Fatalf("%d unsent, want 5", len(srv.cat.unsent))
+		}
 	}
 }
 

@@ -152,6 +152,11 @@ type Server struct {
 	RequestDelay Duration `yaml:"request_delay"`
 	// MaxTasks is the most tasks one reply carries; default 50.
 	MaxTasks int `yaml:"max_tasks"`
+	// MaxInProgressPerCPU and MaxInProgressPerGPU are the scheduler's
+	// --max-in-progress-per-cpu (0: its default, 4) and
+	// --max-in-progress-per-gpu (0: no limit).
+	MaxInProgressPerCPU int `yaml:"max_in_progress_per_cpu"`
+	MaxInProgressPerGPU int `yaml:"max_in_progress_per_gpu"`
 	// Outages are the windows during which every RPC to the project fails.
 	Outages []Window `yaml:"outages"`
 	// NoWork are the windows during which work requests get nothing (reports are still accepted).
@@ -462,6 +467,9 @@ func (sc Scenario) Validate() error {
 		}
 		if p.Server.RequestDelay < 0 {
 			bad(field+".server.request_delay", "want >= 0, got %s", p.Server.RequestDelay)
+		}
+		if p.Server.MaxInProgressPerCPU < 0 || p.Server.MaxInProgressPerGPU < 0 {
+			bad(field+".server.max_in_progress_per_cpu", "want >= 0 (and max_in_progress_per_gpu)")
 		}
 		if p.Server.MaxTasks < 1 {
 			bad(field+".server.max_tasks", "want >= 1, got %d", p.Server.MaxTasks)

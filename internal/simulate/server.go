@@ -10,9 +10,11 @@ import (
 // server is the in-process model of one project's scheduler: it answers RPCs
 // at once (RPC latency is zero in simulated time), fails every RPC during an
 // outage, sends nothing during a no-work window, and otherwise sends tasks
-// whose estimated CPU covers the request.
+// the real scheduler's decision function chooses (scheduler.DecideSends).
 type server struct {
 	project Project
+	// cat is what the real scheduler's decision function decides with.
+	cat *catalogue
 
 	// rpcMinutes counts RPCs started in each minute of the run, failed or
 	// not; the storm property reads it.
@@ -22,11 +24,16 @@ type server struct {
 	reports, lateReports int64
 }
 
-func newServer(p Project, duration float64) *server {
+func newServer(p Project, duration float64) (*server, error) {
+	cat, err := newCatalogue(p)
+	if err != nil {
+		return nil, err
+	}
 	return &server{
 		project:    p,
+		cat:        cat,
 		rpcMinutes: make([]int32, int(duration/60)+1),
-	}
+	}, nil
 }
 
 // down reports whether the project's scheduler is unreachable at now.
@@ -71,40 +78,23 @@ type newTask struct {
 	ncpus                     float64 // threads of a multi-threaded task
 }
 
-// work answers a request for seconds of CPU work from a host whose CPUs run
-// flops each: tasks until their estimated CPU covers the request, at least
-// one and at most MaxTasks. r draws the true runtimes.
-func (s *server) work(seconds, flops, ncpus, now float64, r *rand.Rand) []newTask {
-	return s.jobs(s.project.Job, seconds, flops, ncpus, now, r)
-}
-
-// gpuWork is work for a GPU of the given speed, from the project's GPU
-// jobs.
-func (s *server) gpuWork(seconds, flops, _, now float64, r *rand.Rand) []newTask {
-	return s.jobs(*s.project.GPUJob, seconds, flops, 1, now, r)
-}
-
-// jobs is tasks of job until their estimated CPU seconds (CPU-seconds of
-// all their threads) cover seconds, at least one and at most MaxTasks;
-// estCPU and trueCPU are running times on job.NCPUs instances of speed
-// flops, or on the host's hostCPUs if it has fewer (the real client runs
-// a multi-threaded app on the CPUs it has).
-func (s *server) jobs(job Job, seconds, flops, hostCPUs, now float64, r *rand.Rand) []newTask {
-	ncpus := max(min(job.NCPUs, hostCPUs), 1)
-	est := job.FpopsEst / (flops * ncpus)
-	n := int(math.Ceil(seconds / (est * ncpus)))
-	n = max(1, min(n, s.project.Server.MaxTasks))
-	tasks := make([]newTask, n)
-	deadline := now + job.DelayBound.Seconds()
-	for i := range tasks {
-		tasks[i] = newTask{
+// tasks are the tasks of the jobs the scheduler sent: estCPU and trueCPU
+// are running times on job.NCPUs instances of speed flops, or on the
+// host's hostCPUs if it has fewer (the real client runs a multi-threaded
+// app on the CPUs it has). r draws the true runtimes.
+func tasks(jobs []Job, flops, hostCPUs, now float64, r *rand.Rand) []newTask {
+	out := make([]newTask, len(jobs))
+	for i, job := range jobs {
+		ncpus := max(min(job.NCPUs, hostCPUs), 1)
+		est := job.FpopsEst / (flops * ncpus)
+		out[i] = newTask{
 			estCPU:   est,
 			trueCPU:  est * runtimeFactor(job.RuntimeSpread, r),
-			deadline: deadline,
+			deadline: now + job.DelayBound.Seconds(),
 			ncpus:    ncpus,
 		}
 	}
-	return tasks
+	return out
 }
 
 // runtimeFactor is true/estimated runtime: lognormal with mean 1 and the
