@@ -12,6 +12,7 @@ import (
 	"github.com/taskserver/taskserver/internal/demoapp"
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/projectrun"
+	"github.com/taskserver/taskserver/internal/simreport"
 )
 
 // Progress is a snapshot of the project while it runs.
@@ -86,6 +87,9 @@ type Summary struct {
 	TricklesSent    int64 `json:"trickles_sent"`
 	TricklesStored  int   `json:"trickles_stored"`
 	TricklesHandled int   `json:"trickles_handled"`
+	// Hardware is what the simulated hosts had and how busy they kept it
+	// (GPU and multi-core hosts, GPU and multi-threaded tasks).
+	Hardware simreport.Hardware `json:"hardware"`
 }
 
 // OK reports whether no invariant broke.
@@ -106,6 +110,9 @@ func (s Summary) String() string {
 	fmt.Fprintf(&b, "files downloaded  %d (%d gzip'd; %d sticky inputs reused)\n", s.FilesDownloaded, s.GzippedDownloads, s.StickyReused)
 	fmt.Fprintf(&b, "files uploaded    %d\n", s.FilesUploaded)
 	fmt.Fprintf(&b, "trickle-ups       %d sent, %d stored, %d handled\n", s.TricklesSent, s.TricklesStored, s.TricklesHandled)
+	fmt.Fprintf(&b, "hardware          %d GPU hosts (%d GPUs, %.0f%% busy, their CPUs %.0f%%), %d multi-core hosts; %d GPU tasks, %d multi-threaded tasks\n",
+		s.Hardware.GPUHosts, s.Hardware.GPUs, 100*s.Hardware.GPUBusyFrac, 100*s.Hardware.GPUHostCPUBusyFrac, s.Hardware.MTHosts,
+		s.Hardware.GPUTasks, s.Hardware.MTTasks)
 	if s.OK() {
 		b.WriteString("invariants        ok\n")
 	} else {

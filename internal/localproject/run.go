@@ -161,6 +161,9 @@ app: demo
 	simArgs := []string{"--url", p.schedURL, "--authenticators", p.authPath, "--hosts", strconv.Itoa(o.Hosts),
 		"--fail-frac", ftoa(o.FailFrac), "--vanish-frac", ftoa(o.VanishFrac), "--cheat-frac", ftoa(o.CheatFrac),
 		"--trickle-frac", ftoa(o.TrickleFrac),
+		// A fifth of the hosts have GPUs and a fifth are multi-core, so
+		// GPU and multi-threaded versions (SeedHardwareVersions) run too.
+		"--gpu-frac", ftoa(hostGPUFrac), "--mt-frac", ftoa(hostMTFrac),
 		"--compute-time", o.ComputeTime.String(), "--backoff-scale", "0.01", "--backoff-max", "5s",
 		"--report", filepath.Join(o.ProjectDir, "simclient-report.json")}
 	sim, err := projectrun.Start(projectrun.Spec{Name: "simclient", Bin: filepath.Join(o.BinDir, "simclient"), LogDir: logDir, Args: simArgs})
@@ -184,6 +187,13 @@ app: demo
 		}
 		sum.FilesDownloaded, sum.GzippedDownloads, sum.StickyReused, sum.FilesUploaded = st.FilesDownloaded, st.GzippedDownloads, st.StickyReused, st.FilesUploaded
 		sum.TricklesSent = st.TricklesSent
+		sum.Hardware = st.Hardware.Hardware
 	}
 	return sum, errors.Join(runErr, stopErr)
 }
+
+// The shares of simulated hosts with GPUs and with many cores.
+const (
+	hostGPUFrac = 0.2
+	hostMTFrac  = 0.2
+)
