@@ -81,7 +81,7 @@ boinc-app: ## build the real BOINC-API demo app into bin/boinc_demo (installs g+
 	$(CXX) -O2 -Wall -Wextra -o $(BOINC_APP) apps/boinc_demo/boinc_demo.cpp -lboinc_api -lboinc -lpthread
 
 .PHONY: test-client
-test-client: deps boinc-app ## run the server against two real BOINC clients running a real BOINC-API app (installs boinc-client, g++ and libboinc-app-dev if missing)
+test-client: deps boinc-app ## run the server against two real BOINC clients running a real BOINC-API app, then again with a cc_config.xml coprocessor, a multi-threaded version and a failing host's daily quota (installs boinc-client, g++ and libboinc-app-dev if missing)
 	@scripts/boinc-client-up.sh && dsn=$$(scripts/db-up.sh) && \
 	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 TASKSERVER_BOINC_APP="$(abspath $(BOINC_APP))" $(GO) test -count=1 -timeout 15m -run TestRealBOINCClient -v ./e2e/
 
