@@ -100,6 +100,29 @@ type User struct {
 	ProjectPrefs Text `db:"project_prefs"`
 }
 
+// Team is a team row: BOINC's team, with the columns the task server, its
+// replies and the statistics export use.
+type Team struct {
+	ID         int64 `db:"id"`
+	CreateTime int64 `db:"create_time"`
+	// UserID is the founder.
+	UserID      int64  `db:"userid"`
+	Name        string `db:"name"`
+	NameLC      string `db:"name_lc"`
+	URL         string `db:"url"`
+	Type        int    `db:"type"`
+	NameHTML    string `db:"name_html"`
+	Description Text   `db:"description"`
+	// NUsers, TotalCredit and ExpavgCredit are kept up to date as members
+	// join, leave and are granted credit.
+	NUsers       int     `db:"nusers"`
+	Country      string  `db:"country"`
+	TotalCredit  float64 `db:"total_credit"`
+	ExpavgCredit float64 `db:"expavg_credit"`
+	ExpavgTime   float64 `db:"expavg_time"`
+	Joinable     bool    `db:"joinable"`
+}
+
 // Text is a TEXT column that may be NULL (BOINC's schema leaves its
 // documents nullable): NULL reads as "", and "" is written as "".
 type Text string
