@@ -343,6 +343,9 @@ func TestAnonymousPlatformGPUBuild(t *testing.T) {
 			t.Fatalf("instance %s app_version_id = %d, want %d", r.Name, got, want)
 		}
 	}
+	if err := f.svc.Flush(f.ctx); err != nil {
+		t.Fatal(err)
+	}
 	havs, err := f.st.HostAppVersionListByHost(f.ctx, rep.HostID)
 	if err != nil {
 		t.Fatal(err)
