@@ -33,6 +33,15 @@ type Options struct {
 	// ProjectDir; without it either existing is an error and nothing is
 	// written.
 	Force bool
+	// DryRun reads, converts and checks everything, and writes nothing.
+	DryRun bool
+}
+
+// Result is what Convert did, or would do in a dry run.
+type Result struct {
+	Report *Report
+	// File is the project file's contents.
+	File []byte
 }
 
 // ErrExists is returned when Out or the plan class copy exists and
@@ -41,10 +50,10 @@ var ErrExists = errors.New("file exists (use --force to overwrite)")
 
 // Convert reads the old project's configuration, writes the project file
 // (mode 0600: it holds the database password) and, when the old project
-// has plan classes that parse, their copy; it returns the report. Each
-// file is written whole or not at all. Nothing is written when anything
-// fails to parse.
-func Convert(o Options) (*Report, error) {
+// has plan classes that parse, their copy; it returns the report and the
+// file. Each file is written whole or not at all. Nothing is written when
+// anything fails to parse, or in a dry run.
+func Convert(o Options) (*Result, error) {
 	var errs []error
 	if o.OldDir == "" {
 		errs = append(errs, errors.New("the old project directory is missing"))
@@ -117,6 +126,10 @@ func Convert(o Options) (*Report, error) {
 			}
 		}
 	}
+	res := &Result{Report: rep, File: file}
+	if o.DryRun {
+		return res, nil
+	}
 	if err := os.MkdirAll(newDir, 0o755); err != nil {
 		return nil, fmt.Errorf("new project directory: %w", err)
 	}
@@ -128,7 +141,7 @@ func Convert(o Options) (*Report, error) {
 	if err := writeAtomic(o.Out, file, 0o600, o.Force); err != nil {
 		return nil, err
 	}
-	return rep, nil
+	return res, nil
 }
 
 // readAux reads config_aux.xml, nil when there is none.

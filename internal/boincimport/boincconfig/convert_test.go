@@ -78,13 +78,24 @@ func TestConvertRealisticProject(t *testing.T) {
 	old := oldProject(t)
 	newDir := filepath.Join(t.TempDir(), "new")
 	out := filepath.Join(newDir, "project.yaml")
-	rep, err := Convert(Options{OldDir: old, ProjectDir: newDir, Out: out, DBDSN: newDSN})
+	dry, err := Convert(Options{OldDir: old, ProjectDir: newDir, Out: out, DBDSN: newDSN, DryRun: true})
+	if err != nil {
+		t.Fatalf("Convert, dry run: %v", err)
+	}
+	if _, err := os.Stat(newDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("dry run made the new project directory: %v", err)
+	}
+	res, err := Convert(Options{OldDir: old, ProjectDir: newDir, Out: out, DBDSN: newDSN})
 	if err != nil {
 		t.Fatalf("Convert: %v", err)
 	}
+	rep := res.Report
 	body, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !bytes.Equal(dry.File, body) || !bytes.Equal(res.File, body) {
+		t.Errorf("the dry run's file or the returned one differs from the file written")
 	}
 	if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("project file mode = %v (%v), want 0600: it holds the database password", fi.Mode(), err)
@@ -306,10 +317,11 @@ func TestConvertWithoutNewDSN(t *testing.T) {
 	old := oldProject(t)
 	newDir := t.TempDir()
 	out := filepath.Join(newDir, "p.yaml")
-	rep, err := Convert(Options{OldDir: old, ProjectDir: newDir, Out: out})
+	res, err := Convert(Options{OldDir: old, ProjectDir: newDir, Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep := res.Report
 	v, _ := config.Parse(mustRead(t, out))
 	if v["db-dsn"] != "boincadm:s3cr/et@pw@tcp(db.example.org:3306)/ringsearch" {
 		t.Errorf("db-dsn = %q, want the old database's", v["db-dsn"])
