@@ -602,9 +602,10 @@ func clientVersion(req *protocol.SchedulerRequest) int {
 	return maj*10000 + minor*100 + rel
 }
 
-// hostFromRequest copies the request's description of the host into h. A
+// hostFromRequest copies the request's description of the host into h (its
+// host_cpid hashed with email, the owner's address: storedHostCPID). A
 // request without host_info keeps what the row has.
-func hostFromRequest(h row.Host, req *protocol.SchedulerRequest, ip string, now int64) row.Host {
+func hostFromRequest(h row.Host, req *protocol.SchedulerRequest, ip string, now int64, email string) row.Host {
 	h.RPCSeqno = int64(clampInt32(req.RPCSeqno))
 	h.RPCTime = now
 	h.LastIPAddr = text(ip)
@@ -612,7 +613,7 @@ func hostFromRequest(h row.Host, req *protocol.SchedulerRequest, ip string, now 
 	if hi.PNCPUs > 0 || hi.PFpops > 0 || hi.HostCPID != "" || hi.OSName != "" || hi.MNbytes > 0 {
 		h.Timezone = int(clampInt32(int64(hi.Timezone)))
 		h.DomainName = text(hi.DomainName)
-		h.HostCPID = text(hi.HostCPID)
+		h.HostCPID = storedHostCPID(text(hi.HostCPID), email)
 		h.PNCPUs = int(max(min(int64(hi.PNCPUs), 1<<16), 0))
 		h.PVendor = text(hi.PVendor)
 		h.PModel = text(hi.PModel)
