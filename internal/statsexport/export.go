@@ -109,11 +109,12 @@ func writeDump(ctx context.Context, src Source, dir string, batch int, now time.
 	var n int64
 	users, err := newGzFile(filepath.Join(dir, "user.gz"), "users")
 	if err == nil {
-		err = dumpTable(ctx, users, src.StatsUserList, batch, func(b []byte, u row.StatsUser) ([]byte, int64) {
-			res.Users++
-			res.TotalCredit += u.TotalCredit
-			return appendUser(b, u), u.ID
-		})
+		err = dumpTable(ctx, users, src.StatsUserList, batch, func(u row.StatsUser) int64 { return u.ID },
+			func(b []byte, u row.StatsUser) []byte {
+				res.Users++
+				res.TotalCredit += u.TotalCredit
+				return appendUser(b, u)
+			})
 		n, err = users.finish(err)
 		res.Bytes += n
 	}
@@ -122,10 +123,11 @@ func writeDump(ctx context.Context, src Source, dir string, batch int, now time.
 	}
 	teams, err := newGzFile(filepath.Join(dir, "team.gz"), "teams")
 	if err == nil {
-		err = dumpTable(ctx, teams, src.StatsTeamList, batch, func(b []byte, t row.StatsTeam) ([]byte, int64) {
-			res.Teams++
-			return appendTeam(b, t), t.ID
-		})
+		err = dumpTable(ctx, teams, src.StatsTeamList, batch, func(t row.StatsTeam) int64 { return t.ID },
+			func(b []byte, t row.StatsTeam) []byte {
+				res.Teams++
+				return appendTeam(b, t)
+			})
 		n, err = teams.finish(err)
 		res.Bytes += n
 	}
@@ -134,10 +136,11 @@ func writeDump(ctx context.Context, src Source, dir string, batch int, now time.
 	}
 	hosts, err := newGzFile(filepath.Join(dir, "host.gz"), "hosts")
 	if err == nil {
-		err = dumpTable(ctx, hosts, src.StatsHostList, batch, func(b []byte, h row.StatsHost) ([]byte, int64) {
-			res.Hosts++
-			return appendHost(b, h), h.ID
-		})
+		err = dumpTable(ctx, hosts, src.StatsHostList, batch, func(h row.StatsHost) int64 { return h.ID },
+			func(b []byte, h row.StatsHost) []byte {
+				res.Hosts++
+				return appendHost(b, h)
+			})
 		n, err = hosts.finish(err)
 		res.Bytes += n
 	}
@@ -176,24 +179,44 @@ func writeDump(ctx context.Context, src Source, dir string, batch int, now time.
 const TablesFile = "tables.xml"
 
 // dumpTable writes every row list returns to z, a batch at a time, each
-// record made by put, which also returns the row's id (the next cursor).
+// record made by put; id is a row's id, the cursor of the next batch. The
+// next batch is read while the current one is encoded and compressed, so
+// the database and the compressor work side by side.
 func dumpTable[R any](ctx context.Context, z *gzFile, list func(context.Context, int64, int) ([]R, error), batch int,
-	put func([]byte, R) ([]byte, int64)) error {
-	var after int64
+	id func(R) int64, put func([]byte, R) []byte) error {
+	type page struct {
+		rows []R
+		err  error
+	}
+	next := make(chan page, 1)
+	fetch := func(after int64) {
+		go func() {
+			rows, err := list(ctx, after, batch)
+			next <- page{rows, err}
+		}()
+	}
+	fetch(0)
 	var buf []byte
 	for {
-		rows, err := list(ctx, after, batch)
-		if err != nil {
-			return fmt.Errorf("statistics export: %w", err)
+		p := <-next
+		if p.err != nil {
+			return fmt.Errorf("statistics export: %w", p.err)
+		}
+		more := len(p.rows) == batch
+		if more {
+			fetch(id(p.rows[len(p.rows)-1]))
 		}
 		buf = buf[:0]
-		for _, r := range rows {
-			buf, after = put(buf, r)
+		for _, r := range p.rows {
+			buf = put(buf, r)
 		}
 		if err := z.write(buf); err != nil {
+			if more {
+				<-next // the read in flight ends before the export does
+			}
 			return err
 		}
-		if len(rows) < batch {
+		if !more {
 			return nil
 		}
 	}

@@ -23,7 +23,7 @@ func (t *tool) statsCommand() *cli.Command {
 				"daemon does the same every --interval",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "out", Value: "html/stats", Usage: "directory the dump is published in (relative to the project directory)"},
-				&cli.IntFlag{Name: "batch", Value: 1000, Usage: "rows read per query"},
+				&cli.IntFlag{Name: "batch", Value: 5000, Usage: "rows read per query"},
 			},
 			Action: func(c *cli.Context) error {
 				if c.Int("batch") < 1 {
