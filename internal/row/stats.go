@@ -70,5 +70,4 @@ type StatsHost struct {
 	OSVersion       string  `db:"os_version"`
 	OwnerFound      bool    `db:"owner_found"`
 	OwnerShowHosts  bool    `db:"owner_show_hosts"`
-	OwnerEmailAddr  string  `db:"owner_email_addr"`
 }

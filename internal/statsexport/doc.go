@@ -31,7 +31,8 @@
 // what the files hold. Text is escaped byte by byte as BOINC's xml_escape
 // does, numbers written as C's %f. The volunteer's public id (<cpid>) is
 // md5(cross_project_id + e-mail) and a host's (<host_cpid>) md5(the
-// client's host_cpid + the owner's e-mail), as BOINC computes them: the
+// client's host_cpid + the owner's e-mail), as BOINC computes them (the
+// scheduler stores the host's so): the
 // sites add up a volunteer's credit over projects by the first and a
 // computer's by the second.
 //

@@ -58,13 +58,15 @@ WHERE id = ?`, p.teamA, p.alice)
 	storetest.Exec(t, st, `UPDATE user SET show_hosts = 0 WHERE id = ?`, p.bob)
 
 	p.hostAlice = storetest.Host(t, st, storetest.HostOptions{User: p.alice, CreateTime: 5000, RPCTime: 6000,
-		TotalCredit: 1000, ExpavgCredit: 10, ExpavgTime: 1700000002, Timezone: 3600, HostCPID: "abc", PNCPUs: 8,
+		TotalCredit: 1000, ExpavgCredit: 10, ExpavgTime: 1700000002, Timezone: 3600,
+		// What the scheduler stores for cpid "abc": printf '%s' abcalice@example.org | md5sum
+		HostCPID: "f951e09dbeac53e031179a3e9246e23d", PNCPUs: 8,
 		PVendor: "GenuineIntel", PModel: "Intel(R) Core(TM) i7 ® <fast>", PFpops: 4.5e9, PIops: 9e9, MNbytes: 16e9,
 		MSwap: 2e9, DTotal: 5e11, DFree: 2.5e11, OSName: "Linux Debian", OSVersion: "6.1.0", AvgTurnaround: 3600.5}).ID
 	storetest.Exec(t, st, `UPDATE host SET p_membw = 1.25e9, m_cache = 8388608, n_bwup = 1e6, n_bwdown = 5e6,
 credit_per_cpu_sec = 0.0125 WHERE id = ?`, p.hostAlice)
 	p.hostBob = storetest.Host(t, st, storetest.HostOptions{User: p.bob, CreateTime: 5001, TotalCredit: 10,
-		HostCPID: "bobcpid", OSName: "Windows"}).ID
+		HostCPID: "e1cd1977d75be8dbb12439fa4c4ca203", OSName: "Windows"}).ID // cpid "bobcpid"
 	storetest.Host(t, st, storetest.HostOptions{User: p.alice, TotalCredit: 0, HostCPID: "nocredit"})
 	storetest.Host(t, st, storetest.HostOptions{User: p.alice, TotalCredit: 5, DomainName: "deleted"})
 	storetest.Host(t, st, storetest.HostOptions{User: 0, TotalCredit: 5})
@@ -220,7 +222,6 @@ func TestExportWritesBOINCsDump(t *testing.T) {
 		"m_swap": "2000000000.000000", "d_total": "500000000000.000000", "d_free": "250000000000.000000",
 		"n_bwup": "1000000.000000", "n_bwdown": "5000000.000000", "avg_turnaround": "3600.500000",
 		"credit_per_cpu_sec": "0.012500",
-		// printf '%s' abcalice@example.org | md5sum
 		"host_cpid": "f951e09dbeac53e031179a3e9246e23d",
 	} {
 		if got, ok := hosts[0].text[k]; !ok || got != want {
@@ -233,7 +234,6 @@ func TestExportWritesBOINCsDump(t *testing.T) {
 	if _, ok := hosts[1].text["userid"]; ok {
 		t.Errorf("bob's host has <userid>, but bob hides his computers")
 	}
-	// printf '%s' bobcpidbob@example.org | md5sum
 	if got, want := hosts[1].text["host_cpid"], "e1cd1977d75be8dbb12439fa4c4ca203"; got != want {
 		t.Errorf("bob's host's <host_cpid> = %q, want %q", got, want)
 	}

@@ -90,18 +90,15 @@ func userCPID(u row.StatsUser) string {
 	return md5Hex(u.CrossProjectID + u.EmailAddr)
 }
 
-// hostCPID is the host's public cross-project id: the MD5 of the id the
-// client reports followed by the owner's e-mail address, which is what
-// BOINC's scheduler stores in host.host_cpid and its db_dump writes. Our
-// scheduler stores the client's value as reported (it finds a returning
-// host by it), so the hash is taken here. A host that never reported one
-// has none, and one whose owner's row is gone cannot be hashed: both are
-// written empty.
+// hostCPID is the host's public cross-project id: host.host_cpid as the
+// scheduler keeps it, as BOINC's does (the md5 of the id the client
+// reports followed by the owner's e-mail address), and as BOINC's db_dump
+// writes it. A host whose owner's row is gone is written without one.
 func hostCPID(h row.StatsHost) string {
-	if h.HostCPID == "" || !h.OwnerFound {
+	if !h.OwnerFound {
 		return ""
 	}
-	return md5Hex(h.HostCPID + h.OwnerEmailAddr)
+	return h.HostCPID
 }
 
 // appendUser appends the <user> record BOINC's db_dump writes. Country and

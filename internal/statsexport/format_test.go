@@ -58,8 +58,9 @@ func TestPublicIDsAreHashedWithTheEmail(t *testing.T) {
 		h    row.StatsHost
 		want string
 	}{
-		{"hashed with the owner's e-mail", row.StatsHost{HostCPID: "abc", OwnerFound: true, OwnerEmailAddr: "x@y"}, "e31d005d6e0c1d696912e841b876f4da"},
-		{"none reported", row.StatsHost{OwnerFound: true, OwnerEmailAddr: "x@y"}, ""},
+		{"as stored (hashed by the scheduler)", row.StatsHost{HostCPID: "e31d005d6e0c1d696912e841b876f4da", OwnerFound: true},
+			"e31d005d6e0c1d696912e841b876f4da"},
+		{"none reported", row.StatsHost{OwnerFound: true}, ""},
 		{"owner gone", row.StatsHost{HostCPID: "abc"}, ""},
 	} {
 		if got := hostCPID(tc.h); got != tc.want {

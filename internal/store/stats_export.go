@@ -31,8 +31,7 @@ ORDER BY t.id LIMIT ?`
 h.timezone, h.host_cpid, h.p_ncpus, h.p_vendor, h.p_model, h.p_fpops, h.p_iops, h.p_membw, h.m_nbytes,
 h.m_cache, h.m_swap, h.d_total, h.d_free, h.n_bwup, h.n_bwdown, h.avg_turnaround, h.credit_per_cpu_sec,
 h.os_name, h.os_version,
-u.id IS NOT NULL AS owner_found, COALESCE(u.show_hosts, 0) AS owner_show_hosts,
-COALESCE(u.email_addr, '') AS owner_email_addr
+u.id IS NOT NULL AS owner_found, COALESCE(u.show_hosts, 0) AS owner_show_hosts
 FROM host h LEFT JOIN user u ON u.id = h.userid
 WHERE h.id > ? AND h.total_credit > 0 AND h.domain_name <> 'deleted' AND h.userid <> 0
 ORDER BY h.id LIMIT ?`
