@@ -311,6 +311,14 @@ func (brokenAccounts) UserSetPasswdHash(context.Context, int64, string, string) 
 	return false, io.ErrUnexpectedEOF
 }
 
+func (brokenAccounts) TeamGetByName(context.Context, string) (row.Team, error) {
+	return row.Team{}, io.ErrUnexpectedEOF
+}
+
+func (brokenAccounts) UserSetTeam(context.Context, int64, int64) (int64, error) {
+	return 0, io.ErrUnexpectedEOF
+}
+
 func TestAccountRPCsWithoutDatabaseOrByWrongMethod(t *testing.T) {
 	t.Parallel()
 	a, err := NewAccounts(AccountOptions{Store: brokenAccounts{}, URLBase: "http://127.0.0.1:8080", AccountCreation: true})
