@@ -327,8 +327,18 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		download:  base + "/download/",
 		catalog:   catalogCache{log: deps.Log, plans: cfg.PlanClasses},
 		read:      newReader(deps.Store, cfg.Timeout, m),
-		commit:    newCommitter(deps.Store, cfg.Timeout, cfg.CommitLanes, m),
+		commit:    newCommitter(deps.Store, cfg.Timeout, cfg.CommitLanes, m, deps.Now),
 	}, nil
+}
+
+// Flush writes the jobs sent that the scheduler counts in memory only (the
+// daily quota's counts, written about once a second with the requests'
+// commits). Call it after the last request, before the process ends.
+func (s *Service) Flush(ctx context.Context) error {
+	if err := s.commit.flush(ctx, s.st); err != nil {
+		return fmt.Errorf("scheduler: write the jobs sent today: %w", err)
+	}
+	return nil
 }
 
 // errUnavailable marks a request the database could not serve: HTTP 503.
