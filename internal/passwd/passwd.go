@@ -91,6 +91,20 @@ func Check(stored, clientHash string, cost int) (ok, rehash bool) {
 	return ok, ok
 }
 
+// CheckAccountKey tells whether clientHash is what the client sends for
+// the account key typed as the password: BOINC's lookup_account accepts
+// the md5 of the account key and the e-mail address besides the password,
+// so a volunteer who never set one, or forgot it, can attach by e-mail
+// address with the key the project's web site shows. An account without a
+// key matches nothing. The comparison is in constant time.
+func CheckAccountKey(authenticator, email, clientHash string) bool {
+	if authenticator == "" {
+		return false
+	}
+	want := ClientHash(authenticator, strings.TrimSpace(email))
+	return subtle.ConstantTimeCompare([]byte(want), []byte(normalize(clientHash))) == 1
+}
+
 // dummies holds, per cost, a bcrypt hash of a random secret nobody knows.
 var dummies sync.Map // int -> []byte
 

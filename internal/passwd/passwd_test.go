@@ -109,3 +109,54 @@ func TestCheckCostsOneComparisonWhateverIsStored(t *testing.T) {
 		}
 	}
 }
+
+// Hashes as BOINC's PHP leaves them check: password_hash's "$2y$" bcrypt of
+// the client's md5 (made with crypt(3)'s bcrypt, the code PHP bundles, at
+// PHP's cost 10, so it is kept at that cost and upgraded above it).
+func TestCheckPHPBcrypt(t *testing.T) {
+	t.Parallel()
+	const (
+		clientHash = "7c9ead3d5bceaf8d25a03811f160ba74" // md5("hunter2imported@example.org")
+		phpHash    = "$2y$10$abcdefghijklmnopqrstuufnFzCh7dv6DQaTKdljuYmFwlDGNaeNS"
+	)
+	if got := ClientHash("hunter2", "Imported@Example.org"); got != clientHash {
+		t.Fatalf("ClientHash = %s, want %s", got, clientHash)
+	}
+	for _, tt := range []struct {
+		given      string
+		cost       int
+		ok, rehash bool
+	}{
+		{clientHash, 10, true, false},
+		{strings.ToUpper(clientHash), 10, true, false},
+		{clientHash, 12, true, true}, // PHP 8.4's default cost is 12
+		{ClientHash("hunter3", "imported@example.org"), 10, false, false},
+	} {
+		if ok, rehash := Check(phpHash, tt.given, tt.cost); ok != tt.ok || rehash != tt.rehash {
+			t.Errorf("Check(PHP's $2y$10$, %s, cost %d) = %t, %t; want %t, %t", tt.given, tt.cost, ok, rehash, tt.ok, tt.rehash)
+		}
+	}
+}
+
+// The account key typed as the password matches, hashed as the client
+// hashes any password; nothing else does.
+func TestCheckAccountKey(t *testing.T) {
+	t.Parallel()
+	const auth = "0123456789abcdef0123456789abcdef"
+	for _, tt := range []struct {
+		name, auth, email, given string
+		want                     bool
+	}{
+		// md5(auth + "imported@example.org")
+		{"the key", auth, "imported@example.org", "972b1a8fb484562e90fd72d49afb8e68", true},
+		{"address stored in capitals", auth, "Imported@Example.org", "972b1a8fb484562e90fd72d49afb8e68", true},
+		{"hash in capitals", auth, "imported@example.org", "972B1A8FB484562E90FD72D49AFB8E68", true},
+		{"another address", auth, "other@example.org", "972b1a8fb484562e90fd72d49afb8e68", false},
+		{"the key itself", auth, "imported@example.org", auth, false},
+		{"no key", "", "imported@example.org", ClientHash("", "imported@example.org"), false},
+	} {
+		if got := CheckAccountKey(tt.auth, tt.email, tt.given); got != tt.want {
+			t.Errorf("%s: CheckAccountKey = %t, want %t", tt.name, got, tt.want)
+		}
+	}
+}

@@ -223,7 +223,9 @@ func (e *encoder) fields(v reflect.Value, level int) {
 			e.wrapped(f.path, fv, level)
 			continue
 		}
-		e.value(f.path[0], fv, f.omitempty, level)
+		// An empty element can carry meaning too (an empty <team_name>
+		// clears the client's): Has<Field> asks for it.
+		e.value(f.path[0], fv, f.omitempty && !hasFlag(v, f), level)
 	}
 }
 

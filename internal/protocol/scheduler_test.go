@@ -393,6 +393,30 @@ func TestSchedulerReplyMinimal(t *testing.T) {
 	}
 }
 
+// A reply for a user in no team carries an empty <team_name> (HasTeamName),
+// as BOINC's does, so the client forgets a team the user left; a reply
+// without the flag leaves the element out.
+func TestSchedulerReplyEmptyTeamName(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		rep  SchedulerReply
+		want string
+	}{
+		{SchedulerReply{UserID: 3, HasTeamName: true}, "<userid>3</userid>\n<team_name></team_name>\n"},
+		{SchedulerReply{UserID: 3, TeamID: 9, TeamName: "A & B", HasTeamName: true},
+			"<userid>3</userid>\n<teamid>9</teamid>\n<team_name>A &amp; B</team_name>\n"},
+		{SchedulerReply{UserID: 3}, "<userid>3</userid>\n"},
+	} {
+		var b bytes.Buffer
+		if err := WriteSchedulerReply(&b, &tt.rep); err != nil {
+			t.Fatal(err)
+		}
+		if want := "<scheduler_reply>\n" + tt.want + "</scheduler_reply>\n"; b.String() != want {
+			t.Errorf("WriteSchedulerReply(%+v) =\n%q\nwant\n%q", tt.rep, b.String(), want)
+		}
+	}
+}
+
 // TestParseSchedulerReplySamples reads the replies the real client accepted,
 // and checks that writing them again loses nothing.
 func TestParseSchedulerReplySamples(t *testing.T) {

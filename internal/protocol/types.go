@@ -226,9 +226,13 @@ type SchedulerReply struct {
 	UserCreateTime   int64   `xml:"user_create_time,omitempty"`
 	TeamID           int64   `xml:"teamid,omitempty"`
 	TeamName         string  `xml:"team_name,omitempty"`
-	EmailHash        string  `xml:"email_hash,omitempty"`
-	CrossProjectID   string  `xml:"cross_project_id,omitempty"`
-	ExternalCPID     string  `xml:"external_cpid,omitempty"`
+	// HasTeamName writes <team_name> even when empty, as BOINC's scheduler
+	// does for a user in no team: the client keeps the last name it was
+	// sent, so a volunteer who left a team would go on seeing it.
+	HasTeamName    bool   `xml:"-"`
+	EmailHash      string `xml:"email_hash,omitempty"`
+	CrossProjectID string `xml:"cross_project_id,omitempty"`
+	ExternalCPID   string `xml:"external_cpid,omitempty"`
 	// HostID must be sent when the request's hostid was 0.
 	HostID           int64   `xml:"hostid,omitempty"`
 	HostTotalCredit  float64 `xml:"host_total_credit,omitempty"`

@@ -52,6 +52,8 @@ type AccountStore interface {
 	UserGetByEmail(ctx context.Context, email string) (row.User, error)
 	UserCreate(ctx context.Context, u row.User) (int64, error)
 	UserSetPasswdHash(ctx context.Context, id int64, old, hash string) (bool, error)
+	TeamGetByName(ctx context.Context, name string) (row.Team, error)
+	UserSetTeam(ctx context.Context, userID, teamID int64) (int64, error)
 }
 
 // AccountOptions configures the account RPCs. Store and URLBase are
@@ -378,6 +380,11 @@ func (a *Accounts) lookupAccount(ctx context.Context, r *http.Request) (any, err
 	// Checked even when there is no account (against nothing), so the time
 	// taken does not tell.
 	ok, rehash := passwd.Check(u.PasswdHash, given, a.opts.PasswdCost)
+	if found && !ok && passwd.CheckAccountKey(u.Authenticator, u.EmailAddr, given) {
+		// The account key typed as the password, as BOINC accepts it;
+		// the stored password, if any, stays as it is.
+		ok, rehash = true, false
+	}
 	if !found || !ok {
 		return nil, errLogin
 	}
@@ -406,70 +413,115 @@ func (a *Accounts) upgradePasswdHash(ctx context.Context, u row.User, given stri
 // with the new account's key. An address already registered with the same
 // password hash gets that account's key, as BOINC does: a client whose
 // first reply was lost can ask again. With another hash it is an error.
-// Teams are not supported; team_name is ignored.
+// Either way the account then joins team T if a team of that name exists
+// and takes members (joinTeam).
 func (a *Accounts) createAccount(ctx context.Context, r *http.Request) (any, error) {
+	u, err := a.createOrFind(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	a.joinTeam(ctx, u, strings.TrimSpace(r.URL.Query().Get("team_name")))
+	return accountOut{Authenticator: u.Authenticator}, nil
+}
+
+// joinTeam puts user u in the team called name, as BOINC's
+// create_account does after making or finding the account: only if the
+// team exists and takes members, and without an error to the client
+// otherwise (the account stands; the volunteer can still join another
+// way). A database failure is logged.
+func (a *Accounts) joinTeam(ctx context.Context, u row.User, name string) {
+	if name == "" || len(name) > 254 || !utf8.ValidString(name) {
+		return
+	}
+	t, err := a.opts.Store.TeamGetByName(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		a.opts.Logger.Debug("create_account names no team", "user_id", u.ID)
+		return
+	case err != nil:
+		a.opts.Logger.Warn("create_account: find the team to join", "user_id", u.ID, "error", err)
+		return
+	case t.ID == u.TeamID:
+		return
+	}
+	_, err = a.opts.Store.UserSetTeam(ctx, u.ID, t.ID)
+	switch {
+	case errors.Is(err, store.ErrTeamClosed):
+		a.opts.Logger.Debug("create_account names a team that takes no members", "user_id", u.ID, "team_id", t.ID)
+	case err != nil:
+		a.opts.Logger.Warn("create_account: join team", "user_id", u.ID, "team_id", t.ID, "error", err)
+	default:
+		a.opts.Logger.Info("user joined team", "user_id", u.ID, "team_id", t.ID)
+	}
+}
+
+// createOrFind makes the account create_account asks for, or finds the
+// one already there with the same password.
+func (a *Accounts) createOrFind(ctx context.Context, r *http.Request) (row.User, error) {
 	if !a.opts.AccountCreation {
-		return nil, &rpcError{errAcctCreationDisabled, "This project does not create accounts here; ask its operator for one."}
+		return row.User{}, &rpcError{errAcctCreationDisabled, "This project does not create accounts here; ask its operator for one."}
 	}
 	q := r.URL.Query()
 	email := normalizeEmail(q.Get("email_addr"))
 	if !validEmail(email) {
-		return nil, &rpcError{errBadEmailAddr, "Invalid email address."}
+		return row.User{}, &rpcError{errBadEmailAddr, "Invalid email address."}
 	}
 	hash := strings.ToLower(strings.TrimSpace(q.Get("passwd_hash")))
 	if !passwd.IsClientHash(hash) {
-		return nil, &rpcError{errBadPasswd, "Invalid password hash."}
+		return row.User{}, &rpcError{errBadPasswd, "Invalid password hash."}
 	}
 	name := strings.TrimSpace(q.Get("user_name"))
 	if name == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > 254 || strings.ContainsFunc(name, unicode.IsControl) {
-		return nil, &rpcError{errBadUserName, "Invalid user name."}
+		return row.User{}, &rpcError{errBadUserName, "Invalid user name."}
 	}
 	existing, err := a.opts.Store.UserGetByEmail(ctx, email)
 	switch {
 	case err == nil:
 		return a.existingAccount(ctx, existing, hash)
 	case !errors.Is(err, store.ErrNotFound):
-		return nil, err
+		return row.User{}, err
 	}
 	auth, err := randomHex(16)
 	if err != nil {
-		return nil, err
+		return row.User{}, err
 	}
 	cpid, err := randomHex(16)
 	if err != nil {
-		return nil, err
+		return row.User{}, err
 	}
 	stored, err := passwd.Hash(hash, a.opts.PasswdCost)
 	if err != nil {
-		return nil, err
+		return row.User{}, err
 	}
 	u := row.User{CreateTime: a.opts.Now().Unix(), EmailAddr: email, Name: name, Authenticator: auth,
 		PasswdHash: stored, CrossProjectID: cpid}
-	id, err := a.opts.Store.UserCreate(ctx, u)
+	u.ID, err = a.opts.Store.UserCreate(ctx, u)
 	if errors.Is(err, store.ErrDuplicate) {
 		// Created by a concurrent request a moment ago.
 		existing, err := a.opts.Store.UserGetByEmail(ctx, email)
 		if err != nil {
-			return nil, err
+			return row.User{}, err
 		}
 		return a.existingAccount(ctx, existing, hash)
 	}
 	if err != nil {
-		return nil, err
+		return row.User{}, err
 	}
-	a.opts.Logger.Info("account created", "user_id", id)
-	return accountOut{Authenticator: auth}, nil
+	a.opts.Logger.Info("account created", "user_id", u.ID)
+	return u, nil
 }
 
-func (a *Accounts) existingAccount(ctx context.Context, u row.User, hash string) (any, error) {
+// existingAccount is create_account for an address already registered:
+// the account, if hash is its password.
+func (a *Accounts) existingAccount(ctx context.Context, u row.User, hash string) (row.User, error) {
 	ok, rehash := passwd.Check(u.PasswdHash, hash, a.opts.PasswdCost)
 	if !ok {
-		return nil, &rpcError{errDBNotUnique, "An account with that email address already exists."}
+		return row.User{}, &rpcError{errDBNotUnique, "An account with that email address already exists."}
 	}
 	if rehash {
 		a.upgradePasswdHash(ctx, u, hash)
 	}
-	return accountOut{Authenticator: u.Authenticator}, nil
+	return u, nil
 }
 
 // normalizeEmail is the address as stored: the client lowercases it

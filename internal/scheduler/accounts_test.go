@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -311,6 +312,14 @@ func (brokenAccounts) UserSetPasswdHash(context.Context, int64, string, string) 
 	return false, io.ErrUnexpectedEOF
 }
 
+func (brokenAccounts) TeamGetByName(context.Context, string) (row.Team, error) {
+	return row.Team{}, io.ErrUnexpectedEOF
+}
+
+func (brokenAccounts) UserSetTeam(context.Context, int64, int64) (int64, error) {
+	return 0, io.ErrUnexpectedEOF
+}
+
 func TestAccountRPCsWithoutDatabaseOrByWrongMethod(t *testing.T) {
 	t.Parallel()
 	a, err := NewAccounts(AccountOptions{Store: brokenAccounts{}, URLBase: "http://127.0.0.1:8080", AccountCreation: true})
@@ -356,5 +365,111 @@ func TestAccountRPCsWithoutDatabaseOrByWrongMethod(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(b), "<account_creation_disabled>0</account_creation_disabled>") {
 		t.Errorf("project config = %q", b)
+	}
+}
+
+// Accounts imported from a BOINC project log in from BOINC Manager with
+// whichever hash form BOINC left in passwd_hash: the bcrypt form its PHP
+// makes (password_hash of the client's md5, "$2y$"), kept as it is, or
+// the legacy md5, upgraded on login; and, as BOINC's lookup_account
+// allows, with the account key typed as the password, which leaves the
+// stored password alone.
+func TestLookupAccountWithBOINCHashes(t *testing.T) {
+	t.Parallel()
+	f := setupAccounts(t, false)
+	const (
+		auth = "0123456789abcdef0123456789abcdef"
+		// md5("hunter2" + "imported@example.org"): what the client sends
+		// for password hunter2.
+		clientHash = "7c9ead3d5bceaf8d25a03811f160ba74"
+		// PHP's password_hash(clientHash, PASSWORD_DEFAULT) form: made by
+		// crypt(3)'s bcrypt (libxcrypt, the Openwall code PHP bundles)
+		// with salt "abcdefghijklmnopqrstuu" at cost 10.
+		phpHash = "$2y$10$abcdefghijklmnopqrstuufnFzCh7dv6DQaTKdljuYmFwlDGNaeNS"
+		// md5(auth + "imported@example.org"): the account key typed as the
+		// password.
+		keyHash = "972b1a8fb484562e90fd72d49afb8e68"
+		// md5(auth + "other@example.org"): the key hashed with another
+		// address.
+		otherKeyHash = "594f99da35de7891ca2407a3619d1fec"
+	)
+	imported := storetest.User(t, f.st, storetest.UserOptions{CreateTime: 1, EmailAddr: "imported@example.org",
+		Name: "imp", Authenticator: auth, PasswdHash: phpHash})
+	legacy := storetest.User(t, f.st, storetest.UserOptions{CreateTime: 1, EmailAddr: "legacy@example.org", Name: "leg",
+		PasswdHash: passwd.ClientHash("hunter2", "legacy@example.org")})
+	nopw := storetest.User(t, f.st, storetest.UserOptions{CreateTime: 1, EmailAddr: "nopw@example.org", Name: "nopw"})
+
+	for _, tt := range []struct {
+		name, email, hash, auth string
+	}{
+		{"PHP bcrypt ($2y$) of the md5", "imported@example.org", clientHash, auth},
+		{"PHP bcrypt, address in capitals", "Imported@Example.ORG", clientHash, auth},
+		{"account key as the password", "imported@example.org", keyHash, auth},
+		{"legacy md5", "legacy@example.org", passwd.ClientHash("hunter2", "legacy@example.org"), legacy.Authenticator},
+		{"account key of an account without a password", "nopw@example.org",
+			passwd.ClientHash(nopw.Authenticator, "nopw@example.org"), nopw.Authenticator},
+		{"wrong password", "imported@example.org", passwd.ClientHash("hunter3", "imported@example.org"), ""},
+		{"the stored bcrypt itself", "imported@example.org", phpHash, ""},
+		{"account key hashed with another address", "imported@example.org", otherKeyHash, ""},
+		{"another account's key", "legacy@example.org", keyHash, ""},
+	} {
+		r := f.account("/lookup_account.php?email_addr=" + url.QueryEscape(tt.email) + "&passwd_hash=" + url.QueryEscape(tt.hash))
+		if r.Authenticator != tt.auth || (tt.auth == "") != (r.ErrorNum == errBadPasswd) {
+			t.Errorf("%s: lookup_account(%s, %s) = %+v, want authenticator %q", tt.name, tt.email, tt.hash, r, tt.auth)
+		}
+	}
+	if u, err := f.st.UserGet(f.ctx, imported.ID); err != nil || u.PasswdHash != phpHash {
+		t.Errorf("PHP's bcrypt (cost 10, above the server's) became %q, %v; want it kept", u.PasswdHash, err)
+	}
+	u, err := f.st.UserGet(f.ctx, legacy.ID)
+	if c, cerr := bcrypt.Cost([]byte(u.PasswdHash)); err != nil || cerr != nil || c != bcrypt.MinCost {
+		t.Errorf("legacy md5 after a login = %q, %v; want bcrypt of the md5", u.PasswdHash, err)
+	}
+	if u, err := f.st.UserGet(f.ctx, nopw.ID); err != nil || u.PasswdHash != "" {
+		t.Errorf("account without a password after logging in with its key: passwd_hash %q, %v; want still none", u.PasswdHash, err)
+	}
+}
+
+// create_account's team_name joins the account to the team of that name
+// (ignoring case) when it takes members, as BOINC's does, for a new
+// account and for one the request finds with its password; an unknown or
+// closed team leaves the account made and in no team.
+func TestCreateAccountJoinsTeam(t *testing.T) {
+	t.Parallel()
+	f := setupAccounts(t, true)
+	open := storetest.Team(t, f.st, storetest.TeamOptions{CreateTime: 1, Name: "Open Crunchers"})
+	closed := storetest.Team(t, f.st, storetest.TeamOptions{CreateTime: 1, Name: "Closed Club", Closed: true})
+	create := func(email, team string) row.User {
+		t.Helper()
+		q := url.Values{"email_addr": {email}, "passwd_hash": {passwd.ClientHash("secret123", email)},
+			"user_name": {"vol"}, "team_name": {team}}
+		if r := f.account("/create_account.php?" + q.Encode()); r.Authenticator == "" {
+			t.Fatalf("create_account(%s, team %q) = %+v, want an account key", email, team, r)
+		}
+		u, err := f.st.UserGetByEmail(f.ctx, email)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	for _, tt := range []struct {
+		email, team string
+		want        int64
+	}{
+		{"a@example.org", "open crunchers", open.ID},
+		{"b@example.org", "Closed Club", 0},
+		{"c@example.org", "No Such Team", 0},
+		{"d@example.org", "", 0},
+		{"b@example.org", "Open Crunchers", open.ID}, // existing account, right password
+	} {
+		if u := create(tt.email, tt.team); u.TeamID != tt.want {
+			t.Errorf("create_account(%s, team %q): teamid %d, want %d", tt.email, tt.team, u.TeamID, tt.want)
+		}
+	}
+	if tm, err := f.st.TeamGet(f.ctx, open.ID); err != nil || tm.NUsers != 2 {
+		t.Errorf("team %q: nusers %d, %v; want 2", open.Name, tm.NUsers, err)
+	}
+	if tm, err := f.st.TeamGet(f.ctx, closed.ID); err != nil || tm.NUsers != 0 {
+		t.Errorf("team %q: nusers %d, %v; want 0", closed.Name, tm.NUsers, err)
 	}
 }

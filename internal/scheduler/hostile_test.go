@@ -144,7 +144,7 @@ type countingStore struct {
 	lookups atomic.Int64
 }
 
-func (s *countingStore) UserHostGet(ctx context.Context, auth string, hostID int64) (row.User, row.Host, bool, error) {
+func (s *countingStore) UserHostGet(ctx context.Context, auth string, hostID int64) (store.UserHostHeld, error) {
 	s.lookups.Add(1)
 	return s.Store.UserHostGet(ctx, auth, hostID)
 }

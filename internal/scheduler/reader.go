@@ -93,7 +93,7 @@ func readOne(ctx context.Context, st Store, k store.AuthHost) (store.UserHostHel
 	if k.WantHeld {
 		f, err = st.UserHostHeldGet(ctx, k.Auth, k.HostID, maxInProgressListed)
 	} else {
-		f.User, f.Host, f.HostFound, err = st.UserHostGet(ctx, k.Auth, k.HostID)
+		f, err = st.UserHostGet(ctx, k.Auth, k.HostID)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return f, nil

@@ -38,7 +38,7 @@ type Store interface {
 	HostAppVersionListByHost(ctx context.Context, hostID int64) ([]row.HostAppVersion, error)
 	ResultDetachHost(ctx context.Context, hostID, now int64) (int, error)
 	SchedulerCommit(ctx context.Context, b store.SchedBatch) (store.SchedOutcome, error)
-	UserHostGet(ctx context.Context, auth string, hostID int64) (row.User, row.Host, bool, error)
+	UserHostGet(ctx context.Context, auth string, hostID int64) (store.UserHostHeld, error)
 	UserHostHeldGet(ctx context.Context, auth string, hostID int64, limit int) (store.UserHostHeld, error)
 	UserHostHeldList(ctx context.Context, keys []store.AuthHost, limit int) ([]store.UserHostHeld, error)
 	WorkunitListByIDs(ctx context.Context, ids []int64) ([]row.Workunit, error)
@@ -423,6 +423,7 @@ type rpc struct {
 	reply    *protocol.SchedulerReply
 	now      int64
 	user     row.User
+	teamName string // the user's team's, read with the user; "" for none
 	host     row.Host
 	reported map[string]bool // names reported in this request
 	dbErr    bool            // a database step failed: send no new work
@@ -484,6 +485,13 @@ func (s *Service) Handle(ctx context.Context, req *protocol.SchedulerRequest, ip
 	x.reply.UserExpavgCredit = user.ExpavgCredit
 	x.reply.UserCreateTime = user.CreateTime
 	x.reply.EmailHash, x.reply.CrossProjectID, x.reply.ExternalCPID = crossProjectIDs(user)
+	// As BOINC's scheduler: the team's id and name when the user is in a
+	// team that exists, else an empty name, which clears the one the
+	// client shows (it keeps a name it is not sent).
+	x.reply.HasTeamName = true
+	if x.teamName != "" {
+		x.reply.TeamID, x.reply.TeamName = user.TeamID, x.teamName
+	}
 	x.reply.HostTotalCredit = x.host.TotalCredit
 	x.reply.HostExpavgCredit = x.host.ExpavgCredit
 	x.reply.HostCreateTime = x.host.CreateTime
@@ -543,6 +551,7 @@ func (s *Service) authenticate(ctx context.Context, x *rpc) (u row.User, h row.H
 		x.preHeld, x.preHeldOf, x.preHAV = nil, 0, nil
 		return row.User{}, row.Host{}, false, false, nil
 	}
+	x.teamName = f.TeamName
 	return u, h, hostFound, true, nil
 }
 

@@ -889,9 +889,9 @@ func (s *failingStore) SchedulerCommit(ctx context.Context, b store.SchedBatch) 
 	return s.Store.SchedulerCommit(ctx, b)
 }
 
-func (s *failingStore) UserHostGet(ctx context.Context, auth string, hostID int64) (row.User, row.Host, bool, error) {
+func (s *failingStore) UserHostGet(ctx context.Context, auth string, hostID int64) (store.UserHostHeld, error) {
 	if s.failAuth {
-		return row.User{}, row.Host{}, false, fmt.Errorf("lookup: %w", io.ErrUnexpectedEOF)
+		return store.UserHostHeld{}, fmt.Errorf("lookup: %w", io.ErrUnexpectedEOF)
 	}
 	return s.Store.UserHostGet(ctx, auth, hostID)
 }

@@ -269,7 +269,7 @@ func (s *statementCounter) SchedulerCommit(ctx context.Context, b store.SchedBat
 	return s.Store.SchedulerCommit(ctx, b)
 }
 
-func (s *statementCounter) UserHostGet(ctx context.Context, auth string, hostID int64) (row.User, row.Host, bool, error) {
+func (s *statementCounter) UserHostGet(ctx context.Context, auth string, hostID int64) (store.UserHostHeld, error) {
 	s.calls.Add(1)
 	return s.Store.UserHostGet(ctx, auth, hostID)
 }

@@ -222,7 +222,7 @@ func TestExportWritesBOINCsDump(t *testing.T) {
 		"m_swap": "2000000000.000000", "d_total": "500000000000.000000", "d_free": "250000000000.000000",
 		"n_bwup": "1000000.000000", "n_bwdown": "5000000.000000", "avg_turnaround": "3600.500000",
 		"credit_per_cpu_sec": "0.012500",
-		"host_cpid": "f951e09dbeac53e031179a3e9246e23d",
+		"host_cpid":          "f951e09dbeac53e031179a3e9246e23d",
 	} {
 		if got, ok := hosts[0].text[k]; !ok || got != want {
 			t.Errorf("alice's host's <%s> = %q (present %v), want %q", k, got, ok, want)

@@ -32,9 +32,9 @@ func TestHostHardwareColumns(t *testing.T) {
 		if err != nil || byCPID != got {
 			t.Fatalf("%s: HostGetByCPID = %+v, %v; want %+v", when, byCPID, err, got)
 		}
-		_, joined, found, err := st.UserHostGet(ctx, u.Authenticator, h.ID)
-		if err != nil || !found || joined != got {
-			t.Fatalf("%s: UserHostGet host = %+v, %v, %v; want %+v", when, joined, found, err, got)
+		joined, err := st.UserHostGet(ctx, u.Authenticator, h.ID)
+		if err != nil || !joined.HostFound || joined.Host != got {
+			t.Fatalf("%s: UserHostGet host = %+v, %v, %v; want %+v", when, joined.Host, joined.HostFound, err, got)
 		}
 	}
 	check("inserted", h)

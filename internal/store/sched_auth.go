@@ -29,31 +29,44 @@ var userHostColumns = func() string {
 	return strings.Join(cols, ", ")
 }()
 
-// userHostRow is a user and the host a request named, if it exists.
-type userHostRow struct {
+// userTeamName is the name of user u's team as a column of the user's
+// read: empty for none, or for a team that no longer exists. A scheduler
+// reply carries it (BOINC's scheduler looks the team up by id on every
+// request); here it costs a primary-key lookup inside the same query.
+const userTeamName = `COALESCE((SELECT t.name FROM team t WHERE t.id = u.teamid AND u.teamid <> 0), '') AS team_name`
+
+// userTeamRow is a user and the name of its team.
+type userTeamRow struct {
 	row.User
+	TeamName string `db:"team_name"`
+}
+
+// userHostRow is a user, its team's name, and the host a request named,
+// if it exists.
+type userHostRow struct {
+	userTeamRow
 	Host      row.Host `db:"host"`
 	HostFound bool     `db:"host_found"`
 }
 
-var userHostGet = `SELECT ` + prefixed("u.", userColumns) + `, ` + userHostColumns +
+var userHostGet = `SELECT ` + prefixed("u.", userColumns) + `, ` + userTeamName + `, ` + userHostColumns +
 	`, h.id IS NOT NULL AS host_found
 FROM user u LEFT JOIN host h ON h.id = ? WHERE u.authenticator = ?`
 
 // UserHostGet returns, in one query, the user whose account key is auth
-// (ErrNotFound if none) and host hostID whoever owns it (found false if
-// there is no such host). Callers compare the key and the host's owner
-// themselves.
-func (s *Store) UserHostGet(ctx context.Context, auth string, hostID int64) (u row.User, h row.Host, found bool, err error) {
-	var row userHostRow
-	err = s.hotGet(ctx, &row, userHostGet, hostID, auth)
+// (ErrNotFound if none) with its team's name, and host hostID whoever owns
+// it (HostFound false if there is no such host); Held stays empty.
+// Callers compare the key and the host's owner themselves.
+func (s *Store) UserHostGet(ctx context.Context, auth string, hostID int64) (UserHostHeld, error) {
+	var r userHostRow
+	err := s.hotGet(ctx, &r, userHostGet, hostID, auth)
 	if errors.Is(err, sql.ErrNoRows) {
-		return u, h, false, ErrNotFound
+		return UserHostHeld{}, ErrNotFound
 	}
 	if err != nil {
-		return u, h, false, fmt.Errorf("get user by authenticator and host %d: %w", hostID, err)
+		return UserHostHeld{}, fmt.Errorf("get user by authenticator and host %d: %w", hostID, err)
 	}
-	return row.User, row.Host, row.HostFound, nil
+	return UserHostHeld{User: r.User, UserFound: true, TeamName: r.TeamName, Host: r.Host, HostFound: r.HostFound}, nil
 }
 
 // prefixed is the column list cols with each column qualified by p.
@@ -95,7 +108,7 @@ type userHostHeldRow struct {
 // host's host_app_version rows ride along as one JSON column (repeated on
 // each row: a few hundred bytes for the usual one to three versions, where
 // each row already carries an instance's xml_doc_in).
-var userHostHeldGet = `SELECT ` + prefixed("u.", userColumns) + `, ` + userHostColumns +
+var userHostHeldGet = `SELECT ` + prefixed("u.", userColumns) + `, ` + userTeamName + `, ` + userHostColumns +
 	`, h.id IS NOT NULL AS host_found, ` + heldColumns + `, ` + havJSON + ` AS hav
 FROM user u LEFT JOIN host h ON h.id = ?
 LEFT JOIN result r ON r.hostid = ? AND r.server_state = ?
@@ -125,7 +138,8 @@ func (s *Store) UserHostHeldGet(ctx context.Context, auth string, hostID int64, 
 			held = append(held, r.Held)
 		}
 	}
-	f := UserHostHeld{User: rows[0].User, UserFound: true, Host: rows[0].Host, HostFound: rows[0].HostFound, Held: held}
+	f := UserHostHeld{User: rows[0].User, UserFound: true, TeamName: rows[0].TeamName, Host: rows[0].Host,
+		HostFound: rows[0].HostFound, Held: held}
 	if f.HostFound {
 		if f.HostAppVersions, err = parseHostAppVersions(hostID, rows[0].HAV); err != nil {
 			return UserHostHeld{}, err
@@ -143,23 +157,27 @@ type AuthHost struct {
 }
 
 // UserHostHeld is what UserHostHeldList found for one AuthHost: the user
-// whose key matches (UserFound), the host (HostFound, whoever owns it), and
+// whose key matches (UserFound) and the name of its team ("" for none),
+// the host (HostFound, whoever owns it), and
 // when asked the host's instances in progress, by id, and its
 // host_app_version rows (what it has shown of each version: estimates and
 // daily quotas), by version id.
 type UserHostHeld struct {
 	User            row.User
 	UserFound       bool
+	TeamName        string
 	Host            row.Host
 	HostFound       bool
 	Held            []HostResult
 	HostAppVersions []row.HostAppVersion
 }
 
-var hostListByIDs = `SELECT ` + hostSelect + ` FROM host WHERE id IN (?)`
+var (
+	hostListByIDs  = `SELECT ` + hostSelect + ` FROM host WHERE id IN (?)`
+	userListByAuth = `SELECT ` + prefixed("u.", userColumns) + `, ` + userTeamName + ` FROM user u WHERE u.authenticator IN (?)`
+)
 
 const (
-	userListByAuth = `SELECT ` + userColumns + ` FROM user WHERE authenticator IN (?)`
 	// No ORDER BY: the IN list is a range scan of res_host_state, so rows
 	// come by host id, then by instance id.
 	heldListByHosts = `SELECT r.hostid, r.id, r.name, r.workunitid, w.appid, r.report_deadline, r.sent_time,
@@ -194,7 +212,7 @@ func (s *Store) UserHostHeldList(ctx context.Context, keys []AuthHost, limit int
 			}
 		}
 	}
-	users, err := selectIn[row.User](ctx, s, "list users by authenticator", userListByAuth, auths)
+	users, err := selectIn[userTeamRow](ctx, s, "list users by authenticator", userListByAuth, auths)
 	if err != nil {
 		return nil, err
 	}
@@ -234,12 +252,14 @@ func (s *Store) UserHostHeldList(ctx context.Context, keys []AuthHost, limit int
 	}
 	// Keyed by lower case, as the column's collation matches: the exact
 	// comparison is the caller's, in constant time.
-	userByKey := make(map[string]row.User, len(users))
+	userByKey := make(map[string]userTeamRow, len(users))
 	for _, u := range users {
 		userByKey[strings.ToLower(u.Authenticator)] = u
 	}
 	for i, k := range keys {
-		out[i].User, out[i].UserFound = userByKey[strings.ToLower(k.Auth)]
+		var u userTeamRow
+		u, out[i].UserFound = userByKey[strings.ToLower(k.Auth)]
+		out[i].User, out[i].TeamName = u.User, u.TeamName
 		if k.HostID > 0 {
 			out[i].Host, out[i].HostFound = hostByID[k.HostID]
 			if k.WantHeld {

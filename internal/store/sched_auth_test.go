@@ -76,10 +76,11 @@ VALUES (?, 3, 12, 1.2345678901234567e-10, 3.3e-21, 1.0000000000000002e-10, 11, 3
 				if !slices.Equal(list[0].HostAppVersions, wantHAV) {
 					t.Errorf("%s: UserHostHeldList host_app_version rows %+v, want %+v", tc.name, list[0].HostAppVersions, wantHAV)
 				}
-				wu, wh, wfound, err := st.UserHostGet(ctx, "k", tc.hostID)
+				w, err := st.UserHostGet(ctx, "k", tc.hostID)
 				if err != nil {
 					t.Fatal(err)
 				}
+				wu, wh, wfound := w.User, w.Host, w.HostFound
 				if u != wu || h != wh || found != wfound {
 					t.Errorf("%s: user, host, found = %+v, %+v, %v; UserHostGet says %+v, %+v, %v", tc.name, u, h, found, wu, wh, wfound)
 				}

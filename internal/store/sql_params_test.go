@@ -30,7 +30,6 @@ var sqlFragments = map[string]string{
 	"db_purge.go: ResultColumns":                                       "constant column list",
 	"host_cpid.go: hostSelect":                                         "constant column list (hostColumns with one COALESCE)",
 	"user.go: hostSelect":                                              "constant column list (hostColumns with one COALESCE)",
-	"sched_auth.go: userColumns":                                       "constant column list",
 	"sched_auth.go: hostSelect":                                        "constant column list (hostColumns with one COALESCE)",
 	"sched_auth.go: c":                                                 "a name from the constant hostColumns",
 	"sched_auth.go: zero":                                              "the literal 0 or ''",

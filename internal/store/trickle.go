@@ -171,6 +171,9 @@ func (s *Store) MsgFromHostMarkHandled(ctx context.Context, p MsgHandled) (MsgHa
 			if _, err := tx.ExecContext(ctx, userAddCredit, p.Credit, p.Now, expavgDecay, p.Credit*expavgGain, p.Now, userID); err != nil {
 				return fmt.Errorf("credit user %d: %w", userID, err)
 			}
+			if err := creditTeams(ctx, tx, p.Now, []creditChange{{id: userID, credit: p.Credit}}); err != nil {
+				return err
+			}
 			out.Credited = true
 		}
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 	"github.com/taskserver/taskserver/internal/row"
 )
 
@@ -44,16 +45,32 @@ func (s *Store) UserSetProfile(ctx context.Context, id int64, email, name string
 
 // userDelete deletes the user only while nothing refers to it: a host,
 // an instance or a batch would otherwise point at no account, and their
-// credit and results would lose their owner.
-const userDelete = `DELETE FROM user WHERE id = ?
+// credit and results would lose their owner. A member of a team is kept
+// too: the team's nusers counts it (it leaves first).
+const userDelete = `DELETE FROM user WHERE id = ? AND teamid = 0
 AND NOT EXISTS (SELECT 1 FROM host WHERE userid = ?)
 AND NOT EXISTS (SELECT 1 FROM result WHERE userid = ?)
 AND NOT EXISTS (SELECT 1 FROM batch WHERE userid = ?)`
 
+// teamClearFounder forgets a deleted founder, as BOINC does.
+const teamClearFounder = `UPDATE team SET userid = 0 WHERE userid = ?`
+
 // UserDelete deletes user id if it never attached a host, ran an instance
-// or submitted a batch (ErrInUse otherwise). A missing user is ErrNotFound.
+// or submitted a batch, and is in no team (ErrInUse otherwise); a team it
+// founded keeps going without a founder. A missing user is ErrNotFound.
 func (s *Store) UserDelete(ctx context.Context, id int64) error {
-	n, err := s.exec(ctx, userDelete, id, id, id, id)
+	var n int64
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, userDelete, id, id, id, id)
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, teamClearFounder, id)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("delete user %d: %w", id, err)
 	}
@@ -63,7 +80,7 @@ func (s *Store) UserDelete(ctx context.Context, id int64) error {
 	if _, err := s.UserGet(ctx, id); err != nil {
 		return err
 	}
-	return fmt.Errorf("delete user %d: it has hosts, instances or batches: %w", id, ErrInUse)
+	return fmt.Errorf("delete user %d: it has hosts, instances or batches, or is in a team: %w", id, ErrInUse)
 }
 
 const userSetProjectPrefs = `UPDATE user SET project_prefs = ? WHERE id = ?`

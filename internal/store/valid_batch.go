@@ -42,8 +42,9 @@ const resultLockValidate = `SELECT id FROM result WHERE id IN (?) AND validate_s
 // jobs, then the instances, each in id order), a job that fails them is
 // left out and returned among conflicts, and the others are written with
 // one multi-row statement per table: the jobs, the instances, the users'
-// credit and the hosts' credit and reliability counts (relative updates,
-// summed per user and host over the batch, rows in id order). A rerun after
+// credit, the hosts' credit and reliability counts, and the credit of the
+// users' teams (relative updates, summed per user, host and team over the
+// batch, rows in id order). A rerun after
 // a crash finds the written jobs no longer needing validation.
 func (s *Store) WorkunitValidateBatch(ctx context.Context, p WorkunitValidateBatchParams) (conflicts []int64, err error) {
 	if len(p.Jobs) == 0 {
@@ -163,6 +164,9 @@ func writeValidate(ctx context.Context, tx *sqlx.Tx, now int64, quota int, jobs 
 			return err
 		}
 	}
+	if err := creditTeams(ctx, tx, now, users); err != nil {
+		return err
+	}
 	for c := range slices.Chunk(results, validateChunk) {
 		if err := validateHostAppVersions(ctx, tx, quota, c); err != nil {
 			return err
@@ -270,12 +274,12 @@ func creditTotals(results []ResultValidation) (users, hosts []creditChange) {
 	return users, hosts
 }
 
-// updateCredit applies credit changes to the rows of table (user or host)
-// in one statement. It is a single-table UPDATE, whose assignments MySQL
-// makes left to right: expavg_credit decays by the expavg_time it read
-// before that is moved, as in userAddCredit. Each row's values are chosen
-// by CASE on its id; a row without credit keeps its credit columns, one
-// without a reliability change (every user) its counts.
+// updateCredit applies credit changes to the rows of table (user, host or
+// team) in one statement. It is a single-table UPDATE, whose assignments
+// MySQL makes left to right: expavg_credit decays by the expavg_time it
+// read before that is moved, as in userAddCredit. Each row's values are
+// chosen by CASE on its id; a row without credit keeps its credit columns,
+// one without a reliability change (every user and team) its counts.
 func updateCredit(ctx context.Context, tx *sqlx.Tx, table string, now int64, rows []creditChange) error {
 	var credited, all []int64
 	var total, gain, valid, streak strings.Builder

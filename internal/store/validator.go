@@ -150,8 +150,9 @@ func (r *reliability) apply(vs state.ValidateState) bool {
 // the job row first (clearing need_validate, which guards against a second
 // validator, and triggering the transitioner), then each instance's verdict,
 // then each user's and host's credit (total and recent average) and each
-// host's reliability counts, in id order so that concurrent validators lock
-// them in the same order. Credit is granted only together with the verdict
+// host's reliability counts, then the credit of the users' teams, each
+// table in id order so that concurrent validators lock rows in the same
+// order (workunit, result, user, host, team, host_app_version). Credit is granted only together with the verdict
 // it belongs to, so a rerun after a crash cannot grant it twice. If the job
 // no longer needs validation, has failed meanwhile (a cancel: its error bit
 // and a verdict exclude each other, whichever commits first wins), or an
@@ -218,6 +219,13 @@ func (s *Store) WorkunitValidate(ctx context.Context, p WorkunitValidateParams) 
 					return fmt.Errorf("host %d reliability: %w", id, err)
 				}
 			}
+		}
+		credited := make([]creditChange, 0, len(userCredit))
+		for _, id := range sortedKeys(userCredit) {
+			credited = append(credited, creditChange{id: id, credit: userCredit[id]})
+		}
+		if err := creditTeams(ctx, tx, p.Now, credited); err != nil {
+			return err
 		}
 		return validateHostAppVersions(ctx, tx, p.DailyResultQuota, p.Results)
 	})

@@ -8,7 +8,8 @@
 // pairs. It reads the same project configuration file,
 // environment variables and flags as the daemons.
 //
-// Writes: schema (DDL), platform, app, app_version, user, known_answer,
+// Writes: schema (DDL), platform, app, app_version, user, team (with
+// membership: user.teamid and team.nusers, in one transaction), known_answer,
 // job_template rows; workunit rows and input files (job submit, batch
 // submit), shared_file rows and files (file stage), all through package
 // jobs, as the work generator does; batch rows; workunit error_mask, hold
@@ -19,7 +20,8 @@
 //
 // Secrets: a new user's authenticator, and a submitter's API key (user
 // apikey, stored only as its SHA-256), are printed once on standard output
-// and nowhere else; a password given with --password or --password-stdin is
-// stored only as bcrypt of the client's md5 (package passwd); private keys
+// and nowhere else; a password given with --password or --password-stdin,
+// or typed at user set-password's prompt, is stored only as bcrypt of the
+// client's md5 (package passwd); private keys
 // go only to their 0600 files.
 package taskctl

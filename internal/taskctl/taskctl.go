@@ -62,7 +62,7 @@ func NewApp(opts Options) *cli.App {
 	}
 	return &cli.App{
 		Name:      "taskctl",
-		Usage:     "operate a task-server project: schema, catalog, users, jobs, shared files, batches, known answers, status, trickles, statistics export, keys",
+		Usage:     "operate a task-server project: schema, catalog, users, teams, jobs, shared files, batches, known answers, status, trickles, statistics export, keys",
 		Flags:     flags,
 		Before:    config.LoadFile,
 		Writer:    t.stdout,
@@ -75,6 +75,7 @@ func NewApp(opts Options) *cli.App {
 			t.appCommand(),
 			t.appVersionCommand(),
 			t.userCommand(),
+			t.teamCommand(),
 			t.jobCommand(),
 			t.fileCommand(),
 			t.batchCommand(),

@@ -137,7 +137,7 @@ func (t *tool) userCommand() *cli.Command {
 					return nil
 				})
 			},
-		}, {
+		}, t.userSetPasswordCommand(), {
 			Name: "apikey",
 			Usage: "make the account a new submission API key and print it on standard output, once; the database keeps only its SHA-256, " +
 				"and the previous key stops working (the API also needs --submit-allowed)",
@@ -224,7 +224,7 @@ func (t *tool) userCommand() *cli.Command {
 			},
 		}, {
 			Name: "delete",
-			Usage: "delete an account that never attached a host, ran an instance or submitted a batch " +
+			Usage: "delete an account that never attached a host, ran an instance or submitted a batch, and is in no team " +
 				"(one that did keeps its row: its hosts, results and credit refer to it)",
 			ArgsUsage: "EMAIL",
 			Action: func(c *cli.Context) error {

@@ -169,6 +169,35 @@ func User(t testing.TB, st *store.Store, o UserOptions) row.User {
 	return u
 }
 
+// TeamOptions describes the team Team makes.
+type TeamOptions struct {
+	CreateTime int64
+	// Name is unique when empty.
+	Name string
+	// Founder, if not 0, is a user who joins the team as it is made.
+	Founder int64
+	// Closed makes a team that takes no members (joinable = 0).
+	Closed bool
+}
+
+// Team creates a team through the store, as taskctl team create does.
+func Team(t testing.TB, st *store.Store, o TeamOptions) row.Team {
+	t.Helper()
+	tm := row.Team{CreateTime: o.CreateTime, Name: o.Name, UserID: o.Founder, Joinable: !o.Closed}
+	if tm.Name == "" {
+		tm.Name = uniqueName("team")
+	}
+	id, err := st.TeamCreate(context.Background(), tm)
+	if err != nil {
+		t.Fatalf("TeamCreate(%s): %v", tm.Name, err)
+	}
+	got, err := st.TeamGet(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 // HostOptions describes the host Host makes: every column the scheduler
 // writes when a host first contacts it.
 type HostOptions struct {
