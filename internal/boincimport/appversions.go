@@ -34,7 +34,11 @@ func (im *Importer) appVersions(ctx context.Context, rep *Report) (TableReport, 
 	for i, v := range vs {
 		ids[i] = v.ID
 	}
-	write, err := im.check(ctx, &tr, "app_version", ids, func(i int) string {
+	ourMax, err := im.dst.ImportMaxID(ctx, "app_version")
+	if err != nil {
+		return tr, err
+	}
+	write, err := im.check(ctx, &tr, "app_version", ids, ourMax, func(i int) string {
 		v := vs[i]
 		return fmt.Sprintf("%d,%d,%d,%s", v.AppID, v.PlatformID, v.VersionNum, v.PlanClass)
 	})

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/jobtemplate"
@@ -27,6 +31,7 @@ type Source interface {
 // Target is our database; *store.Store.
 type Target interface {
 	ImportIdentities(ctx context.Context, table string, ids []int64) (map[int64]string, error)
+	ImportMaxID(ctx context.Context, table string) (int64, error)
 	ImportRowsInsert(ctx context.Context, t store.ImportTable, rows []store.ImportRow) error
 	AppVersionImport(ctx context.Context, v row.AppVersion) error
 	JobsImport(ctx context.Context, wus []row.Workunit, results []row.Result) error
@@ -118,7 +123,10 @@ type Importer struct {
 	src Source
 	dst Target
 	log *slog.Logger
-	// templates maps an output template's body to its job_template id.
+	// mu guards the progress writer and the logged skips.
+	mu sync.Mutex
+	// templates maps an output template's body to its job_template id;
+	// only the job copier uses it.
 	templates map[string]int64
 }
 
@@ -166,25 +174,35 @@ func (im *Importer) Run(ctx context.Context) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	for _, t := range store.ImportTables[2:] { // team, user, host
-		tr, err := im.copyTable(ctx, t, sources[t.Name])
-		rep.Tables = append(rep.Tables, tr)
-		if err != nil {
-			return rep, err
-		}
-	}
 	all, inFlight, instances, err := im.src.JobCounts(ctx)
 	if err != nil {
 		return rep, err
 	}
 	rep.FinishedJobs = all - inFlight
-	wr, rr, err := im.jobs(ctx, inFlight, instances)
-	rep.Tables = append(rep.Tables, wr, rr)
+	// Teams, users, hosts and jobs refer to each other only by id, so
+	// they are copied side by side: the database server, not one
+	// connection's round trips, is then what bounds the import.
+	people := store.ImportTables[2:] // team, user, host
+	trs := make([]TableReport, len(people)+2)
+	g, gctx := errgroup.WithContext(ctx)
+	for i, t := range people {
+		g.Go(func() (err error) {
+			trs[i], err = im.copyTable(gctx, t, sources[t.Name])
+			return err
+		})
+	}
+	g.Go(func() (err error) {
+		trs[len(people)], trs[len(people)+1], err = im.jobs(gctx, inFlight, instances)
+		return err
+	})
+	err = g.Wait()
+	rep.Tables = append(rep.Tables, trs...)
 	return rep, err
 }
 
 // progress reports a table's progress every ProgressEvery.
 type progress struct {
+	mu    *sync.Mutex // the tables share the writer
 	w     io.Writer
 	table string
 	total int64
@@ -195,7 +213,7 @@ type progress struct {
 const ProgressEvery = 10 * time.Second
 
 func (im *Importer) newProgress(table string, total int64) *progress {
-	return &progress{w: im.cfg.Progress, table: table, total: total, last: time.Now()}
+	return &progress{mu: &im.mu, w: im.cfg.Progress, table: table, total: total, last: time.Now()}
 }
 
 func (p *progress) note(done int64) {
@@ -203,6 +221,8 @@ func (p *progress) note(done int64) {
 		return
 	}
 	p.last = time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	_, _ = fmt.Fprintf(p.w, "%s: %d of %d\n", p.table, done, p.total)
 }
 
@@ -210,18 +230,28 @@ func (p *progress) done(tr TableReport, took time.Duration) {
 	if p.w == nil {
 		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	_, _ = fmt.Fprintf(p.w, "%s: %d rows, %d imported, %d already here, %d conflicts, %d skipped (%.1fs)\n",
 		p.table, tr.Source, tr.Imported, tr.Present, tr.Conflicts, tr.Skipped, took.Seconds())
 }
 
 // check sorts ids into those to write and those imported before, and
 // counts conflicts; it returns ErrConflict in a real import.
-func (im *Importer) check(ctx context.Context, tr *TableReport, table string, ids []int64, identity func(i int) string) ([]bool, error) {
+// Ids above ourMax (our largest id when the table's copy started) are
+// written without asking.
+func (im *Importer) check(ctx context.Context, tr *TableReport, table string, ids []int64, ourMax int64, identity func(i int) string) ([]bool, error) {
+	write := make([]bool, len(ids))
+	if len(ids) > 0 && slices.Min(ids) > ourMax {
+		for i := range write {
+			write[i] = true
+		}
+		return write, nil
+	}
 	ours, err := im.dst.ImportIdentities(ctx, table, ids)
 	if err != nil {
 		return nil, err
 	}
-	write := make([]bool, len(ids))
 	var conflicts []int64
 	for i, id := range ids {
 		got, ok := ours[id]
@@ -246,43 +276,63 @@ func (im *Importer) check(ctx context.Context, tr *TableReport, table string, id
 	return write, nil
 }
 
-// copyTable copies t column for column, a chunk at a time.
+// copyTable copies t column for column, a chunk at a time, reading the
+// next chunk while it writes one.
 func (im *Importer) copyTable(ctx context.Context, t store.ImportTable, total int64) (TableReport, error) {
 	tr := TableReport{Table: t.Name}
 	start := time.Now()
 	pr := im.newProgress(t.Name, total)
-	var after int64
-	for {
-		rows, err := im.src.ImportRowsList(ctx, t, after, im.cfg.Chunk)
-		if err != nil {
-			return tr, err
-		}
-		if len(rows) == 0 {
-			break
-		}
-		after = rows[len(rows)-1].ID
-		tr.Source += int64(len(rows))
-		ids := make([]int64, len(rows))
-		for i, r := range rows {
-			ids[i] = r.ID
-		}
-		write, err := im.check(ctx, &tr, t.Name, ids, func(i int) string { return rows[i].Identity })
-		if err != nil {
-			return tr, err
-		}
-		var todo []store.ImportRow
-		for i, r := range rows {
-			if write[i] {
-				todo = append(todo, r)
+	ourMax, err := im.dst.ImportMaxID(ctx, t.Name)
+	if err != nil {
+		return tr, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	chunks := make(chan []store.ImportRow, 2)
+	g.Go(func() error {
+		defer close(chunks)
+		var after int64
+		for {
+			rows, err := im.src.ImportRowsList(gctx, t, after, im.cfg.Chunk)
+			if err != nil || len(rows) == 0 {
+				return err
+			}
+			after = rows[len(rows)-1].ID
+			select {
+			case chunks <- rows:
+			case <-gctx.Done():
+				return gctx.Err()
 			}
 		}
-		if !im.cfg.DryRun {
-			if err := im.dst.ImportRowsInsert(ctx, t, todo); err != nil {
-				return tr, err
+	})
+	g.Go(func() error {
+		for rows := range chunks {
+			tr.Source += int64(len(rows))
+			ids := make([]int64, len(rows))
+			for i, r := range rows {
+				ids[i] = r.ID
 			}
+			write, err := im.check(gctx, &tr, t.Name, ids, ourMax, func(i int) string { return rows[i].Identity })
+			if err != nil {
+				return err
+			}
+			todo := rows[:0:0]
+			for i, r := range rows {
+				if write[i] {
+					todo = append(todo, r)
+				}
+			}
+			if !im.cfg.DryRun {
+				if err := im.dst.ImportRowsInsert(gctx, t, todo); err != nil {
+					return err
+				}
+			}
+			tr.Imported += int64(len(todo))
+			pr.note(tr.Source)
 		}
-		tr.Imported += int64(len(todo))
-		pr.note(tr.Source)
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return tr, err
 	}
 	pr.done(tr, time.Since(start))
 	return tr, nil
@@ -294,6 +344,8 @@ func (im *Importer) skip(tr *TableReport, id int64, err error) {
 	if len(tr.Reasons) < maxListed {
 		tr.Reasons = append(tr.Reasons, fmt.Sprintf("%s %d: %v", tr.Table, id, err))
 	}
+	im.mu.Lock()
+	defer im.mu.Unlock()
 	im.log.Warn("import: row skipped", "table", tr.Table, "id", id, "error", err)
 }
 

@@ -19,6 +19,14 @@ func (im *Importer) jobs(ctx context.Context, inFlight, instances int64) (TableR
 	rr := TableReport{Table: "result", Source: instances}
 	start := time.Now()
 	pr := im.newProgress("workunit", inFlight)
+	wuMax, err := im.dst.ImportMaxID(ctx, "workunit")
+	if err != nil {
+		return wr, rr, err
+	}
+	resMax, err := im.dst.ImportMaxID(ctx, "result")
+	if err != nil {
+		return wr, rr, err
+	}
 	var after int64
 	var seen int64
 	for {
@@ -43,7 +51,7 @@ func (im *Importer) jobs(ctx context.Context, inFlight, instances int64) (TableR
 		for _, r := range results {
 			byWU[r.WorkunitID] = append(byWU[r.WorkunitID], r)
 		}
-		write, err := im.check(ctx, &wr, "workunit", ids, func(i int) string { return wus[i].Name })
+		write, err := im.check(ctx, &wr, "workunit", ids, wuMax, func(i int) string { return wus[i].Name })
 		if err != nil {
 			return wr, rr, err
 		}
@@ -60,7 +68,7 @@ func (im *Importer) jobs(ctx context.Context, inFlight, instances int64) (TableR
 				rnames = append(rnames, r.Name)
 			}
 		}
-		rwrite, err := im.check(ctx, &rr, "result", rids, func(i int) string { return rnames[i] })
+		rwrite, err := im.check(ctx, &rr, "result", rids, resMax, func(i int) string { return rnames[i] })
 		if err != nil {
 			return wr, rr, err
 		}

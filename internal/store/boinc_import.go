@@ -23,9 +23,10 @@ type BoincDB struct {
 	st *Store
 }
 
-// OpenBoinc connects to the BOINC database at dsn, as Open does.
+// OpenBoinc connects to the BOINC database at dsn, as Open does, with a
+// connection for each table the import reads at once.
 func OpenBoinc(ctx context.Context, dsn string) (*BoincDB, error) {
-	st, err := Open(ctx, dsn, Options{MaxOpenConns: 4})
+	st, err := Open(ctx, dsn, Options{MaxOpenConns: 6})
 	if err != nil {
 		return nil, fmt.Errorf("BOINC database: %w", err)
 	}
@@ -444,4 +445,18 @@ func (b *BoincDB) TableChecksums(ctx context.Context, tables []string) (map[stri
 		out[t] = *sum
 	}
 	return out, nil
+}
+
+// ImportMaxID returns the largest id in our table (0 when empty): rows the
+// import reads above it cannot clash with ours, so their chunk needs no
+// check, as long as nothing else writes the table during the import.
+func (s *Store) ImportMaxID(ctx context.Context, table string) (int64, error) {
+	if _, ok := importIdentity[table]; !ok {
+		return 0, fmt.Errorf("import: unknown table %q", table)
+	}
+	var id int64
+	if err := s.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM "+table).Scan(&id); err != nil {
+		return 0, fmt.Errorf("read our largest %s id: %w", table, err)
+	}
+	return id, nil
 }

@@ -47,46 +47,61 @@ func (t *tool) importCommand() *cli.Command {
 	}
 }
 
+// importConns is the connections the import opens to our database: its
+// tables are copied side by side.
+const importConns = 8
+
 func (t *tool) importBoinc(c *cli.Context) error {
-	return t.withStore(c, false, func(ctx context.Context, st *store.Store, cfg config.Common) error {
-		octx, cancel := context.WithTimeout(ctx, openTimeout)
-		src, err := store.OpenBoinc(octx, c.String(flagImportFrom))
-		cancel()
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		if c.Bool(flagImportVerify) {
-			cs, err := boincimport.Verify(ctx, src, st)
-			t.printf("%s", boincimport.FormatComparisons(cs))
-			return err
-		}
-		projectDir := c.String(flagBoincProjectDir)
-		downloadDir := c.String(flagBoincDownloadDir)
-		if downloadDir == "" && projectDir != "" {
-			downloadDir = filepath.Join(projectDir, "download")
-		}
-		// The BOINC project's config.xml and plan_class_spec.xml (in
-		// projectDir) are turned into our project file here: the lead
-		// connects boincconfig.Convert at this point.
-		im, err := boincimport.New(boincimport.Config{
-			DryRun:         c.Bool(flagImportDryRun),
-			Chunk:          c.Int(flagImportChunk),
-			OldDownloadURL: c.String(flagBoincDownloadURL),
-			OldDownloadDir: downloadDir,
-			OldProjectDir:  projectDir,
-			DownloadDir:    cfg.DownloadDir,
-			Fanout:         cfg.Fanout,
-			Progress:       t.stderr,
-			Now:            t.now,
-		}, src, st)
-		if err != nil {
-			return err
-		}
-		rep, err := im.Run(ctx)
-		t.printImport(rep)
+	cfg, err := config.CommonFrom(c)
+	if err != nil {
 		return err
-	})
+	}
+	ctx := c.Context
+	octx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	st, err := store.Open(octx, cfg.DBDSN, store.Options{MaxOpenConns: importConns})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.SchemaCheck(ctx); err != nil {
+		return err
+	}
+	src, err := store.OpenBoinc(octx, c.String(flagImportFrom))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	if c.Bool(flagImportVerify) {
+		cs, err := boincimport.Verify(ctx, src, st)
+		t.printf("%s", boincimport.FormatComparisons(cs))
+		return err
+	}
+	projectDir := c.String(flagBoincProjectDir)
+	downloadDir := c.String(flagBoincDownloadDir)
+	if downloadDir == "" && projectDir != "" {
+		downloadDir = filepath.Join(projectDir, "download")
+	}
+	// The BOINC project's config.xml and plan_class_spec.xml (in
+	// projectDir) are turned into our project file here: the lead
+	// connects boincconfig.Convert at this point.
+	im, err := boincimport.New(boincimport.Config{
+		DryRun:         c.Bool(flagImportDryRun),
+		Chunk:          c.Int(flagImportChunk),
+		OldDownloadURL: c.String(flagBoincDownloadURL),
+		OldDownloadDir: downloadDir,
+		OldProjectDir:  projectDir,
+		DownloadDir:    cfg.DownloadDir,
+		Fanout:         cfg.Fanout,
+		Progress:       t.stderr,
+		Now:            t.now,
+	}, src, st)
+	if err != nil {
+		return err
+	}
+	rep, err := im.Run(ctx)
+	t.printImport(rep)
+	return err
 }
 
 // printImport writes the import's report.
