@@ -239,7 +239,7 @@ func checkUnits(t *testing.T, bin string) {
 			t.Errorf("prometheus.yml scrapes job %q, which no unit in deploy/systemd runs", job)
 		}
 	}
-	for _, p := range []string{"scheduler", "feeder", "transitioner", "validator", "assimilator", "file_deleter", "db_purge", "work_generator", "taskctl"} {
+	for _, p := range []string{"scheduler", "feeder", "transitioner", "validator", "assimilator", "file_deleter", "db_purge", "db_dump", "work_generator", "taskctl"} {
 		if !unitOf[p] {
 			t.Errorf("no unit in deploy/systemd runs %s", p)
 		}

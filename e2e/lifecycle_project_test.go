@@ -133,7 +133,7 @@ printf '%%s %%s\n' "$TASKSERVER_JOB_NAME" "$TASKSERVER_ERROR_MASK" >> %[2]q
 // start launches every daemon: feeder, scheduler, two transitioners
 // sharing the jobs with --mod 2, validator, assimilator with the handler
 // script, file deleter, db_purge (kept from purging, so every row stays
-// to be checked), a trickle handler and the work generator making p.Jobs
+// to be checked), db_dump, a trickle handler and the work generator making p.Jobs
 // jobs.
 func (lp *lcProject) start(ctx context.Context, p lcParams) {
 	t := lp.t
@@ -153,6 +153,7 @@ func (lp *lcProject) start(ctx context.Context, p lcParams) {
 			"--handler-cmd", filepath.Join(lp.dir, "handler.sh")}},
 		{"file_deleter", "file_deleter", []string{"--listen", anyPort, "--sleep", "500ms"}},
 		{"db_purge", "db_purge", []string{"--listen", anyPort, "--sleep", "1s", "--archive-dir", "archives", "--min-age", "24h"}},
+		{"db_dump", "db_dump", []string{"--listen", anyPort, "--interval", "1h"}},
 		{"trickle_handler", "trickle_handler", []string{"--listen", anyPort, "--sleep", "500ms", "--extend-deadline", p.DelayBound.String()}},
 		{"work_generator", "work_generator", []string{"--listen", anyPort, "--sleep", "300ms",
 			"--unsent-target", "300", "--total-jobs", strconv.Itoa(p.Jobs),

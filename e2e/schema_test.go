@@ -35,6 +35,7 @@ var schemaPrograms = []struct {
 	{"assimilator", []string{"--listen", "127.0.0.1:0", "--results-dir", "results"}},
 	{"file_deleter", []string{"--listen", "127.0.0.1:0"}},
 	{"db_purge", []string{"--listen", "127.0.0.1:0", "--archive-dir", "archives"}},
+	{"db_dump", []string{"--listen", "127.0.0.1:0"}},
 	{"trickle_handler", []string{"--listen", "127.0.0.1:0", "--extend-deadline", "1h"}},
 	{"work_generator", []string{"--listen", "127.0.0.1:0", "--unsent-target", "10", "--total-jobs", "10",
 		"--delay-bound", "1h", "--min-quorum", "1", "--target-nresults", "1", "--rsc-fpops-est", "1e10"}},

@@ -287,6 +287,13 @@ func serve(ctx context.Context, c *cli.Context) error {
 	g.Go(func() error { return daemon.Serve(gctx, log, cfg.Listen, addrs, daemon.AdminMux(reg, health)) })
 	g.Go(func() error { watchDB(gctx, st, health); return nil })
 	err = g.Wait()
+	// The daily quota's counts of the last second: with the server stopped,
+	// no request can add to them.
+	fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if ferr := svc.Flush(fctx); ferr != nil {
+		log.Warn("stopping", "error", ferr)
+	}
+	cancel()
 	if err == nil && ctx.Err() != nil {
 		log.Info("stopped")
 	}

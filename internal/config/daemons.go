@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"regexp"
 	"strconv"
 
 	"gopkg.in/yaml.v3"
@@ -20,17 +21,28 @@ const DaemonsKey = "daemons"
 //	    replicas: 2                 # --mod; replica i runs with --mod-index i
 //	    listen: 127.0.0.1:9104      # replica i serves /metrics on port+i
 //	    args: ["--app", "demo"]     # extra flags for every replica
+//	  - program: validator
+//	    name: validator-einstein    # a second validator, for another app
+//	    args: ["--app", "einstein"]
 type DaemonSpec struct {
-	Program  string   `yaml:"program"`
-	Replicas int      `yaml:"replicas"`
-	Listen   string   `yaml:"listen"`
-	Args     []string `yaml:"args"`
+	Program string `yaml:"program"`
+	// Name tells apart two entries of one program (a validator per app);
+	// it names the replicas, their log files and status lines. Empty: the
+	// program's name.
+	Name     string   `yaml:"name,omitempty"`
+	Replicas int      `yaml:"replicas,omitempty"`
+	Listen   string   `yaml:"listen,omitempty"`
+	Args     []string `yaml:"args,omitempty"`
 }
+
+// daemonName is what a daemon's name may be: it becomes a file name
+// (<project-dir>/log/<name>.log), and "@" separates a replica's index.
+var daemonName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
 // Replica is one process the supervisor runs for a DaemonSpec.
 type Replica struct {
-	// Name is the program name, with "@<index>" when the daemon has more
-	// than one replica: "validator@1".
+	// Name is the daemon's name (DaemonSpec.Name, else its program), with
+	// "@<index>" when the daemon has more than one replica: "validator@1".
 	Name     string
 	Program  string
 	Index    int
@@ -56,10 +68,17 @@ func Daemons(body []byte) ([]DaemonSpec, error) {
 		if d.Program == "" {
 			return nil, fmt.Errorf("daemons[%d]: program is missing", i)
 		}
-		if seen[d.Program] {
-			return nil, fmt.Errorf("daemons[%d]: %s is listed twice (use replicas)", i, d.Program)
+		name := d.name()
+		if !daemonName.MatchString(name) {
+			return nil, fmt.Errorf("daemons[%d]: name %q: want letters, digits, '_', '.' and '-'", i, name)
 		}
-		seen[d.Program] = true
+		if seen[name] {
+			if d.Name == "" {
+				return nil, fmt.Errorf("daemons[%d]: %s is listed twice (use replicas, or give each entry its own name)", i, name)
+			}
+			return nil, fmt.Errorf("daemons[%d]: name %s is used twice", i, name)
+		}
+		seen[name] = true
 		if d.Replicas == 0 {
 			d.Replicas = 1
 		}
@@ -85,9 +104,9 @@ func (d DaemonSpec) Expand() []Replica {
 	n := max(d.Replicas, 1)
 	out := make([]Replica, 0, n)
 	for i := range n {
-		r := Replica{Name: d.Program, Program: d.Program, Index: i, Replicas: n}
+		r := Replica{Name: d.name(), Program: d.Program, Index: i, Replicas: n}
 		if n > 1 {
-			r.Name = d.Program + "@" + strconv.Itoa(i)
+			r.Name += "@" + strconv.Itoa(i)
 		}
 		if d.Listen != "" {
 			host, port, _ := net.SplitHostPort(d.Listen)
@@ -104,4 +123,12 @@ func (d DaemonSpec) Expand() []Replica {
 		out = append(out, r)
 	}
 	return out
+}
+
+// name is the spec's name: Name, or else the program's.
+func (d DaemonSpec) name() string {
+	if d.Name != "" {
+		return d.Name
+	}
+	return d.Program
 }

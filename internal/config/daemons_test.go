@@ -52,6 +52,10 @@ func TestDaemonsRejects(t *testing.T) {
 	for name, body := range map[string]string{
 		"no program": "daemons:\n  - replicas: 1\n",
 		"twice":      "daemons:\n  - program: a\n  - program: a\n",
+		"name twice": "daemons:\n  - program: a\n    name: x\n  - program: b\n    name: x\n",
+		"name clash": "daemons:\n  - program: a\n  - program: b\n    name: a\n",
+		"name path":  "daemons:\n  - program: a\n    name: ../a\n",
+		"name at":    "daemons:\n  - program: a\n    name: a@1\n",
 		"negative":   "daemons:\n  - program: a\n    replicas: -1\n",
 		"bad listen": "daemons:\n  - program: a\n    listen: nowhere\n",
 		"port range": "daemons:\n  - program: a\n    replicas: 3\n    listen: 127.0.0.1:65534\n",
@@ -59,5 +63,39 @@ func TestDaemonsRejects(t *testing.T) {
 		if _, err := Daemons([]byte(body)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// A multi-app project runs one validator per app: each entry of the same
+// program has its own name, which names its replicas (and so their log
+// files and status lines) while the program stays the binary run.
+func TestDaemonsNamedEntriesOfOneProgram(t *testing.T) {
+	t.Parallel()
+	body := []byte(`
+daemons:
+  - program: validator
+    name: validator-a
+    args: ["--app", "a"]
+  - program: validator
+    name: validator-b
+    replicas: 2
+    args: ["--app", "b"]
+`)
+	specs, err := Daemons(body)
+	if err != nil {
+		t.Fatalf("Daemons: %v", err)
+	}
+	var got []string
+	for _, s := range specs {
+		for _, r := range s.Expand() {
+			if r.Program != "validator" {
+				t.Errorf("replica %s: program %q, want validator", r.Name, r.Program)
+			}
+			got = append(got, r.Name)
+		}
+	}
+	want := []string{"validator-a", "validator-b@0", "validator-b@1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("replica names = %v, want %v", got, want)
 	}
 }

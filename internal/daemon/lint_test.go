@@ -22,6 +22,7 @@ import (
 	"github.com/taskserver/taskserver/internal/scheduler"
 	"github.com/taskserver/taskserver/internal/shmcache"
 	"github.com/taskserver/taskserver/internal/state"
+	"github.com/taskserver/taskserver/internal/statsexport"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 	"github.com/taskserver/taskserver/internal/submitapi"
 	"github.com/taskserver/taskserver/internal/transitioner"
@@ -33,7 +34,7 @@ import (
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // loopPrograms are the programs run by daemon.RunLoopProgram.
-var loopPrograms = []string{"assimilator", "db_purge", "feeder", "file_deleter", "transitioner", "trickle_handler", "validator", "work_generator"}
+var loopPrograms = []string{"assimilator", "db_dump", "db_purge", "feeder", "file_deleter", "transitioner", "trickle_handler", "validator", "work_generator"}
 
 // programRegistries builds every program's metrics, each on a fresh
 // registry as its main does, and touches the database metrics once so
@@ -53,6 +54,7 @@ func programRegistries(t *testing.T) map[string]*prometheus.Registry {
 	assimilator.NewMetrics(regs["assimilator"])
 	assimilator.RegisterBacklog(regs["assimilator"], st, "lint")
 	dbpurge.NewMetrics(regs["db_purge"])
+	statsexport.NewMetrics(regs["db_dump"])
 	cache, err := shmcache.Create(filepath.Join(t.TempDir(), "shm"), 4)
 	if err != nil {
 		t.Fatal(err)

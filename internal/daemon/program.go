@@ -36,6 +36,14 @@ type LoopProgram[C Config] struct {
 	// Sleep overrides the default --sleep when non-zero, for a daemon whose
 	// work must be picked up sooner than the usual idle pause.
 	Sleep time.Duration
+	// PassTimeout overrides the default --pass-timeout when non-zero, for
+	// a daemon whose one pass is a long job by design (db_dump writes a
+	// whole statistics dump in one).
+	PassTimeout time.Duration
+	// Batch overrides the default --batch when non-zero, for a daemon
+	// whose rows are cheap to handle, so that fewer, larger queries read
+	// them (db_dump streams whole tables).
+	Batch int
 	// Flags are the program's own flags, after the common and loop flags.
 	Flags []cli.Flag
 	// MaxDBConns caps the store's open connections; 0 means 4.
@@ -68,7 +76,7 @@ type Env struct {
 // are set up, the schema checked, the service built and its loop run with
 // the /metrics and /healthz listener until ctx ends (or after one pass).
 func RunLoopProgram[C Config](ctx context.Context, args []string, p LoopProgram[C]) error {
-	flags := append(append(config.CommonFlags(p.Listen), loopFlags(p.Sleep)...), p.Flags...)
+	flags := append(append(config.CommonFlags(p.Listen), loopFlags(p.Sleep, p.PassTimeout, p.Batch)...), p.Flags...)
 	if err := uniqueNames(flags); err != nil {
 		return fmt.Errorf("%s: %w", p.Name, err)
 	}
@@ -142,15 +150,23 @@ func uniqueNames(flags []cli.Flag) error {
 	return nil
 }
 
-// loopFlags are config.LoopFlags with --sleep defaulting to sleep if set.
-func loopFlags(sleep time.Duration) []cli.Flag {
+// loopFlags are config.LoopFlags with --sleep, --pass-timeout and --batch
+// defaulting to sleep, passTimeout and batch where those are set.
+func loopFlags(sleep, passTimeout time.Duration, batch int) []cli.Flag {
 	flags := config.LoopFlags()
-	if sleep <= 0 {
-		return flags
-	}
 	for _, f := range flags {
-		if d, ok := f.(*cli.DurationFlag); ok && d.Name == config.FlagSleep {
-			d.Value = sleep
+		switch f := f.(type) {
+		case *cli.DurationFlag:
+			if f.Name == config.FlagSleep && sleep > 0 {
+				f.Value = sleep
+			}
+			if f.Name == config.FlagPassTimeout && passTimeout > 0 {
+				f.Value = passTimeout
+			}
+		case *cli.IntFlag:
+			if f.Name == config.FlagBatch && batch > 0 {
+				f.Value = batch
+			}
 		}
 	}
 	return flags

@@ -133,6 +133,8 @@ app: demo
 		{"assimilator", "assimilator", []string{"--listen", anyPort, "--sleep", "500ms", "--results-dir", "results"}},
 		{"file_deleter", "file_deleter", []string{"--listen", anyPort, "--sleep", "500ms"}},
 		{"db_purge", "db_purge", []string{"--listen", anyPort, "--sleep", "1s", "--archive-dir", "archives"}},
+		// The statistics export, into html/stats, once at start and then daily.
+		{"db_dump", "db_dump", []string{"--listen", anyPort, "--interval", "24h"}},
 		// A task that reports progress keeps its deadline a bound ahead.
 		{"trickle_handler", "trickle_handler", []string{"--listen", anyPort, "--sleep", "500ms", "--extend-deadline", delay}},
 		{"work_generator", "work_generator", []string{"--listen", anyPort, "--sleep", "500ms",

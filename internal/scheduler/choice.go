@@ -93,7 +93,8 @@ type choice struct {
 	// protocol.Coprocs.Resources' order.
 	rsc []protocol.Coproc
 	// byApp holds, per app, the chosen version of each resource that has
-	// one, fastest first.
+	// one, fastest first, then the other candidates of each resource,
+	// fastest first (fallbacks when a chosen one cannot take a job).
 	byApp map[int64][]version
 	// byAV are the candidates by app version id: a resend goes out with
 	// the version it was sent with.
@@ -431,7 +432,12 @@ func (ch *choice) pick(cands []version, rand func() float64) {
 		return
 	}
 	appID := cands[0].app.ID
-	var chosen []version
+	// fallbacks are the other candidates of each resource: a job goes out
+	// with one of them when the chosen version cannot take it (its daily
+	// quota ran out during the request, or its plan class's memory does
+	// not fit), as BOINC looks again when its best version's quota is
+	// exceeded.
+	var chosen, fallbacks []version
 	for r := range ch.rsc {
 		best, unmeasured := -1, 0
 		for i := range cands {
@@ -471,8 +477,15 @@ func (ch *choice) pick(cands []version, rand func() float64) {
 		v.qi = len(ch.quota)
 		ch.quota = append(ch.quota, v.left)
 		chosen = append(chosen, v)
+		for i, o := range cands {
+			if o.rsc == r && i != best {
+				o.qi = len(ch.quota)
+				ch.quota = append(ch.quota, o.left)
+				fallbacks = append(fallbacks, o)
+			}
+		}
 	}
-	slices.SortStableFunc(chosen, func(a, b version) int {
+	byRate := func(a, b version) int {
 		if faster(&a, &b) {
 			return -1
 		}
@@ -480,8 +493,10 @@ func (ch *choice) pick(cands []version, rand func() float64) {
 			return 1
 		}
 		return 0
-	})
-	ch.byApp[appID] = chosen
+	}
+	slices.SortStableFunc(chosen, byRate)
+	slices.SortStableFunc(fallbacks, byRate)
+	ch.byApp[appID] = append(chosen, fallbacks...)
 }
 
 // forResend returns the version a result in progress was sent with, so that

@@ -49,21 +49,38 @@ type commitOp struct {
 type committer struct {
 	g    group[commitOp]
 	wait prometheus.Observer // seconds from queueing to the commit's end
+	// today counts the jobs sent that host_app_version does not hold yet;
+	// a commit writes them when they are due.
+	today *jobsToday
+	now   func() time.Time
 }
 
 // newCommitter returns a committer of lanes concurrent commits (0:
 // defaultCommitLanes), each bounded by timeout; m receives the batch sizes
 // and waits.
-func newCommitter(st Store, timeout time.Duration, lanes int, m *Metrics) *committer {
+func newCommitter(st Store, timeout time.Duration, lanes int, m *Metrics, now func() time.Time) *committer {
 	if lanes <= 0 {
 		lanes = defaultCommitLanes
 	}
-	return &committer{wait: m.stageWait.WithLabelValues(stageCommit),
-		g: group[commitOp]{lanes: lanes, size: commitBatchSize,
-			run: func(ops []*groupOp[commitOp], release func()) {
-				runCommit(st, timeout, ops, release)
-				m.commitBatch.Observe(float64(len(ops)))
-			}}}
+	c := &committer{wait: m.stageWait.WithLabelValues(stageCommit), today: &jobsToday{}, now: now}
+	c.g = group[commitOp]{lanes: lanes, size: commitBatchSize,
+		run: func(ops []*groupOp[commitOp], release func()) {
+			c.runCommit(st, timeout, ops, release)
+			m.commitBatch.Observe(float64(len(ops)))
+		}}
+	return c
+}
+
+// flush writes every job count not written yet, in a commit of its own: a
+// scheduler that stops calls it last, so nothing is forgotten.
+func (c *committer) flush(ctx context.Context, st Store) error {
+	taken := c.today.take(c.now(), true)
+	if taken == nil {
+		return nil
+	}
+	_, err := st.SchedulerCommit(ctx, store.SchedBatch{JobsToday: taken})
+	c.today.done(taken, err == nil, c.now())
+	return err
 }
 
 // commit records b durably and returns what became of each of its reports
@@ -92,9 +109,13 @@ func commitBatchSize(queue []*groupOp[commitOp]) int {
 // The next batch starts as soon as this one's statements are done and only
 // its log flush is left (release): its statements then run while the
 // flush waits, and a row both batches touch simply waits for this commit.
-func runCommit(st Store, timeout time.Duration, ops []*groupOp[commitOp], release func()) {
+//
+// The jobs sent by earlier commits are written with it once they are due
+// (jobsToday), and its own sends are counted for a later one.
+func (c *committer) runCommit(st Store, timeout time.Duration, ops []*groupOp[commitOp], release func()) {
 	// Every request of a server has its quota: the first one's serves.
-	all := store.SchedBatch{Committing: release, DailyResultQuota: ops[0].item.batch.DailyResultQuota}
+	all := store.SchedBatch{Committing: release, DailyResultQuota: ops[0].item.batch.DailyResultQuota,
+		JobsToday: c.today.take(c.now(), false)}
 	for _, op := range ops {
 		all.Reports = append(all.Reports, op.item.batch.Reports...)
 		all.Sends = append(all.Sends, op.item.batch.Sends...)
@@ -105,6 +126,10 @@ func runCommit(st Store, timeout time.Duration, ops []*groupOp[commitOp], releas
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ops[0].item.ctx), timeout)
 	out, err := st.SchedulerCommit(fctx, all)
 	cancel()
+	c.today.done(all.JobsToday, err == nil, c.now())
+	if err == nil {
+		c.today.add(out.JobsToday, c.now())
+	}
 	nr, ns := 0, 0
 	for _, op := range ops {
 		b := op.item.batch

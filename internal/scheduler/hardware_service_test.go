@@ -291,6 +291,34 @@ func TestDailyQuotaStopsSends(t *testing.T) {
 	}
 }
 
+// When the chosen version's daily quota runs out during a request, the
+// rest of the request goes out with the next version of the resource, as
+// BOINC looks again for a version with quota left; with every version's
+// quota used up the host gets nothing more that day.
+func TestDailyQuotaFallsBackToTheNextVersion(t *testing.T) {
+	t.Parallel()
+	// A quota of 1 is not multiplied by the CPUs: one job of each version.
+	f := setup(t, withPlanClasses(t), func(o *Options) { o.DailyResultQuota = 1 })
+	mt := f.addVersion(f.appID, 100, "mt")
+	for i := range 6 {
+		f.addJob(fmt.Sprintf("wu%d", i), job{})
+	}
+	rep := f.rpc(request{ncpus: 2, workSecs: 1e5})
+	byVersion := map[int64]int{}
+	for _, r := range rep.Results {
+		byVersion[f.result(f.resultID(r.Name)).AppVersionID]++
+	}
+	if byVersion[mt] != 1 || byVersion[f.avID] != 1 || len(rep.Results) != 2 {
+		t.Fatalf("first request: jobs by version %v (%d results); want 1 of the two-CPU version %d, then 1 of %d",
+			byVersion, len(rep.Results), mt, f.avID)
+	}
+	rep = f.rpc(request{ncpus: 2, workSecs: 1e5, hostID: rep.HostID})
+	if len(rep.Results) != 0 || !strings.Contains(messages(rep), noWorkText[reasonDailyQuota]) {
+		t.Fatalf("second request: results %v, messages %q; want none, with the daily quota's message",
+			resultNames(rep), messages(rep))
+	}
+}
+
 // A client on the anonymous platform runs its own builds with the usage
 // its app_info.xml declares: a CUDA build of its own gets the GPU work, a
 // CPU build the CPU work, no project version is described, and the GPU
@@ -342,6 +370,9 @@ func TestAnonymousPlatformGPUBuild(t *testing.T) {
 		if got := f.result(f.resultID(r.Name)).AppVersionID; got != want {
 			t.Fatalf("instance %s app_version_id = %d, want %d", r.Name, got, want)
 		}
+	}
+	if err := f.svc.Flush(f.ctx); err != nil {
+		t.Fatal(err)
 	}
 	havs, err := f.st.HostAppVersionListByHost(f.ctx, rep.HostID)
 	if err != nil {

@@ -46,6 +46,15 @@ func testPlanClasses(t testing.TB) *planclass.Specs {
 	return s
 }
 
+// avIDs are the app version ids of vs.
+func avIDs(vs []version) []int64 {
+	out := make([]int64, len(vs))
+	for i, v := range vs {
+		out[i] = v.av.ID
+	}
+	return out
+}
+
 // gpuCoprocs is a request's <coprocs> with one NVIDIA GPU (driver 535.18,
 // 4 GB) asking for secs seconds of work.
 func gpuCoprocs(driver int, secs float64) *protocol.Coprocs {
@@ -123,15 +132,22 @@ func TestChooseVersionPerHost(t *testing.T) {
 			draw := cmp.Or(tt.draw, 1)
 			ch := cat.choose(req, h, choiceParams{plans: testPlanClasses(t), havs: tt.havs,
 				rand: func() float64 { return draw }})
+			// The chosen version of each resource comes first, fastest
+			// first; the other candidates (fallbacks) after them.
 			got := map[string]int64{}
+			var chosen []version
 			for _, v := range ch.byApp[app] {
-				got[v.resource()] = v.av.ID
+				if _, ok := got[v.resource()]; !ok {
+					got[v.resource()] = v.av.ID
+					chosen = append(chosen, v)
+				}
 			}
 			if !maps.Equal(got, tt.want) {
 				t.Fatalf("chosen %v, want %v", got, tt.want)
 			}
-			if vs := ch.byApp[app]; !slices.IsSortedFunc(vs, func(a, b version) int { return cmp.Compare(b.flops, a.flops) }) {
-				t.Errorf("versions not fastest first: %+v", vs)
+			if vs := ch.byApp[app]; !slices.Equal(avIDs(vs[:len(chosen)]), avIDs(chosen)) ||
+				!slices.IsSortedFunc(chosen, func(a, b version) int { return cmp.Compare(b.flops, a.flops) }) {
+				t.Errorf("chosen versions not first, fastest first: %+v", vs)
 			}
 			if got := ch.noRscApps(); !slices.Equal(got, tt.noRsc) {
 				t.Errorf("no_rsc_apps = %v, want %v", got, tt.noRsc)

@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -77,11 +79,11 @@ func (s *Service) recordHost(ctx context.Context, x *rpc, ip string, h row.Host,
 	switch why {
 	case hostSame:
 		old := x.host
-		x.host = hostFromRequest(x.host, req, ip, x.now)
+		x.host = hostFromRequest(x.host, req, ip, x.now, x.user.EmailAddr)
 		x.hostWrite = &store.SchedHost{Host: x.host, Info: hostInfoChanged(old, x.host)}
 	case hostReattach:
 		old := x.host
-		x.host = hostFromRequest(x.host, req, ip, x.now)
+		x.host = hostFromRequest(x.host, req, ip, x.now, x.user.EmailAddr)
 		x.host.RPCSeqno = 0
 		x.reply.HostID = x.host.ID
 		x.hostWrite = &store.SchedHost{Host: x.host, Info: hostInfoChanged(old, x.host)}
@@ -98,7 +100,7 @@ func (s *Service) recordHost(ctx context.Context, x *rpc, ip string, h row.Host,
 				replaced = old.ID
 			}
 		}
-		h := hostFromRequest(row.Host{CreateTime: x.now, UserID: x.user.ID}, req, ip, x.now)
+		h := hostFromRequest(row.Host{CreateTime: x.now, UserID: x.user.ID}, req, ip, x.now, x.user.EmailAddr)
 		h.RPCSeqno = 0
 		id, err := s.st.HostInsert(ctx, h)
 		if err != nil {
@@ -142,10 +144,22 @@ func (s *Service) detach(ctx context.Context, x *rpc, hostID int64) {
 	}
 }
 
+// storedHostCPID is what the host row keeps of the host_cpid a client
+// sends: as BOINC keeps it, the md5 of the cpid and the owner's e-mail
+// address, so that one volunteer cannot claim another's host by sending
+// its cpid, and the statistics export's host_cpid is BOINC's. "" stays "".
+func storedHostCPID(cpid, email string) string {
+	if cpid == "" {
+		return ""
+	}
+	sum := md5.Sum([]byte(cpid + email))
+	return hex.EncodeToString(sum[:])
+}
+
 // hostByCPID finds the user's host with the cpid the request's host_info
 // names, if it names one.
 func (s *Service) hostByCPID(ctx context.Context, x *rpc) (row.Host, bool, error) {
-	cpid := text(x.req.HostInfo.HostCPID)
+	cpid := storedHostCPID(text(x.req.HostInfo.HostCPID), x.user.EmailAddr)
 	if cpid == "" {
 		return row.Host{}, false, nil
 	}

@@ -55,7 +55,7 @@ func TestRecordHostHardware(t *testing.T) {
 	}
 	post(hardwareRequest(f, 0, 0, cpid, nvidiaCoprocs))
 	var id int64
-	if err := f.st.DB().QueryRowContext(f.ctx, `SELECT id FROM host WHERE host_cpid = ?`, cpid).Scan(&id); err != nil {
+	if err := f.st.DB().QueryRowContext(f.ctx, `SELECT id FROM host WHERE host_cpid = ?`, storedHostCPID(cpid, f.user.EmailAddr)).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	h, err := f.st.HostGet(f.ctx, id)

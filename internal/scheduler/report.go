@@ -76,22 +76,22 @@ func (s *Service) listHeld(ctx context.Context, x *rpc) error {
 // version (host_app_version: runtime statistics, daily quota, jobs today),
 // by version id, as the request found them: the rows authenticate read with
 // the user when that read was of this host (no extra round trip), else
-// read once now (a host that was just created, or renumbered). Sends of
-// this request are not counted in them.
+// read once now (a host that was just created, or renumbered), plus the
+// jobs this scheduler sent the host that the rows do not count yet. Sends
+// of this request are not counted in them.
 func (s *Service) hostAppVersions(ctx context.Context, x *rpc) ([]row.HostAppVersion, error) {
 	if x.havsRead {
 		return x.havs, nil
 	}
-	if x.preHeldOf != 0 && x.preHeldOf == x.host.ID {
-		x.havs, x.havsRead = x.preHAV, true
-		return x.havs, nil
+	havs := x.preHAV
+	if x.preHeldOf == 0 || x.preHeldOf != x.host.ID {
+		var err error
+		if havs, err = s.st.HostAppVersionListByHost(ctx, x.host.ID); err != nil {
+			return nil, fmt.Errorf("%w: %w", errUnavailable, err)
+		}
 	}
-	havs, err := s.st.HostAppVersionListByHost(ctx, x.host.ID)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
-	}
-	x.havs, x.havsRead = havs, true
-	return havs, nil
+	x.havs, x.havsRead = s.commit.today.overlay(x.host.ID, havs), true
+	return x.havs, nil
 }
 
 // pendingReport is a report waiting for its request's commit; a report

@@ -327,8 +327,18 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		download:  base + "/download/",
 		catalog:   catalogCache{log: deps.Log, plans: cfg.PlanClasses},
 		read:      newReader(deps.Store, cfg.Timeout, m),
-		commit:    newCommitter(deps.Store, cfg.Timeout, cfg.CommitLanes, m),
+		commit:    newCommitter(deps.Store, cfg.Timeout, cfg.CommitLanes, m, deps.Now),
 	}, nil
+}
+
+// Flush writes the jobs sent that the scheduler counts in memory only (the
+// daily quota's counts, written about once a second with the requests'
+// commits). Call it after the last request, before the process ends.
+func (s *Service) Flush(ctx context.Context) error {
+	if err := s.commit.flush(ctx, s.st); err != nil {
+		return fmt.Errorf("scheduler: write the jobs sent today: %w", err)
+	}
+	return nil
 }
 
 // errUnavailable marks a request the database could not serve: HTTP 503.
@@ -592,9 +602,10 @@ func clientVersion(req *protocol.SchedulerRequest) int {
 	return maj*10000 + minor*100 + rel
 }
 
-// hostFromRequest copies the request's description of the host into h. A
+// hostFromRequest copies the request's description of the host into h (its
+// host_cpid hashed with email, the owner's address: storedHostCPID). A
 // request without host_info keeps what the row has.
-func hostFromRequest(h row.Host, req *protocol.SchedulerRequest, ip string, now int64) row.Host {
+func hostFromRequest(h row.Host, req *protocol.SchedulerRequest, ip string, now int64, email string) row.Host {
 	h.RPCSeqno = int64(clampInt32(req.RPCSeqno))
 	h.RPCTime = now
 	h.LastIPAddr = text(ip)
@@ -602,7 +613,7 @@ func hostFromRequest(h row.Host, req *protocol.SchedulerRequest, ip string, now 
 	if hi.PNCPUs > 0 || hi.PFpops > 0 || hi.HostCPID != "" || hi.OSName != "" || hi.MNbytes > 0 {
 		h.Timezone = int(clampInt32(int64(hi.Timezone)))
 		h.DomainName = text(hi.DomainName)
-		h.HostCPID = text(hi.HostCPID)
+		h.HostCPID = storedHostCPID(text(hi.HostCPID), email)
 		h.PNCPUs = int(max(min(int64(hi.PNCPUs), 1<<16), 0))
 		h.PVendor = text(hi.PVendor)
 		h.PModel = text(hi.PModel)

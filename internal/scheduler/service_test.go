@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/hex"
@@ -460,7 +461,8 @@ func TestNewHostGetsHostID(t *testing.T) {
 	}
 	h, err := f.st.HostGet(f.ctx, rep.HostID)
 	if err != nil || h.UserID != f.user.ID || h.PNCPUs != 4 || h.PFpops != 3e9 || h.MNbytes != 8e9 || h.DFree != 5e10 ||
-		h.RPCTime != t0 || h.HostCPID != "2f5059bf76b7983d47a6084575a9b1cc" || h.OSName != "Linux Debian" {
+		h.RPCTime != t0 || h.HostCPID != fmt.Sprintf("%x", md5.Sum([]byte("2f5059bf76b7983d47a6084575a9b1cc"+f.user.EmailAddr))) ||
+		h.OSName != "Linux Debian" {
 		t.Fatalf("new host row = %+v, %v", h, err)
 	}
 

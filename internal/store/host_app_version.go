@@ -75,6 +75,42 @@ max_jobs_per_day = IF(VALUES(n_errors) = 0 OR ? <= 0, max_jobs_per_day,
 consecutive_valid = IF(VALUES(n_errors) > 0, 0, consecutive_valid),
 n_errors = n_errors + VALUES(n_errors)`
 
+// mergeHostAppVersionDeltas returns a and b as one list in key order (the
+// lock order), a key in both summed: jobs of the same day add up, a later
+// day's replace an earlier day's.
+func mergeHostAppVersionDeltas(a, b []decide.HostAppVersionDelta) []decide.HostAppVersionDelta {
+	if len(b) == 0 {
+		return a
+	}
+	type key [2]int64
+	at := make(map[key]int, len(a)+len(b))
+	var out []decide.HostAppVersionDelta
+	for _, list := range [][]decide.HostAppVersionDelta{a, b} {
+		for _, d := range list {
+			k := key{d.HostID, d.AppVersionID}
+			i, ok := at[k]
+			if !ok {
+				at[k] = len(out)
+				out = append(out, d)
+				continue
+			}
+			m := &out[i]
+			m.Errors += d.Errors
+			switch {
+			case d.Sent == 0:
+			case m.Sent == 0 || d.Day > m.Day:
+				m.Sent, m.Day = d.Sent, d.Day
+			case d.Day == m.Day:
+				m.Sent += d.Sent
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y decide.HostAppVersionDelta) int {
+		return cmp.Or(cmp.Compare(x.HostID, y.HostID), cmp.Compare(x.AppVersionID, y.AppVersionID))
+	})
+	return out
+}
+
 // schedWriteHostAppVersions writes a scheduler batch's host_app_version
 // deltas (sorted by key: the lock order), creating the rows it needs;
 // quota is the project's daily quota per instance.

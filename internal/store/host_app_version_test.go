@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/hostav"
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/scheduler/decide"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -31,11 +33,30 @@ func hav(t *testing.T, st *store.Store, hostID, avID int64) row.HostAppVersion {
 	return row.HostAppVersion{}
 }
 
-// TestSchedulerCommitCountsJobsToday: concurrent sends to one host, in
-// batches of their own, each count in n_jobs_today (a relative update loses
-// none); an anonymous-platform send counts under its generalized id; a new
-// day starts the count again and a send stamped with an earlier day (a
-// scheduler whose clock is behind) does not set it back.
+// sendAndCount commits the send p in a batch of its own, then writes the
+// jobs it counted in another, as a scheduler does (it keeps the counts in
+// memory and writes them with a later commit); it returns the send's
+// outcome.
+func (f schedFixture) sendAndCount(t *testing.T, p store.SchedSend) error {
+	t.Helper()
+	ctx := context.Background()
+	out, err := f.st.SchedulerCommit(ctx, store.SchedBatch{Sends: []store.SchedSend{p}})
+	if err != nil {
+		return err
+	}
+	if out.Sends[0] != nil {
+		return out.Sends[0]
+	}
+	_, err = f.st.SchedulerCommit(ctx, store.SchedBatch{JobsToday: out.JobsToday})
+	return err
+}
+
+// TestSchedulerCommitCountsJobsToday: a send's batch counts it in its
+// outcome (one job of the version on the send's day) and writes no
+// n_jobs_today; batches writing such counts, concurrently, add up (a
+// relative update loses none); an anonymous-platform send counts under its
+// generalized id; a new day starts the count again and a count stamped with
+// an earlier day (a scheduler whose clock is behind) does not set it back.
 func TestSchedulerCommitCountsJobsToday(t *testing.T) {
 	t.Parallel()
 	f := newSchedFixture(t)
@@ -43,7 +64,7 @@ func TestSchedulerCommitCountsJobsToday(t *testing.T) {
 	const day = 20000
 	now := int64(day*86400 + 3600)
 	const n = 24
-	sends := make([]store.SchedSend, n+3)
+	sends := make([]store.SchedSend, n+4)
 	for i := range sends {
 		wu := storetest.Job(t, f.st, storetest.JobOptions{CreateTime: 1, App: 1, Name: fmt.Sprintf("q%d", i),
 			TransitionTime: state.NoTransition, DelayBound: 100})
@@ -52,15 +73,30 @@ func TestSchedulerCommitCountsJobsToday(t *testing.T) {
 		sends[i] = store.SchedSend{ResultID: r.ID, WorkunitID: wu.ID, HostID: f.host1, UserID: f.user,
 			AppVersionID: 7, AppVersionNum: 100, ReportDeadline: now + 100, Now: now}
 	}
+
+	out, err := f.st.SchedulerCommit(ctx, store.SchedBatch{Sends: sends[n+3:]})
+	if err == nil {
+		err = out.Sends[0]
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []decide.HostAppVersionDelta{{HostID: f.host1, AppVersionID: 7, Sent: 1, Day: day}}
+	if !reflect.DeepEqual(out.JobsToday, want) {
+		t.Fatalf("a send's outcome counts %+v, want %+v", out.JobsToday, want)
+	}
+	if h := hav(t, f.st, f.host1, 7); h.NJobsToday != 0 {
+		t.Fatalf("a send's own batch wrote n_jobs_today %d, want 0 (its scheduler writes the count later)", h.NJobsToday)
+	}
+	if _, err := f.st.SchedulerCommit(ctx, store.SchedBatch{JobsToday: out.JobsToday}); err != nil {
+		t.Fatal(err)
+	}
+
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
-			out, err := f.st.SchedulerCommit(ctx, store.SchedBatch{Sends: sends[i : i+1]})
-			if err == nil {
-				err = out.Sends[0]
-			}
-			if err != nil {
+			if err := f.sendAndCount(t, sends[i]); err != nil {
 				errs <- err
 			}
 		})
@@ -70,13 +106,13 @@ func TestSchedulerCommitCountsJobsToday(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("concurrent send: %v", err)
 	}
-	if h := hav(t, f.st, f.host1, 7); h.NJobsToday != n || h.Day != day {
-		t.Fatalf("after %d concurrent sends on day %d: n_jobs_today %d, day %d", n, day, h.NJobsToday, h.Day)
+	if h := hav(t, f.st, f.host1, 7); h.NJobsToday != n+1 || h.Day != day {
+		t.Fatalf("after %d concurrent counts on day %d: n_jobs_today %d, day %d", n+1, day, h.NJobsToday, h.Day)
 	}
 
 	anon := sends[n]
 	anon.AppVersionID, anon.Resource = 0, hostav.AnonNVIDIA
-	if err := f.send(t, anon); err != nil {
+	if err := f.sendAndCount(t, anon); err != nil {
 		t.Fatal(err)
 	}
 	if h := hav(t, f.st, f.host1, hostav.GeneralizedID(1, hostav.AnonNVIDIA)); h.NJobsToday != 1 || h.Day != day {
@@ -85,14 +121,14 @@ func TestSchedulerCommitCountsJobsToday(t *testing.T) {
 
 	tomorrow := sends[n+1]
 	tomorrow.Now += 86400
-	if err := f.send(t, tomorrow); err != nil {
+	if err := f.sendAndCount(t, tomorrow); err != nil {
 		t.Fatal(err)
 	}
 	if h := hav(t, f.st, f.host1, 7); h.NJobsToday != 1 || h.Day != day+1 {
 		t.Fatalf("send on the next day: n_jobs_today %d, day %d; want 1, %d", h.NJobsToday, h.Day, day+1)
 	}
 	late := sends[n+2]
-	if err := f.send(t, late); err != nil {
+	if err := f.sendAndCount(t, late); err != nil {
 		t.Fatal(err)
 	}
 	if h := hav(t, f.st, f.host1, 7); h.NJobsToday != 1 || h.Day != day+1 {
@@ -327,6 +363,10 @@ func TestHostAppVersionWritersLoseNothing(t *testing.T) {
 			out, err := st.SchedulerCommit(ctx, store.SchedBatch{DailyResultQuota: quota, Sends: sends[i : i+1]})
 			if err == nil {
 				err = out.Sends[0]
+			}
+			if err == nil {
+				// Written later by its scheduler, concurrently with the rest.
+				_, err = st.SchedulerCommit(ctx, store.SchedBatch{DailyResultQuota: quota, JobsToday: out.JobsToday})
 			}
 			if err != nil {
 				errs <- fmt.Errorf("send: %w", err)

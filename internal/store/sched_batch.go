@@ -40,6 +40,12 @@ type SchedBatch struct {
 	// (--daily-result-quota; 0: none): a reported CLIENT_ERROR shrinks the
 	// host's quota for the version from it (hostav.AddError).
 	DailyResultQuota int
+	// JobsToday are jobs sent to hosts by earlier batches, per host and
+	// version (Errors 0), added to the host_app_version rows with this
+	// batch's errors: a scheduler counts its sends in memory and writes
+	// them in one batch now and then (SchedOutcome.JobsToday), not one row
+	// update per request.
+	JobsToday []decide.HostAppVersionDelta
 	// Committing, if set, is called when every statement has run and only
 	// the commit is left: the caller may start other work (its next
 	// batch) meanwhile. It may be called more than once if the
@@ -57,6 +63,9 @@ type SchedOutcome struct {
 	// went through, by id, as the batch left them: what a reply describes.
 	Workunits map[int64]row.Workunit
 	Results   map[int64]row.Result
+	// JobsToday counts the sends that went through per host and version:
+	// not written (see SchedBatch.JobsToday).
+	JobsToday []decide.HostAppVersionDelta
 }
 
 // schedBatchMaxRows bounds the rows of one multi-row statement's derived
@@ -125,11 +134,12 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 	if err := schedWrite(ctx, tx, b.Hosts, plan); err != nil {
 		return SchedOutcome{}, err
 	}
-	if err := schedWriteHostAppVersions(ctx, tx, plan.HostAppVersions, b.DailyResultQuota); err != nil {
+	if err := schedWriteHostAppVersions(ctx, tx, mergeHostAppVersionDeltas(plan.HostAppVersions, b.JobsToday),
+		b.DailyResultQuota); err != nil {
 		return SchedOutcome{}, err
 	}
 	out := SchedOutcome{Reports: plan.Reports, Sends: plan.Sends, Workunits: plan.SentWorkunits,
-		Results: plan.SentResults}
+		Results: plan.SentResults, JobsToday: plan.JobsToday}
 	for i := range out.Reports {
 		if errors.Is(out.Reports[i].Err, decide.ErrChanged) {
 			out.Reports[i].Err = ErrConflict

@@ -2,10 +2,12 @@ package store_test
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -248,5 +250,42 @@ func TestSchemaDriftReportsEveryDifference(t *testing.T) {
 	if err := st.DB().Get(&n, `SELECT COUNT(*) FROM information_schema.SCHEMATA
         WHERE SCHEMA_NAME LIKE CONCAT(DATABASE(), '_schema_check_%')`); err != nil || n != 0 {
 		t.Fatalf("scratch databases left: %d (%v)", n, err)
+	}
+}
+
+// TestHostCPIDMigrationHashesAsBOINC: version 8 turns the host_cpid rows
+// written before it (the client's cpid) into BOINC's form, the md5 of the
+// cpid and the owner's e-mail address, and leaves an empty one empty.
+func TestHostCPIDMigrationHashesAsBOINC(t *testing.T) {
+	t.Parallel()
+	st := emptyStore(t)
+	ctx := context.Background()
+	all, err := schema.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upTo7 []schema.Migration
+	for _, m := range all {
+		if m.Version <= 7 {
+			upTo7 = append(upTo7, m)
+		}
+	}
+	if _, err := st.SchemaUpgrade(ctx, upTo7, time.Unix(1000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Exec(t, st, `INSERT INTO user (id, create_time, email_addr, name, authenticator) VALUES (1, 1, 'a@example.org', 'a', 'k')`)
+	storetest.Exec(t, st, `INSERT INTO host (id, create_time, userid, host_cpid) VALUES (1, 1, 1, 'abc'), (2, 1, 1, '')`)
+	if _, err := st.SchemaUpgrade(ctx, all, time.Unix(2000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]string{1: fmt.Sprintf("%x", md5.Sum([]byte("abca@example.org"))), 2: ""}
+	for id, w := range want {
+		var got string
+		if err := st.DB().QueryRowContext(ctx, `SELECT host_cpid FROM host WHERE id = ?`, id).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != w {
+			t.Errorf("host %d: host_cpid %q after version 8, want %q", id, got, w)
+		}
 	}
 }

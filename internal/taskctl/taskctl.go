@@ -62,7 +62,7 @@ func NewApp(opts Options) *cli.App {
 	}
 	return &cli.App{
 		Name:      "taskctl",
-		Usage:     "operate a task-server project: schema, catalog, users, jobs, shared files, batches, known answers, status, trickles, keys",
+		Usage:     "operate a task-server project: schema, catalog, users, jobs, shared files, batches, known answers, status, trickles, statistics export, keys",
 		Flags:     flags,
 		Before:    config.LoadFile,
 		Writer:    t.stdout,
@@ -82,6 +82,7 @@ func NewApp(opts Options) *cli.App {
 			t.statusCommand(),
 			t.hostCommand(),
 			t.trickleCommand(),
+			t.statsCommand(),
 			t.keysCommand(),
 			t.signCommand(),
 			t.importCommand(),

@@ -310,9 +310,15 @@ type Plan struct {
 	CouldntSends []CouldntSend
 	// Hosts are the reporting hosts' deltas, by host id.
 	Hosts map[int64]*HostDelta
-	// HostAppVersions are the batch's changes to host_app_version rows,
-	// by host and then version id (the order the store locks them in).
+	// HostAppVersions are the batch's CLIENT_ERROR reports counted against
+	// host_app_version rows, by host and then version id (the order the
+	// store locks them in); Sent is 0.
 	HostAppVersions []HostAppVersionDelta
+	// JobsToday are the sends that go through counted per host and
+	// version (Errors is 0), in the same order: the caller adds them to
+	// its count of jobs sent today (the scheduler writes them later, many
+	// requests' at once).
+	JobsToday []HostAppVersionDelta
 
 	// SentWorkunits and SentResults are the jobs and instances of the sends
 	// that go through, by id, as the batch leaves them.
@@ -335,8 +341,8 @@ type Plan struct {
 //     (even earlier in this batch), or the instance is no longer UNSENT; a
 //     send that goes through binds the job to the host's class, raises its
 //     quorum when it replicates, records the user, wakes the job no later
-//     than the deadline, and counts a job sent today in the host's
-//     host_app_version row for the version.
+//     than the deadline, and counts a job of the version sent to the host
+//     today (JobsToday).
 //
 // A refused row changes nothing and never stops the others.
 func Batch(in Input) Plan {
@@ -358,7 +364,7 @@ func Batch(in Input) Plan {
 		sentTo[uj] = true
 	}
 
-	havs := havDeltas{}
+	havs, today := havDeltas{}, havDeltas{}
 	for i, r := range in.Reports {
 		p.Reports[i] = p.report(r, wus, res, havs)
 	}
@@ -375,7 +381,7 @@ func Batch(in Input) Plan {
 				}
 				av = hostav.GeneralizedID(wus[s.WorkunitID].AppID, resource)
 			}
-			d := havs.at(s.HostID, av)
+			d := today.at(s.HostID, av)
 			switch day := hostav.Day(s.Now); {
 			case day > d.Day:
 				d.Sent, d.Day = 1, day
@@ -384,7 +390,7 @@ func Batch(in Input) Plan {
 			}
 		}
 	}
-	p.HostAppVersions = havs.sorted()
+	p.HostAppVersions, p.JobsToday = havs.sorted(), today.sorted()
 
 	seen := map[int64]bool{}
 	for _, wu := range in.Workunits {

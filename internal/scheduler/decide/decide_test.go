@@ -1,10 +1,12 @@
 package decide
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/hostav"
@@ -601,9 +603,13 @@ func checkPlan(t *testing.T, in Input, want Plan) {
 	}
 	got.Reports, got.Sends, want.Reports, want.Sends = nil, nil, nil, nil
 	// The host_app_version deltas have their own test
-	// (TestBatchHostAppVersions); want.HostAppVersions nil skips them.
+	// (TestBatchHostAppVersions); want.HostAppVersions and JobsToday nil
+	// skip them.
 	if want.HostAppVersions == nil {
 		got.HostAppVersions = nil
+	}
+	if want.JobsToday == nil {
+		got.JobsToday = nil
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("plan\n%+v\nwant\n%+v\nhosts %v, want %v", got, want, fmtHosts(got.Hosts), fmtHosts(want.Hosts))
@@ -678,7 +684,22 @@ func TestBatchHostAppVersions(t *testing.T) {
 				Results: []row.Result{unsent(over(state.OutcomeCouldntSend))}},
 			[]HostAppVersionDelta{}},
 	} {
-		got := Batch(tc.in).HostAppVersions
+		p := Batch(tc.in)
+		for _, d := range p.HostAppVersions {
+			if d.Sent != 0 {
+				t.Errorf("%s: error delta %+v counts sends", tc.name, d)
+			}
+		}
+		for _, d := range p.JobsToday {
+			if d.Errors != 0 {
+				t.Errorf("%s: jobs-today delta %+v counts errors", tc.name, d)
+			}
+		}
+		// One list in the store's lock order, as the two are written.
+		got := append(slices.Clone(p.HostAppVersions), p.JobsToday...)
+		slices.SortFunc(got, func(a, b HostAppVersionDelta) int {
+			return cmp.Or(cmp.Compare(a.HostID, b.HostID), cmp.Compare(a.AppVersionID, b.AppVersionID))
+		})
 		if len(got) == 0 && len(tc.want) == 0 {
 			continue
 		}
