@@ -86,6 +86,7 @@ func NewApp(opts Options) *cli.App {
 			t.statsCommand(),
 			t.keysCommand(),
 			t.signCommand(),
+			t.importCommand(),
 		},
 	}
 }
