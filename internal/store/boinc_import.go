@@ -2,11 +2,9 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskserver/taskserver/internal/row"
@@ -223,11 +221,6 @@ func importErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrDuplicate, err)
 	}
 	return err
-}
-
-func isDuplicate(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1062
 }
 
 const boincAppVersionList = `SELECT id, create_time, appid, version_num, platformid, plan_class, COALESCE(xml_doc, '') AS xml_doc,
