@@ -84,6 +84,7 @@ func NewApp(opts Options) *cli.App {
 			t.trickleCommand(),
 			t.keysCommand(),
 			t.signCommand(),
+			t.importCommand(),
 		},
 	}
 }

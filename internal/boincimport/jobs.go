@@ -1,0 +1,168 @@
+package boincimport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/taskserver/taskserver/internal/jobtemplate"
+	"github.com/taskserver/taskserver/internal/row"
+)
+
+// jobs imports the jobs in flight with all their instances, a chunk of
+// jobs at a time, each chunk in one transaction.
+func (im *Importer) jobs(ctx context.Context, inFlight, instances int64) (TableReport, TableReport, error) {
+	wr := TableReport{Table: "workunit", Source: inFlight}
+	rr := TableReport{Table: "result", Source: instances}
+	start := time.Now()
+	pr := im.newProgress("workunit", inFlight)
+	wuMax, err := im.dst.ImportMaxID(ctx, "workunit")
+	if err != nil {
+		return wr, rr, err
+	}
+	resMax, err := im.dst.ImportMaxID(ctx, "result")
+	if err != nil {
+		return wr, rr, err
+	}
+	var after int64
+	var seen int64
+	for {
+		wus, err := im.src.WorkunitInFlightList(ctx, after, im.cfg.Chunk)
+		if err != nil {
+			return wr, rr, err
+		}
+		if len(wus) == 0 {
+			break
+		}
+		after = wus[len(wus)-1].ID
+		seen += int64(len(wus))
+		ids := make([]int64, len(wus))
+		for i, w := range wus {
+			ids[i] = w.ID
+		}
+		results, err := im.src.ResultListByWorkunits(ctx, ids)
+		if err != nil {
+			return wr, rr, err
+		}
+		byWU := map[int64][]row.Result{}
+		for _, r := range results {
+			byWU[r.WorkunitID] = append(byWU[r.WorkunitID], r)
+		}
+		write, err := im.check(ctx, &wr, "workunit", ids, wuMax, func(i int) string { return wus[i].Name })
+		if err != nil {
+			return wr, rr, err
+		}
+		// The instances of a job not yet here must not be here either.
+		var rids []int64
+		var rnames []string
+		for i, w := range wus {
+			if !write[i] {
+				rr.Present += int64(len(byWU[w.ID]))
+				continue
+			}
+			for _, r := range byWU[w.ID] {
+				rids = append(rids, r.ID)
+				rnames = append(rnames, r.Name)
+			}
+		}
+		rwrite, err := im.check(ctx, &rr, "result", rids, resMax, func(i int) string { return rnames[i] })
+		if err != nil {
+			return wr, rr, err
+		}
+		clash := map[int64]bool{}
+		for i, ok := range rwrite {
+			if !ok {
+				clash[rids[i]] = true
+			}
+		}
+		var outWUs []row.Workunit
+		var outResults []row.Result
+		for i, w := range wus {
+			if !write[i] {
+				continue
+			}
+			rs := byWU[w.ID]
+			if err := im.convertJob(ctx, &w, rs, clash); err != nil {
+				im.skip(&wr, w.ID, err)
+				rr.Skipped += int64(len(rs))
+				continue
+			}
+			outWUs = append(outWUs, w.Workunit)
+			outResults = append(outResults, rs...)
+		}
+		if !im.cfg.DryRun {
+			if err := im.dst.JobsImport(ctx, outWUs, outResults); err != nil {
+				return wr, rr, err
+			}
+		}
+		wr.Imported += int64(len(outWUs))
+		rr.Imported += int64(len(outResults))
+		pr.note(seen)
+	}
+	pr.done(wr, time.Since(start))
+	return wr, rr, nil
+}
+
+// errClash is why a job whose instance's id our database holds (with a
+// dry run going on past the conflict) is not imported.
+var errClash = errors.New("an instance's id is another row's in our database")
+
+// convertJob turns one BOINC job and its instances into ours, in place:
+// documents in our form, the job's output template stored, batches
+// dropped (BOINC's batch table is not imported).
+func (im *Importer) convertJob(ctx context.Context, w *storeWorkunit, rs []row.Result, clash map[int64]bool) error {
+	doc, err := ConvertWorkunit(w.XMLDoc, im.cfg.OldDownloadURL, im.cfg.Fanout)
+	if err != nil {
+		return fmt.Errorf("job %s: %w", w.Name, err)
+	}
+	w.XMLDoc = doc
+	w.Batch = 0
+	var tmpl *jobtemplate.Output
+	for i := range rs {
+		r := &rs[i]
+		if clash[r.ID] {
+			return errClash
+		}
+		in, t, err := ConvertResult(r.Name, r.XMLDocIn)
+		if err != nil {
+			return fmt.Errorf("job %s: %w", w.Name, err)
+		}
+		if tmpl == nil {
+			tmpl = &t
+		}
+		r.XMLDocIn = in
+		r.Batch = 0
+	}
+	if tmpl == nil {
+		t, err := im.templateFile(w.ResultTemplateFile)
+		if err != nil {
+			return fmt.Errorf("job %s has no instance to take its outputs from: %w", w.Name, err)
+		}
+		tmpl = &t
+	}
+	id, err := im.outputTemplate(ctx, *tmpl)
+	if err != nil {
+		return fmt.Errorf("job %s: output template: %w", w.Name, err)
+	}
+	w.OutputTemplateID = id
+	return nil
+}
+
+// templateFile reads an output template from the BOINC project's
+// directory.
+func (im *Importer) templateFile(rel string) (jobtemplate.Output, error) {
+	if im.cfg.OldProjectDir == "" {
+		return jobtemplate.Output{}, errors.New("give --boinc-project-dir to read its result_template_file")
+	}
+	if !filepath.IsLocal(rel) {
+		return jobtemplate.Output{}, fmt.Errorf("result_template_file %q is not a path inside the project", rel)
+	}
+	b, err := os.ReadFile(filepath.Join(im.cfg.OldProjectDir, rel))
+	if err != nil {
+		return jobtemplate.Output{}, err
+	}
+	return jobtemplate.ParseOutput(string(b))
+}

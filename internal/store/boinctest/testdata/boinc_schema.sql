@@ -1,0 +1,257 @@
+-- A BOINC project's database as far as `taskctl import boinc` reads it,
+-- written for the tests from the column names, types and meanings of
+-- BOINC's db/schema.sql and db/boinc_db.h. Tables hold the columns the
+-- import reads, plus a few it must leave behind (to show it reads by name),
+-- in BOINC's types: nullable text where BOINC's is nullable, mod_time as a
+-- TIMESTAMP, latin1 tables (a BOINC database made by its own scripts takes
+-- the server's default character set). Columns the import does not read
+-- have defaults, so the generator need not name them.
+
+CREATE TABLE platform (
+    id                 INTEGER NOT NULL AUTO_INCREMENT,
+    create_time        INTEGER NOT NULL,
+    name               VARCHAR(191) NOT NULL,
+    user_friendly_name VARCHAR(254) NOT NULL,
+    deprecated         TINYINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (id),
+    UNIQUE (name)
+) ENGINE=InnoDB DEFAULT CHARSET=latin1;
+
+CREATE TABLE app (
+    id                     INTEGER NOT NULL AUTO_INCREMENT,
+    create_time            INTEGER NOT NULL,
+    name                   VARCHAR(191) NOT NULL,
+    min_version            INTEGER NOT NULL DEFAULT 0,
+    deprecated             SMALLINT NOT NULL DEFAULT 0,
+    user_friendly_name     VARCHAR(254) NOT NULL,
+    homogeneous_redundancy SMALLINT NOT NULL DEFAULT 0,
+    weight                 DOUBLE NOT NULL DEFAULT 1,
+    beta                   SMALLINT NOT NULL DEFAULT 0,
+    target_nresults        SMALLINT NOT NULL DEFAULT 0,
+    min_avg_pfc            DOUBLE NOT NULL DEFAULT 1,
+    non_cpu_intensive      TINYINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (id),
+    UNIQUE (name)
+) ENGINE=InnoDB DEFAULT CHARSET=latin1;
+
+-- xml_doc: <file_info> per file (name, url, executable, file_signature,
+-- nbytes; md5_cksum only when the project's tools wrote it) then
+-- <app_version> with a <file_ref> per file.
+CREATE TABLE app_version (
+    id               INTEGER NOT NULL AUTO_INCREMENT,
+    create_time      INTEGER NOT NULL,
+    appid            INTEGER NOT NULL,
+    version_num      INTEGER NOT NULL,
+    platformid       INTEGER NOT NULL,
+    xml_doc          MEDIUMBLOB,
+    min_core_version INTEGER NOT NULL DEFAULT 0,
+    max_core_version INTEGER NOT NULL DEFAULT 0,
+    deprecated       TINYINT NOT NULL DEFAULT 0,
+    plan_class       VARCHAR(128) NOT NULL DEFAULT '',
+    pfc_n            DOUBLE NOT NULL DEFAULT 0,
+    pfc_avg          DOUBLE NOT NULL DEFAULT 0,
+    pfc_scale        DOUBLE NOT NULL DEFAULT 0,
+    expavg_credit    DOUBLE NOT NULL DEFAULT 0,
+    expavg_time      DOUBLE NOT NULL DEFAULT 0,
+    beta             TINYINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (id),
+    UNIQUE (appid, platformid, version_num, plan_class)
+) ENGINE=InnoDB DEFAULT CHARSET=latin1;
+
+-- passwd_hash: md5(password . lower(email)), or that md5 run through PHP's
+-- password_hash (bcrypt, "$2y$..."). cross_project_id: 32 hex.
+CREATE TABLE user (
+    id                    INTEGER NOT NULL AUTO_INCREMENT,
+    create_time           INTEGER NOT NULL,
+    email_addr            VARCHAR(191) NOT NULL,
+    name                  VARCHAR(191),
+    authenticator         VARCHAR(191),
+    country               VARCHAR(254),
+    postal_code           VARCHAR(254),
+    total_credit          DOUBLE NOT NULL,
+    expavg_credit         DOUBLE NOT NULL,
+    expavg_time           DOUBLE NOT NULL,
+    global_prefs          BLOB,
+    project_prefs         BLOB,
+    teamid                INTEGER NOT NULL,
+    venue                 VARCHAR(254) NOT NULL DEFAULT '',
+    url                   VARCHAR(254),
+    send_email            SMALLINT NOT NULL DEFAULT 1,
+    show_hosts            SMALLINT NOT NULL DEFAULT 1,
+    posts                 SMALLINT NOT NULL DEFAULT 0,
+    signature             VARCHAR(254),
+    has_profile           SMALLINT NOT NULL DEFAULT 0,
+    cross_project_id      VARCHAR(254) NOT NULL,
+    passwd_hash           VARCHAR(254) NOT NULL,
+    email_validated       SMALLINT NOT NULL DEFAULT 0,
+    donated               SMALLINT NOT NULL DEFAULT 0,
+    login_token           CHAR(32) NOT NULL DEFAULT '',
+    previous_email_addr   VARCHAR(254) NOT NULL DEFAULT '',
+    PRIMARY KEY (id),
+    UNIQUE (email_addr),
+    UNIQUE (authenticator),
+    KEY (teamid)
+) ENGINE=InnoDB DEFAULT CHARSET=latin1;
+
+-- nusers, total_credit, expavg_credit: kept by BOINC's update_stats.
+CREATE TABLE team (
+    id            INTEGER NOT NULL AUTO_INCREMENT,
+    create_time   INTEGER NOT NULL,
+    userid        INTEGER NOT NULL,
+    name          VARCHAR(191) NOT NULL,
+    name_lc       VARCHAR(254),
+    url           VARCHAR(254),
+    type          INTEGER NOT NULL,
+    name_html     VARCHAR(254),
+    description   TEXT,
+    nusers        INTEGER NOT NULL,
+    country       VARCHAR(254),
+    total_credit  DOUBLE NOT NULL DEFAULT 0,
+    expavg_credit DOUBLE NOT NULL DEFAULT 0,
+    expavg_time   DOUBLE NOT NULL,
+    ping_user     INTEGER NOT NULL DEFAULT 0,
+    joinable      TINYINT NOT NULL DEFAULT 1,
+    mod_time      TIMESTAMP DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+    PRIMARY KEY (id),
+    UNIQUE (name)
+) ENGINE=InnoDB DEFAULT CHARSET=latin1;
+
+-- serialnum: the client's summary of its GPUs and VirtualBox.
+CREATE TABLE host (
+    id                         INTEGER NOT NULL AUTO_INCREMENT,
+    create_time                INTEGER NOT NULL,
+    userid                     INTEGER NOT NULL,
+    rpc_seqno                  INTEGER NOT NULL,
+    rpc_time                   INTEGER NOT NULL,
+    total_credit               DOUBLE NOT NULL,
+    expavg_credit              DOUBLE NOT NULL,
+    expavg_time                DOUBLE NOT NULL,
+    timezone                   INTEGER NOT NULL,
+    domain_name                VARCHAR(254),
+    serialnum                  VARCHAR(254),
+    last_ip_addr               VARCHAR(254),
+    nsame_ip_addr              INTEGER NOT NULL DEFAULT 0,
+    on_frac                    DOUBLE NOT NULL,
+    connected_frac             DOUBLE NOT NULL DEFAULT 0,
+    active_frac                DOUBLE NOT NULL,
+    cpu_efficiency             DOUBLE NOT NULL DEFAULT 0,
+    duration_correction_factor DOUBLE NOT NULL DEFAULT 1,
+    p_ncpus                    INTEGER NOT NULL,
+    p_vendor                   VARCHAR(254),
+    p_model                    VARCHAR(254),
+    p_fpops                    DOUBLE NOT NULL,
+    p_iops                     DOUBLE NOT NULL,
+    p_membw                    DOUBLE NOT NULL,
+    os_name                    VARCHAR(254),
+    os_version                 VARCHAR(254),
+    m_nbytes                   DOUBLE NOT NULL,
+    m_cache                    DOUBLE NOT NULL,
+    m_swap                     DOUBLE NOT NULL,
+    d_total                    DOUBLE NOT NULL,
+    d_free                     DOUBLE NOT NULL,
+    d_boinc_used_total         DOUBLE NOT NULL DEFAULT 0,
+    n_bwup                     DOUBLE NOT NULL,
+    n_bwdown                   DOUBLE NOT NULL,
+    credit_per_cpu_sec         DOUBLE NOT NULL,
+    venue                      VARCHAR(254) NOT NULL,
+    nresults_today             INTEGER NOT NULL,
+    avg_turnaround             DOUBLE NOT NULL,
+    host_cpid                  VARCHAR(254),
+    external_ip_addr           VARCHAR(254),
+    max_results_day            INTEGER NOT NULL DEFAULT 0,
+    error_rate                 DOUBLE NOT NULL DEFAULT 0,
+    product_name               VARCHAR(254) NOT NULL,
+    p_ngpus                    INTEGER NOT NULL DEFAULT 0,
+    misc                       TEXT,
+    PRIMARY KEY (id),
+    KEY (userid)
+) ENGINE=InnoDB DEFAULT CHARSET=latin1;
+
+-- xml_doc: <file_info> per input (name, url under the download URL's
+-- fan-out directory, md5_cksum, nbytes) then <workunit> with a <file_ref>
+-- per input and the command line. result_template_file: the output
+-- template's path, relative to the project directory.
+CREATE TABLE workunit (
+    id                   INTEGER NOT NULL AUTO_INCREMENT,
+    create_time          INTEGER NOT NULL,
+    appid                INTEGER NOT NULL,
+    name                 VARCHAR(191) NOT NULL,
+    xml_doc              BLOB,
+    batch                INTEGER NOT NULL,
+    rsc_fpops_est        DOUBLE NOT NULL,
+    rsc_fpops_bound      DOUBLE NOT NULL,
+    rsc_memory_bound     DOUBLE NOT NULL,
+    rsc_disk_bound       DOUBLE NOT NULL,
+    need_validate        SMALLINT NOT NULL,
+    canonical_resultid   INTEGER NOT NULL,
+    canonical_credit     DOUBLE NOT NULL,
+    transition_time      INTEGER NOT NULL,
+    delay_bound          INTEGER NOT NULL,
+    error_mask           INTEGER NOT NULL,
+    file_delete_state    INTEGER NOT NULL,
+    assimilate_state     INTEGER NOT NULL,
+    hr_class             INTEGER NOT NULL,
+    opaque               DOUBLE NOT NULL,
+    min_quorum           INTEGER NOT NULL,
+    target_nresults      INTEGER NOT NULL,
+    max_error_results    INTEGER NOT NULL,
+    max_total_results    INTEGER NOT NULL,
+    max_success_results  INTEGER NOT NULL,
+    result_template_file VARCHAR(63) NOT NULL,
+    priority             INTEGER NOT NULL,
+    mod_time             TIMESTAMP DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+    rsc_bandwidth_bound  DOUBLE NOT NULL DEFAULT 0,
+    app_version_id       INTEGER NOT NULL DEFAULT 0,
+    transitioner_flags   TINYINT NOT NULL DEFAULT 0,
+    size_class           SMALLINT NOT NULL DEFAULT -1,
+    keywords             VARCHAR(254) NOT NULL DEFAULT '',
+    app_version_num      INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (id),
+    UNIQUE (name),
+    KEY (transition_time)
+) ENGINE=InnoDB DEFAULT CHARSET=latin1;
+
+-- xml_doc_in: <file_info> per output (name, generated_locally,
+-- upload_when_present, max_nbytes, url, and the upload certificate in
+-- xml_signature) then <result> with the names and a <file_ref> per output.
+CREATE TABLE result (
+    id                    INTEGER NOT NULL AUTO_INCREMENT,
+    create_time           INTEGER NOT NULL,
+    workunitid            INTEGER NOT NULL,
+    server_state          INTEGER NOT NULL,
+    outcome               INTEGER NOT NULL,
+    client_state          INTEGER NOT NULL,
+    hostid                INTEGER NOT NULL,
+    userid                INTEGER NOT NULL,
+    report_deadline       INTEGER NOT NULL,
+    sent_time             INTEGER NOT NULL,
+    received_time         INTEGER NOT NULL,
+    name                  VARCHAR(191) NOT NULL,
+    cpu_time              DOUBLE NOT NULL,
+    xml_doc_in            BLOB,
+    xml_doc_out           BLOB,
+    stderr_out            BLOB,
+    batch                 INTEGER NOT NULL,
+    file_delete_state     INTEGER NOT NULL,
+    validate_state        INTEGER NOT NULL,
+    claimed_credit        DOUBLE NOT NULL,
+    granted_credit        DOUBLE NOT NULL,
+    opaque                DOUBLE NOT NULL,
+    random                INTEGER NOT NULL,
+    app_version_num       INTEGER NOT NULL,
+    appid                 INTEGER NOT NULL,
+    exit_status           INTEGER NOT NULL,
+    teamid                INTEGER NOT NULL,
+    priority              INTEGER NOT NULL,
+    mod_time              TIMESTAMP DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+    elapsed_time          DOUBLE NOT NULL,
+    flops_estimate        DOUBLE NOT NULL,
+    app_version_id        INTEGER NOT NULL,
+    runtime_outlier       TINYINT NOT NULL DEFAULT 0,
+    size_class            SMALLINT NOT NULL DEFAULT -1,
+    peak_working_set_size DOUBLE NOT NULL DEFAULT 0,
+    PRIMARY KEY (id),
+    UNIQUE (name),
+    KEY (workunitid),
+    KEY (server_state)
+) ENGINE=InnoDB DEFAULT CHARSET=latin1;
