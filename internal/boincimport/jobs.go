@@ -9,12 +9,16 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/jobtemplate"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/row"
 )
 
 // jobs imports the jobs in flight with all their instances, a chunk of
-// jobs at a time, each chunk in one transaction.
-func (im *Importer) jobs(ctx context.Context, inFlight, instances int64) (TableReport, TableReport, error) {
+// jobs at a time, each chunk in one transaction, and then writes the
+// upload permits of their tasks without certificates: those of jobs
+// imported before too, so a run after a crash between the two writes
+// them.
+func (im *Importer) jobs(ctx context.Context, inFlight, instances int64, rep *Report) (TableReport, TableReport, error) {
 	wr := TableReport{Table: "workunit", Source: inFlight}
 	rr := TableReport{Table: "result", Source: instances}
 	start := time.Now()
@@ -29,6 +33,7 @@ func (im *Importer) jobs(ctx context.Context, inFlight, instances int64) (TableR
 	}
 	var after int64
 	var seen int64
+	var permits []outputfile.Permit
 	for {
 		wus, err := im.src.WorkunitInFlightList(ctx, after, im.cfg.Chunk)
 		if err != nil {
@@ -81,17 +86,23 @@ func (im *Importer) jobs(ctx context.Context, inFlight, instances int64) (TableR
 		var outWUs []row.Workunit
 		var outResults []row.Result
 		for i, w := range wus {
+			rs := byWU[w.ID]
+			ps, err := UploadPermits(rs, im.cfg.UploadGrace) // from BOINC's documents: before convertJob
 			if !write[i] {
+				permits = append(permits, ps...)
 				continue
 			}
-			rs := byWU[w.ID]
-			if err := im.convertJob(ctx, &w, rs, clash); err != nil {
+			if err == nil {
+				err = im.convertJob(ctx, &w, rs, clash)
+			}
+			if err != nil {
 				im.skip(&wr, w.ID, err)
 				rr.Skipped += int64(len(rs))
 				continue
 			}
 			outWUs = append(outWUs, w.Workunit)
 			outResults = append(outResults, rs...)
+			permits = append(permits, ps...)
 		}
 		if !im.cfg.DryRun {
 			if err := im.dst.JobsImport(ctx, outWUs, outResults); err != nil {
@@ -102,8 +113,27 @@ func (im *Importer) jobs(ctx context.Context, inFlight, instances int64) (TableR
 		rr.Imported += int64(len(outResults))
 		pr.note(seen)
 	}
+	if err := im.writePermits(permits, rep); err != nil {
+		return wr, rr, err
+	}
 	pr.done(wr, time.Since(start))
 	return wr, rr, nil
+}
+
+// writePermits writes the upload permits (none in a dry run) and reports
+// them.
+func (im *Importer) writePermits(ps []outputfile.Permit, rep *Report) error {
+	rep.UploadPermits = int64(len(ps))
+	for _, p := range ps {
+		rep.PermitsExpire = max(rep.PermitsExpire, p.Expires)
+	}
+	if im.cfg.DryRun || len(ps) == 0 {
+		return nil
+	}
+	if im.cfg.UploadDir == "" {
+		return fmt.Errorf("%d outputs of tasks in flight carry no upload certificate: give our upload directory (--upload-dir) for their permits", len(ps))
+	}
+	return outputfile.WritePermits(im.cfg.UploadDir, im.cfg.Fanout, ps)
 }
 
 // errClash is why a job whose instance's id our database holds (with a
