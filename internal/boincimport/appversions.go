@@ -135,7 +135,7 @@ func (im *Importer) placeAppFile(name string) (bool, error) {
 		}
 		a, _, err := fileMD5(src)
 		if err != nil {
-			return true, nil //nolint:nilerr // BOINC's copy is gone; ours stands
+			return true, nil // BOINC's copy is gone; ours stands
 		}
 		b, _, err := fileMD5(dst)
 		if err != nil {
@@ -150,7 +150,7 @@ func (im *Importer) placeAppFile(name string) (bool, error) {
 		return false, nil
 	}
 	if _, err := os.Stat(src); err != nil {
-		return false, nil //nolint:nilerr // not there: listed for the operator
+		return false, nil // not there: listed for the operator
 	}
 	if im.cfg.DryRun {
 		return true, nil

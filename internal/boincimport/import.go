@@ -319,26 +319,18 @@ func (im *Importer) copyTable(ctx context.Context, t store.ImportTable, total in
 	g.Go(func() error {
 		for rows := range chunks {
 			tr.Source += int64(len(rows))
-			ids := make([]int64, len(rows))
-			for i, r := range rows {
-				ids[i] = r.ID
+			// A killed import's last statement may commit after this
+			// run read our largest id: a duplicate id then means "check
+			// these rows".
+			saved := tr
+			err := im.rowChunk(gctx, &tr, t, rows, ourMax)
+			if errors.Is(err, store.ErrDuplicate) {
+				tr = saved
+				err = im.rowChunk(gctx, &tr, t, rows, -1)
 			}
-			write, err := im.check(gctx, &tr, t.Name, ids, ourMax, func(i int) string { return rows[i].Identity })
 			if err != nil {
 				return err
 			}
-			todo := rows[:0:0]
-			for i, r := range rows {
-				if write[i] {
-					todo = append(todo, r)
-				}
-			}
-			if !im.cfg.DryRun {
-				if err := im.dst.ImportRowsInsert(gctx, t, todo); err != nil {
-					return err
-				}
-			}
-			tr.Imported += int64(len(todo))
 			pr.note(tr.Source)
 		}
 		return nil
@@ -348,6 +340,32 @@ func (im *Importer) copyTable(ctx context.Context, t store.ImportTable, total in
 	}
 	pr.done(tr, time.Since(start))
 	return tr, nil
+}
+
+// rowChunk writes those of rows not yet here; ids above ourMax are taken
+// not to be here without asking (-1 asks for all).
+func (im *Importer) rowChunk(ctx context.Context, tr *TableReport, t store.ImportTable, rows []store.ImportRow, ourMax int64) error {
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	write, err := im.check(ctx, tr, t.Name, ids, ourMax, func(i int) string { return rows[i].Identity })
+	if err != nil {
+		return err
+	}
+	todo := rows[:0:0]
+	for i, r := range rows {
+		if write[i] {
+			todo = append(todo, r)
+		}
+	}
+	if !im.cfg.DryRun {
+		if err := im.dst.ImportRowsInsert(ctx, t, todo); err != nil {
+			return err
+		}
+	}
+	tr.Imported += int64(len(todo))
+	return nil
 }
 
 // skip records a row that cannot be imported.

@@ -11,6 +11,7 @@ import (
 	"github.com/taskserver/taskserver/internal/jobtemplate"
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/row"
+	"github.com/taskserver/taskserver/internal/store"
 )
 
 // jobs imports the jobs in flight with all their instances, a chunk of
@@ -56,61 +57,18 @@ func (im *Importer) jobs(ctx context.Context, inFlight, instances int64, rep *Re
 		for _, r := range results {
 			byWU[r.WorkunitID] = append(byWU[r.WorkunitID], r)
 		}
-		write, err := im.check(ctx, &wr, "workunit", ids, wuMax, func(i int) string { return wus[i].Name })
+		// A killed import's last statement may commit after this run read
+		// our largest ids: a duplicate id then means "check these rows".
+		savedW, savedR := wr, rr
+		ps, err := im.jobChunk(ctx, &wr, &rr, wus, ids, byWU, wuMax, resMax)
+		if errors.Is(err, store.ErrDuplicate) {
+			wr, rr = savedW, savedR
+			ps, err = im.jobChunk(ctx, &wr, &rr, wus, ids, byWU, -1, -1)
+		}
 		if err != nil {
 			return wr, rr, err
 		}
-		// The instances of a job not yet here must not be here either.
-		var rids []int64
-		var rnames []string
-		for i, w := range wus {
-			if !write[i] {
-				rr.Present += int64(len(byWU[w.ID]))
-				continue
-			}
-			for _, r := range byWU[w.ID] {
-				rids = append(rids, r.ID)
-				rnames = append(rnames, r.Name)
-			}
-		}
-		rwrite, err := im.check(ctx, &rr, "result", rids, resMax, func(i int) string { return rnames[i] })
-		if err != nil {
-			return wr, rr, err
-		}
-		clash := map[int64]bool{}
-		for i, ok := range rwrite {
-			if !ok {
-				clash[rids[i]] = true
-			}
-		}
-		var outWUs []row.Workunit
-		var outResults []row.Result
-		for i, w := range wus {
-			rs := byWU[w.ID]
-			ps, err := UploadPermits(rs, im.cfg.UploadGrace) // from BOINC's documents: before convertJob
-			if !write[i] {
-				permits = append(permits, ps...)
-				continue
-			}
-			if err == nil {
-				err = im.convertJob(ctx, &w, rs, clash)
-			}
-			if err != nil {
-				im.skip(&wr, w.ID, err)
-				rr.Skipped += int64(len(rs))
-				continue
-			}
-			outWUs = append(outWUs, w.Workunit)
-			outResults = append(outResults, rs...)
-			permits = append(permits, ps...)
-		}
-		if !im.cfg.DryRun {
-			if err := im.dst.JobsImport(ctx, outWUs, outResults); err != nil {
-				return wr, rr, err
-			}
-		}
-		wr.Imported += int64(len(outWUs))
-		rr.Imported += int64(len(outResults))
+		permits = append(permits, ps...)
 		pr.note(seen)
 	}
 	if err := im.writePermits(permits, rep); err != nil {
@@ -134,6 +92,71 @@ func (im *Importer) writePermits(ps []outputfile.Permit, rep *Report) error {
 		return fmt.Errorf("%d outputs of tasks in flight carry no upload certificate: give our upload directory (--upload-dir) for their permits", len(ps))
 	}
 	return outputfile.WritePermits(im.cfg.UploadDir, im.cfg.Fanout, ps)
+}
+
+// jobChunk imports one chunk of jobs (ids, with their instances byWU) not
+// yet here; ids above wuMax and resMax are taken not to be here without
+// asking (-1 asks for all). It returns the upload permits of the chunk's
+// jobs, imported now or before (UploadPermits).
+func (im *Importer) jobChunk(ctx context.Context, wr, rr *TableReport, wus []store.BoincWorkunit, ids []int64, byWU map[int64][]row.Result,
+	wuMax, resMax int64) ([]outputfile.Permit, error) {
+	write, err := im.check(ctx, wr, "workunit", ids, wuMax, func(i int) string { return wus[i].Name })
+	if err != nil {
+		return nil, err
+	}
+	// The instances of a job not yet here must not be here either.
+	var rids []int64
+	var rnames []string
+	for i, w := range wus {
+		if !write[i] {
+			rr.Present += int64(len(byWU[w.ID]))
+			continue
+		}
+		for _, r := range byWU[w.ID] {
+			rids = append(rids, r.ID)
+			rnames = append(rnames, r.Name)
+		}
+	}
+	rwrite, err := im.check(ctx, rr, "result", rids, resMax, func(i int) string { return rnames[i] })
+	if err != nil {
+		return nil, err
+	}
+	clash := map[int64]bool{}
+	for i, ok := range rwrite {
+		if !ok {
+			clash[rids[i]] = true
+		}
+	}
+	var outWUs []row.Workunit
+	var outResults []row.Result
+	var permits []outputfile.Permit
+	for i, w := range wus {
+		rs := byWU[w.ID]
+		ps, err := UploadPermits(rs, im.cfg.UploadGrace) // from BOINC's documents: before convertJob
+		if !write[i] {
+			permits = append(permits, ps...)
+			continue
+		}
+		if err == nil {
+			err = im.convertJob(ctx, &w, rs, clash)
+		}
+		if err != nil {
+			im.skip(wr, w.ID, err)
+			rr.Skipped += int64(len(rs))
+			continue
+		}
+		outWUs = append(outWUs, w.Workunit)
+		outResults = append(outResults, rs...)
+		permits = append(permits, ps...)
+	}
+	if !im.cfg.DryRun {
+		if err := im.dst.JobsImport(ctx, outWUs, outResults); err != nil {
+			return nil, err
+		}
+	}
+	wr.Imported += int64(len(outWUs))
+	rr.Imported += int64(len(outResults))
+	return permits, nil
 }
 
 // errClash is why a job whose instance's id our database holds (with a

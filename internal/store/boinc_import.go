@@ -197,8 +197,7 @@ var importIdentity = map[string]string{
 const AppVersionIdentity = "CONCAT_WS(',', appid, platformid, version_num, plan_class)"
 
 // ImportRowsInsert inserts rows into our table t in one statement, ids as
-// given. A row whose unique key (other than id) another row holds fails the
-// statement; the error then names the first such row.
+// given; a row whose key another row holds fails it with ErrDuplicate.
 func (s *Store) ImportRowsInsert(ctx context.Context, t ImportTable, rows []ImportRow) error {
 	if len(rows) == 0 {
 		return nil
@@ -209,22 +208,21 @@ func (s *Store) ImportRowsInsert(ctx context.Context, t ImportTable, rows []Impo
 	for _, r := range rows {
 		args = append(args, r.Values...)
 	}
-	_, err := s.db.ExecContext(ctx, q, args...)
-	if err == nil {
-		return nil
+	if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("import %s ids %d..%d: %w", t.Name, rows[0].ID, rows[len(rows)-1].ID, importErr(err))
 	}
-	if isDuplicate(err) && len(rows) > 1 {
-		for _, r := range rows {
-			if err := s.ImportRowsInsert(ctx, t, []ImportRow{r}); err != nil {
-				return err
-			}
-		}
-		return nil
+	return nil
+}
+
+// importErr wraps ErrDuplicate around a duplicate-key error: the id (rows
+// written by a killed import's last statement, committed after the next
+// run looked) or another unique key (an e-mail address or name our
+// database gives another row); the server's message says which.
+func importErr(err error) error {
+	if isDuplicate(err) {
+		return fmt.Errorf("%w: %w", ErrDuplicate, err)
 	}
-	if len(rows) == 1 {
-		return fmt.Errorf("import %s %d: %w", t.Name, rows[0].ID, err)
-	}
-	return fmt.Errorf("import %s ids %d..%d: %w", t.Name, rows[0].ID, rows[len(rows)-1].ID, err)
+	return err
 }
 
 func isDuplicate(err error) bool {
@@ -335,7 +333,7 @@ func (s *Store) JobsImport(ctx context.Context, wus []row.Workunit, results []ro
 				w.MaxTotalResults, w.MaxSuccessResults, w.Priority, w.ModTime, w.OutputTemplateID)
 		}
 		if _, err := tx.ExecContext(ctx, multiInsert("workunit", jobImportWorkunitCols, len(wus)), args...); err != nil {
-			return fmt.Errorf("import workunits %d..%d: %w", wus[0].ID, wus[len(wus)-1].ID, err)
+			return fmt.Errorf("import workunits %d..%d: %w", wus[0].ID, wus[len(wus)-1].ID, importErr(err))
 		}
 		if len(results) == 0 {
 			return nil
@@ -352,7 +350,7 @@ func (s *Store) JobsImport(ctx context.Context, wus []row.Workunit, results []ro
 			}
 		}
 		if _, err := tx.ExecContext(ctx, multiInsert("result", jobImportResultCols, len(results)), args...); err != nil {
-			return fmt.Errorf("import results of workunits %d..%d: %w", wus[0].ID, wus[len(wus)-1].ID, err)
+			return fmt.Errorf("import results of workunits %d..%d: %w", wus[0].ID, wus[len(wus)-1].ID, importErr(err))
 		}
 		if len(wuUsers) == 0 {
 			return nil
