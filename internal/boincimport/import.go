@@ -63,6 +63,13 @@ type Config struct {
 	// DownloadDir and Fanout are ours (--download-dir, --fanout).
 	DownloadDir string
 	Fanout      int
+	// UploadDir is ours (--upload-dir): the upload permits of tasks in
+	// flight that carry no upload certificate go there (UploadPermits).
+	// Needed only when there are such tasks.
+	UploadDir string
+	// UploadGrace is our scheduler's --upload-grace: a permit expires at
+	// its instance's report deadline plus this.
+	UploadGrace time.Duration
 	// Progress, if set, hears a line per table and every ProgressEvery
 	// while one is copied.
 	Progress io.Writer
@@ -112,6 +119,11 @@ type Report struct {
 	// directory; MissingAppFiles those the operator must place, as
 	// paths under it.
 	AppFiles, MissingAppFiles []string
+	// UploadPermits are the outputs of tasks in flight without an upload
+	// certificate that our data server accepts under a permit (in a dry
+	// run: would); PermitsExpire is when the last permit expires (Unix).
+	UploadPermits int64
+	PermitsExpire int64
 }
 
 // maxListed bounds the ids and reasons a report lists per table.
@@ -192,7 +204,7 @@ func (im *Importer) Run(ctx context.Context) (Report, error) {
 		})
 	}
 	g.Go(func() (err error) {
-		trs[len(people)], trs[len(people)+1], err = im.jobs(gctx, inFlight, instances)
+		trs[len(people)], trs[len(people)+1], err = im.jobs(gctx, inFlight, instances, &rep)
 		return err
 	})
 	err = g.Wait()

@@ -9,13 +9,17 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/jobtemplate"
+	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
 // jobs imports the jobs in flight with all their instances, a chunk of
-// jobs at a time, each chunk in one transaction.
-func (im *Importer) jobs(ctx context.Context, inFlight, instances int64) (TableReport, TableReport, error) {
+// jobs at a time, each chunk in one transaction, and then writes the
+// upload permits of their tasks without certificates: those of jobs
+// imported before too, so a run after a crash between the two writes
+// them.
+func (im *Importer) jobs(ctx context.Context, inFlight, instances int64, rep *Report) (TableReport, TableReport, error) {
 	wr := TableReport{Table: "workunit", Source: inFlight}
 	rr := TableReport{Table: "result", Source: instances}
 	start := time.Now()
@@ -30,6 +34,7 @@ func (im *Importer) jobs(ctx context.Context, inFlight, instances int64) (TableR
 	}
 	var after int64
 	var seen int64
+	var permits []outputfile.Permit
 	for {
 		wus, err := im.src.WorkunitInFlightList(ctx, after, im.cfg.Chunk)
 		if err != nil {
@@ -55,28 +60,49 @@ func (im *Importer) jobs(ctx context.Context, inFlight, instances int64) (TableR
 		// A killed import's last statement may commit after this run read
 		// our largest ids: a duplicate id then means "check these rows".
 		savedW, savedR := wr, rr
-		err = im.jobChunk(ctx, &wr, &rr, wus, ids, byWU, wuMax, resMax)
+		ps, err := im.jobChunk(ctx, &wr, &rr, wus, ids, byWU, wuMax, resMax)
 		if errors.Is(err, store.ErrDuplicate) {
 			wr, rr = savedW, savedR
-			err = im.jobChunk(ctx, &wr, &rr, wus, ids, byWU, -1, -1)
+			ps, err = im.jobChunk(ctx, &wr, &rr, wus, ids, byWU, -1, -1)
 		}
 		if err != nil {
 			return wr, rr, err
 		}
+		permits = append(permits, ps...)
 		pr.note(seen)
+	}
+	if err := im.writePermits(permits, rep); err != nil {
+		return wr, rr, err
 	}
 	pr.done(wr, time.Since(start))
 	return wr, rr, nil
 }
 
+// writePermits writes the upload permits (none in a dry run) and reports
+// them.
+func (im *Importer) writePermits(ps []outputfile.Permit, rep *Report) error {
+	rep.UploadPermits = int64(len(ps))
+	for _, p := range ps {
+		rep.PermitsExpire = max(rep.PermitsExpire, p.Expires)
+	}
+	if im.cfg.DryRun || len(ps) == 0 {
+		return nil
+	}
+	if im.cfg.UploadDir == "" {
+		return fmt.Errorf("%d outputs of tasks in flight carry no upload certificate: give our upload directory (--upload-dir) for their permits", len(ps))
+	}
+	return outputfile.WritePermits(im.cfg.UploadDir, im.cfg.Fanout, ps)
+}
+
 // jobChunk imports one chunk of jobs (ids, with their instances byWU) not
 // yet here; ids above wuMax and resMax are taken not to be here without
-// asking (-1 asks for all).
+// asking (-1 asks for all). It returns the upload permits of the chunk's
+// jobs, imported now or before (UploadPermits).
 func (im *Importer) jobChunk(ctx context.Context, wr, rr *TableReport, wus []store.BoincWorkunit, ids []int64, byWU map[int64][]row.Result,
-	wuMax, resMax int64) error {
+	wuMax, resMax int64) ([]outputfile.Permit, error) {
 	write, err := im.check(ctx, wr, "workunit", ids, wuMax, func(i int) string { return wus[i].Name })
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The instances of a job not yet here must not be here either.
 	var rids []int64
@@ -93,7 +119,7 @@ func (im *Importer) jobChunk(ctx context.Context, wr, rr *TableReport, wus []sto
 	}
 	rwrite, err := im.check(ctx, rr, "result", rids, resMax, func(i int) string { return rnames[i] })
 	if err != nil {
-		return err
+		return nil, err
 	}
 	clash := map[int64]bool{}
 	for i, ok := range rwrite {
@@ -103,27 +129,34 @@ func (im *Importer) jobChunk(ctx context.Context, wr, rr *TableReport, wus []sto
 	}
 	var outWUs []row.Workunit
 	var outResults []row.Result
+	var permits []outputfile.Permit
 	for i, w := range wus {
+		rs := byWU[w.ID]
+		ps, err := UploadPermits(rs, im.cfg.UploadGrace) // from BOINC's documents: before convertJob
 		if !write[i] {
+			permits = append(permits, ps...)
 			continue
 		}
-		rs := byWU[w.ID]
-		if err := im.convertJob(ctx, &w, rs, clash); err != nil {
+		if err == nil {
+			err = im.convertJob(ctx, &w, rs, clash)
+		}
+		if err != nil {
 			im.skip(wr, w.ID, err)
 			rr.Skipped += int64(len(rs))
 			continue
 		}
 		outWUs = append(outWUs, w.Workunit)
 		outResults = append(outResults, rs...)
+		permits = append(permits, ps...)
 	}
 	if !im.cfg.DryRun {
 		if err := im.dst.JobsImport(ctx, outWUs, outResults); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	wr.Imported += int64(len(outWUs))
 	rr.Imported += int64(len(outResults))
-	return nil
+	return permits, nil
 }
 
 // errClash is why a job whose instance's id our database holds (with a

@@ -39,6 +39,9 @@ type metrics struct {
 	downloadBytes prometheus.Counter
 	uploads       *prometheus.CounterVec
 	uploadBytes   prometheus.Counter
+	// permitted counts upload requests without a certificate let through
+	// by an import permit (outputfile.Permit).
+	permitted prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -59,6 +62,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "taskserver_dataserver_upload_bytes_total",
 			Help: "Bytes of uploaded file content written to disk.",
 		}),
+		permitted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "taskserver_dataserver_upload_permits_used_total",
+			Help: "Upload requests without an upload certificate accepted under an import permit (tasks imported from a BOINC project that signed none).",
+		}),
 	}
 	// Start every outcome at zero so rates and alerts see the series.
 	for _, o := range []string{dlOK, dlNotFound, dlBadPath, dlBadRange, dlBadMethod, dlError, dlOtherState} {
@@ -69,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.uploads.WithLabelValues(o)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.downloads, m.downloadBytes, m.uploads, m.uploadBytes} {
+		for _, c := range []prometheus.Collector{m.downloads, m.downloadBytes, m.uploads, m.uploadBytes, m.permitted} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("data server metrics: %w", err)
 			}

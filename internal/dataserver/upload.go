@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/fanout"
@@ -78,9 +79,15 @@ func (h *Handler) upload1(br *bufio.Reader) (protocol.UploadReply, string) {
 	if req.GetFileSize {
 		return h.fileSize(req.Name)
 	}
-	if msg, why := h.checkCertificate(req); msg != "" {
-		h.log.Info("upload: certificate refused", "file", req.Name, "reason", why)
-		return permanent(msg), upBadCert
+	permitted, rep, outcome := h.checkPermit(req)
+	if outcome != "" {
+		return rep, outcome
+	}
+	if !permitted {
+		if msg, why := h.checkCertificate(req); msg != "" {
+			h.log.Info("upload: certificate refused", "file", req.Name, "reason", why)
+			return permanent(msg), upBadCert
+		}
 	}
 	if req.HasMaxNbytes && req.Nbytes > req.MaxNbytes {
 		return permanent(fmt.Sprintf("file size (%d KB) exceeds limit (%d KB)", req.Nbytes/1024, req.MaxNbytes/1024)), upTooLarge
@@ -93,6 +100,34 @@ func (h *Handler) upload1(br *bufio.Reader) (protocol.UploadReply, string) {
 		return permanent(msgBadRequest), upBadRequest
 	}
 	return h.store(req, br)
+}
+
+// checkPermit lets an upload without a certificate through under an import
+// permit (outputfile.Permit): only when the data server checks
+// certificates at all, the request carries none, and a permit names the
+// file. The permit's size limit then replaces a larger one the request
+// claims, and its expiry refuses the upload once past. A non-empty outcome
+// means the request is answered with rep now.
+func (h *Handler) checkPermit(req *protocol.UploadRequest) (permitted bool, rep protocol.UploadReply, outcome string) {
+	if h.certs.Empty() || strings.TrimSpace(req.XMLSignature) != "" {
+		return false, rep, ""
+	}
+	p, found, err := outputfile.FindPermit(h.upload, h.opts.Fanout, req.Name)
+	switch {
+	case err != nil:
+		h.log.Warn("upload: cannot read the upload permits", "file", req.Name, "error", err)
+		return false, transient(msgServerError), upServerError
+	case !found:
+		return false, rep, "" // checkCertificate refuses it: no certificate
+	case time.Now().Unix() > p.Expires:
+		h.log.Info("upload: permit expired", "file", req.Name, "expired", p.Expires)
+		return false, permanent(msgExpired), upBadCert
+	}
+	if !req.HasMaxNbytes || req.MaxNbytes > p.MaxNbytes {
+		req.MaxNbytes, req.HasMaxNbytes = p.MaxNbytes, true
+	}
+	h.metrics.permitted.Inc()
+	return true, rep, ""
 }
 
 // checkCertificate returns the reply message and the logged reason when

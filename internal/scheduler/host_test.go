@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/taskserver/taskserver/internal/row"
 )
 
 func TestRPCSeqnoGoingBackMakesNewHost(t *testing.T) {
@@ -134,5 +136,31 @@ func TestReplyHeaderFields(t *testing.T) {
 	if code != 200 || strings.Contains(body, "next_rpc_delay") || strings.Contains(body, "report_immediately") ||
 		!strings.Contains(body, "<result>") {
 		t.Fatalf("reply with defaults = %d, want a result and neither next_rpc_delay nor report_immediately:\n%s", code, body)
+	}
+}
+
+// TestImportedHostComingBackWithoutIDKeepsItsID: a host imported from a
+// BOINC project holds the cpid as BOINC's scheduler stored it (the md5 of
+// the client's cpid and the user's e-mail address); its client, attached
+// again and so without its host id, still gets that host back.
+func TestImportedHostComingBackWithoutIDKeepsItsID(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const cpid = "6a1f0e0f3c8d4b2aa9e1d3c5b7f90123"
+	imported, err := f.st.HostInsert(f.ctx, row.Host{CreateTime: t0 - 86400, UserID: f.user.ID, RPCSeqno: 40,
+		HostCPID: boincHostCPID(cpid, f.user.EmailAddr)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := f.rpc(request{cpid: cpid}); rep.HostID != imported {
+		t.Fatalf("RPC with hostid 0 and the cpid of imported host %d: reply hostid = %d, want %d", imported, rep.HostID, imported)
+	}
+	// Another user quoting the cpid gets a host of his own.
+	bob := f.newUser("bob")
+	if rep := f.rpc(request{auth: bob.Authenticator, cpid: cpid}); rep.HostID == 0 || rep.HostID == imported {
+		t.Fatalf("bob's RPC with the imported host's cpid: reply hostid = %d, want a new host", rep.HostID)
+	}
+	if n := f.count(`SELECT COUNT(*) FROM host`); n != 2 {
+		t.Fatalf("hosts = %d, want 2 (the imported one and bob's)", n)
 	}
 }

@@ -6,11 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/boincimport"
 	"github.com/taskserver/taskserver/internal/config"
+	"github.com/taskserver/taskserver/internal/outputfile"
+	"github.com/taskserver/taskserver/internal/scheduler"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
@@ -23,6 +26,7 @@ const (
 	flagBoincProjectDir  = "boinc-project-dir"
 	flagBoincDownloadDir = "boinc-download-dir"
 	flagBoincDownloadURL = "boinc-download-url"
+	flagUploadGrace      = "upload-grace"
 )
 
 func (t *tool) importCommand() *cli.Command {
@@ -41,7 +45,11 @@ func (t *tool) importCommand() *cli.Command {
 				&cli.StringFlag{Name: flagBoincProjectDir, Usage: "the BOINC project's directory (its config.xml, templates/, download/)"},
 				&cli.StringFlag{Name: flagBoincDownloadDir, Usage: "the BOINC project's download directory (config.xml <download_dir>), where its app files are; default <boinc-project-dir>/download"},
 				&cli.StringFlag{Name: flagBoincDownloadURL, Usage: "the BOINC project's download URL (config.xml <download_url>): job inputs under it are served from our download directory; without it they keep their URLs"},
+				&cli.DurationFlag{Name: flagUploadGrace, Value: scheduler.DefaultUploadGrace, EnvVars: []string{config.EnvName(flagUploadGrace)},
+					Usage: "the scheduler's --" + flagUploadGrace + " (read from the project file): tasks in flight that carry no upload certificate (a BOINC project that signed none) get upload permits in <upload-dir>/" +
+						outputfile.PermitDir + ", which expire at the task's report deadline plus this; 0 is the default, negative is none"},
 			},
+			Before: config.LoadFileKeys(flagUploadGrace),
 			Action: t.importBoinc,
 		}},
 	}
@@ -93,6 +101,8 @@ func (t *tool) importBoinc(c *cli.Context) error {
 		OldProjectDir:  projectDir,
 		DownloadDir:    cfg.DownloadDir,
 		Fanout:         cfg.Fanout,
+		UploadDir:      cfg.UploadDir,
+		UploadGrace:    scheduler.UploadGraceFromFlag(c.Duration(flagUploadGrace)),
 		Progress:       t.stderr,
 		Now:            t.now,
 	}, src, st)
@@ -133,5 +143,9 @@ func (t *tool) printImport(rep boincimport.Report) {
 	}
 	for _, f := range rep.MissingAppFiles {
 		t.printf("app file to place in our download directory (not found in BOINC's): %s\n", f)
+	}
+	if rep.UploadPermits > 0 {
+		t.printf("outputs of tasks in flight without an upload certificate, accepted under a permit until their deadline plus the upload grace: %d (the last expires at %s; %s can be removed after)\n",
+			rep.UploadPermits, time.Unix(rep.PermitsExpire, 0).UTC().Format(time.RFC3339), outputfile.PermitDir)
 	}
 }
