@@ -157,33 +157,21 @@ func storedHostCPID(cpid, email string) string {
 }
 
 // hostByCPID finds the user's host with the cpid the request's host_info
-// names, if it names one: as we store it (the client's own), or else as
-// BOINC's scheduler stores it (boincHostCPID), which a host imported from a
-// BOINC project holds until its first request here.
+// names, if it names one (stored as BOINC stores it, so a host imported
+// from a BOINC project is found too).
 func (s *Service) hostByCPID(ctx context.Context, x *rpc) (row.Host, bool, error) {
 	cpid := storedHostCPID(text(x.req.HostInfo.HostCPID), x.user.EmailAddr)
 	if cpid == "" {
 		return row.Host{}, false, nil
 	}
-	for _, c := range []string{cpid, boincHostCPID(cpid, x.user.EmailAddr)} {
-		h, err := s.st.HostGetByCPID(ctx, x.user.ID, c)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return row.Host{}, false, fmt.Errorf("%w: %w", errUnavailable, err)
-		}
-		return h, true, nil
+	h, err := s.st.HostGetByCPID(ctx, x.user.ID, cpid)
+	if errors.Is(err, store.ErrNotFound) {
+		return row.Host{}, false, nil
 	}
-	return row.Host{}, false, nil
-}
-
-// boincHostCPID is host.host_cpid as BOINC's scheduler stores it for a
-// client whose host_info says cpid (handle_request.cpp): the md5 hex of
-// the cpid followed by the user's e-mail address.
-func boincHostCPID(cpid, email string) string {
-	sum := md5.Sum([]byte(cpid + email))
-	return hex.EncodeToString(sum[:])
+	if err != nil {
+		return row.Host{}, false, fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	return h, true, nil
 }
 
 // hostInfoChanged reports whether the request changed any host_info column

@@ -148,7 +148,7 @@ func TestImportedHostComingBackWithoutIDKeepsItsID(t *testing.T) {
 	f := setup(t)
 	const cpid = "6a1f0e0f3c8d4b2aa9e1d3c5b7f90123"
 	imported, err := f.st.HostInsert(f.ctx, row.Host{CreateTime: t0 - 86400, UserID: f.user.ID, RPCSeqno: 40,
-		HostCPID: boincHostCPID(cpid, f.user.EmailAddr)})
+		HostCPID: storedHostCPID(cpid, f.user.EmailAddr)})
 	if err != nil {
 		t.Fatal(err)
 	}
