@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskserver/taskserver/internal/boincimport"
+	"github.com/taskserver/taskserver/internal/boincimport/boincconfig"
 	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/scheduler"
@@ -27,6 +28,8 @@ const (
 	flagBoincDownloadDir = "boinc-download-dir"
 	flagBoincDownloadURL = "boinc-download-url"
 	flagUploadGrace      = "upload-grace"
+	flagProjectFile      = "project-file"
+	flagForce            = "force"
 )
 
 func (t *tool) importCommand() *cli.Command {
@@ -45,6 +48,8 @@ func (t *tool) importCommand() *cli.Command {
 				&cli.StringFlag{Name: flagBoincProjectDir, Usage: "the BOINC project's directory (its config.xml, templates/, download/)"},
 				&cli.StringFlag{Name: flagBoincDownloadDir, Usage: "the BOINC project's download directory (config.xml <download_dir>), where its app files are; default <boinc-project-dir>/download"},
 				&cli.StringFlag{Name: flagBoincDownloadURL, Usage: "the BOINC project's download URL (config.xml <download_url>): job inputs under it are served from our download directory; without it they keep their URLs"},
+				&cli.StringFlag{Name: flagProjectFile, Usage: "also convert the BOINC project's config.xml, config_aux.xml and plan_class_spec.xml (in --" + flagBoincProjectDir + ") into our project file, written here (mode 0600) before anything is imported; options it cannot carry over are listed with the reason"},
+				&cli.BoolFlag{Name: flagForce, Usage: "let --" + flagProjectFile + " replace an existing project file and plan_class_spec.xml"},
 				&cli.DurationFlag{Name: flagUploadGrace, Value: scheduler.DefaultUploadGrace, EnvVars: []string{config.EnvName(flagUploadGrace)},
 					Usage: "the scheduler's --" + flagUploadGrace + " (read from the project file): tasks in flight that carry no upload certificate (a BOINC project that signed none) get upload permits in <upload-dir>/" +
 						outputfile.PermitDir + ", which expire at the task's report deadline plus this; 0 is the default, negative is none"},
@@ -62,6 +67,9 @@ const importConns = 8
 func (t *tool) importBoinc(c *cli.Context) error {
 	cfg, err := config.CommonFrom(c)
 	if err != nil {
+		return err
+	}
+	if err := t.convertBoincConfig(c, cfg); err != nil {
 		return err
 	}
 	ctx := c.Context
@@ -90,9 +98,6 @@ func (t *tool) importBoinc(c *cli.Context) error {
 	if downloadDir == "" && projectDir != "" {
 		downloadDir = filepath.Join(projectDir, "download")
 	}
-	// The BOINC project's config.xml and plan_class_spec.xml (in
-	// projectDir) are turned into our project file here: the lead
-	// connects boincconfig.Convert at this point.
 	im, err := boincimport.New(boincimport.Config{
 		DryRun:         c.Bool(flagImportDryRun),
 		Chunk:          c.Int(flagImportChunk),
@@ -112,6 +117,31 @@ func (t *tool) importBoinc(c *cli.Context) error {
 	rep, err := im.Run(ctx)
 	t.printImport(rep)
 	return err
+}
+
+// convertBoincConfig writes our project file from the BOINC project's
+// configuration when --project-file asks for it (a dry run prints it
+// instead), before the database is touched: a configuration that does not
+// parse stops the move before anything is written.
+func (t *tool) convertBoincConfig(c *cli.Context, cfg config.Common) error {
+	out := c.String(flagProjectFile)
+	if out == "" || c.Bool(flagImportVerify) {
+		return nil
+	}
+	if c.String(flagBoincProjectDir) == "" {
+		return fmt.Errorf("--%s needs --%s (the directory of the BOINC project's config.xml)", flagProjectFile, flagBoincProjectDir)
+	}
+	res, err := boincconfig.Convert(boincconfig.Options{OldDir: c.String(flagBoincProjectDir), ProjectDir: cfg.ProjectDir,
+		Out: out, DBDSN: cfg.DBDSN, Force: c.Bool(flagForce), DryRun: c.Bool(flagImportDryRun)})
+	if err != nil {
+		return fmt.Errorf("--%s: %w", flagProjectFile, err)
+	}
+	if c.Bool(flagImportDryRun) {
+		t.printf("project file %s would be:\n%s\n", out, res.File)
+	} else {
+		t.printf("project file %s written\n", out)
+	}
+	return res.Report.WriteText(t.stdout)
 }
 
 // printImport writes the import's report.
