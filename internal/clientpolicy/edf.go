@@ -50,12 +50,27 @@ func (h *Host) chooseEDF(now float64, full bool) []*Task {
 	return chosen
 }
 
+// deadlineCushion is how long before its deadline the round-robin test
+// wants a task finished. The real client uses its whole minimum buffer
+// (ConnectPeriod here) as this cushion: time it may be unable to compute
+// or report. The simulation's loss is time the host is off, which the
+// average rate ActiveFrac hides: a host that has been on 70% of the time
+// can be off for a whole night just before a deadline. So the cushion is
+// the buffer scaled by sqrt(1 - ActiveFrac): none for a host that is
+// always on (whose deadlines the full cushion would put all at risk when
+// they are shorter than the buffer, handing such a project the CPUs), and
+// most of the buffer for one often off.
+func (h *Host) deadlineCushion() float64 {
+	return h.cfg().ConnectPeriod * math.Sqrt(1-h.activeFrac())
+}
+
 // atRisk lists, in the order seed 001 schedules them, the tasks of every
-// project the round-robin simulation says will miss deadlines: projects by
+// project the round-robin simulation says will miss deadlines (less the
+// cushion): projects by
 // earliest deadline, and for each project deadlines_missed(P) of its tasks
 // in deadline order (running first among equal deadlines).
 func (h *Host) atRisk(now float64) []*Task {
-	missed := h.rrDeadlinesMissed(now)
+	missed := h.rrDeadlinesMissed(now, h.deadlineCushion())
 	var projects []*Project
 	for _, p := range h.Projects {
 		if missed[p] > 0 {

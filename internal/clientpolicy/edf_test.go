@@ -42,7 +42,7 @@ func TestRoundRobinMissesWhatEDFMeets(t *testing.T) {
 	if !h.Feasible(0) {
 		t.Fatal("queue should be feasible")
 	}
-	if m := h.rrDeadlinesMissed(0); m[ps[0]] != 1 {
+	if m := h.rrDeadlinesMissed(0, h.deadlineCushion()); m[ps[0]] != 1 {
 		t.Fatalf("round robin: deadlines_missed(A) = %d, want 1 (A would finish at 10000 > 6000)", m[ps[0]])
 	}
 	d := newTestDriver(h, rand.New(rand.NewPCG(1, 1)), nil)
@@ -104,7 +104,7 @@ func TestEDFMeetsFeasibleDeadlines(t *testing.T) {
 			h := randomFeasibleQueue(rng, StrategyEDF)
 			tasks += len(h.Tasks)
 			missed := 0
-			for _, n := range h.rrDeadlinesMissed(0) {
+			for _, n := range h.rrDeadlinesMissed(0, h.deadlineCushion()) {
 				missed += n
 			}
 			if missed > 0 {
@@ -161,4 +161,29 @@ func cloneHost(h *Host, st Strategy) *Host {
 		c.AddTask(&Task{ID: t.ID, Project: m[t.Project], EstCPU: t.EstCPU, CPU: t.CPU, Deadline: t.Deadline})
 	}
 	return c
+}
+
+// TestCushionForAHostOftenOff: on a host that is on three quarters of the
+// time, a task that round robin finishes on time at the average rate, but
+// with less than the cushion in hand, is at risk, and so runs under EDF;
+// on a host always on the same queue is not at risk. One CPU, shares 1:1,
+// T 12 h: A's task of 3000 s at 0.5 CPU x 0.75 ends at 8000 s, 17000 s
+// before its deadline; the cushion is 43200 x sqrt(0.25) = 21600 s.
+func TestCushionForAHostOftenOff(t *testing.T) {
+	for _, tc := range []struct {
+		af     float64
+		atRisk bool
+	}{{0.75, true}, {1, false}} {
+		h, ps := newQueue(1, Config{Strategy: StrategyEDF, ConnectPeriod: 43200}, []float64{1, 1}, [][3]float64{
+			{0, 3000, 25000}, {1, 1e5, 1e7},
+		})
+		h.ActiveFrac = tc.af
+		if got := h.deadlineCushion(); !near(got, 43200*math.Sqrt(1-tc.af)) {
+			t.Errorf("af %v: cushion %v, want %v", tc.af, got, 43200*math.Sqrt(1-tc.af))
+		}
+		risk := h.atRisk(0)
+		if got := len(risk) == 1 && risk[0].Project == ps[0]; got != tc.atRisk {
+			t.Errorf("af %v: at risk %v, want A's task at risk: %v", tc.af, ids(risk), tc.atRisk)
+		}
+	}
 }

@@ -94,8 +94,10 @@ func (g *rrProject) running() int {
 // tasks; what it cannot use goes to the others), each project runs its
 // tasks in deadline order, and CPUs compute ActiveFrac CPU seconds per
 // second. It returns deadlines_missed(P): how many of P's tasks would
-// finish after their deadlines.
-func (h *Host) rrDeadlinesMissed(now float64) map[*Project]int {
+// finish later than their deadlines less cushion (the real client's
+// "computation deadline", which keeps time in hand for the host being
+// off).
+func (h *Host) rrDeadlinesMissed(now, cushion float64) map[*Project]int {
 	af := h.activeFrac()
 	groups := h.rrGroups()
 	all := slices.Clone(groups)
@@ -118,7 +120,7 @@ func (h *Host) rrDeadlinesMissed(now float64) map[*Project]int {
 				s := g.tasks[i]
 				s.rem -= step * min(1, g.cpus-float64(i)) * af
 				if finishedIn(s) {
-					if !onTime(now, s.deadline) {
+					if !onTime(now, s.deadline-cushion) {
 						g.missed++
 					}
 					continue

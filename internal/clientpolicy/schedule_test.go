@@ -118,7 +118,7 @@ func TestEDFPreemptsForDeadlineAtRisk(t *testing.T) {
 	if got := ids(h.Schedule(60)); !slices.Equal(got, []int64{2}) {
 		t.Fatalf("running %v, want the task at risk, 2", got)
 	}
-	if m := h.rrDeadlinesMissed(60); m[ps[1]] != 1 {
+	if m := h.rrDeadlinesMissed(60, h.deadlineCushion()); m[ps[1]] != 1 {
 		t.Errorf("deadlines_missed(B) = %d, want 1", m[ps[1]])
 	}
 	// The debt strategy ignores deadlines.
