@@ -46,6 +46,14 @@ bench: build ## run the paper's benchmark on a private MariaDB (BENCH_JOBS=50000
 	@scripts/db-up.sh >/dev/null
 	$(BIN)/bench --jobs $(BENCH_JOBS) --out "$(BENCH_OUT)"
 
+SCALE ?= 100000
+SCALE_OUT ?= bench-results/scale
+
+.PHONY: bench-scale
+bench-scale: build ## measure costs against table size on a private MariaDB (SCALE="100000 1000000" makes a curve; SCALE_OUT=bench-results/scale)
+	@scripts/db-up.sh >/dev/null
+	$(BIN)/benchscale --scale "$(SCALE)" --out "$(SCALE_OUT)"
+
 CHAOS_JOBS ?= 5000
 CHAOS_OUT ?= chaos-report
 

@@ -1,0 +1,455 @@
+package scalebench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/taskserver/taskserver/db/schema"
+	"github.com/taskserver/taskserver/internal/daemon"
+	"github.com/taskserver/taskserver/internal/privatedb"
+	"github.com/taskserver/taskserver/internal/procstat"
+	"github.com/taskserver/taskserver/internal/projectrun"
+	"github.com/taskserver/taskserver/internal/statuspage"
+	"github.com/taskserver/taskserver/internal/store"
+)
+
+// Options configures a run.
+type Options struct {
+	// BinDir holds the built programs.
+	BinDir string
+	// Sizes are the result-table sizes to measure, in order.
+	Sizes []int64
+	// DispatchSeconds is how long each load level of the dispatch phase
+	// runs; 0 means 10.
+	DispatchSeconds float64
+	// PhaseTimeout bounds each daemon's phase; 0 means 20 minutes.
+	PhaseTimeout time.Duration
+	// BufferPool is the private server's innodb_buffer_pool_size; empty
+	// means 1G, as `make bench` has it.
+	BufferPool string
+	// Out receives progress lines.
+	Out io.Writer
+}
+
+func (o *Options) defaults() error {
+	if len(o.Sizes) == 0 {
+		return errors.New("no sizes: give at least one number of result rows")
+	}
+	for _, s := range o.Sizes {
+		if s < 1000 {
+			return fmt.Errorf("size %d: want at least 1000 result rows", s)
+		}
+	}
+	if o.DispatchSeconds <= 0 {
+		o.DispatchSeconds = 10
+	}
+	if o.PhaseTimeout <= 0 {
+		o.PhaseTimeout = 20 * time.Minute
+	}
+	if o.BufferPool == "" {
+		o.BufferPool = "1G"
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	return nil
+}
+
+const benchDatabase = "taskserver_scale"
+
+// Run measures every size and returns the report (partly filled, with the
+// error, when a size failed).
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	r := &Report{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), GitVersion: daemon.Version,
+		Started: time.Now().UTC().Format(time.RFC3339), LoadAvgAtStart: string(trimNL(load)), BufferPool: o.BufferPool}
+	for _, size := range o.Sizes {
+		fmt.Fprintf(o.Out, "== size %d result rows\n", size)
+		s, err := runSize(ctx, o, size)
+		if s != nil {
+			r.Sizes = append(r.Sizes, *s)
+		}
+		if err != nil {
+			return r, fmt.Errorf("size %d: %w", size, err)
+		}
+	}
+	return r, nil
+}
+
+// sizeRun is one size's state.
+type sizeRun struct {
+	o     Options
+	st    *store.Store
+	proj  *project
+	dbPID int
+	http  *http.Client
+}
+
+func runSize(ctx context.Context, o Options, size int64) (*Size, error) {
+	tmp, err := os.MkdirTemp("", "scalebench-")
+	if err != nil {
+		return nil, err
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			_ = os.RemoveAll(tmp)
+		}
+	}()
+	srv, err := privatedb.Start(ctx, filepath.Join(tmp, "db"), privatedb.Options{BufferPool: o.BufferPool,
+		MaxConnections: 500, LogFileSize: "1G"})
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop()
+	admin, err := sql.Open("mysql", srv.DSN())
+	if err != nil {
+		return nil, err
+	}
+	_, err = admin.ExecContext(ctx, schema.CreateDatabase(benchDatabase))
+	admin.Close()
+	if err != nil {
+		return nil, fmt.Errorf("create database %s: %w", benchDatabase, err)
+	}
+	cfg, err := mysql.ParseDSN(srv.DSN())
+	if err != nil {
+		return nil, err
+	}
+	cfg.DBName = benchDatabase
+	dsn := cfg.FormatDSN()
+	st, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: 2})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	b := &sizeRun{o: o, st: st, dbPID: srv.PID(), http: &http.Client{Timeout: 5 * time.Second}}
+	if b.proj, err = setup(ctx, st, filepath.Join(tmp, "project"), dsn); err != nil {
+		return nil, fmt.Errorf("set up project: %w", err)
+	}
+	defer func() { _ = os.Remove(b.proj.shmPath); _ = os.Remove(b.proj.shmPath + ".lock") }()
+
+	s := &Size{Daemons: map[string]*DaemonCost{}}
+	dbBefore, _ := procstat.Read(b.dbPID)
+	fs, err := b.proj.fill(ctx, st, size)
+	if err != nil {
+		return s, fmt.Errorf("fill: %w", err)
+	}
+	dbAfter, _ := procstat.Read(b.dbPID)
+	s.ResultRows, s.Jobs, s.Hosts, s.Users, s.FillS = fs.Results, fs.Jobs, fs.Hosts, fs.Users, fs.Seconds
+	s.FillDBCPUS = round3(dbAfter.CPUSeconds - dbBefore.CPUSeconds)
+	s.WorkSetJobs = b.proj.setJobs
+	fmt.Fprintf(o.Out, "filled %d jobs, %d instances, %d hosts, %d users in %.1f s\n", fs.Jobs, fs.Results, fs.Hosts, fs.Users, fs.Seconds)
+	if err := b.proj.stageOutputs(); err != nil {
+		return s, fmt.Errorf("stage outputs: %w", err)
+	}
+	if s.Explain, err = b.explain(ctx); err != nil {
+		return s, err
+	}
+	var errs []error
+	step := func(name string, f func(context.Context, *Size) error) {
+		if len(errs) > 0 {
+			return
+		}
+		pctx, cancel := context.WithTimeout(ctx, o.PhaseTimeout)
+		defer cancel()
+		if err := f(pctx, s); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	step("status", b.measureStatus)
+	step("feeder", b.measureFeeder)
+	step("dispatch", b.measureDispatch)
+	step("transitioner", b.daemonPhase("transitioner", nil, func(l store.ScaleLeft) int64 { return l.DueTransition }))
+	// One validator and one assimilator per app, as a project runs them.
+	step("validator", b.daemonPhase("validator", []string{"--checker", "bitwise", "--app"}, func(l store.ScaleLeft) int64 { return l.NeedValidate }))
+	step("assimilator", b.daemonPhase("assimilator", []string{"--handler", "copy", "--results-dir", "results", "--app"},
+		func(l store.ScaleLeft) int64 { return l.NeedAssimilate }))
+	step("file_deleter", b.daemonPhase("file_deleter", nil, func(l store.ScaleLeft) int64 { return l.FileDeleteReady }))
+	step("db_purge", b.daemonPhase("db_purge", []string{"--min-age", strconv.FormatInt(time.Now().Unix()-b.proj.purgeBefore, 10) + "s",
+		"--archive-dir", "archives"}, func(l store.ScaleLeft) int64 { return l.Purgeable }))
+	s.derive()
+	if err := errors.Join(errs...); err != nil {
+		keep = true
+		fmt.Fprintf(o.Out, "logs kept in %s\n", filepath.Join(b.proj.dir, "logs"))
+		return s, err
+	}
+	return s, nil
+}
+
+// explain records the hot queries' plans at this size.
+func (b *sizeRun) explain(ctx context.Context) ([]Explained, error) {
+	ex, err := b.st.ScaleExplain(ctx, b.proj.apps[0], time.Now().Unix())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Explained, 0, len(ex))
+	for _, e := range ex {
+		out = append(out, Explained{Query: e.Name, Plan: e.Plan})
+	}
+	return out, nil
+}
+
+// bufferVars are the server counters read around each phase.
+var bufferVars = []string{"Innodb_buffer_pool_pages_data", "Innodb_buffer_pool_read_requests", "Innodb_buffer_pool_reads"}
+
+// meter measures one phase: the database server's CPU and buffer-pool
+// counters between start and end.
+type meter struct {
+	b      *sizeRun
+	start  time.Time
+	db     procstat.Usage
+	status map[string]int64
+}
+
+func (b *sizeRun) startMeter(ctx context.Context) (*meter, error) {
+	m := &meter{b: b, start: time.Now()}
+	var err error
+	if m.status, err = b.st.ScaleStatusVars(ctx, bufferVars); err != nil {
+		return nil, err
+	}
+	if m.db, err = procstat.Read(b.dbPID); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// stop fills c's wall time, database CPU and buffer-pool figures.
+func (m *meter) stop(ctx context.Context, c *DaemonCost) error {
+	db, err := procstat.Read(m.b.dbPID)
+	if err != nil {
+		return err
+	}
+	c.WallS = round3(time.Since(m.start).Seconds())
+	c.DBCPUS = round3(db.CPUSeconds - m.db.CPUSeconds)
+	st, err := m.b.st.ScaleStatusVars(ctx, bufferVars)
+	if err != nil {
+		return err
+	}
+	c.BufferPoolDataMB = round3(float64(st["Innodb_buffer_pool_pages_data"]) * 16 / 1024)
+	c.BufferPoolReadRequests = st["Innodb_buffer_pool_read_requests"] - m.status["Innodb_buffer_pool_read_requests"]
+	c.BufferPoolDiskReads = st["Innodb_buffer_pool_reads"] - m.status["Innodb_buffer_pool_reads"]
+	return nil
+}
+
+// start launches one program of the project.
+func (b *sizeRun) start(name string, args ...string) (*projectrun.Proc, error) {
+	all := append([]string{"--config", b.proj.configPath, "--listen", "127.0.0.1:0"}, args...)
+	return projectrun.Start(projectrun.Spec{Name: name, Bin: filepath.Join(b.o.BinDir, name),
+		LogDir: filepath.Join(b.proj.dir, "logs"), Args: all, ReportsAddrs: true})
+}
+
+// cpuOf reads a running program's CPU seconds.
+func cpuOf(p *projectrun.Proc) float64 {
+	u, err := procstat.Read(p.PID())
+	if err != nil {
+		return 0
+	}
+	return u.CPUSeconds
+}
+
+// daemonPhase measures one daemon alone on its work set: it runs until
+// left(counts) is zero, and its CPU and the database's are divided by the
+// jobs it had. Args ending in "--app" start one instance per app, the app's
+// name appended.
+func (b *sizeRun) daemonPhase(name string, args []string, left func(store.ScaleLeft) int64) func(context.Context, *Size) error {
+	return func(ctx context.Context, s *Size) error {
+		count := func() (int64, error) {
+			l, err := b.st.ScaleLeftAt(ctx, b.proj.apps[:], time.Now().Unix(), b.proj.purgeBefore)
+			return left(l), err
+		}
+		jobs, err := count()
+		if err != nil {
+			return err
+		}
+		if name == "file_deleter" {
+			jobs /= 3 // a job and its two instances
+		}
+		c := &DaemonCost{Jobs: jobs}
+		s.Daemons[name] = c
+		fmt.Fprintf(b.o.Out, "phase %s: %d jobs\n", name, jobs)
+		m, err := b.startMeter(ctx)
+		if err != nil {
+			return err
+		}
+		var argSets [][]string
+		if len(args) > 0 && args[len(args)-1] == "--app" {
+			for a := range b.proj.apps {
+				argSets = append(argSets, append(slices.Clone(args), fmt.Sprintf("scale%d", a)))
+			}
+		} else {
+			argSets = [][]string{args}
+		}
+		var procs []*projectrun.Proc
+		defer func() {
+			for _, p := range procs {
+				_ = p.Stop(30 * time.Second)
+			}
+		}()
+		for _, a := range argSets {
+			p, err := b.start(name, a...)
+			if err != nil {
+				return err
+			}
+			procs = append(procs, p)
+		}
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("work not done: %w (see %s)", ctx.Err(), procs[0].LogPath())
+			case <-t.C:
+			}
+			for _, p := range procs {
+				if !p.Running() {
+					return fmt.Errorf("exited: %v (see %s)", p.Err(), p.LogPath())
+				}
+			}
+			n, err := count()
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				break
+			}
+		}
+		for _, p := range procs {
+			c.CPUS += cpuOf(p)
+		}
+		c.CPUS = round3(c.CPUS)
+		if err := m.stop(ctx, c); err != nil {
+			return err
+		}
+		fmt.Fprintf(b.o.Out, "phase %s done: %.1f s wall, %.2f s CPU, database %.2f s CPU\n", name, c.WallS, c.CPUS, c.DBCPUS)
+		return nil
+	}
+}
+
+// measureStatus times the status page's reading of the database (as the
+// page does it uncached), `taskctl status --json` and `taskctl host
+// explain` of a GPU host.
+func (b *sizeRun) measureStatus(ctx context.Context, s *Size) error {
+	t0 := time.Now()
+	if _, err := statuspage.Collect(ctx, b.st, nil, b.http, time.Second, time.Now()); err != nil {
+		return fmt.Errorf("status page: %w", err)
+	}
+	s.StatusPageS = round3(time.Since(t0).Seconds())
+	run := func(args ...string) (float64, error) {
+		t0 := time.Now()
+		cmd := exec.CommandContext(ctx, filepath.Join(b.o.BinDir, "taskctl"), append([]string{"--config", b.proj.configPath}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("taskctl %v: %w: %s", args, err, tail(out))
+		}
+		return round3(time.Since(t0).Seconds()), nil
+	}
+	var err error
+	if s.TaskctlStatusS, err = run("status", "--json"); err != nil {
+		return err
+	}
+	// Host 10 has an NVIDIA GPU and work in progress.
+	if s.HostExplainS, err = run("host", "explain", "--host", "10"); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.o.Out, "status page %.3f s, taskctl status %.3f s, host explain %.3f s\n", s.StatusPageS, s.TaskctlStatusS, s.HostExplainS)
+	return nil
+}
+
+// metric reads one gauge or counter from a program's /metrics.
+func (b *sizeRun) metric(ctx context.Context, p *projectrun.Proc, name string) (float64, error) {
+	addr := p.Addr(daemon.AdminListener)
+	if addr == "" {
+		return 0, errors.New("no /metrics address reported")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return metricValue(body, name)
+}
+
+// measureFeeder runs the feeder alone: how long until its cache is made,
+// its CPU and the database's for the first fill, and the fill ratio.
+func (b *sizeRun) measureFeeder(ctx context.Context, s *Size) error {
+	c := &FeederCost{}
+	s.Feeder = c
+	m, err := b.startMeter(ctx)
+	if err != nil {
+		return err
+	}
+	p, err := b.start("feeder")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = p.Stop(30 * time.Second) }()
+	if err := p.WaitFile(ctx, b.proj.shmPath); err != nil {
+		return err
+	}
+	c.FirstFillS = round3(time.Since(m.start).Seconds())
+	if _, err := p.WaitAddr(ctx, daemon.AdminListener); err != nil {
+		return err
+	}
+	// A few passes: the ratio at steady state and the passes' cost.
+	sleep(ctx, 5*time.Second)
+	if c.FillRatio, err = b.metric(ctx, p, "taskserver_feeder_cache_fill_ratio"); err != nil {
+		return err
+	}
+	rows, err := b.metric(ctx, p, "taskserver_feeder_enumerated_rows_total")
+	if err != nil {
+		return err
+	}
+	c.EnumeratedRows = int64(rows)
+	c.CPUS = round3(cpuOf(p))
+	var dc DaemonCost
+	if err := m.stop(ctx, &dc); err != nil {
+		return err
+	}
+	c.WallS, c.DBCPUS, c.BufferPoolDataMB, c.BufferPoolDiskReads = dc.WallS, dc.DBCPUS, dc.BufferPoolDataMB, dc.BufferPoolDiskReads
+	fmt.Fprintf(b.o.Out, "feeder: cache made in %.2f s, fill ratio %.2f, %d rows enumerated in %.1f s\n", c.FirstFillS, c.FillRatio, c.EnumeratedRows, c.WallS)
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func tail(b []byte) []byte { return privatedb.Tail(b, 400) }
+
+func trimNL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }

@@ -1,0 +1,312 @@
+package scalebench
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/taskserver/taskserver/internal/fanout"
+	"github.com/taskserver/taskserver/internal/outputfile"
+	"github.com/taskserver/taskserver/internal/projectrun"
+	"github.com/taskserver/taskserver/internal/protocol"
+	"github.com/taskserver/taskserver/internal/state"
+)
+
+// loadGen drives the scheduler with the filled hosts: host i keeps the
+// hardware the fill gave it (i mod 10 = 0: an NVIDIA GPU, 1: an AMD GPU,
+// 2-4: eight cores, else four), asks for work for its CPUs and, when it has
+// one, its GPU, and reports what it was sent last time as a success, its
+// outputs written to the upload directory as a finished upload.
+type loadGen struct {
+	url, uploadDir string
+	users          int64
+
+	sent, reported, requests, errors atomic.Int64
+}
+
+// simHost is one of the filled hosts as the load generator plays it.
+type simHost struct {
+	id, user int64
+	seqno    int64
+	held     []protocol.ReportResult
+}
+
+// level is one load level's outcome.
+type level struct {
+	Conns     int     `json:"conns"`
+	RPS       float64 `json:"rps"`
+	P50MS     float64 `json:"p50_ms"`
+	P99MS     float64 `json:"p99_ms"`
+	Sent      int64   `json:"instances_sent"`
+	Requests  int64   `json:"requests"`
+	Errors    int64   `json:"errors"`
+	SchedCPUS float64 `json:"scheduler_cpu_s"`
+	FeedCPUS  float64 `json:"feeder_cpu_s"`
+	DBCPUS    float64 `json:"db_cpu_s"`
+}
+
+// run serves hosts from conns workers, each with its own keep-alive
+// connection and hosts [firstHost + w·perConn, …), for d.
+func (g *loadGen) run(ctx context.Context, conns, perConn int, firstHost int64, d time.Duration) ([]time.Duration, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	lat := make([][]time.Duration, conns)
+	errs := make([]error, conns)
+	start := time.Now()
+	for w := range conns {
+		hosts := make([]*simHost, perConn)
+		for i := range hosts {
+			id := firstHost + int64(w*perConn+i)
+			hosts[i] = &simHost{id: id, user: 1 + (id-1)%g.users}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, DisableCompression: true}}
+			defer client.CloseIdleConnections()
+			for ctx.Err() == nil {
+				for _, h := range hosts {
+					d, err := g.rpc(ctx, client, h)
+					if ctx.Err() != nil {
+						break
+					}
+					if err != nil {
+						g.errors.Add(1)
+						errs[w] = err
+						sleep(ctx, 50*time.Millisecond)
+						continue
+					}
+					lat[w] = append(lat[w], d)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	var firstErr error
+	for _, e := range errs {
+		if e != nil {
+			firstErr = e
+			break
+		}
+	}
+	return all, time.Since(start), firstErr
+}
+
+// request builds host h's scheduler request.
+func (g *loadGen) request(h *simHost) *protocol.SchedulerRequest {
+	kind := h.id % 10
+	ncpus := 4
+	if kind >= 2 && kind <= 4 {
+		ncpus = 8
+	}
+	h.seqno++
+	req := &protocol.SchedulerRequest{
+		Authenticator: fmt.Sprintf("%s%d", authPrefix, h.user), HostID: h.id, RPCSeqno: h.seqno + 10,
+		CoreClientMajorVersion: 7, CoreClientMinorVersion: 24, CoreClientRelease: 5,
+		ResourceShareFraction: 1, DurationCorrectionFactor: 1,
+		WorkReqSeconds: 3600, CPUReqSecs: 3600, CPUReqInstances: 1, PlatformName: projectrun.DemoPlatform,
+		TimeStats: protocol.TimeStats{OnFrac: 0.9, ConnectedFrac: 1, CPUAndNetworkAvailableFrac: 1, ActiveFrac: 0.9, GPUActiveFrac: 0.9},
+		HostInfo: protocol.HostInfo{DomainName: fmt.Sprintf("host%d.example.org", h.id), IPAddr: "127.0.0.1",
+			HostCPID: hostCPID(h.id), PNCPUs: ncpus, PVendor: "GenuineIntel", PModel: "Intel(R) Core(TM) i7",
+			PFeatures: "fpu sse sse2 avx avx2", PFpops: 4e9, PIops: 1e10, PMembw: 1e9, MNbytes: 16e9, MCache: 1 << 20,
+			MSwap: 2e9, DTotal: 5e11, DFree: 2e11, OSName: "Linux", OSVersion: "6.1.0"},
+		DiskUsage: protocol.DiskUsage{DBoincUsedTotal: 1e8, DBoincUsedProject: 1e8, DProjectShare: 1e11},
+		Results:   h.held,
+	}
+	switch kind {
+	case 0:
+		req.Coprocs = &protocol.Coprocs{NVIDIA: &protocol.CoprocNVIDIA{Count: 1, Name: "NVIDIA GeForce RTX 3080",
+			AvailableRAM: 10 << 30, HaveCUDA: 1, ReqSecs: 3600, ReqInstances: 1, PeakFlops: 29.8e12, CUDAVersion: 12020,
+			DrvVersion: 53554, TotalGlobalMem: 10 << 30, Major: 8, Minor: 6}}
+	case 1:
+		req.Coprocs = &protocol.Coprocs{AMD: &protocol.CoprocAMD{Count: 1, Name: "AMD Radeon RX 6800 XT",
+			AvailableRAM: 16 << 30, HaveOpenCL: 1, ReqSecs: 3600, ReqInstances: 1, PeakFlops: 20.7e12, LocalRAM: 16384,
+			OpenCL: &protocol.OpenCLProp{Name: "gfx1030", Vendor: "Advanced Micro Devices, Inc.", GlobalMemSize: 16 << 30,
+				DeviceVersion: "OpenCL 2.0 AMD-APP (3513.0)", DriverVersion: "3513.0 (HSA1.1,LC)", PeakFlops: 20.7e12}}}
+	}
+	return req
+}
+
+// hostCPID is the cross-project id the fill gave host id: MD5 of its id.
+func hostCPID(id int64) string {
+	s := md5.Sum([]byte(fmt.Sprint(id)))
+	return hex.EncodeToString(s[:])
+}
+
+// rpc sends one request for h and applies the reply.
+func (g *loadGen) rpc(ctx context.Context, client *http.Client, h *simHost) (time.Duration, error) {
+	var body bytes.Buffer
+	if err := protocol.WriteSchedulerRequest(&body, g.request(h)); err != nil {
+		return 0, err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url, &body)
+	if err != nil {
+		return 0, err
+	}
+	hreq.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	t0 := time.Now()
+	resp, err := client.Do(hreq)
+	if err != nil {
+		return 0, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(t0)
+	g.requests.Add(1)
+	if err != nil {
+		return d, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return d, fmt.Errorf("scheduler replied %s: %s", resp.Status, tail(b))
+	}
+	rep, err := protocol.ParseSchedulerReply(bytes.NewReader(b))
+	if err != nil {
+		return d, fmt.Errorf("parse scheduler reply: %w", err)
+	}
+	acks := map[string]bool{}
+	for _, a := range rep.ResultAcks {
+		acks[a.Name] = true
+	}
+	kept := h.held[:0]
+	for _, r := range h.held {
+		if acks[r.Name] {
+			g.reported.Add(1)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	h.held = kept
+	for _, res := range rep.Results {
+		g.sent.Add(1)
+		rr, err := g.compute(res)
+		if err != nil {
+			return d, err
+		}
+		h.held = append(h.held, rr)
+	}
+	return d, nil
+}
+
+// compute "runs" an instance: writes its outputs as finished uploads and
+// returns the report of a success.
+func (g *loadGen) compute(res protocol.Result) (protocol.ReportResult, error) {
+	sum := md5.Sum(outputData)
+	rr := protocol.ReportResult{Name: res.Name, FinalCPUTime: 3000, FinalElapsedTime: 3600,
+		State: int(state.ClientFilesUploaded), Platform: projectrun.DemoPlatform,
+		VersionNum: projectrun.DemoVersionNum, AppVersionNum: projectrun.DemoVersionNum,
+		StderrOut: "<core_client_version>7.24.5</core_client_version>\n<stderr_txt>\n</stderr_txt>\n"}
+	for _, ref := range res.FileRefs {
+		path, err := fanout.Path(g.uploadDir, ref.FileName, fanoutDirs)
+		if err != nil {
+			return rr, err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return rr, err
+		}
+		if err := os.WriteFile(path, outputData, outputfile.FinishedMode); err != nil {
+			return rr, err
+		}
+		if err := os.Chmod(path, outputfile.FinishedMode); err != nil {
+			return rr, err
+		}
+		rr.FileInfos = append(rr.FileInfos, protocol.ReportFileInfo{Name: ref.FileName, Nbytes: float64(len(outputData)),
+			MaxNbytes: 65536, MD5Cksum: hex.EncodeToString(sum[:])})
+	}
+	return rr, nil
+}
+
+// percentile returns the q-quantile of ds in milliseconds.
+func percentile(ds []time.Duration, q float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := min(int(q*float64(len(s))), len(s)-1)
+	return round3(float64(s[i]) / float64(time.Millisecond))
+}
+
+// dispatchLevels are the connection counts tried, lowest first; the
+// phase stops raising once p99 passes its bound.
+var dispatchLevels = []int{2, 8, 24, 64}
+
+// p99Bound is the latency the dispatch rate is quoted under.
+const p99Bound = 100.0
+
+// measureDispatch runs the feeder and scheduler and loads them at rising
+// levels, each with fresh hosts; the report keeps every level and quotes
+// the best rate whose p99 is within p99Bound.
+func (b *sizeRun) measureDispatch(ctx context.Context, s *Size) error {
+	feeder, err := b.start("feeder")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = feeder.Stop(30 * time.Second) }()
+	if err := feeder.WaitFile(ctx, b.proj.shmPath); err != nil {
+		return err
+	}
+	sched, err := b.start("scheduler", "--addr", "127.0.0.1:0", "--url-base", "",
+		"--upload-key", filepath.Join(b.proj.dir, "keys", "upload_private"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sched.Stop(30 * time.Second) }()
+	addr, err := sched.WaitAddr(ctx, "addr")
+	if err != nil {
+		return err
+	}
+	const perConn = 4
+	next := int64(1)
+	d := &DispatchCost{}
+	s.Dispatch = d
+	for _, conns := range dispatchLevels {
+		if next+int64(conns*perConn) > b.proj.hosts {
+			break
+		}
+		g := &loadGen{url: "http://" + addr + "/scheduler", uploadDir: filepath.Join(b.proj.dir, "upload"), users: b.proj.users}
+		m, err := b.startMeter(ctx)
+		if err != nil {
+			return err
+		}
+		sc0, fc0 := cpuOf(sched), cpuOf(feeder)
+		lat, el, runErr := g.run(ctx, conns, perConn, next, time.Duration(b.o.DispatchSeconds*float64(time.Second)))
+		next += int64(conns * perConn)
+		var dc DaemonCost
+		if err := m.stop(ctx, &dc); err != nil {
+			return err
+		}
+		l := level{Conns: conns, RPS: round3(float64(len(lat)) / el.Seconds()), P50MS: percentile(lat, 0.5), P99MS: percentile(lat, 0.99),
+			Sent: g.sent.Load(), Requests: g.requests.Load(), Errors: g.errors.Load(),
+			SchedCPUS: round3(cpuOf(sched) - sc0), FeedCPUS: round3(cpuOf(feeder) - fc0), DBCPUS: dc.DBCPUS}
+		d.Levels = append(d.Levels, l)
+		d.BufferPoolDataMB, d.BufferPoolDiskReads = dc.BufferPoolDataMB, d.BufferPoolDiskReads+dc.BufferPoolDiskReads
+		fmt.Fprintf(b.o.Out, "dispatch, %d connections: %.0f requests/s, p50 %.1f ms, p99 %.1f ms, %d sent, %d errors\n",
+			conns, l.RPS, l.P50MS, l.P99MS, l.Sent, l.Errors)
+		if l.Errors > l.Requests/100 {
+			return fmt.Errorf("%d of %d requests failed, the last: %v (see %s)", l.Errors, l.Requests, runErr, sched.LogPath())
+		}
+		if l.P99MS > p99Bound {
+			break
+		}
+	}
+	if !sched.Running() {
+		return fmt.Errorf("scheduler exited: %v (see %s)", sched.Err(), sched.LogPath())
+	}
+	return nil
+}

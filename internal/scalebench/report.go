@@ -1,0 +1,306 @@
+package scalebench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Report is report.json: one object per size measured.
+type Report struct {
+	CPUs       int    `json:"cpus"`
+	GoVersion  string `json:"go_version"`
+	GitVersion string `json:"git_version"`
+	Started    string `json:"started"`
+	// LoadAvgAtStart is /proc/loadavg when the run began: the machine's
+	// other load, which the figures share the cores with.
+	LoadAvgAtStart string `json:"loadavg_at_start"`
+	BufferPool     string `json:"buffer_pool"`
+	Sizes          []Size `json:"sizes"`
+}
+
+// Size is the figures at one table size.
+type Size struct {
+	ResultRows int64 `json:"result_rows"`
+	Jobs       int64 `json:"jobs"`
+	Hosts      int64 `json:"hosts"`
+	Users      int64 `json:"users"`
+	// WorkSetJobs is the size of each daemon's work set.
+	WorkSetJobs int64   `json:"work_set_jobs"`
+	FillS       float64 `json:"fill_s"`
+	FillDBCPUS  float64 `json:"fill_db_cpu_s"`
+
+	// DispatchRPS is the best rate with p99 within 100 ms (or, when no
+	// level kept it, the lowest level's) and DispatchP99MS its p99.
+	DispatchRPS          float64 `json:"dispatch_rps"`
+	DispatchP99MS        float64 `json:"dispatch_p99_ms"`
+	DispatchWithinBound  bool    `json:"dispatch_p99_within_100ms"`
+	SchedulerCPUMSPerReq float64 `json:"scheduler_cpu_ms_per_request"`
+	DispatchDBCPUMSPerRq float64 `json:"dispatch_db_cpu_ms_per_request"`
+	// CPUMSPerInstance is an instance's life in CPU: dispatch (scheduler,
+	// feeder and database per instance sent) plus each daemon's CPU and
+	// the database's per job, over the job's two instances.
+	CPUMSPerInstance   float64 `json:"cpu_ms_per_instance"`
+	DBCPUMSPerInstance float64 `json:"db_cpu_ms_per_instance"`
+
+	StatusPageS    float64 `json:"status_page_s"`
+	TaskctlStatusS float64 `json:"taskctl_status_s"`
+	HostExplainS   float64 `json:"host_explain_s"`
+
+	Feeder       *FeederCost   `json:"feeder"`
+	Dispatch     *DispatchCost `json:"scheduler"`
+	Transitioner *DaemonCost   `json:"transitioner"`
+	Validator    *DaemonCost   `json:"validator"`
+	Assimilator  *DaemonCost   `json:"assimilator"`
+	FileDeleter  *DaemonCost   `json:"file_deleter"`
+	DBPurge      *DaemonCost   `json:"db_purge"`
+
+	Explain []Explained `json:"explain"`
+
+	Daemons map[string]*DaemonCost `json:"-"`
+}
+
+// DaemonCost is one daemon's phase: its work set and what it cost.
+type DaemonCost struct {
+	Jobs          int64   `json:"jobs"`
+	WallS         float64 `json:"wall_s"`
+	CPUS          float64 `json:"cpu_s"`
+	DBCPUS        float64 `json:"db_cpu_s"`
+	CPUMSPerJob   float64 `json:"cpu_ms_per_job"`
+	DBCPUMSPerJob float64 `json:"db_cpu_ms_per_job"`
+	// The buffer pool: pages holding data at the end (MB), logical reads
+	// and reads from disk during the phase (a disk read is a page the
+	// working set needed that the pool did not hold).
+	BufferPoolDataMB       float64 `json:"buffer_pool_data_mb"`
+	BufferPoolReadRequests int64   `json:"buffer_pool_read_requests"`
+	BufferPoolDiskReads    int64   `json:"buffer_pool_disk_reads"`
+}
+
+// FeederCost is the feeder alone for a few seconds on the full backlog.
+type FeederCost struct {
+	FirstFillS          float64 `json:"first_fill_s"`
+	FillRatio           float64 `json:"cache_fill_ratio"`
+	EnumeratedRows      int64   `json:"enumerated_rows"`
+	WallS               float64 `json:"wall_s"`
+	CPUS                float64 `json:"cpu_s"`
+	DBCPUS              float64 `json:"db_cpu_s"`
+	BufferPoolDataMB    float64 `json:"buffer_pool_data_mb"`
+	BufferPoolDiskReads int64   `json:"buffer_pool_disk_reads"`
+}
+
+// DispatchCost is the dispatch phase's levels.
+type DispatchCost struct {
+	Levels              []level `json:"levels"`
+	BufferPoolDataMB    float64 `json:"buffer_pool_data_mb"`
+	BufferPoolDiskReads int64   `json:"buffer_pool_disk_reads"`
+}
+
+// Explained is one hot query's plan, one line per table.
+type Explained struct {
+	Query string   `json:"query"`
+	Plan  []string `json:"plan"`
+}
+
+// daemonOrder is the daemons in the report's order.
+var daemonOrder = []string{"transitioner", "validator", "assimilator", "file_deleter", "db_purge"}
+
+// derive fills the per-request, per-job and per-instance figures.
+func (s *Size) derive() {
+	field := map[string]**DaemonCost{"transitioner": &s.Transitioner, "validator": &s.Validator,
+		"assimilator": &s.Assimilator, "file_deleter": &s.FileDeleter, "db_purge": &s.DBPurge}
+	var cpu, db float64
+	for _, name := range daemonOrder {
+		c := s.Daemons[name]
+		*field[name] = c
+		if c == nil || c.Jobs == 0 {
+			continue
+		}
+		c.CPUMSPerJob = round3(c.CPUS * 1000 / float64(c.Jobs))
+		c.DBCPUMSPerJob = round3(c.DBCPUS * 1000 / float64(c.Jobs))
+		cpu += (c.CPUMSPerJob + c.DBCPUMSPerJob) / 2
+		db += c.DBCPUMSPerJob / 2
+	}
+	if s.Dispatch != nil && len(s.Dispatch.Levels) > 0 {
+		best := s.Dispatch.Levels[0]
+		for _, l := range s.Dispatch.Levels {
+			if l.P99MS <= p99Bound && (l.RPS > best.RPS || best.P99MS > p99Bound) {
+				best = l
+			}
+		}
+		s.DispatchRPS, s.DispatchP99MS, s.DispatchWithinBound = best.RPS, best.P99MS, best.P99MS <= p99Bound
+		if best.Requests > 0 {
+			s.SchedulerCPUMSPerReq = round3(best.SchedCPUS * 1000 / float64(best.Requests))
+			s.DispatchDBCPUMSPerRq = round3(best.DBCPUS * 1000 / float64(best.Requests))
+		}
+		if best.Sent > 0 {
+			cpu += (best.SchedCPUS + best.FeedCPUS + best.DBCPUS) * 1000 / float64(best.Sent)
+			db += best.DBCPUS * 1000 / float64(best.Sent)
+		}
+	}
+	s.CPUMSPerInstance, s.DBCPUMSPerInstance = round3(cpu), round3(db)
+}
+
+// metricValue finds the sample name (no labels) in a /metrics body.
+func metricValue(body []byte, name string) (float64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == name {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("metric %s not found", name)
+}
+
+// Write writes report.json, report.txt (the table) and cpu.svg into dir.
+func (r *Report) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	var t bytes.Buffer
+	if err := r.WriteTable(&t); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.txt"), t.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "cpu.svg"), r.SVG(), 0o644)
+}
+
+// WriteTable prints one column per size.
+func (r *Report) WriteTable(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "scale benchmark: %d CPUs, load average at start %s, buffer pool %s\n", r.CPUs, r.LoadAvgAtStart, r.BufferPool)
+	row := func(label string, f func(s Size) string) {
+		fmt.Fprintf(bw, "%-38s", label)
+		for _, s := range r.Sizes {
+			fmt.Fprintf(bw, " %14s", f(s))
+		}
+		fmt.Fprintln(bw)
+	}
+	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	daemon := func(name string, f func(c *DaemonCost) float64) func(s Size) string {
+		return func(s Size) string {
+			if c := s.Daemons[name]; c != nil {
+				return num(f(c))
+			}
+			return "-"
+		}
+	}
+	row("result rows", func(s Size) string { return strconv.FormatInt(s.ResultRows, 10) })
+	row("fill s", func(s Size) string { return num(s.FillS) })
+	row("CPU ms per instance (programs + DB)", func(s Size) string { return num(s.CPUMSPerInstance) })
+	row("DB CPU ms per instance", func(s Size) string { return num(s.DBCPUMSPerInstance) })
+	row("dispatch requests/s", func(s Size) string { return num(s.DispatchRPS) })
+	row("dispatch p99 ms", func(s Size) string { return num(s.DispatchP99MS) })
+	row("scheduler CPU ms per request", func(s Size) string { return num(s.SchedulerCPUMSPerReq) })
+	row("dispatch DB CPU ms per request", func(s Size) string { return num(s.DispatchDBCPUMSPerRq) })
+	row("feeder first fill s", func(s Size) string {
+		if s.Feeder == nil {
+			return "-"
+		}
+		return num(s.Feeder.FirstFillS)
+	})
+	row("feeder cache fill ratio", func(s Size) string {
+		if s.Feeder == nil {
+			return "-"
+		}
+		return num(s.Feeder.FillRatio)
+	})
+	for _, n := range daemonOrder {
+		row(n+" CPU ms/job", daemon(n, func(c *DaemonCost) float64 { return c.CPUMSPerJob }))
+		row(n+" DB CPU ms/job", daemon(n, func(c *DaemonCost) float64 { return c.DBCPUMSPerJob }))
+	}
+	row("status page s", func(s Size) string { return num(s.StatusPageS) })
+	row("taskctl status s", func(s Size) string { return num(s.TaskctlStatusS) })
+	row("taskctl host explain s", func(s Size) string { return num(s.HostExplainS) })
+	return bw.Flush()
+}
+
+// SVG plots CPU per instance (programs + database, and database alone)
+// against the result rows, on a log scale.
+func (r *Report) SVG() []byte {
+	const w, h, left, right, top, bottom = 640.0, 400.0, 70.0, 20.0, 40.0, 50.0
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" font-family="sans-serif" font-size="12">`+"\n", w, h)
+	fmt.Fprintf(&b, `<rect width="%g" height="%g" fill="white"/>`+"\n", w, h)
+	fmt.Fprintf(&b, `<text x="%g" y="20" text-anchor="middle" font-size="14">CPU per instance against table size</text>`+"\n", w/2)
+	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
+	for _, s := range r.Sizes {
+		x := math.Log10(float64(max(s.ResultRows, 1)))
+		xmin, xmax, ymax = math.Min(xmin, x), math.Max(xmax, x), math.Max(ymax, s.CPUMSPerInstance)
+	}
+	if len(r.Sizes) == 0 {
+		xmin, xmax = 5, 7
+	}
+	xmin, xmax = math.Floor(xmin), math.Ceil(xmax)
+	if xmax == xmin {
+		xmax = xmin + 1
+	}
+	ymax = niceCeil(ymax)
+	px := func(x float64) float64 { return left + (x-xmin)/(xmax-xmin)*(w-left-right) }
+	py := func(y float64) float64 { return h - bottom - y/ymax*(h-top-bottom) }
+	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="black"/>`+"\n", left, h-bottom, w-right, h-bottom)
+	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="black"/>`+"\n", left, top, left, h-bottom)
+	for e := xmin; e <= xmax; e++ {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%g" text-anchor="middle">10^%g</text>`+"\n", px(e), h-bottom+18, e)
+	}
+	for i := 0; i <= 4; i++ {
+		y := ymax * float64(i) / 4
+		fmt.Fprintf(&b, `<text x="%g" y="%.1f" text-anchor="end">%g</text>`+"\n", left-6, py(y)+4, y)
+		fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="#ddd"/>`+"\n", left, py(y), w-right, py(y))
+	}
+	fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle">result rows</text>`+"\n", (left+w-right)/2, h-12)
+	fmt.Fprintf(&b, `<text x="16" y="%g" transform="rotate(-90 16 %g)" text-anchor="middle">CPU ms per instance</text>`+"\n", (top+h-bottom)/2, (top+h-bottom)/2)
+	series := []struct {
+		name, color string
+		v           func(Size) float64
+	}{
+		{"programs + database", "#1f77b4", func(s Size) float64 { return s.CPUMSPerInstance }},
+		{"database", "#d62728", func(s Size) float64 { return s.DBCPUMSPerInstance }},
+	}
+	for i, se := range series {
+		var pts []string
+		for _, s := range r.Sizes {
+			x, y := px(math.Log10(float64(max(s.ResultRows, 1)))), py(se.v(s))
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x, y, se.color)
+		}
+		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), se.color)
+		fmt.Fprintf(&b, `<text x="%g" y="%g" fill="%s">%s</text>`+"\n", left+10, top+14+float64(i)*16, se.color, se.name)
+	}
+	b.WriteString("</svg>\n")
+	return b.Bytes()
+}
+
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten (1 for v <= 0).
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if v <= m*p {
+			return m * p
+		}
+	}
+	return 10 * p
+}

@@ -1,0 +1,147 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskserver/taskserver/internal/state"
+)
+
+// The scale benchmark's probes: how much work is left for the daemon under
+// measurement (index range counts, cheap next to the daemon's own work), the
+// server's buffer-pool counters, and the plans of the hot queries.
+
+// ScaleLeft is the work each daemon has left at a moment.
+type ScaleLeft struct {
+	// DueTransition: jobs with transition_time <= now.
+	DueTransition int64 `db:"due"`
+	// NeedValidate: jobs of the apps with need_validate = 1.
+	NeedValidate int64 `db:"need_validate"`
+	// NeedAssimilate: jobs of the apps with assimilate_state = READY.
+	NeedAssimilate int64 `db:"need_assimilate"`
+	// FileDeleteReady: jobs and instances with file_delete_state = READY.
+	FileDeleteReady int64 `db:"file_delete_ready"`
+	// Purgeable: jobs whose files were deleted at or before the purge
+	// cutoff.
+	Purgeable int64 `db:"purgeable"`
+}
+
+const scaleLeft = `SELECT
+  (SELECT COUNT(*) FROM workunit WHERE transition_time <= ?) AS due,
+  (SELECT COUNT(*) FROM workunit WHERE appid IN (?) AND need_validate = 1) AS need_validate,
+  (SELECT COUNT(*) FROM workunit WHERE appid IN (?) AND assimilate_state = ?) AS need_assimilate,
+  (SELECT COUNT(*) FROM workunit WHERE file_delete_state = ?) +
+  (SELECT COUNT(*) FROM result WHERE file_delete_state = ?) AS file_delete_ready,
+  (SELECT COUNT(*) FROM workunit WHERE file_delete_state = ? AND mod_time <= ?) AS purgeable`
+
+// ScaleLeftAt counts the work left at time now for apps appIDs, with jobs
+// purgeable when their files were deleted at or before purgeBefore. Each
+// count reads one index range.
+func (s *Store) ScaleLeftAt(ctx context.Context, appIDs []int64, now, purgeBefore int64) (ScaleLeft, error) {
+	var l ScaleLeft
+	q, args, err := sqlx.In(scaleLeft, now, appIDs, appIDs, int(state.AssimilateReady),
+		int(state.FileDeleteReady), int(state.FileDeleteReady), int(state.FileDeleteDone), purgeBefore)
+	if err != nil {
+		return l, err
+	}
+	if err := s.db.GetContext(ctx, &l, q, args...); err != nil {
+		return l, fmt.Errorf("count work left: %w", err)
+	}
+	return l, nil
+}
+
+// ScaleStatusVars returns the server's global status counters named.
+func (s *Store) ScaleStatusVars(ctx context.Context, names []string) (map[string]int64, error) {
+	q, args, err := sqlx.In(`SHOW GLOBAL STATUS WHERE Variable_name IN (?)`, names)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read server status: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var v sql.NullInt64
+		if err := rows.Scan(&name, &v); err != nil {
+			return nil, err
+		}
+		out[name] = v.Int64
+	}
+	return out, rows.Err()
+}
+
+// ExplainRow is one line of EXPLAIN's table.
+type ExplainRow struct {
+	ID           sql.NullInt64  `db:"id"`
+	SelectType   string         `db:"select_type"`
+	Table        sql.NullString `db:"table"`
+	Type         sql.NullString `db:"type"`
+	PossibleKeys sql.NullString `db:"possible_keys"`
+	Key          sql.NullString `db:"key"`
+	KeyLen       sql.NullString `db:"key_len"`
+	Ref          sql.NullString `db:"ref"`
+	Rows         sql.NullInt64  `db:"rows"`
+	Extra        sql.NullString `db:"Extra"`
+}
+
+// String is the line as the report prints it.
+func (e ExplainRow) String() string {
+	return fmt.Sprintf("%s %s type=%s key=%s rows=%d %s", e.SelectType, e.Table.String, e.Type.String,
+		e.Key.String, e.Rows.Int64, e.Extra.String)
+}
+
+// ScaleExplained is one hot query's plan.
+type ScaleExplained struct {
+	Name string
+	Plan []string
+}
+
+// ScaleExplain returns the plans of the hot queries at time now for app
+// appID: the status page's counts, the feeder's enumeration, the
+// transitioner's, validator's, assimilator's, file deleter's and purge's
+// scans, with the arguments the daemons pass.
+func (s *Store) ScaleExplain(ctx context.Context, appID, now int64) ([]ScaleExplained, error) {
+	unsent, over := int(state.ServerUnsent), int(state.ServerOver)
+	valid, invalid := int(state.ValidateValid), int(state.ValidateInvalid)
+	qs := []struct {
+		name  string
+		query string
+		args  []any
+	}{
+		{"status: results by state", resultCountByState, nil},
+		{"status: job queues", workunitCountQueues, []any{now, int(state.AssimilateReady), int(state.FileDeleteReady),
+			int(state.FileDeleteError), int(state.FileDeleteDone)}},
+		{"status: result queues", resultCountQueues, []any{int(state.FileDeleteReady), int(state.FileDeleteError)}},
+		{"status: in progress by app", resultCountByApp, []any{int(state.ServerInProgress)}},
+		{"status: throughput", resultCountThroughput, []any{now - 3600, now - 86400, valid, invalid, now - 3600,
+			valid, invalid, now - 86400, now - 86400, now - 86400}},
+		{"status: assimilated", workunitCountAssimilated, []any{now - 3600, now - 86400, int(state.AssimilateDone), now - 86400}},
+		{"feeder: unsent by id", resultListUnsentForCache, []any{unsent, 0, 1, 0, 1000}},
+		{"transitioner: due jobs", workunitListDue, []any{now, 1, 0, 1000}},
+		{"validator: jobs to validate", workunitListValidate, []any{over, int(state.OutcomeSuccess), appID, 0, 1, 0, 1000}},
+		{"file_deleter: job files", workunitListFileDeleteReady, []any{int(state.FileDeleteReady), 0, 1, 0, 1000}},
+		{"file_deleter: instance files", resultListFileDeleteReady, []any{int(state.FileDeleteReady), 0, 1, 0, 1000}},
+		{"db_purge: purgeable jobs", workunitListPurgeable, []any{int(state.FileDeleteDone), now, 0, 1, 0,
+			over, int(state.FileDeleteInit), int(state.FileDeleteDone), 1000}},
+	}
+	out := make([]ScaleExplained, 0, len(qs))
+	for _, q := range qs {
+		var rows []ExplainRow
+		if err := s.db.SelectContext(ctx, &rows, "EXPLAIN "+q.query, q.args...); err != nil {
+			return nil, fmt.Errorf("explain %s: %w", q.name, err)
+		}
+		e := ScaleExplained{Name: q.name}
+		for _, r := range rows {
+			e.Plan = append(e.Plan, strings.TrimSpace(r.String()))
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
