@@ -73,7 +73,7 @@ load: build ## load the scheduler with a steady stream of hosts, cut the databas
 .PHONY: test
 test: deps boinc-app ## run the whole test suite (race detector on) against a real database, the real BOINC client running a real BOINC-API app, Prometheus and Chromium (installs what is missing: gcc, g++, libboinc-app-dev, mariadb-server, boinc-client, prometheus, chromium)
 	@scripts/cgo-up.sh && scripts/boinc-client-up.sh && scripts/prometheus-up.sh && scripts/chromium-up.sh && dsn=$$(scripts/db-up.sh) && \
-	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 TASKSERVER_BOINC_APP="$(abspath $(BOINC_APP))" $(GO) test -race -count=1 -timeout 30m ./... && \
+	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 TASKSERVER_BOINC_APP="$(abspath $(BOINC_APP))" $(GO) test -race -count=1 -timeout 60m ./... && \
 	(cd examples && TEST_MYSQL_DSN="$$dsn" $(GO) test -race -count=1 -timeout 10m ./...)
 
 # The real BOINC-API application the real-client test runs (C++, built
@@ -89,9 +89,9 @@ boinc-app: ## build the real BOINC-API demo app into bin/boinc_demo (installs g+
 	$(CXX) -O2 -Wall -Wextra -o $(BOINC_APP) apps/boinc_demo/boinc_demo.cpp -lboinc_api -lboinc -lpthread
 
 .PHONY: test-client
-test-client: deps boinc-app ## run the server against two real BOINC clients running a real BOINC-API app, then again with a cc_config.xml coprocessor, a multi-threaded version and a failing host's daily quota (installs boinc-client, g++ and libboinc-app-dev if missing)
+test-client: deps boinc-app ## run the server against two real BOINC clients running a real BOINC-API app, then again with a cc_config.xml coprocessor, a multi-threaded version and a failing host's daily quota, and once more as a client of a BOINC project imported here (installs boinc-client, g++ and libboinc-app-dev if missing)
 	@scripts/boinc-client-up.sh && dsn=$$(scripts/db-up.sh) && \
-	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 TASKSERVER_BOINC_APP="$(abspath $(BOINC_APP))" $(GO) test -count=1 -timeout 15m -run TestRealBOINCClient -v ./e2e/
+	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 TASKSERVER_BOINC_APP="$(abspath $(BOINC_APP))" $(GO) test -count=1 -timeout 25m -run TestRealBOINCClient -v ./e2e/
 
 .PHONY: test-race
 test-race: test ## alias of test: the race detector is always on
