@@ -58,8 +58,17 @@ var sqlFragments = map[string]string{
 	"valid_batch.go: table":                                            "updateCredit is called with the constants \"user\" and \"host\"",
 	"valid_batch.go: strings.Join(sets, \", \")":                       "SET clauses built from literals and placeholders above",
 	"valid_batch.go: validPlaceholders(len(all))":                      "placeholders",
-	"valid_batch.go: strings.Repeat(\"?, \", n-1)":                     "placeholders",
-	"work_generator.go: WorkunitColumns":                               "constant column list",
+	"boinc_import.go: t.source":                                        "the SELECT list of one of the constant ImportTables (unexported: only this package makes them)",
+	"boinc_import.go: t.Name":                                          "the table name of one of the constant ImportTables",
+	"boinc_import.go: strings.Join(t.columns, \", \")":                 "the column names of one of the constant ImportTables",
+	"boinc_import.go: ident":                                           "importIdentity's constant column for the table",
+	"boinc_import.go: table":                                           "ImportIdentities: a table name found among importIdentity's constant keys first",
+	"boinc_import.go: cols":                                            "multiInsert is called with constant column lists",
+	"boinc_import.go: strings.TrimSuffix(strings.Repeat(one+\",\", len(rows)), \",\")": "placeholders",
+	"boinc_import.go: strings.TrimSuffix(strings.Repeat(one+\",\", n), \",\")":         "placeholders",
+	"scalefill.go: seqTable(n)":                    "the sequence engine's table seq_0_to_<n-1>, made from an integer",
+	"valid_batch.go: strings.Repeat(\"?, \", n-1)": "placeholders",
+	"work_generator.go: WorkunitColumns":           "constant column list",
 }
 
 // TestSQLIsParameterised parses the package's sources and fails on any SQL
