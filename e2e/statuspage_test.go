@@ -347,6 +347,18 @@ func seedStatusProject(t *testing.T, ctx context.Context, st *store.Store, now i
 			i++
 		}
 	}
+	// What the scheduler, validator and assimilator would have counted as
+	// they wrote those rows, a minute at a time.
+	for _, q := range []string{
+		`INSERT INTO throughput (minute, kind, shard, n) SELECT received_time DIV 60, 1, 0, COUNT(*) FROM result
+WHERE received_time > 0 GROUP BY received_time DIV 60`,
+		`INSERT INTO throughput (minute, kind, shard, n) SELECT mod_time DIV 60, 2, 0, COUNT(*) FROM result
+WHERE validate_state IN (1, 2) GROUP BY mod_time DIV 60`,
+		`INSERT INTO throughput (minute, kind, shard, n) SELECT mod_time DIV 60, 3, 0, COUNT(*) FROM workunit
+WHERE assimilate_state = 2 GROUP BY mod_time DIV 60`,
+	} {
+		storetest.Exec(t, st, q)
+	}
 }
 
 // countStatus reads, with the test's own SQL, what each number on the page
@@ -366,12 +378,12 @@ func countStatus(t *testing.T, ctx context.Context, st *store.Store, now int64) 
 		"jobs_held":                         `SELECT COUNT(*) FROM workunit WHERE hold_reason <> 0`,
 		"in_progress-einstein":              `SELECT COUNT(*) FROM result r JOIN app a ON a.id = r.appid WHERE r.server_state = 4 AND a.name = 'einstein'`,
 		"in_progress-rosetta":               `SELECT COUNT(*) FROM result r JOIN app a ON a.id = r.appid WHERE r.server_state = 4 AND a.name = 'rosetta'`,
-		"hour_results_reported":             `SELECT COUNT(*) FROM result WHERE received_time >= :now - 3600`,
-		"day_results_reported":              `SELECT COUNT(*) FROM result WHERE received_time >= :now - 86400`,
-		"hour_results_validated":            `SELECT COUNT(*) FROM result WHERE validate_state IN (1, 2) AND mod_time >= :now - 3600`,
-		"day_results_validated":             `SELECT COUNT(*) FROM result WHERE validate_state IN (1, 2) AND mod_time >= :now - 86400`,
-		"hour_jobs_assimilated":             `SELECT COUNT(*) FROM workunit WHERE assimilate_state = 2 AND mod_time >= :now - 3600`,
-		"day_jobs_assimilated":              `SELECT COUNT(*) FROM workunit WHERE assimilate_state = 2 AND mod_time >= :now - 86400`,
+		"hour_results_reported":             `SELECT COALESCE(SUM(n), 0) FROM throughput WHERE kind = 1 AND minute * 60 >= :now - 3600`,
+		"day_results_reported":              `SELECT COALESCE(SUM(n), 0) FROM throughput WHERE kind = 1 AND minute * 60 >= :now - 86400`,
+		"hour_results_validated":            `SELECT COALESCE(SUM(n), 0) FROM throughput WHERE kind = 2 AND minute * 60 >= :now - 3600`,
+		"day_results_validated":             `SELECT COALESCE(SUM(n), 0) FROM throughput WHERE kind = 2 AND minute * 60 >= :now - 86400`,
+		"hour_jobs_assimilated":             `SELECT COALESCE(SUM(n), 0) FROM throughput WHERE kind = 3 AND minute * 60 >= :now - 3600`,
+		"day_jobs_assimilated":              `SELECT COALESCE(SUM(n), 0) FROM throughput WHERE kind = 3 AND minute * 60 >= :now - 86400`,
 		"jobs_total":                        `SELECT COUNT(*) FROM workunit`,
 		"results_total":                     `SELECT COUNT(*) FROM result`,
 		"results-unsent-init":               `SELECT COUNT(*) FROM result WHERE server_state = 2 AND outcome = 0`,

@@ -22,6 +22,7 @@ type Store interface {
 	ResultListByWorkunitIDs(ctx context.Context, wuids []int64) ([]row.Result, error)
 	WorkunitPurge(ctx context.Context, p store.PurgeParams) (store.PurgeCounts, error)
 	MsgPurge(ctx context.Context, before int64, limit int) (up, down int64, err error)
+	ThroughputPurge(ctx context.Context, before int64, limit int) (int64, error)
 }
 
 // Config is db_purge's configuration; each setting has the rules of its
@@ -122,6 +123,9 @@ func (s *Service) Close() error {
 // instances, and returns how many jobs it purged.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	if err := s.purgeTrickles(ctx); err != nil {
+		return 0, err
+	}
+	if err := s.purgeThroughput(ctx); err != nil {
 		return 0, err
 	}
 	wus, err := s.list(ctx)

@@ -7,7 +7,9 @@
 // Writes: archive files in the archive directory; deletes workunit, result,
 // workunit_user and workunit_shared_file rows (a purged job's references to
 // shared files, which the file deleter's shared-file pass no longer needs:
-// a job is purged only once its files are deleted).
+// a job is purged only once its files are deleted), and the status page's
+// per-minute throughput rows older than two days (not archived: they are
+// counts, not rows a project keeps).
 //
 // # Which jobs are purged
 //

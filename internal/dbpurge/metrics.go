@@ -7,7 +7,8 @@ import (
 )
 
 // Metrics are db_purge's domain metrics. Label table is workunit, result,
-// workunit_user or workunit_shared_file (deleted only).
+// workunit_user, workunit_shared_file or throughput (deleted only; the
+// status page's per-minute counts, not archived).
 type Metrics struct {
 	archived     *prometheus.CounterVec
 	deleted      *prometheus.CounterVec
@@ -29,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.archived.WithLabelValues(table)
 		m.archiveBytes.WithLabelValues(table)
 	}
-	for _, table := range []string{"workunit", "result", "workunit_user", "workunit_shared_file"} {
+	for _, table := range []string{"workunit", "result", "workunit_user", "workunit_shared_file", "throughput"} {
 		m.deleted.WithLabelValues(table)
 	}
 	reg.MustRegister(m.archived, m.deleted, m.archiveBytes)

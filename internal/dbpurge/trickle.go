@@ -1,6 +1,10 @@
 package dbpurge
 
-import "context"
+import (
+	"context"
+
+	"github.com/taskserver/taskserver/internal/store"
+)
 
 // purgeTrickles deletes up to a batch each of the trickle-up messages
 // handled and the trickle-down messages delivered more than
@@ -18,5 +22,17 @@ func (s *Service) purgeTrickles(ctx context.Context) error {
 	if up+down > 0 {
 		s.log.Info("purged trickle messages", "msg_from_host", up, "msg_to_host", down)
 	}
+	return err
+}
+
+// purgeThroughput deletes up to a batch of the status page's per-minute
+// throughput rows older than store.ThroughputRetention (the page reads the
+// last day). Only replica 0 does it, like the trickle messages.
+func (s *Service) purgeThroughput(ctx context.Context) error {
+	if s.cfg.ModIndex != 0 {
+		return nil
+	}
+	n, err := s.st.ThroughputPurge(ctx, s.now().Unix()-store.ThroughputRetention, s.cfg.Batch)
+	s.m.deleted.WithLabelValues("throughput").Add(float64(n))
 	return err
 }

@@ -105,8 +105,10 @@ type Throughput struct {
 	LastDay  Window `json:"last_day"`
 }
 
-// Window is the work finished in one window ending at Status.Time. See
-// store.ResultThroughput for how validation and assimilation are dated.
+// Window is the work finished in one window ending at Status.Time, as the
+// scheduler, the validator and the assimilator counted it when it happened
+// (store.ThroughputCount): by the minute, and including rows db_purge has
+// deleted since.
 type Window struct {
 	ResultsReported  int64 `json:"results_reported"`
 	ResultsValidated int64 `json:"results_validated"`
@@ -210,18 +212,13 @@ func collectDB(ctx context.Context, st *store.Store, s *Status, now int64) error
 			s.InProgressByApp = append(s.InProgressByApp, AppCount{App: a.App, Count: a.Count})
 		}
 	}
-	p := store.ThroughputParams{HourAgo: now - 3600, DayAgo: now - 86400}
-	rt, err := st.ResultCountThroughput(ctx, p)
-	if err != nil {
-		return err
-	}
-	hour, day, err := st.WorkunitCountAssimilated(ctx, p)
+	t, err := st.ThroughputCount(ctx, store.ThroughputParams{HourAgo: now - 3600, DayAgo: now - 86400})
 	if err != nil {
 		return err
 	}
 	s.Throughput = Throughput{
-		LastHour: Window{ResultsReported: rt.ReportedHour, ResultsValidated: rt.ValidatedHour, JobsAssimilated: hour},
-		LastDay:  Window{ResultsReported: rt.ReportedDay, ResultsValidated: rt.ValidatedDay, JobsAssimilated: day},
+		LastHour: Window{ResultsReported: t.Hour.Reported, ResultsValidated: t.Hour.Validated, JobsAssimilated: t.Hour.Assimilated},
+		LastDay:  Window{ResultsReported: t.Day.Reported, ResultsValidated: t.Day.Validated, JobsAssimilated: t.Day.Assimilated},
 	}
 	return nil
 }

@@ -68,6 +68,16 @@ func seed(t *testing.T, st *store.Store) statuspage.Status {
 		r.Name = fmt.Sprintf("r%d", i)
 		storetest.Instance(t, st, r)
 	}
+	// What the scheduler, validator and assimilator counted as they wrote
+	// the rows above, and 40 reports of results db_purge has deleted since.
+	for _, c := range []struct{ at, kind, n int64 }{
+		{now - 60, 1, 1}, {now - 5000, 1, 1}, {now - 90_000, 1, 1}, {now - 120, 1, 1}, {now - 300, 1, 40},
+		{now - 30, 2, 1}, {now - 5000, 2, 1}, {now - 90_000, 2, 1},
+		{now - 600, 3, 1}, {now - 7200, 3, 1}, {now - 100_000, 3, 1},
+	} {
+		storetest.Exec(t, st, `INSERT INTO throughput (minute, kind, shard, n) VALUES (?, ?, 0, ?)
+ON DUPLICATE KEY UPDATE n = n + ?`, c.at/60, c.kind, c.n, c.n)
+	}
 	return statuspage.Status{
 		Time: now,
 		Queues: statuspage.Queues{UnsentResults: 1, InProgressResults: 3, JobsDueTransition: 2, OldestDueTransitionAgeSeconds: 100,
@@ -75,8 +85,8 @@ func seed(t *testing.T, st *store.Store) statuspage.Status {
 			JobsFailed: 1, JobsHeld: 1},
 		InProgressByApp: []statuspage.AppCount{{App: "alpha", Count: 2}, {App: "beta", Count: 1}},
 		Throughput: statuspage.Throughput{
-			LastHour: statuspage.Window{ResultsReported: 2, ResultsValidated: 1, JobsAssimilated: 1},
-			LastDay:  statuspage.Window{ResultsReported: 3, ResultsValidated: 2, JobsAssimilated: 2},
+			LastHour: statuspage.Window{ResultsReported: 42, ResultsValidated: 1, JobsAssimilated: 1},
+			LastDay:  statuspage.Window{ResultsReported: 43, ResultsValidated: 2, JobsAssimilated: 2},
 		},
 		Workunits: statuspage.WorkunitCounts{Total: 5, NeedTransition: 2, NeedValidate: 1, NeedAssimilate: 1, FileDeleteReady: 1,
 			Failed: 1, Held: 1},
@@ -198,7 +208,7 @@ func TestHandlerShowsInsertedCounts(t *testing.T) {
 		`id="oldest_due_transition_age_seconds">100<`, `id="jobs_awaiting_validation">1<`, `id="jobs_awaiting_assimilation">1<`,
 		`id="job_files_awaiting_deletion">1<`, `id="result_files_awaiting_deletion">1<`, `id="jobs_failed">1<`, `id="jobs_held">1<`,
 		`id="in_progress-alpha">2<`, `id="in_progress-beta">1<`,
-		`id="hour_results_reported">2<`, `id="day_results_reported">3<`, `id="hour_results_validated">1<`,
+		`id="hour_results_reported">42<`, `id="day_results_reported">43<`, `id="hour_results_validated">1<`,
 		`id="day_results_validated">2<`, `id="hour_jobs_assimilated">1<`, `id="day_jobs_assimilated">2<`,
 		`id="daemon-transitioner" class="down"`, `<td class="state">down</td>`, `id="daemon-validator" class="up"`,
 		`60 s ago`, `id="daemon-assimilator" class="failing"`, `http-equiv="refresh" content="60"`,

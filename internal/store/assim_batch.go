@@ -137,7 +137,7 @@ func (s *Store) WorkunitMarkAssimilatedBatch(ctx context.Context, ids []int64, n
 			}
 			done = append(done, ready...)
 		}
-		return nil
+		return addThroughput(ctx, tx, ThroughputAssimilated, now, len(done))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mark %d workunits assimilated: %w", len(ids), err)

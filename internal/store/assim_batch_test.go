@@ -70,6 +70,9 @@ func TestWorkunitListAssimilateCanonicalAndMarkBatch(t *testing.T) {
 	if done, err := st.WorkunitMarkAssimilatedBatch(ctx, []int64{withCanon}, 9); err != nil || len(done) != 0 {
 		t.Errorf("WorkunitMarkAssimilatedBatch again = %v, %v; want none", done, err)
 	}
+	if got := throughputSince(t, st, 0); got.Day.Assimilated != 3 || got.Day.Reported != 0 || got.Day.Validated != 0 {
+		t.Errorf("throughput = %+v, want the 3 jobs marked assimilated, once each", got)
+	}
 }
 
 func TestWorkunitListAssimilateCanonicalPagesByID(t *testing.T) {

@@ -109,7 +109,6 @@ type ScaleExplained struct {
 // scans, with the arguments the daemons pass.
 func (s *Store) ScaleExplain(ctx context.Context, appID, now int64) ([]ScaleExplained, error) {
 	unsent, over := int(state.ServerUnsent), int(state.ServerOver)
-	valid, invalid := int(state.ValidateValid), int(state.ValidateInvalid)
 	qs := []struct {
 		name  string
 		query string
@@ -120,9 +119,7 @@ func (s *Store) ScaleExplain(ctx context.Context, appID, now int64) ([]ScaleExpl
 			int(state.FileDeleteError), int(state.FileDeleteDone)}},
 		{"status: result queues", resultCountQueues, []any{int(state.FileDeleteReady), int(state.FileDeleteError)}},
 		{"status: in progress by app", resultCountByApp, []any{int(state.ServerInProgress)}},
-		{"status: throughput", resultCountThroughput, []any{now - 3600, now - 86400, valid, invalid, now - 3600,
-			valid, invalid, now - 86400, now - 86400, now - 86400}},
-		{"status: assimilated", workunitCountAssimilated, []any{now - 3600, now - 86400, int(state.AssimilateDone), now - 86400}},
+		{"status: throughput", throughputCount, []any{minuteFrom(now - 3600), minuteFrom(now - 86400)}},
 		{"feeder: unsent by id", resultListUnsentForCache, []any{unsent, 0, 1, 0, 1000}},
 		{"transitioner: due jobs", workunitListDue, []any{now, 1, 0, 1000}},
 		{"validator: jobs to validate", workunitListValidate, []any{over, int(state.OutcomeSuccess), appID, 0, 1, 0, 1000}},

@@ -221,6 +221,11 @@ func schedWrite(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, plan decide
 		"el", "now", "se", "xo", "vs", "cc", "fds"}, reportRows, len(reportRows)); err != nil {
 		return err
 	}
+	if len(plan.ReportWrites) > 0 {
+		if err := addThroughput(ctx, tx, ThroughputReported, plan.ReportWrites[0].Now, len(plan.ReportWrites)); err != nil {
+			return err
+		}
+	}
 	sendRows := make([][]any, len(plan.SendWrites))
 	for i, p := range plan.SendWrites {
 		sendRows[i] = []any{p.ResultID, p.HostID, p.UserID, p.Now, p.ReportDeadline, p.AppVersionID, p.AppVersionNum,

@@ -82,6 +82,9 @@ func TestSchedulerCommitDecidesEachRow(t *testing.T) {
 		r.ReceivedTime != now || r.ValidateState != state.ValidateInit {
 		t.Fatalf("reported instance = %+v", r)
 	}
+	if got := throughputSince(t, f.st, 1); got.Day.Reported != 1 || got.Hour.Reported != 1 {
+		t.Fatalf("throughput = %+v, want the 1 report recorded (not the foreign one)", got)
+	}
 	if r := storetest.Result(t, f.st, r4); r.ServerState != state.ServerInProgress || r.HostID != hostB {
 		t.Fatalf("foreign report changed bob's instance: %+v", r)
 	}

@@ -153,6 +153,9 @@ func writeValidate(ctx context.Context, tx *sqlx.Tx, now int64, quota int, jobs 
 			return err
 		}
 	}
+	if err := addThroughput(ctx, tx, ThroughputValidated, now, countVerdicts(results)); err != nil {
+		return err
+	}
 	users, hosts := creditTotals(results)
 	for c := range slices.Chunk(users, validateChunk) {
 		if err := updateCredit(ctx, tx, "user", now, c); err != nil {
@@ -357,4 +360,16 @@ func validIDArgs(ids []int64) []any {
 		out[i] = id
 	}
 	return out
+}
+
+// countVerdicts is how many of results were judged valid or invalid: the
+// status page's "results validated".
+func countVerdicts(results []ResultValidation) int {
+	n := 0
+	for _, r := range results {
+		if r.ValidateState == state.ValidateValid || r.ValidateState == state.ValidateInvalid {
+			n++
+		}
+	}
+	return n
 }

@@ -84,6 +84,11 @@ func TestWorkunitValidateBatchSkipsConflictsAndWritesTheRest(t *testing.T) {
 	if err != nil || len(again) != len(p.Jobs) {
 		t.Errorf("WorkunitValidateBatch again = %v, %v; want every job conflicting", again, err)
 	}
+	// a's three verdicts and b's two, once: not the conflicting jobs', not
+	// e's inconclusive ones, not the rerun's.
+	if got := throughputSince(t, st, vt0-60); got.Hour.Validated != 5 || got.Day != got.Hour {
+		t.Errorf("throughput after the batch = %+v, want 5 results validated in the hour", got)
+	}
 
 	for _, x := range []struct {
 		name   string

@@ -200,6 +200,9 @@ func (s *Store) WorkunitValidate(ctx context.Context, p WorkunitValidateParams) 
 				return err
 			}
 		}
+		if err := addThroughput(ctx, tx, ThroughputValidated, p.Now, countVerdicts(p.Results)); err != nil {
+			return err
+		}
 		for _, id := range sortedKeys(userCredit) {
 			c := userCredit[id]
 			if _, err := tx.ExecContext(ctx, userAddCredit, c, p.Now, expavgDecay, c*expavgGain, p.Now, id); err != nil {
