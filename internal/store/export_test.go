@@ -9,3 +9,10 @@ func SetSchemaLockTimes(lease, wait time.Duration) (restore func()) {
 	schemaLockLease, schemaLockWait = lease, wait
 	return func() { schemaLockLease, schemaLockWait = l, w }
 }
+
+// SetSchedAfterRead makes every scheduler batch run fn between its locked
+// read and its writes, until the returned function is called.
+func SetSchedAfterRead(fn func()) (restore func()) {
+	schedAfterRead = fn
+	return func() { schedAfterRead = nil }
+}
