@@ -201,4 +201,86 @@ func TestGaleraTwoNodesKeepTheLockedDecisions(t *testing.T) {
 			t.Errorf("after the race: %d workunit_user rows and %d instances in progress, want %d each", pairs, inProgress, jobs)
 		}
 	})
+	t.Run("a send and a transition of one job through both nodes", func(t *testing.T) {
+		st := sts[0]
+		app := storetest.App(t, st, storetest.AppOptions{CreateTime: 1, Name: "demo2", UserFriendlyName: "Demo", Weight: 1}).ID
+		user := storetest.User(t, st, storetest.UserOptions{CreateTime: 1, EmailAddr: "b@example.com", Name: "b",
+			Authenticator: "kb"}).ID
+		host := storetest.Host(t, st, storetest.HostOptions{CreateTime: 1, User: user}).ID
+		const jobs = 40
+		const due, deadline = 500, 2000
+		wus, rs := make([]int64, jobs), make([]int64, jobs)
+		for j := range jobs {
+			// Due for transition, with an unsent instance: the send does
+			// not move transition_time (it is before the deadline).
+			wus[j] = storetest.Job(t, st, storetest.JobOptions{CreateTime: 1, App: app, Name: fmt.Sprintf("tw%d", j),
+				TransitionTime: due, DelayBound: 100}).ID
+			rs[j] = storetest.Instance(t, st, storetest.InstanceOptions{CreateTime: 1, Job: wus[j],
+				ServerState: state.ServerUnsent, Name: fmt.Sprintf("tw%d_0", j)}).ID
+		}
+		for {
+			if _, err := sts[1].ResultGet(ctx, rs[jobs-1]); err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatal("node 2 never saw the jobs written through node 1")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// Through node 1 the instance is sent; through node 2 the
+		// transitioner, having read it unsent, finds nothing to wait for.
+		sends, trans := make([]error, jobs), make([]error, jobs)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for j := range jobs {
+			wg.Go(func() {
+				<-start
+				out, err := sts[0].SchedulerCommit(ctx, store.SchedBatch{Sends: []store.SchedSend{{
+					ResultID: rs[j], WorkunitID: wus[j], HostID: host, UserID: user, ReportDeadline: deadline, Now: 1000}}})
+				if err == nil {
+					err = out.Sends[0]
+				}
+				sends[j] = err
+			})
+			wg.Go(func() {
+				<-start
+				out, err := sts[1].WorkunitTransitionBatch(ctx, []store.WorkunitTransitionParams{{ID: wus[j],
+					ReadTransitionTime: due, Now: 1000, TransitionTime: state.NoTransition}})
+				if err == nil {
+					err = out[0]
+				}
+				trans[j] = err
+			})
+		}
+		close(start)
+		wg.Wait()
+		conn, err := sts[1].DB().Connx(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, `SET SESSION wsrep_sync_wait = 1`); err != nil {
+			t.Fatal(err)
+		}
+		lost := 0
+		for j := range jobs {
+			if sends[j] != nil {
+				t.Errorf("job %d: send = %v", j, sends[j])
+			}
+			if trans[j] != nil && !errors.Is(trans[j], store.ErrConflict) {
+				t.Errorf("job %d: transition = %v", j, trans[j])
+			}
+			var tt int64
+			if err := conn.GetContext(ctx, &tt, `SELECT transition_time FROM workunit WHERE id = ?`, wus[j]); err != nil {
+				t.Fatal(err)
+			}
+			if tt > deadline {
+				lost++
+			}
+		}
+		if lost > 0 {
+			t.Errorf("%d of %d jobs have an instance in progress (deadline %d) but transition_time past it: "+
+				"their timeouts would never be seen", lost, jobs, deadline)
+		}
+	})
 }
