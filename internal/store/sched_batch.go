@@ -84,7 +84,8 @@ const schedLockResults = `SELECT ` + ResultColumns + ` FROM result WHERE id IN (
 // this read missed. What holds "one instance per user per job" is the
 // primary key (workunitid, userid): the insert fails certification (1213)
 // or, once the other row is applied here, with a duplicate key, and both
-// re-run the batch (errRetryBatch), whose read then sees the row.
+// re-run the batch (a 1213 in inTx, errRetryBatch in SchedulerCommit), whose
+// read then sees the row.
 const schedListWorkunitUsers = `SELECT workunitid, userid FROM workunit_user WHERE workunitid IN (?)`
 
 type wuUser struct {
@@ -114,14 +115,20 @@ type wuUser struct {
 // read it is ErrConflict here. An error means nothing was written.
 func (s *Store) SchedulerCommit(ctx context.Context, b SchedBatch) (SchedOutcome, error) {
 	var out SchedOutcome
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var err error
-		out, err = schedCommit(ctx, tx, b)
-		if err == nil && b.Committing != nil {
-			b.Committing()
+	var err error
+	for attempt := 0; ; attempt++ {
+		err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+			var err error
+			out, err = schedCommit(ctx, tx, b)
+			if err == nil && b.Committing != nil {
+				b.Committing()
+			}
+			return err
+		})
+		if !errors.Is(err, errRetryBatch) || attempt >= schedKeyRetries {
+			break
 		}
-		return err
-	})
+	}
 	if err != nil {
 		return SchedOutcome{}, fmt.Errorf("scheduler batch of %d reports, %d sends, %d hosts: %w",
 			len(b.Reports), len(b.Sends), len(b.Hosts), err)
@@ -298,6 +305,16 @@ func schedWorkunitRows(plan decide.Plan) [][]any {
 	}
 	return rows
 }
+
+// errRetryBatch means the batch met a row another node of a cluster
+// committed after the batch's locked read (a workunit_user key): nothing
+// was written, and a re-run reads the row and decides on it.
+var errRetryBatch = errors.New("key conflict with a concurrent commit")
+
+// schedKeyRetries bounds the re-runs after errRetryBatch: each one reads
+// the rows the last conflict was about, so a second conflict needs yet
+// another node's send of the same job to the same user.
+const schedKeyRetries = 3
 
 // schedAfterRead, when set (by a test), runs between a batch's locked read
 // and its writes: where another node's write lands on a cluster.

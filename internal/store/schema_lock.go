@@ -98,8 +98,8 @@ func (s *Store) lockSchema(ctx context.Context) (*schemaLock, context.Context, e
 	if _, err := s.db.ExecContext(ctx, schemaLockDDL); err != nil {
 		return nil, nil, fmt.Errorf("schema upgrade: create the lock table: %w", err)
 	}
-	if err := withRetry(ctx, func() error {
-		_, err := s.db.ExecContext(ctx, schemaLockEnsure, schemaLockName)
+	if err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, schemaLockEnsure, schemaLockName)
 		return err
 	}); err != nil {
 		return nil, nil, fmt.Errorf("schema upgrade: create the lock row: %w", err)
@@ -110,8 +110,8 @@ func (s *Store) lockSchema(ctx context.Context) (*schemaLock, context.Context, e
 	for {
 		now := time.Now()
 		var n int64
-		err := withRetry(ctx, func() error {
-			res, err := s.db.ExecContext(ctx, schemaLockTake, l.holder, now.Add(schemaLockLease).UnixMilli(),
+		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+			res, err := tx.ExecContext(ctx, schemaLockTake, l.holder, now.Add(schemaLockLease).UnixMilli(),
 				schemaLockName, now.UnixMilli())
 			if err != nil {
 				return err
@@ -154,7 +154,7 @@ func (l *schemaLock) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 			return
 		case <-t.C:
 		}
-		err := withRetry(ctx, func() error { return l.renew(ctx, l.s.db) })
+		err := l.s.inTx(ctx, func(tx *sqlx.Tx) error { return l.renew(ctx, tx) })
 		if errors.Is(err, errSchemaLockLost) {
 			cancel(err)
 			return
@@ -196,8 +196,8 @@ func (l *schemaLock) unlock(ctx context.Context) {
 	l.stop()
 	<-l.done
 	ctx = context.WithoutCancel(ctx)
-	_ = withRetry(ctx, func() error {
-		_, err := l.s.db.ExecContext(ctx, schemaLockRelease, schemaLockName, l.holder)
+	_ = l.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, schemaLockRelease, schemaLockName, l.holder)
 		return err
 	})
 }

@@ -205,20 +205,9 @@ func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
 const retryAttempts = 5
 
-// errRetryBatch marks an error after which the transaction is re-run as a
-// whole, although the server did not call it a deadlock: a key conflict
-// with a row another node of a cluster committed after the transaction's
-// locked read, which a re-run reads and decides on.
-var errRetryBatch = errors.New("conflict with a concurrent commit")
-
 // retryable reports whether err is a deadlock or lock-wait timeout, which the
-// server resolved by rolling our statement back (on a Galera cluster also a
-// certification failure, reported as a deadlock), or errRetryBatch: running
-// it again is safe.
+// server resolved by rolling our statement back: running it again is safe.
 func retryable(err error) bool {
-	if errors.Is(err, errRetryBatch) {
-		return true
-	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		return me.Number == 1213 || me.Number == 1205
