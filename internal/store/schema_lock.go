@@ -51,8 +51,11 @@ const schemaLockTable = "schema_lock"
 // name serves every database on a server.
 const schemaLockName = "upgrade"
 
-// The lease, how often the holder renews it, and how long a second upgrade
-// waits. Variables so that tests can shorten them.
+// The lease (renewed every third of it, so a holder must stall for two
+// renewals before it can lose the lock) and how long a second upgrade
+// waits, long enough to outlast a dead holder's lease. Clocks of the
+// machines running upgrades must agree to well within the lease.
+// Variables so that tests can shorten them.
 var (
 	schemaLockLease = 60 * time.Second
 	schemaLockWait  = 3 * time.Minute
