@@ -94,6 +94,10 @@ type LoopOptions struct {
 	OnePass bool
 	// MaxBackoff caps the pause after consecutive failed passes; 0 means 30s.
 	MaxBackoff time.Duration
+	// DBMaxBackoff, when set, caps the pause after a pass that failed on
+	// the database (--db-retry-backoff) instead: a database that is back,
+	// or another node of it, is used as soon as it answers.
+	DBMaxBackoff time.Duration
 	// PassTimeout bounds each pass (--pass-timeout); 0 means
 	// config.DefaultPassTimeout.
 	PassTimeout time.Duration
@@ -212,7 +216,11 @@ func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, op
 				return err
 			}
 			failures++
-			backoff := min(opts.Sleep*time.Duration(1<<min(failures, 16)), maxBackoff)
+			limit := maxBackoff
+			if opts.DBMaxBackoff > 0 && ErrorKind(err) == ErrorKindDB {
+				limit = opts.DBMaxBackoff
+			}
+			backoff := min(opts.Sleep*time.Duration(1<<min(failures, 16)), limit)
 			log.Error("pass failed", "error", err, "consecutive_failures", failures, "retry_in", backoff)
 			if !m.sleep(ctx, sleepBackoff, jitter(backoff)) {
 				return nil
