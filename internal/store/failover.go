@@ -247,8 +247,8 @@ func (c *connector) prepare(ctx context.Context, conn driver.Conn) error {
 		if err != nil {
 			return err
 		}
-		if st["wsrep_ready"] != "ON" || st["wsrep_local_state_comment"] != "Synced" {
-			return &NotReadyError{Ready: st["wsrep_ready"], State: st["wsrep_local_state_comment"]}
+		if err := nodeReady(st); err != nil {
+			return err
 		}
 	}
 	if _, ok := vars["wsrep_sync_wait"]; ok && c.syncReads {
@@ -257,6 +257,17 @@ func (c *connector) prepare(ctx context.Context, conn driver.Conn) error {
 		if _, err := conn.(driver.ExecerContext).ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1", nil); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// nodeReady judges a Galera node by its status variables: it serves
+// only in a primary component (wsrep_ready ON) and once it holds every
+// write of it (Synced); a joiner, a donor or a node cut off from the
+// majority refuses or would serve stale rows.
+func nodeReady(status map[string]string) error {
+	if status["wsrep_ready"] != "ON" || status["wsrep_local_state_comment"] != "Synced" {
+		return &NotReadyError{Ready: status["wsrep_ready"], State: status["wsrep_local_state_comment"]}
 	}
 	return nil
 }
