@@ -127,3 +127,17 @@ func TestRetryPauseIsBounded(t *testing.T) {
 		}
 	}
 }
+
+func TestBeforeCommitMakesALostConnectionSafeToRetry(t *testing.T) {
+	t.Parallel()
+	if code, _ := retryCode(beforeCommit(fmt.Errorf("update: %w", mysql.ErrInvalidConn))); code != RetryConn {
+		t.Errorf("connection lost inside a transaction: code %q, want %q", code, RetryConn)
+	}
+	dup := &mysql.MySQLError{Number: 1062}
+	if err := beforeCommit(dup); err != dup {
+		t.Errorf("beforeCommit(duplicate key) = %v, want it unchanged", err)
+	}
+	if err := beforeCommit(context.Canceled); err != context.Canceled {
+		t.Errorf("beforeCommit(cancelled) = %v, want it unchanged", err)
+	}
+}

@@ -271,3 +271,46 @@ func TestSyncReadsSetsWsrepSyncWaitWhereTheServerHasIt(t *testing.T) {
 		}
 	}
 }
+
+// A transaction's connection is cut between two of its statements: the
+// server rolls the transaction back, and inTx runs it whole on the other
+// address, so its writes land once.
+func TestTransactionCutBeforeCommitIsRunAgainOnTheNextAddress(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.NewDatabase(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := dbproxy.Start(cfg.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p1.Close()
+	ev := newEvents()
+	st := open(t, atAddr(t, dsn, p1.Addr())+","+dsn, store.Options{Events: ev, MaxOpenConns: 2})
+	a := storetest.App(t, st, storetest.AppOptions{}).ID
+	ctx := context.Background()
+	attempts := 0
+	err = st.InTxForTest(ctx, func(tx *sqlx.Tx) error {
+		attempts++
+		if _, err := tx.ExecContext(ctx, "UPDATE app SET weight = weight + 1 WHERE id = ?", a); err != nil {
+			return err
+		}
+		if attempts == 1 {
+			p1.Cut()
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE app SET weight = weight + 10 WHERE id = ?", a)
+		return err
+	})
+	if err != nil || attempts != 2 {
+		t.Fatalf("transaction = %v after %d attempts, want success on the second", err, attempts)
+	}
+	var w float64
+	if err := st.DB().GetContext(ctx, &w, "SELECT weight FROM app WHERE id = ?", a); err != nil || w != 11 {
+		t.Errorf("weight = %v, %v; want 11: the cut attempt rolled back, the second applied once", w, err)
+	}
+	if ev.retried(store.RetryConn) != 1 || ev.failovers.Load() != 1 {
+		t.Errorf("retries conn %d, failovers %d; want 1 and 1", ev.retried(store.RetryConn), ev.failovers.Load())
+	}
+}
