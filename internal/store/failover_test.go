@@ -272,7 +272,7 @@ func TestSyncReadsSetsWsrepSyncWaitWhereTheServerHasIt(t *testing.T) {
 	}
 }
 
-// A transaction's connection is cut between two of its statements: the
+// A transaction's connection is cut under one of its statements: the
 // server rolls the transaction back, and inTx runs it whole on the other
 // address, so its writes land once.
 func TestTransactionCutBeforeCommitIsRunAgainOnTheNextAddress(t *testing.T) {
@@ -298,7 +298,11 @@ func TestTransactionCutBeforeCommitIsRunAgainOnTheNextAddress(t *testing.T) {
 			return err
 		}
 		if attempts == 1 {
-			p1.Cut()
+			// Cut while the second statement waits for its answer: the
+			// driver cannot tell whether it ran (invalid connection), only
+			// that the transaction did not commit.
+			p1.Stall()
+			time.AfterFunc(100*time.Millisecond, func() { p1.Cut() })
 		}
 		_, err := tx.ExecContext(ctx, "UPDATE app SET weight = weight + 10 WHERE id = ?", a)
 		return err
@@ -312,5 +316,43 @@ func TestTransactionCutBeforeCommitIsRunAgainOnTheNextAddress(t *testing.T) {
 	}
 	if ev.retried(store.RetryConn) != 1 || ev.failovers.Load() != 1 {
 		t.Errorf("retries conn %d, failovers %d; want 1 and 1", ev.retried(store.RetryConn), ev.failovers.Load())
+	}
+}
+
+// A connection lost under COMMIT leaves the outcome unknown: the
+// transaction is not run again (it might double its writes), the caller
+// gets the error.
+func TestTransactionLostDuringCommitIsNotRunAgain(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.NewDatabase(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := dbproxy.Start(cfg.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p1.Close()
+	ev := newEvents()
+	st := open(t, atAddr(t, dsn, p1.Addr())+","+dsn, store.Options{Events: ev, MaxOpenConns: 2})
+	a := storetest.App(t, st, storetest.AppOptions{}).ID
+	ctx := context.Background()
+	attempts := 0
+	err = st.InTxForTest(ctx, func(tx *sqlx.Tx) error {
+		attempts++
+		if _, err := tx.ExecContext(ctx, "UPDATE app SET weight = weight + 1 WHERE id = ?", a); err != nil {
+			return err
+		}
+		// The COMMIT inTx sends next waits for an answer that never comes.
+		p1.Stall()
+		time.AfterFunc(100*time.Millisecond, func() { p1.Cut() })
+		return nil
+	})
+	if err == nil || attempts != 1 || !store.IsDBError(err) {
+		t.Fatalf("transaction = %v after %d attempts, want the connection error after 1", err, attempts)
+	}
+	if n := ev.retried(store.RetryConn); n != 0 {
+		t.Errorf("retries conn = %d, want 0", n)
 	}
 }
