@@ -131,6 +131,17 @@ const (
 	sleepBackoff = "backoff" // the last pass failed
 )
 
+// passBackoff is the pause after failures consecutive failed passes, the
+// last with err: doubling from the idle sleep up to maxBackoff, or up to
+// opts.DBMaxBackoff when the database failed.
+func passBackoff(opts LoopOptions, maxBackoff time.Duration, failures int, err error) time.Duration {
+	limit := maxBackoff
+	if opts.DBMaxBackoff > 0 && ErrorKind(err) == ErrorKindDB {
+		limit = opts.DBMaxBackoff
+	}
+	return min(opts.Sleep*time.Duration(1<<min(failures, 16)), limit)
+}
+
 // ErrorKind sorts a pass's error into one of the ErrorKind values.
 func ErrorKind(err error) string {
 	switch {
@@ -216,11 +227,7 @@ func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, op
 				return err
 			}
 			failures++
-			limit := maxBackoff
-			if opts.DBMaxBackoff > 0 && ErrorKind(err) == ErrorKindDB {
-				limit = opts.DBMaxBackoff
-			}
-			backoff := min(opts.Sleep*time.Duration(1<<min(failures, 16)), limit)
+			backoff := passBackoff(opts, maxBackoff, failures, err)
 			log.Error("pass failed", "error", err, "consecutive_failures", failures, "retry_in", backoff)
 			if !m.sleep(ctx, sleepBackoff, jitter(backoff)) {
 				return nil

@@ -141,3 +141,11 @@ func TestBeforeCommitMakesALostConnectionSafeToRetry(t *testing.T) {
 		t.Errorf("beforeCommit(cancelled) = %v, want it unchanged", err)
 	}
 }
+
+func TestEveryNodeNotReadyIsADatabaseError(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("list: %w", &NodesDownError{errs: []error{&NotReadyError{Ready: "OFF", State: "Joining"}}})
+	if !IsDBError(err) {
+		t.Errorf("IsDBError(%v) = false, want true: a daemon backs off as for any database failure", err)
+	}
+}
