@@ -17,9 +17,33 @@ import (
 // configuration per address, in the order given (the order in which a
 // store tries them). A DSN inside a list cannot hold a comma of its own: a
 // parameter value that needs one writes it %2C, which the driver decodes.
+// A single DSN whose password holds a comma, so that what comes before
+// its first comma is no DSN, is read whole, as before lists existed.
 // Errors name an address by its position, not its text, which may hold a
 // password.
 func Split(list string) ([]*mysql.Config, error) {
+	cfgs, err := split(list)
+	first, _, _ := strings.Cut(list, ",")
+	if _, ferr := mysql.ParseDSN(strings.TrimSpace(first)); err != nil && ferr != nil && !hasEmpty(list) {
+		if cfg, werr := mysql.ParseDSN(strings.TrimSpace(list)); werr == nil {
+			return []*mysql.Config{cfg}, nil
+		}
+	}
+	return cfgs, err
+}
+
+// hasEmpty reports whether list has an empty entry, which a DSN never
+// explains: "a,", ",a" and "a,,b" are mistakes, not passwords.
+func hasEmpty(list string) bool {
+	for _, p := range strings.Split(list, ",") {
+		if strings.TrimSpace(p) == "" {
+			return true
+		}
+	}
+	return false
+}
+
+func split(list string) ([]*mysql.Config, error) {
 	parts := strings.Split(list, ",")
 	out := make([]*mysql.Config, 0, len(parts))
 	var errs []error
