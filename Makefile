@@ -62,6 +62,14 @@ chaos: build ## run jobs under faults (daemon kills, DB restart, full upload dis
 	@scripts/db-up.sh >/dev/null
 	$(BIN)/chaos --jobs $(CHAOS_JOBS) --out $(CHAOS_OUT)
 
+CLUSTER_JOBS ?= 3000
+CLUSTER_OUT ?= cluster-report
+
+.PHONY: cluster
+cluster: build ## run jobs on a private three-node Galera cluster with two feeder/scheduler pairs, kill a database node mid-run and rejoin it, check nothing was lost (installs galera-4 and rsync if missing; CLUSTER_JOBS=3000, CLUSTER_OUT=cluster-report)
+	@scripts/galera-up.sh
+	$(BIN)/chaos cluster --jobs $(CLUSTER_JOBS) --out $(CLUSTER_OUT)
+
 LOAD_DURATION ?= 5m
 LOAD_OUT ?= load-report
 

@@ -28,7 +28,7 @@ type Config struct {
 	// App is the name of the app whose jobs this assimilator handles
 	// (--app).
 	App string
-	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex
+	// Mod and ModIndex select this replica's jobs: store.Partition(id, Mod) = ModIndex
 	// (--mod, --mod-index).
 	Mod, ModIndex int
 	// Batch bounds the jobs tried per pass, and the rows read per query

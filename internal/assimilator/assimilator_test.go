@@ -244,13 +244,14 @@ func TestOnlyOwnReplica(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	var ids []int64
-	for _, name := range []string{"a", "b", "c", "d"} {
+	for _, name := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
 		ids = append(ids, b.addJob(t, name, state.ErrCancelled))
 	}
+	mustSplit(t, ids, 2)
 	runOnce(t, b.service(2, 0))
 	for _, id := range ids {
 		want := state.AssimilateReady
-		if id%2 == 0 {
+		if store.Partition(id, 2) == 0 {
 			want = state.AssimilateDone
 		}
 		if wu := b.job(t, id); wu.AssimilateState != want {
@@ -303,5 +304,18 @@ func TestMarkAssimilatedTwiceConflicts(t *testing.T) {
 	}
 	if n := runOnce(t, s); n != 0 {
 		t.Errorf("second RunOnce = %d jobs, want 0", n)
+	}
+}
+
+// mustSplit fails the test unless ids fall in more than one of mod
+// partitions: a test of replicas sharing work needs work on both sides.
+func mustSplit(t *testing.T, ids []int64, mod int) {
+	t.Helper()
+	seen := map[int]bool{}
+	for _, id := range ids {
+		seen[store.Partition(id, mod)] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("ids %v all hash to one partition of %d", ids, mod)
 	}
 }

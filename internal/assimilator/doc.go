@@ -15,8 +15,8 @@
 // writes its own main around the public package assimilator at the module
 // root, which adapts it to Program (see examples/assimilator).
 //
-// Reads: workunit (appid, assimilate_state = READY, id % mod = mod_index,
-// paged by id) ⋈ its canonical result, one query per page; the canonical
+// Reads: workunit (appid, assimilate_state = READY, id hashing to
+// mod_index as store.Partition says, paged by id) ⋈ its canonical result, one query per page; the canonical
 // output files in the upload directory.
 //
 // Writes: workunit assimilate_state (READY → DONE), transition_time (the

@@ -112,7 +112,7 @@ const maxDBRetries = 100
 // LoopFlags are the options of every enumerating daemon.
 func LoopFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{Name: FlagMod, Value: 1, Usage: "number of replicas sharing this daemon's work (rows with id % mod = mod-index)", EnvVars: []string{EnvName(FlagMod)}},
+		&cli.IntFlag{Name: FlagMod, Value: 1, Usage: "number of replicas sharing this daemon's work (each takes the rows whose id hashes to its mod-index: CRC32 of the id, modulo mod)", EnvVars: []string{EnvName(FlagMod)}},
 		&cli.IntFlag{Name: FlagModIndex, Value: 0, Usage: "this replica's index, 0 <= mod-index < mod", EnvVars: []string{EnvName(FlagModIndex)}},
 		&cli.BoolFlag{Name: FlagOnePass, Usage: "run one pass and exit", EnvVars: []string{EnvName(FlagOnePass)}},
 		&cli.DurationFlag{Name: FlagSleep, Value: time.Second, Usage: "sleep between passes that found nothing to do (jittered)", EnvVars: []string{EnvName(FlagSleep)}},

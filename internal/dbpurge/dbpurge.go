@@ -35,7 +35,7 @@ type Config struct {
 	MinAge time.Duration
 	// MaxArchiveRows is the most rows per archive file (--max-archive-rows).
 	MaxArchiveRows int
-	// Mod and ModIndex pick this replica's jobs: id % Mod = ModIndex
+	// Mod and ModIndex pick this replica's jobs: store.Partition(id, Mod) = ModIndex
 	// (--mod, --mod-index).
 	Mod, ModIndex int
 	// Batch is the most jobs purged per pass, in one transaction (--batch).

@@ -12,9 +12,13 @@
 //     in id order from a cursor that wraps to 0 at the end of the table, so
 //     every unsent result comes round and none starves. Results of deprecated
 //     apps are left out. With --mod N --mod-index I it caches only results
-//     with id % N = I (one feeder per scheduler host). Each slot carries the
-//     result's send_flags, so schedulers give a reliable-only instance (tail
-//     acceleration) to reliable hosts only.
+//     whose id hashes to I (store.Partition: CRC32 of the id, not id % N,
+//     so the share does not depend on how ids are handed out, e.g. stepped
+//     by a Galera cluster's size). One feeder per scheduler host: feeders of
+//     separate caches never offer one instance twice, so their schedulers
+//     never race for a claim. Each slot carries the result's send_flags, so
+//     schedulers give a reliable-only instance (tail acceleration) to
+//     reliable hosts only.
 //
 // It queries for unsent results only when enough slots are EMPTY to fill
 // many per query (--refill-at, default a quarter of the slots), or when

@@ -29,8 +29,9 @@ type Store interface {
 // Config is the feeder's configuration; each setting has the rules of its
 // flag.
 type Config struct {
-	// Mod and ModIndex pick the results this feeder caches: id % Mod =
-	// ModIndex (--mod, --mod-index).
+	// Mod and ModIndex pick the results this feeder caches:
+	// store.Partition(id, Mod) = ModIndex (--mod, --mod-index), so feeders
+	// of separate caches never offer one instance twice.
 	Mod, ModIndex int
 	// Batch is the number of rows per enumeration query (--batch).
 	Batch int

@@ -223,10 +223,14 @@ func TestRespectsMod(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{slots: 32, mod: 3, modIndex: 1})
 	var want []int64
-	for _, id := range b.addUnsent(12) {
-		if id%3 == 1 {
+	ids := b.addUnsent(12)
+	for _, id := range ids {
+		if store.Partition(id, 3) == 1 {
 			want = append(want, id)
 		}
+	}
+	if len(want) == 0 || len(want) == len(ids) {
+		t.Fatalf("instances %v: %d of them hash to partition 1 of 3; the test needs some in and some out", ids, len(want))
 	}
 	b.runOnce(len(want))
 	b.wantCached(want...)

@@ -48,7 +48,7 @@ type Config struct {
 	DownloadDir, UploadDir string
 	// Fanout is the project's number of hashed sub-directories (--fanout).
 	Fanout int
-	// Mod and ModIndex pick this replica's rows: id % Mod = ModIndex
+	// Mod and ModIndex pick this replica's rows: store.Partition(id, Mod) = ModIndex
 	// (--mod, --mod-index).
 	Mod, ModIndex int
 	// Batch is the most workunits, and the most results, handled per pass

@@ -14,7 +14,7 @@ import (
 // WorkunitListAssimilateParams selects jobs ready for assimilation.
 type WorkunitListAssimilateParams struct {
 	AppID int64
-	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex.
+	// Mod and ModIndex select this replica's jobs: Partition(id, Mod) = ModIndex.
 	Mod, ModIndex int
 	// AfterID pages through the jobs: only ids above it are returned, so a
 	// caller can step past jobs it chose to skip (0 starts at the first).
@@ -63,9 +63,9 @@ const assimResultColumns = "COALESCE(r.id, 0) AS `r.id`, COALESCE(r.create_time,
 // The index (appid, assimilate_state) holds the id too: the range is read
 // in id order, without a sort, and the canonical row is a primary-key
 // lookup.
-const workunitListAssimilateCanonical = `SELECT ` + assimWorkunitColumns + `, ` + assimResultColumns + `
+var workunitListAssimilateCanonical = `SELECT ` + assimWorkunitColumns + `, ` + assimResultColumns + `
 FROM workunit w LEFT JOIN result r ON r.id = w.canonical_resultid AND w.canonical_resultid <> 0
-WHERE w.appid = ? AND w.assimilate_state = ? AND w.id > ? AND w.id % ? = ?
+WHERE w.appid = ? AND w.assimilate_state = ? AND w.id > ? AND ` + partitionFilter("w.id") + `
 ORDER BY w.id
 LIMIT ?`
 

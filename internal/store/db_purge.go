@@ -18,7 +18,7 @@ type PurgeListParams struct {
 	AfterID int64
 	// ModTimeMax is the newest mod_time a job may have (now - grace period).
 	ModTimeMax int64
-	// Mod and ModIndex pick this replica's jobs: id % Mod = ModIndex.
+	// Mod and ModIndex pick this replica's jobs: Partition(id, Mod) = ModIndex.
 	Mod, ModIndex int
 	// Limit bounds the jobs returned.
 	Limit int
@@ -32,8 +32,8 @@ type PurgeListParams struct {
 // an instance the job never needed). An instance READY (files not deleted
 // yet) or ERROR (files the file deleter could not delete) keeps its job, so
 // that no file is orphaned with no row left to say it exists.
-const workunitListPurgeable = `SELECT ` + WorkunitColumns + ` FROM workunit w
-WHERE w.file_delete_state = ? AND w.mod_time <= ? AND w.id > ? AND w.id % ? = ?
+var workunitListPurgeable = `SELECT ` + WorkunitColumns + ` FROM workunit w
+WHERE w.file_delete_state = ? AND w.mod_time <= ? AND w.id > ? AND ` + partitionFilter("w.id") + `
   AND NOT EXISTS (SELECT 1 FROM result r WHERE r.workunitid = w.id
     AND NOT (r.server_state = ? AND r.file_delete_state IN (?, ?)))
 ORDER BY w.id LIMIT ?`

@@ -11,3 +11,7 @@ import (
 func (s *Store) InTxForTest(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	return s.inTx(ctx, fn)
 }
+
+// PartitionFilter exposes the SQL form of the --mod rule to the external
+// tests, which hold it to Partition on the server itself.
+var PartitionFilter = partitionFilter

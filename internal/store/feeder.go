@@ -28,7 +28,7 @@ type FeederListParams struct {
 	// AfterID is the cursor: only instances with a larger id are returned.
 	// ResultListUnsentByPriority ignores it.
 	AfterID int64
-	// Mod and ModIndex pick this feeder's instances: id % Mod = ModIndex.
+	// Mod and ModIndex pick this feeder's instances: Partition(id, Mod) = ModIndex.
 	Mod, ModIndex int
 	// Limit bounds the rows returned.
 	Limit int
@@ -47,7 +47,7 @@ FROM result r
 JOIN workunit w ON w.id = r.workunitid
 WHERE r.server_state = ?`
 
-const resultListUnsentForCache = unsentColumns + unsentFrom + ` AND r.id > ? AND r.id % ? = ?
+var resultListUnsentForCache = unsentColumns + unsentFrom + ` AND r.id > ? AND ` + partitionFilter("r.id") + `
 ORDER BY r.id LIMIT ?`
 
 // ResultListUnsentForCache returns unsent instances (server_state = UNSENT)
@@ -67,7 +67,7 @@ func (s *Store) ResultListUnsentForCache(ctx context.Context, p FeederListParams
 	return out, nil
 }
 
-const resultListUnsentByPriority = unsentColumns + unsentFrom + ` AND r.priority > 0 AND r.id % ? = ?
+var resultListUnsentByPriority = unsentColumns + unsentFrom + ` AND r.priority > 0 AND ` + partitionFilter("r.id") + `
 ORDER BY r.priority DESC, r.id LIMIT ?`
 
 // ResultListUnsentByPriority returns the unsent instances of highest

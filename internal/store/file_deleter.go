@@ -15,7 +15,7 @@ type FileDeleteListParams struct {
 	// returned, so that a pass does not read again the rows earlier passes
 	// handled (MariaDB scans the primary key when most rows are READY).
 	AfterID int64
-	// Mod and ModIndex pick this replica's rows: id % Mod = ModIndex.
+	// Mod and ModIndex pick this replica's rows: Partition(id, Mod) = ModIndex.
 	Mod, ModIndex int
 	// Limit bounds the rows returned.
 	Limit int
@@ -39,11 +39,11 @@ type FileDeleteRow struct {
 // primary key InnoDB appends) when few rows are READY, the primary key when
 // most are. Only the XML column (and a result's deadline) is fetched from
 // the row.
-const (
+var (
 	workunitListFileDeleteReady = `SELECT id, COALESCE(xml_doc, '') AS xml_doc FROM workunit
-WHERE file_delete_state = ? AND id > ? AND id % ? = ? ORDER BY id LIMIT ?`
+WHERE file_delete_state = ? AND id > ? AND ` + partitionFilter("id") + ` ORDER BY id LIMIT ?`
 	resultListFileDeleteReady = `SELECT id, COALESCE(xml_doc_in, '') AS xml_doc, report_deadline FROM result
-WHERE file_delete_state = ? AND id > ? AND id % ? = ? ORDER BY id LIMIT ?`
+WHERE file_delete_state = ? AND id > ? AND ` + partitionFilter("id") + ` ORDER BY id LIMIT ?`
 )
 
 // WorkunitListFileDeleteReady returns jobs whose input files may be deleted

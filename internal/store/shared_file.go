@@ -169,7 +169,7 @@ type SharedFileDeleteParams struct {
 	// after this Unix time: a file staged for jobs not submitted yet is
 	// kept for the grace.
 	RefBefore int64
-	// Mod and ModIndex pick this replica's rows: id % Mod = ModIndex.
+	// Mod and ModIndex pick this replica's rows: Partition(id, Mod) = ModIndex.
 	Mod, ModIndex int
 	// Limit bounds the rows taken.
 	Limit int
@@ -181,8 +181,8 @@ type SharedFileDeleteParams struct {
 // last_ref_time, and the row no longer qualifies: InnoDB re-reads a row it
 // waited for) or comes after (its own update, WHERE state = 0, changes no
 // row and its insert fails with ErrSharedFileGone).
-const sharedFileMarkDeleting = `UPDATE shared_file SET state = 1
-WHERE state = 0 AND last_ref_time < ? AND id % ? = ?
+var sharedFileMarkDeleting = `UPDATE shared_file SET state = 1
+WHERE state = 0 AND last_ref_time < ? AND ` + partitionFilter("id") + `
 AND NOT EXISTS (SELECT 1 FROM workunit_shared_file wsf JOIN workunit w ON w.id = wsf.workunitid
 	WHERE wsf.shared_file_id = shared_file.id AND w.file_delete_state <> ?)
 ORDER BY id LIMIT ?`
@@ -207,7 +207,7 @@ func (s *Store) SharedFileMarkDeleting(ctx context.Context, p SharedFileDeletePa
 func (s *Store) SharedFileListDeleting(ctx context.Context, p SharedFileDeleteParams) ([]row.SharedFile, error) {
 	var out []row.SharedFile
 	if err := s.db.SelectContext(ctx, &out, `SELECT `+sharedFileColumns+` FROM shared_file
-WHERE state = 1 AND id % ? = ? ORDER BY id LIMIT ?`, p.Mod, p.ModIndex, p.Limit); err != nil {
+WHERE state = 1 AND `+partitionFilter("id")+` ORDER BY id LIMIT ?`, p.Mod, p.ModIndex, p.Limit); err != nil {
 		return nil, fmt.Errorf("list shared files being deleted: %w", err)
 	}
 	return out, nil

@@ -69,6 +69,17 @@ var sqlFragments = map[string]string{
 	"scalefill.go: seqTable(n)":                    "the sequence engine's table seq_0_to_<n-1>, made from an integer",
 	"valid_batch.go: strings.Repeat(\"?, \", n-1)": "placeholders",
 	"work_generator.go: WorkunitColumns":           "constant column list",
+	"assim_batch.go: partitionFilter(\"w.id\")":    "the --mod partition rule (partition.go) on a literal id column",
+	"db_purge.go: partitionFilter(\"w.id\")":       "the --mod partition rule (partition.go) on a literal id column",
+	"feeder.go: partitionFilter(\"r.id\")":         "the --mod partition rule (partition.go) on a literal id column",
+	"file_deleter.go: partitionFilter(\"id\")":     "the --mod partition rule (partition.go) on a literal id column",
+	"shared_file.go: partitionFilter(\"id\")":      "the --mod partition rule (partition.go) on a literal id column",
+	"transitioner.go: partitionFilter(\"w.id\")":   "the --mod partition rule (partition.go) on a literal id column",
+	"transitioner.go: partitionFilter(\"id\")":     "the --mod partition rule (partition.go) on a literal id column",
+	"trickle.go: partitionFilter(\"id\")":          "the --mod partition rule (partition.go) on a literal id column",
+	"valid_list.go: partitionFilter(\"w.id\")":     "the --mod partition rule (partition.go) on a literal id column",
+	"partition.go: col":                            "partitionFilter is called only with a literal id column name",
+	"valid_list.go: workunitListValidateFrom":      "the FROM … LIMIT of the validator's enumeration, literals and the partition rule",
 }
 
 // TestSQLIsParameterised parses the package's sources and fails on any SQL

@@ -26,7 +26,7 @@ type WorkunitResults struct {
 type WorkunitListDueParams struct {
 	// Now is the current time; jobs with transition_time <= Now are due.
 	Now int64
-	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex.
+	// Mod and ModIndex select this replica's jobs: Partition(id, Mod) = ModIndex.
 	Mod, ModIndex int
 	// Limit bounds the rows (job ⋈ instance) read.
 	Limit int
@@ -38,13 +38,13 @@ type WorkunitListDueParams struct {
 // end with the primary key), so the server walks the due jobs in key order
 // and stops at the limit instead of sorting every due job on each pass, and
 // the oldest due job comes first.
-const workunitListDue = `SELECT w.id, w.appid, w.name, w.batch, w.transition_time, w.canonical_resultid, w.error_mask,
+var workunitListDue = `SELECT w.id, w.appid, w.name, w.batch, w.transition_time, w.canonical_resultid, w.error_mask,
 w.file_delete_state, w.assimilate_state, w.min_quorum, w.target_nresults, w.max_error_results, w.max_total_results,
 w.max_success_results, w.priority, w.hold_reason, w.hold_time, w.tail_copies, w.output_template_id,
 COALESCE(r.id, 0), COALESCE(r.server_state, 0), COALESCE(r.outcome, 0), COALESCE(r.report_deadline, 0),
 COALESCE(r.validate_state, 0), COALESCE(r.file_delete_state, 0)
 FROM workunit w LEFT JOIN result r ON r.workunitid = w.id
-WHERE w.transition_time <= ? AND w.id % ? = ?
+WHERE w.transition_time <= ? AND ` + partitionFilter("w.id") + `
 ORDER BY w.transition_time, w.id
 LIMIT ?`
 
@@ -125,7 +125,7 @@ func (s *Store) WorkunitListDue(ctx context.Context, p WorkunitListDueParams) ([
 
 func byResultID(a, b row.Result) int { return cmp.Compare(a.ID, b.ID) }
 
-const workunitOldestDue = `SELECT MIN(transition_time) FROM workunit WHERE transition_time <= ? AND id % ? = ?`
+var workunitOldestDue = `SELECT MIN(transition_time) FROM workunit WHERE transition_time <= ? AND ` + partitionFilter("id")
 
 // WorkunitOldestDue returns the smallest transition_time of this replica's
 // due jobs, and false when none is due.

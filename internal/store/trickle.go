@@ -56,15 +56,15 @@ func (s *Store) MsgFromHostInsert(ctx context.Context, msgs []row.MsgFromHost) (
 type MsgFromHostListParams struct {
 	// Variety, if not empty, is the only variety returned.
 	Variety string
-	// Mod and ModIndex pick this replica's messages: id % Mod = ModIndex.
+	// Mod and ModIndex pick this replica's messages: Partition(id, Mod) = ModIndex.
 	Mod, ModIndex int
 	// AfterID is the caller's cursor: only larger ids are returned.
 	AfterID int64
 	Limit   int
 }
 
-const msgFromHostListUnhandled = `SELECT ` + MsgFromHostColumns + ` FROM msg_from_host
-WHERE handled = 0 AND id > ? AND id % ? = ? AND (? = '' OR variety = ?) ORDER BY id LIMIT ?`
+var msgFromHostListUnhandled = `SELECT ` + MsgFromHostColumns + ` FROM msg_from_host
+WHERE handled = 0 AND id > ? AND ` + partitionFilter("id") + ` AND (? = '' OR variety = ?) ORDER BY id LIMIT ?`
 
 // MsgFromHostListUnhandled returns unhandled trickle-up messages, by id.
 func (s *Store) MsgFromHostListUnhandled(ctx context.Context, p MsgFromHostListParams) ([]row.MsgFromHost, error) {

@@ -15,7 +15,7 @@ type WorkunitListValidateParams struct {
 	AppID int64
 	// AfterID skips jobs with an id up to it (0 starts from the first).
 	AfterID int64
-	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex.
+	// Mod and ModIndex select this replica's jobs: Partition(id, Mod) = ModIndex.
 	Mod, ModIndex int
 	// Limit bounds the rows (job ⋈ instance) read.
 	Limit int
@@ -56,16 +56,16 @@ COALESCE(r.send_flags, 0)`
 // still comes out, once, so that its need_validate is cleared. The order
 // is the job id alone, which the index (appid, need_validate) gives
 // without a sort; each job's instances are put in id order in Go.
-const workunitListValidateFrom = `
+var workunitListValidateFrom = `
 FROM workunit w LEFT JOIN result r ON r.workunitid = w.id
 	AND r.server_state = ? AND r.outcome = ?
-WHERE w.appid = ? AND w.need_validate = 1 AND w.id > ? AND w.id % ? = ?
+WHERE w.appid = ? AND w.need_validate = 1 AND w.id > ? AND ` + partitionFilter("w.id") + `
 ORDER BY w.id
 LIMIT ?`
 
-const workunitListValidate = `SELECT ` + validateJobColumns + `, ` + validateResultColumns + workunitListValidateFrom
+var workunitListValidate = `SELECT ` + validateJobColumns + `, ` + validateResultColumns + workunitListValidateFrom
 
-const workunitListValidateAll = `SELECT ` + validateJobColumns + `, ` + validateResultColumns +
+var workunitListValidateAll = `SELECT ` + validateJobColumns + `, ` + validateResultColumns +
 	validateResultMoreColumns + workunitListValidateFrom
 
 // workunitListValidateOne reads one job's instances, for the job the LIMIT

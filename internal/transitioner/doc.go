@@ -11,8 +11,8 @@
 // 0 also runs the batch pass every --tail-interval: batch completion and
 // tail acceleration.
 //
-// Reads: workunit (transition_time <= now, id % mod = mod_index, oldest due
-// first) ⋈ result, only the columns the state machine decides on;
+// Reads: workunit (transition_time <= now, id hashing to mod_index as
+// store.Partition says, oldest due first) ⋈ result, only the columns the state machine decides on;
 // app (hold_failed_jobs, cached for 30 s); batch (state in progress) with
 // its jobs' counts (workunit by wu_batch).
 //

@@ -57,7 +57,7 @@ const batchPage = 100
 // Config is the transitioner's configuration; each setting has the rules
 // of its flag.
 type Config struct {
-	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex
+	// Mod and ModIndex select this replica's jobs: store.Partition(id, Mod) = ModIndex
 	// (--mod, --mod-index). Only the replica with ModIndex 0 runs the batch
 	// pass.
 	Mod, ModIndex int

@@ -12,8 +12,8 @@
 // reports (<cpu_time> or <runtime>: the time since the task's previous
 // trickle, BOINC's convention), at most --credit-max-cpu-seconds of it.
 //
-// Reads: msg_from_host (handled = 0, id % mod = mod_index, the --variety
-// only if set, paged by id).
+// Reads: msg_from_host (handled = 0, id hashing to mod_index as
+// store.Partition says, the --variety only if set, paged by id).
 //
 // Writes, in one transaction per message after its handler succeeded:
 // msg_from_host.handled 0 → 1, conditional (a message another replica

@@ -44,7 +44,7 @@ type Store interface {
 type Config struct {
 	// Variety, if set, is the only variety handled (--variety).
 	Variety string
-	// Mod and ModIndex select this replica's messages: id % Mod = ModIndex
+	// Mod and ModIndex select this replica's messages: store.Partition(id, Mod) = ModIndex
 	// (--mod, --mod-index).
 	Mod, ModIndex int
 	// Batch bounds the messages read per pass (--batch).

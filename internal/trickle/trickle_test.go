@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,22 +164,24 @@ func TestExactlyOnceAcrossReplicas(t *testing.T) {
 		t.Errorf("RunOnce after all were handled = %d, %v; want 0, nil", n, err)
 	}
 
-	// With --mod 2 each replica takes its own half.
-	more := f.send("progress", "<n>5</n>", "<n>6</n>", "<n>7</n>")
-	_ = more
-	h2 := &recorder{}
-	r0 := f.service(Config{Mod: 2, ModIndex: 0}, h2)
-	if _, err := r0.RunOnce(f.ctx); err != nil {
-		t.Fatal(err)
+	// With --mod 2 each replica takes its own half: exactly the messages
+	// whose id hashes to its index.
+	more := f.send("progress", "<n>5</n>", "<n>6</n>", "<n>7</n>", "<n>8</n>", "<n>9</n>", "<n>10</n>")
+	more = slices.DeleteFunc(more, func(id int64) bool { return slices.Contains(ids, id) })
+	if len(more) != 6 {
+		t.Fatalf("new message ids %v, want 6", more)
 	}
-	for id := range h2.calls {
-		if id%2 != 0 {
-			t.Errorf("replica 0 of 2 handled message %d", id)
+	for idx := range 2 {
+		h2 := &recorder{}
+		r := f.service(Config{Mod: 2, ModIndex: idx}, h2)
+		if _, err := r.RunOnce(f.ctx); err != nil {
+			t.Fatal(err)
 		}
-	}
-	r1 := f.service(Config{Mod: 2, ModIndex: 1}, h2)
-	if _, err := r1.RunOnce(f.ctx); err != nil {
-		t.Fatal(err)
+		for _, id := range more {
+			if got, want := h2.calls[id] > 0, store.Partition(id, 2) == idx; got != want {
+				t.Errorf("replica %d of 2: handled message %d = %v, want %v", idx, id, got, want)
+			}
+		}
 	}
 	if n := f.unhandled(); n != 0 {
 		t.Errorf("%d messages unhandled after both halves ran", n)

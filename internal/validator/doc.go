@@ -25,8 +25,8 @@
 // validate error. Any other failure leaves the job for a later pass.
 //
 // Reads: app (credit_policy, every 30 s); workunit (appid, need_validate = 1,
-// id % mod = mod_index, by id) ⋈ result (reported successes and the
-// canonical instance), one stream of at most --batch rows per pass, the
+// id hashing to mod_index as store.Partition says, by id) ⋈ result
+// (reported successes and the canonical instance), one stream of at most --batch rows per pass, the
 // columns validation uses (every instance column for a project's own
 // Checker); known_answer (output, cached); under the median credit policy,
 // for each job given a canonical instance, the valid hosts' newest 20

@@ -39,7 +39,7 @@ type Config struct {
 	// TempDir holds the short-lived files of known answers' expected
 	// outputs; "" means the system's (no flag).
 	TempDir string
-	// Mod and ModIndex select this replica's jobs: id % Mod = ModIndex
+	// Mod and ModIndex select this replica's jobs: store.Partition(id, Mod) = ModIndex
 	// (--mod, --mod-index).
 	Mod, ModIndex int
 	// Batch bounds the job ⋈ instance rows read per pass (--batch). A
