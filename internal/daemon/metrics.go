@@ -37,7 +37,7 @@ func NewDBMetrics(reg prometheus.Registerer, program string) *DBMetrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
 			Name: "db_retries_total",
 			Help: "Database statements and transactions run again, by why: 1213 deadlock or certification conflict, " +
-				"1205 lock-wait timeout, 1047 node not ready, conn connection lost or no node reachable."}, []string{"code"}),
+				"1205 lock-wait timeout, 1047 node not ready, 1180 COMMIT failed (a node leaving its cluster), conn connection lost or no node reachable."}, []string{"code"}),
 		failovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
 			Name: "db_failovers_total",
 			Help: "Times new database connections moved to the next address of --db-dsn because the current one was unreachable or not ready."}),

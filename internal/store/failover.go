@@ -42,12 +42,18 @@ const (
 	RetryDeadlock = "1213"
 	RetryLockWait = "1205"
 	RetryNotReady = "1047"
-	RetryConn     = "conn"
+	// RetryCommitFailed is a COMMIT the server failed and rolled back:
+	// on Galera, a node that left the primary component while the
+	// transaction was being replicated ("Error while appending streaming
+	// replication fragment (provider status: Not connected to Primary
+	// Component)").
+	RetryCommitFailed = "1180"
+	RetryConn         = "conn"
 )
 
 // RetryCodes lists every code Events.Retry may receive, for a metric that
 // shows each at 0 before its first retry.
-var RetryCodes = []string{RetryDeadlock, RetryLockWait, RetryNotReady, RetryConn}
+var RetryCodes = []string{RetryDeadlock, RetryLockWait, RetryNotReady, RetryCommitFailed, RetryConn}
 
 // DefaultRetries is the Options.Retries of a zero Options.
 const DefaultRetries = 5
@@ -67,6 +73,10 @@ const dialTimeout = 5 * time.Second
 // erNotReady is MariaDB's ER_UNKNOWN_COM_ERROR, the error a Galera node
 // that is not part of a primary, synced component answers to everything.
 const erNotReady = 1047
+
+// erCommitFailed is ER_ERROR_DURING_COMMIT: the engine or, on Galera, the
+// replication failed the COMMIT, and the transaction was rolled back.
+const erCommitFailed = 1180
 
 // NodesDownError is returned when no address gave a usable connection:
 // each was unreachable, refused us or was not ready. Nothing was sent to
@@ -102,7 +112,7 @@ func (e *NotReadyError) Error() string {
 }
 
 // refusedError is a statement's error that proves the statement did not
-// run: the node refused it (1047), or the driver found the connection dead
+// take effect: the node refused it (1047) or failed its COMMIT (1180), or the driver found the connection dead
 // before sending it, or it was a read whose connection died, which is safe
 // to run again. It is a driver.ErrBadConn, so database/sql discards the
 // connection and runs a statement outside a transaction again on another
@@ -155,7 +165,7 @@ func retryCode(err error) (code string, counted bool) {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
-		case 1213, 1205, erNotReady:
+		case 1213, 1205, erNotReady, erCommitFailed:
 			return strconv.Itoa(int(me.Number)), false
 		}
 	}
@@ -331,8 +341,10 @@ func (f *failoverConn) refused(err error, read bool) error {
 	var me *mysql.MySQLError
 	var code string
 	switch {
-	case errors.As(err, &me) && me.Number == erNotReady:
-		code = RetryNotReady
+	case errors.As(err, &me) && (me.Number == erNotReady || me.Number == erCommitFailed):
+		// A node that refuses, or fails a COMMIT, is most likely out of
+		// its cluster's primary component: a new connection is checked.
+		code = strconv.Itoa(int(me.Number))
 	case errors.Is(err, driver.ErrBadConn):
 		// The driver found the connection dead before sending anything.
 		code = RetryConn

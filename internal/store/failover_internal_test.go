@@ -28,6 +28,7 @@ func TestRetryCodeRetriesOnlyWhatDidNotTakeEffect(t *testing.T) {
 	}{
 		{"deadlock", wrap(&mysql.MySQLError{Number: 1213}), RetryDeadlock, false},
 		{"lock wait", wrap(&mysql.MySQLError{Number: 1205}), RetryLockWait, false},
+		{"commit failed", wrap(&mysql.MySQLError{Number: 1180}), RetryCommitFailed, false},
 		{"not ready, bare", wrap(&mysql.MySQLError{Number: 1047}), RetryNotReady, false},
 		{"not ready, seen by the connection", wrap(&refusedError{code: RetryNotReady, err: &mysql.MySQLError{Number: 1047}}), RetryNotReady, true},
 		{"no node", wrap(&NodesDownError{errs: []error{errors.New("a: refused")}}), RetryConn, false},
@@ -57,6 +58,7 @@ func TestConnRefusedTurnsProofOfNotRunIntoABadConn(t *testing.T) {
 	}{
 		{"1047 on a write", &mysql.MySQLError{Number: 1047, Message: "WSREP has not yet prepared node for application use"}, false, RetryNotReady},
 		{"1047 on a read", &mysql.MySQLError{Number: 1047}, true, RetryNotReady},
+		{"commit failed out of the primary component", &mysql.MySQLError{Number: 1180, Message: "Error while appending streaming replication fragment(provider status: Not connected to Primary Component)"}, false, RetryCommitFailed},
 		{"dead before send", driver.ErrBadConn, false, RetryConn},
 		{"read lost", mysql.ErrInvalidConn, true, RetryConn},
 		{"read timed out", timeout, true, RetryConn},

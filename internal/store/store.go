@@ -27,6 +27,12 @@ import (
 // expected state: someone else got there first. It is not a failure.
 var ErrConflict = errors.New("row changed concurrently")
 
+// ErrCommitUnknown means a transaction's connection was lost while its
+// COMMIT was under way: the server may or may not have committed it. It is
+// not retried (see inTx); it is a database failure, and the caller's next
+// read of the rows shows which it was.
+var ErrCommitUnknown = errors.New("connection lost during COMMIT: outcome unknown")
+
 // ErrNotFound means the row asked for does not exist.
 var ErrNotFound = errors.New("not found")
 
@@ -305,7 +311,13 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 			_ = tx.Rollback()
 			return beforeCommit(err)
 		}
-		return tx.Commit()
+		if err := tx.Commit(); err != nil {
+			if code, _ := retryCode(err); code == "" && connLost(err) {
+				return fmt.Errorf("%w: %w", ErrCommitUnknown, err)
+			}
+			return err
+		}
+		return nil
 	})
 }
 
