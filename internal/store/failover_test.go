@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -349,8 +350,8 @@ func TestTransactionLostDuringCommitIsNotRunAgain(t *testing.T) {
 		time.AfterFunc(100*time.Millisecond, func() { p1.Cut() })
 		return nil
 	})
-	if err == nil || attempts != 1 || !store.IsDBError(err) {
-		t.Fatalf("transaction = %v after %d attempts, want the connection error after 1", err, attempts)
+	if !errors.Is(err, store.ErrCommitUnknown) || attempts != 1 || !store.IsDBError(err) {
+		t.Fatalf("transaction = %v after %d attempts, want ErrCommitUnknown, a database error, after 1", err, attempts)
 	}
 	if n := ev.retried(store.RetryConn); n != 0 {
 		t.Errorf("retries conn = %d, want 0", n)
