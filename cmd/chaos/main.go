@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string) error {
 				&cli.IntFlag{Name: "pairs", Value: 2, Usage: "feeder/scheduler pairs (feeders --mod pairs --mod-index i), hosts spread over their schedulers"},
 				&cli.DurationFlag{Name: "node-down", Value: 10 * time.Second, Usage: "how long the killed database node stays down"},
 				&cli.Float64Flag{Name: "kill-at", Value: 0.3, Usage: "kill the node once this share of the jobs reached the assimilation handler"},
-				&cli.BoolFlag{Name: "failover-dsns", Usage: "give every daemon every node's DSN (--db-dsn a,b,c), its own node first"},
+				&cli.BoolFlag{Name: "failover-dsns", Value: true, Usage: "give every daemon every node's DSN (--db-dsn a,b,c), its own node first, so it fails over when its node dies (false: its own node only)"},
 				&cli.IntFlag{Name: "kills", Value: 20, Usage: "SIGKILLs of daemons besides the node kill (0: none)"},
 				&cli.DurationFlag{Name: "kill-every", Value: time.Second, Usage: "mean time between two daemon kills"},
 				&cli.DurationFlag{Name: "restart-after", Value: time.Second, Usage: "longest a killed daemon stays down"},

@@ -47,7 +47,8 @@ type ClusterOptions struct {
 	// Nodes is the cluster's size; default 3.
 	Nodes int
 	// Single runs on one plain private server instead of a cluster, with
-	// no node kill: the same project, for the capacity model's baseline.
+	// no node kill and no server restart: the same project, for the
+	// capacity model's baseline.
 	Single bool
 	// Pairs is the number of feeder/scheduler pairs; default 2.
 	Pairs int
@@ -243,6 +244,7 @@ func RunCluster(ctx context.Context, co ClusterOptions) (*ClusterReport, error) 
 			return nil, fmt.Errorf("start private database: %w", err)
 		}
 		db := p.db
+		p.noDBRestart = true
 		nodes = []dbNode{{name: "server", dsn: db.DSN(), cpu: func() float64 {
 			u, _ := procstat.Read(db.PID())
 			return u.CPUSeconds

@@ -1,7 +1,10 @@
 package chaos
 
 import (
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,5 +81,32 @@ func TestMetricSumSuffix(t *testing.T) {
 	}
 	if got := metricSumSuffix(fams, suffixFailovers, "", ""); !math.IsNaN(got) {
 		t.Errorf("absent failovers = %v, want NaN", got)
+	}
+}
+
+// TestClusterReportJSONKeys: report.json holds the chaos run's outcome
+// keys at the top level, beside the cluster's own, as `make cluster`
+// promises.
+func TestClusterReportJSONKeys(t *testing.T) {
+	dir := t.TempDir()
+	r := ClusterReport{Report: Report{Faults: map[string]int{FaultNodeKill: 1}, Finished: true}, Mode: "galera", NodeKills: 1}
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	for _, k := range []string{"faults", "jobs", "jobs_lost", "duplicate_assimilations", "duplicate_credit",
+		"same_user_twice", "reports_lost", "files_leaked", "files_deleted_early", "wrong_outputs", "finished",
+		"node_kills", "failovers", "certification_conflicts", "claims_lost_fraction", "jobs_per_minute",
+		"db_cpu_seconds", "db_cpu_ms_per_instance", "instances", "rejoins"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("report.json lacks key %q", k)
+		}
 	}
 }

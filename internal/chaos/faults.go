@@ -90,7 +90,7 @@ func (in *injector) run(ctx context.Context) error {
 		}
 		// A cluster run kills its database nodes on a schedule of its own
 		// (cluster.go).
-		if i == dbAt && in.p.db != nil {
+		if i == dbAt && in.p.db != nil && !in.p.noDBRestart {
 			if err := in.restartDB(ctx); err != nil {
 				return err
 			}

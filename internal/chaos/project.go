@@ -59,6 +59,10 @@ type project struct {
 	unsentTarget int
 	schedArgs    []string
 	simArgs      []string
+	// noDBRestart keeps the database server up: a cluster run's
+	// single-server baseline measures the server's CPU, which a restart
+	// would split over two processes.
+	noDBRestart bool
 }
 
 // setup starts the private database, applies the schema, seeds the app,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -77,8 +78,14 @@ const schedLockWorkunits = `SELECT ` + WorkunitColumns + ` FROM workunit WHERE i
 // The whole row: a sent instance is described in the reply from it.
 const schedLockResults = `SELECT ` + ResultColumns + ` FROM result WHERE id IN (?) ORDER BY id FOR UPDATE`
 
-// The job rows are locked, and every writer of workunit_user holds its job's
-// lock: a plain read sees every row that can conflict.
+// A plain read: on one server every writer of workunit_user holds its
+// job's lock, so it sees every row that can conflict, but on a Galera
+// cluster the lock is one node's and another node's send can insert a row
+// this read missed. What holds "one instance per user per job" is the
+// primary key (workunitid, userid): the insert fails certification (1213)
+// or, once the other row is applied here, with a duplicate key, and both
+// re-run the batch (a 1213 in inTx, errRetryBatch in SchedulerCommit), whose
+// read then sees the row.
 const schedListWorkunitUsers = `SELECT workunitid, userid FROM workunit_user WHERE workunitid IN (?)`
 
 type wuUser struct {
@@ -108,14 +115,20 @@ type wuUser struct {
 // read it is ErrConflict here. An error means nothing was written.
 func (s *Store) SchedulerCommit(ctx context.Context, b SchedBatch) (SchedOutcome, error) {
 	var out SchedOutcome
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var err error
-		out, err = schedCommit(ctx, tx, b)
-		if err == nil && b.Committing != nil {
-			b.Committing()
+	var err error
+	for attempt := 0; ; attempt++ {
+		err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+			var err error
+			out, err = schedCommit(ctx, tx, b)
+			if err == nil && b.Committing != nil {
+				b.Committing()
+			}
+			return err
+		})
+		if !errors.Is(err, errRetryBatch) || attempt >= schedKeyRetries {
+			break
 		}
-		return err
-	})
+	}
 	if err != nil {
 		return SchedOutcome{}, fmt.Errorf("scheduler batch of %d reports, %d sends, %d hosts: %w",
 			len(b.Reports), len(b.Sends), len(b.Hosts), err)
@@ -197,11 +210,11 @@ func schedRead(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (decide.Input, er
 // condition, and a count that differs from the rows decided fails the
 // whole batch.
 func schedWrite(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, plan decide.Plan) error {
-	wuRows := make([][]any, len(plan.Workunits))
-	for i, w := range plan.Workunits {
-		wuRows[i] = []any{w.ID, w.TransitionTime, w.HRClass, w.MinQuorum, w.TargetNResults}
+	if schedAfterRead != nil {
+		schedAfterRead()
 	}
-	if err := execRows(ctx, tx, schedUpdateWorkunits, []string{"id", "tt", "hr", "mq", "tn"}, wuRows, -1); err != nil {
+	if err := execRows(ctx, tx, schedUpdateWorkunits, []string{"id", "tt", "hr", "mq", "tn", "now"},
+		schedWorkunitRows(plan), -1); err != nil {
 		return err
 	}
 	userRows := make([][]any, len(plan.UserJobs))
@@ -209,6 +222,9 @@ func schedWrite(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, plan decide
 		userRows[i] = []any{u.WorkunitID, u.UserID, u.ResultID}
 	}
 	if err := insertRows(ctx, tx, `INSERT INTO workunit_user (workunitid, userid, resultid) VALUES `, 3, userRows, ""); err != nil {
+		if isDuplicate(err) {
+			return fmt.Errorf("%w: %w", errRetryBatch, err)
+		}
 		return err
 	}
 	reportRows := make([][]any, len(plan.ReportWrites))
@@ -243,9 +259,66 @@ func schedWrite(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, plan decide
 // The job rows are locked and their new values computed from what the lock
 // read: a trigger is LEAST(transition_time - 1, now), a wake LEAST(
 // transition_time, deadline), as the single-row statements write them.
+// mod_time always grows, so the row is in the batch's write set even when
+// nothing else changes (see schedWorkunitRows).
 const schedUpdateWorkunits = `UPDATE workunit w STRAIGHT_JOIN (%s) d ON d.id = w.id
-SET w.transition_time = d.tt, w.hr_class = d.hr, w.min_quorum = d.mq, w.target_nresults = d.tn
+SET w.transition_time = d.tt, w.hr_class = d.hr, w.min_quorum = d.mq, w.target_nresults = d.tn,
+w.mod_time = GREATEST(w.mod_time + 1, d.now)
 WHERE w.id IN (%s)`
+
+// schedWorkunitRows are the job rows a plan writes: the jobs whose values
+// changed, and every job an instance was sent of, whatever changed. The
+// send's decisions were made on the job row locked, but that lock is one
+// node's on a Galera cluster, which certifies only rows written: a send
+// that left its job row alone (transition_time already before the
+// deadline, as it is for a job due for transition) could commit beside a
+// transitioner on another node that read the instance still unsent and
+// moved transition_time past the new deadline, and the instance would
+// never time out. Writing the job row makes the two conflict.
+func schedWorkunitRows(plan decide.Plan) [][]any {
+	var now int64
+	for _, p := range plan.SendWrites {
+		now = max(now, p.Now)
+	}
+	for _, r := range plan.ReportWrites {
+		now = max(now, r.Now)
+	}
+	for _, c := range plan.CouldntSends {
+		now = max(now, c.Now)
+	}
+	rows := make([][]any, 0, len(plan.Workunits)+len(plan.SentWorkunits))
+	written := make(map[int64]bool, len(plan.Workunits))
+	for _, w := range plan.Workunits {
+		written[w.ID] = true
+		rows = append(rows, []any{w.ID, w.TransitionTime, w.HRClass, w.MinQuorum, w.TargetNResults, now})
+	}
+	var sent []int64
+	for id := range plan.SentWorkunits {
+		if !written[id] {
+			sent = append(sent, id)
+		}
+	}
+	slices.Sort(sent) // the lock order, as every multi-row write keeps
+	for _, id := range sent {
+		w := plan.SentWorkunits[id]
+		rows = append(rows, []any{w.ID, w.TransitionTime, w.HRClass, w.MinQuorum, w.TargetNResults, now})
+	}
+	return rows
+}
+
+// errRetryBatch means the batch met a row another node of a cluster
+// committed after the batch's locked read (a workunit_user key): nothing
+// was written, and a re-run reads the row and decides on it.
+var errRetryBatch = errors.New("key conflict with a concurrent commit")
+
+// schedKeyRetries bounds the re-runs after errRetryBatch: each one reads
+// the rows the last conflict was about, so a second conflict needs yet
+// another node's send of the same job to the same user.
+const schedKeyRetries = 3
+
+// schedAfterRead, when set (by a test), runs between a batch's locked read
+// and its writes: where another node's write lands on a cluster.
+var schedAfterRead func()
 
 const schedUpdateReports = `UPDATE result r STRAIGHT_JOIN (%s) d ON d.id = r.id
 SET r.hostid = d.hostid, r.server_state = ` + stateOver + `, r.outcome = d.outcome, r.client_state = d.cs, r.exit_status = d.es,

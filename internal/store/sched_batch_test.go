@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/row"
@@ -179,5 +180,68 @@ func TestSchedulerCommitSendKeepsFlopsEstimate(t *testing.T) {
 		if r.FlopsEstimate != want[i] || r.AppVersionID != s.AppVersionID {
 			t.Errorf("send %d: result flops_estimate = %g, app_version_id = %d, want %g, %d", i, r.FlopsEstimate, r.AppVersionID, want[i], s.AppVersionID)
 		}
+	}
+}
+
+// TestSchedulerCommitRetriesAKeyConflictFromAnotherNode: on a Galera
+// cluster the job lock is one node's, so another node's send of the job to
+// the same user can land between a batch's read of workunit_user and its
+// insert. The primary key refuses the second row, and the batch is re-run
+// (not failed as a whole): the re-run reads the row and refuses only that
+// send, while the batch's other send goes through.
+func TestSchedulerCommitRetriesAKeyConflictFromAnotherNode(t *testing.T) {
+	f := newSchedFixture(t)
+	ctx := context.Background()
+	wu2 := storetest.Job(t, f.st, storetest.JobOptions{CreateTime: 1, App: 1, Name: "wu2",
+		TransitionTime: state.NoTransition, DelayBound: 100}).ID
+	r3 := storetest.Instance(t, f.st, storetest.InstanceOptions{CreateTime: 1, Job: wu2, ServerState: state.ServerUnsent,
+		Name: "wu2_0"}).ID
+	var once sync.Once
+	defer store.SetSchedAfterRead(func() {
+		once.Do(func() {
+			// What another node's send of r2 to the user leaves here.
+			if _, err := f.st.DB().Exec(`INSERT INTO workunit_user (workunitid, userid, resultid) VALUES (?, ?, ?)`,
+				f.wuID, f.user, f.r2); err != nil {
+				t.Errorf("the other node's row: %v", err)
+			}
+		})
+	})()
+	out, err := f.st.SchedulerCommit(ctx, store.SchedBatch{Sends: []store.SchedSend{
+		{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1, UserID: f.user, ReportDeadline: 1100, Now: 1000},
+		{ResultID: r3, WorkunitID: wu2, HostID: f.host1, UserID: f.user, ReportDeadline: 1100, Now: 1000},
+	}})
+	if err != nil {
+		t.Fatalf("SchedulerCommit with another node's send landing mid-batch = %v, want the batch re-run", err)
+	}
+	if !errors.Is(out.Sends[0], decide.ErrAlreadySentToUser) || out.Sends[1] != nil {
+		t.Fatalf("sends = %v, want [ErrAlreadySentToUser nil]", out.Sends)
+	}
+	if r := storetest.Result(t, f.st, f.r1); r.ServerState != state.ServerUnsent {
+		t.Fatalf("refused send changed its instance: %+v", r)
+	}
+	if r := storetest.Result(t, f.st, r3); r.ServerState != state.ServerInProgress {
+		t.Fatalf("the other send = %+v, want in progress", r)
+	}
+}
+
+// TestSchedulerCommitSendWritesItsJobRow: a send whose job keeps every
+// value (its transition_time already before the deadline, as for a job due
+// for transition) still writes the job row, so that on a cluster it
+// conflicts with a transitioner that read the instance unsent on another
+// node (certification sees only rows written).
+func TestSchedulerCommitSendWritesItsJobRow(t *testing.T) {
+	t.Parallel()
+	f := newSchedFixture(t)
+	if _, err := f.st.DB().Exec(`UPDATE workunit SET transition_time = 500, mod_time = 7 WHERE id = ?`, f.wuID); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.send(t, store.SchedSend{ResultID: f.r1, WorkunitID: f.wuID, HostID: f.host1, UserID: f.user,
+		ReportDeadline: 1100, Now: 5}); err != nil {
+		t.Fatal(err)
+	}
+	wu := storetest.Workunit(t, f.st, f.wuID)
+	if wu.TransitionTime != 500 || wu.ModTime != 8 {
+		t.Fatalf("job after the send: transition_time %d, mod_time %d; want 500 (kept) and 8 (written, growing)",
+			wu.TransitionTime, wu.ModTime)
 	}
 }

@@ -187,34 +187,38 @@ func (s *Store) SchemaApply(ctx context.Context, now time.Time) ([]int, error) {
 // failing statement, leaving that version unrecorded and its progress
 // saved, so a re-run resumes at the failed statement (see the comment at
 // the top of this file). migs must be contiguous from version 1, as
-// schema.Load returns them. Concurrent upgrades of one database wait for
-// each other.
+// schema.Load returns them. Concurrent upgrades of one database, from one
+// server or from several nodes of a Galera cluster, wait for each other
+// (see schema_lock.go).
 func (s *Store) SchemaUpgrade(ctx context.Context, migs []schema.Migration, now time.Time) ([]int, error) {
-	conn, err := s.db.Connx(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("schema upgrade: %w", err)
-	}
-	defer conn.Close()
-	// A named lock is held by one connection, so every statement below runs
-	// on conn. The name is per database: upgrades of two databases on one
-	// server do not wait for each other.
-	var got sql.NullInt64
-	if err := conn.GetContext(ctx, &got,
-		`SELECT GET_LOCK(LEFT(CONCAT('taskserver_schema_', DATABASE()), 64), 60)`); err != nil {
-		return nil, fmt.Errorf("schema upgrade: take the upgrade lock: %w", err)
-	}
-	if got.Int64 != 1 {
-		return nil, errors.New("schema upgrade: another upgrade of this database held its lock for 60 s")
-	}
-	defer func() {
-		_, _ = conn.ExecContext(context.WithoutCancel(ctx),
-			`SELECT RELEASE_LOCK(LEFT(CONCAT('taskserver_schema_', DATABASE()), 64))`)
-	}()
+	// The bookkeeping tables exist before the lock is taken (CREATE TABLE
+	// IF NOT EXISTS is safe to run concurrently, also as Galera's
+	// total-order DDL), so the lock holder only reads and writes rows.
 	for _, ddl := range []string{schemaVersionDDL, schemaProgressDDL} {
-		if _, err := conn.ExecContext(ctx, ddl); err != nil {
+		if _, err := s.db.ExecContext(ctx, ddl); err != nil {
 			return nil, fmt.Errorf("schema upgrade: create bookkeeping table: %w", err)
 		}
 	}
+	lock, lctx, err := s.lockSchema(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.unlock(ctx)
+	applied, err := s.schemaUpgradeLocked(lctx, lock, migs, now)
+	if err != nil && lctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w (%w)", context.Cause(lctx), err)
+	}
+	return applied, err
+}
+
+// schemaUpgradeLocked is SchemaUpgrade once the upgrade lock is held: the
+// version and progress are read only now, so a second upgrade that waited
+// finds the first one's work recorded and applies nothing twice. On a
+// cluster node the read sees that work too: the previous holder wrote it
+// with the lock row, which this holder's take wrote after it (a take
+// certified before the holder's last write set was applied here would
+// have failed certification).
+func (s *Store) schemaUpgradeLocked(ctx context.Context, lock *schemaLock, migs []schema.Migration, now time.Time) ([]int, error) {
 	cur, err := s.SchemaVersion(ctx)
 	if err != nil {
 		return nil, err
@@ -233,7 +237,7 @@ func (s *Store) SchemaUpgrade(ctx context.Context, migs []schema.Migration, now 
 	}
 	var applied []int
 	for _, m := range migs[cur:] {
-		if err := s.schemaApplyOne(ctx, conn, m, prog, now); err != nil {
+		if err := s.schemaApplyOne(ctx, lock, m, prog, now); err != nil {
 			return applied, err
 		}
 		applied = append(applied, m.Version)
@@ -244,7 +248,7 @@ func (s *Store) SchemaUpgrade(ctx context.Context, migs []schema.Migration, now 
 
 // schemaApplyOne applies one migration from where prog (nil: the start)
 // says it stopped, then records it.
-func (s *Store) schemaApplyOne(ctx context.Context, conn execer, m schema.Migration, prog *SchemaProgress, now time.Time) error {
+func (s *Store) schemaApplyOne(ctx context.Context, lock *schemaLock, m schema.Migration, prog *SchemaProgress, now time.Time) error {
 	stmts := schema.Statements(m.SQL)
 	h := sha256.New()
 	start := 0
@@ -261,20 +265,23 @@ func (s *Store) schemaApplyOne(ctx context.Context, conn execer, m schema.Migrat
 		start = prog.Statements
 	}
 	for i := start; i < len(stmts); i++ {
-		if _, err := conn.ExecContext(ctx, stmts[i]); err != nil {
+		if _, err := s.db.ExecContext(ctx, stmts[i]); err != nil {
 			return fmt.Errorf("schema upgrade: %s statement %d of %d (%s): %w",
 				m.Name, i+1, len(stmts), abbrev(stmts[i], 80), err)
 		}
 		sum := statementsChecksum(h, stmts[i:i+1])
-		if _, err := conn.ExecContext(ctx, `INSERT INTO schema_migration_progress
+		if err := lock.write(ctx, func(tx *sqlx.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migration_progress
             (version, statements, checksum, updated_at) VALUES (?, ?, ?, ?)
             ON DUPLICATE KEY UPDATE statements = VALUES(statements), checksum = VALUES(checksum),
-            updated_at = VALUES(updated_at)`, m.Version, i+1, sum, now.Unix()); err != nil {
+            updated_at = VALUES(updated_at)`, m.Version, i+1, sum, now.Unix())
+			return err
+		}); err != nil {
 			return fmt.Errorf("schema upgrade: %s statement %d of %d applied but its progress not saved "+
 				"(a re-run will run it again): %w", m.Name, i+1, len(stmts), err)
 		}
 	}
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := lock.write(ctx, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)`,
 			m.Version, m.Name, now.Unix()); err != nil {

@@ -47,7 +47,8 @@ type IndexShape struct {
 }
 
 // SchemaDescribe reads the shape of the store's database from
-// information_schema, leaving out the upgrade's own bookkeeping table.
+// information_schema, leaving out the upgrade's own bookkeeping tables
+// (its progress and its lock).
 func (s *Store) SchemaDescribe(ctx context.Context) (SchemaShape, error) {
 	var tables []struct {
 		Name   string         `db:"name"`
@@ -59,7 +60,7 @@ func (s *Store) SchemaDescribe(ctx context.Context) (SchemaShape, error) {
 	}
 	shape := SchemaShape{}
 	for _, t := range tables {
-		if t.Name == schemaProgressTable {
+		if t.Name == schemaProgressTable || t.Name == schemaLockTable {
 			continue
 		}
 		shape[t.Name] = TableShape{Engine: t.Engine.String, Columns: map[string]ColumnShape{}, Indexes: map[string]IndexShape{}}

@@ -32,6 +32,18 @@ func emptyStore(t *testing.T) *store.Store {
 // character set.
 func emptyStoreIn(t *testing.T, options string) *store.Store {
 	t.Helper()
+	st, err := store.Open(context.Background(), emptyDatabase(t, options), store.Options{MaxOpenConns: 2})
+	if err != nil {
+		t.Fatalf("open test database: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// emptyDatabase creates a database with no schema, dropped at the end of
+// t, and returns its DSN.
+func emptyDatabase(t *testing.T, options string) string {
+	t.Helper()
 	cfg, err := mysql.ParseDSN(storetest.ServerDSN())
 	if err != nil {
 		t.Fatalf("parse TEST_MYSQL_DSN: %v", err)
@@ -55,12 +67,7 @@ func emptyStoreIn(t *testing.T, options string) *store.Store {
 		}
 	})
 	cfg.DBName = name
-	st, err := store.Open(ctx, cfg.FormatDSN(), store.Options{MaxOpenConns: 2})
-	if err != nil {
-		t.Fatalf("open test database: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return cfg.FormatDSN()
 }
 
 func loadMigrations(t *testing.T, files map[string]string) []schema.Migration {
