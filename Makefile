@@ -62,6 +62,14 @@ chaos: build ## run jobs under faults (daemon kills, DB restart, full upload dis
 	@scripts/db-up.sh >/dev/null
 	$(BIN)/chaos --jobs $(CHAOS_JOBS) --out $(CHAOS_OUT)
 
+CLUSTER_JOBS ?= 3000
+CLUSTER_OUT ?= cluster-report
+
+.PHONY: cluster
+cluster: build ## run jobs on a private three-node Galera cluster with two feeder/scheduler pairs, kill a database node mid-run and rejoin it, check nothing was lost (installs galera-4 and rsync if missing; CLUSTER_JOBS=3000, CLUSTER_OUT=cluster-report)
+	@scripts/galera-up.sh
+	$(BIN)/chaos cluster --jobs $(CLUSTER_JOBS) --out $(CLUSTER_OUT)
+
 LOAD_DURATION ?= 5m
 LOAD_OUT ?= load-report
 
@@ -71,8 +79,8 @@ load: build ## load the scheduler with a steady stream of hosts, cut the databas
 	$(BIN)/chaos load --duration $(LOAD_DURATION) --out $(LOAD_OUT)
 
 .PHONY: test
-test: deps boinc-app ## run the whole test suite (race detector on) against a real database, the real BOINC client running a real BOINC-API app, Prometheus and Chromium (installs what is missing: gcc, g++, libboinc-app-dev, mariadb-server, boinc-client, prometheus, chromium)
-	@scripts/cgo-up.sh && scripts/boinc-client-up.sh && scripts/prometheus-up.sh && scripts/chromium-up.sh && dsn=$$(scripts/db-up.sh) && \
+test: deps boinc-app ## run the whole test suite (race detector on) against a real database, the real BOINC client running a real BOINC-API app, Prometheus and Chromium, and a short run on a Galera cluster (installs what is missing: gcc, g++, libboinc-app-dev, mariadb-server, galera-4, rsync, boinc-client, prometheus, chromium)
+	@scripts/cgo-up.sh && scripts/boinc-client-up.sh && scripts/prometheus-up.sh && scripts/chromium-up.sh && scripts/galera-up.sh && dsn=$$(scripts/db-up.sh) && \
 	TEST_MYSQL_DSN="$$dsn" TASKSERVER_REAL_CLIENT=1 TASKSERVER_BOINC_APP="$(abspath $(BOINC_APP))" $(GO) test -race -count=1 -timeout 60m ./... && \
 	(cd examples && TEST_MYSQL_DSN="$$dsn" $(GO) test -race -count=1 -timeout 10m ./...)
 

@@ -6,6 +6,10 @@
 // run did not finish or any outcome count is above 0. `chaos load` is the
 // load test (`make load`): the same project under a steady stream of hosts
 // with the database connections cut once, its memory bound checked.
+// `chaos cluster` is the cluster run (`make cluster`): the same project on a
+// private three-node MariaDB Galera cluster with two feeder/scheduler
+// pairs, a database node killed and rejoined mid-run; it writes
+// report.json and report.txt.
 // `chaos record` is the assimilation handler the run gives the assimilator.
 package main
 
@@ -16,6 +20,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -68,6 +73,31 @@ func run(ctx context.Context, args []string) error {
 				&cli.StringFlag{Name: "bin-dir", Usage: "directory of the built programs (default: this program's directory)"},
 			},
 			Action: func(c *cli.Context) error { return runLoad(ctx, c) },
+		}, {
+			Name: "cluster",
+			Usage: "run the project on a private three-node MariaDB Galera cluster with two feeder/scheduler pairs, kill a database node " +
+				"with SIGKILL mid-run and bring it back (IST), and check that nothing was lost (make cluster); --single runs the same on one server",
+			Flags: []cli.Flag{
+				&cli.IntFlag{Name: "jobs", Value: 3000, Usage: "jobs to run (two instances each)"},
+				&cli.StringFlag{Name: "out", Value: "cluster-report", Usage: "directory of report.json, report.txt, the logs and the project"},
+				&cli.Uint64Flag{Name: "seed", Usage: "seed of the fault schedule and the hosts (0: from the clock; printed)"},
+				&cli.IntFlag{Name: "nodes", Value: 3, Usage: "Galera nodes (at least 3)"},
+				&cli.BoolFlag{Name: "single", Usage: "one plain private MariaDB server instead of a cluster, no node kill: the capacity baseline"},
+				&cli.IntFlag{Name: "pairs", Value: 2, Usage: "feeder/scheduler pairs (feeders --mod pairs --mod-index i), hosts spread over their schedulers"},
+				&cli.DurationFlag{Name: "node-down", Value: 10 * time.Second, Usage: "how long the killed database node stays down"},
+				&cli.Float64Flag{Name: "kill-at", Value: 0.3, Usage: "kill the node once this share of the jobs reached the assimilation handler"},
+				&cli.BoolFlag{Name: "failover-dsns", Value: true, Usage: "give every daemon every node's DSN (--db-dsn a,b,c), its own node first, so it fails over when its node dies (false: its own node only)"},
+				&cli.IntFlag{Name: "kills", Value: 20, Usage: "SIGKILLs of daemons besides the node kill (0: none)"},
+				&cli.DurationFlag{Name: "kill-every", Value: time.Second, Usage: "mean time between two daemon kills"},
+				&cli.DurationFlag{Name: "restart-after", Value: time.Second, Usage: "longest a killed daemon stays down"},
+				&cli.IntFlag{Name: "burst-hosts", Value: 0, Usage: "extra hosts starting at once to overload the first scheduler (0: no overload)"},
+				&cli.IntFlag{Name: "hosts", Value: 40, Usage: "steady simulated hosts, spread over the schedulers"},
+				&cli.Float64Flag{Name: "fail-frac", Value: chaos.DefaultFailFrac, Usage: "share of hosts failing every task (0: none)"},
+				&cli.DurationFlag{Name: "delay-bound", Value: 30 * time.Second, Usage: "each job's deadline (lost instances are replaced after it)"},
+				&cli.DurationFlag{Name: "timeout", Value: 40 * time.Minute, Usage: "give up when the jobs are not all finished after this long"},
+				&cli.StringFlag{Name: "bin-dir", Usage: "directory of the built programs (default: this program's directory)"},
+			},
+			Action: func(c *cli.Context) error { return runCluster(ctx, c) },
 		}, {
 			Name:      "record",
 			Usage:     "assimilation handler of a chaos run: append the job (from TASKSERVER_* variables) and its outputs' digest to --log",
@@ -127,6 +157,38 @@ func runLoad(ctx context.Context, c *cli.Context) error {
 		return runErr
 	}
 	return finish(r, out, runErr, "load run failed")
+}
+
+func runCluster(ctx context.Context, c *cli.Context) error {
+	bin, err := binDir(c)
+	if err != nil {
+		return err
+	}
+	out := c.String("out")
+	r, runErr := chaos.RunCluster(ctx, chaos.ClusterOptions{
+		Options: chaos.Options{
+			BinDir: bin, OutDir: out, Jobs: c.Int("jobs"), Seed: c.Uint64("seed"),
+			KillEvery: c.Duration("kill-every"), RestartAfter: c.Duration("restart-after"),
+			Hosts: c.Int("hosts"), FailFrac: c.Float64("fail-frac"), FailFracSet: true, DelayBound: c.Duration("delay-bound"),
+			Timeout: c.Duration("timeout"), Out: os.Stdout,
+		},
+		DaemonKills: c.Int("kills"), Burst: c.Int("burst-hosts"), Nodes: c.Int("nodes"), Single: c.Bool("single"),
+		Pairs: c.Int("pairs"), NodeDown: c.Duration("node-down"), KillAt: c.Float64("kill-at"), FailoverDSNs: c.Bool("failover-dsns"),
+	})
+	if r == nil {
+		return runErr
+	}
+	var txt strings.Builder
+	if err := r.WriteTable(&txt); err != nil {
+		return errors.Join(runErr, err)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return errors.Join(runErr, err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "report.txt"), []byte(txt.String()), 0o644); err != nil {
+		return errors.Join(runErr, err)
+	}
+	return finish(r, out, runErr, "cluster run broke promises or killed no node that came back")
 }
 
 // report is what both runs print and write.

@@ -196,12 +196,27 @@ func serve(ctx context.Context, c *cli.Context) error {
 
 	// Every request runs the same user, host and in-progress read: prepared
 	// once per connection, the server does not parse it each time.
-	st, err := store.Open(ctx, cfg.DBDSN, store.Options{MaxOpenConns: c.Int(flagMaxConns), Prepared: true,
-		Observer: daemon.NewDBMetrics(reg, program).Observe})
+	dbm := daemon.NewDBMetrics(reg, program)
+	opts := dbm.StoreOptions(cfg)
+	opts.MaxOpenConns, opts.Prepared = c.Int(flagMaxConns), true
+	st, err := store.Open(ctx, cfg.DBDSN, opts)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	// The submission API's reads must see what was just written through
+	// another node (a batch submitted to another scheduler): its own small
+	// pool waits for the cluster on each read (SyncReads), which the
+	// scheduler's own reads, thousands a second, do not pay.
+	apiStore := st
+	if c.Bool(flagSubmitAPI) {
+		opts := dbm.StoreOptions(cfg)
+		opts.MaxOpenConns, opts.SyncReads = submitAPIConns, true
+		if apiStore, err = store.Open(ctx, cfg.DBDSN, opts); err != nil {
+			return err
+		}
+		defer apiStore.Close()
+	}
 	if err := st.SchemaCheck(ctx); err != nil {
 		return err
 	}
@@ -273,7 +288,7 @@ func serve(ctx context.Context, c *cli.Context) error {
 
 	health := &daemon.Health{}
 	mux := newMux(routes{scheduler: svc, dataServer: ds, accounts: accounts, master: scheduler.MasterPage(c.String(flagProjectName), urlBase+"/scheduler")})
-	if err := mountSubmitAPI(c, mux, st, reg, log); err != nil {
+	if err := mountSubmitAPI(c, mux, apiStore, reg, log); err != nil {
 		return err
 	}
 	public := httpserve.New(netCfg.proxies.Handler(mux), netCfg.server)

@@ -14,6 +14,10 @@ import (
 	"github.com/taskserver/taskserver/internal/submitapi"
 )
 
+// submitAPIConns bounds the submission API's own database connections:
+// scientists' requests are few, and each is a handful of statements.
+const submitAPIConns = 4
+
 const (
 	flagSubmitAPI             = "submit-api"
 	flagResultsDir            = "results-dir"

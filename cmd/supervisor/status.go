@@ -37,7 +37,9 @@ func newStatusHandler(ctx context.Context, body []byte, log *slog.Logger) (*stat
 	}
 	s := &statusHandler{}
 	go func() {
-		st, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: 2})
+		// SyncReads: the page counts what every node committed, not what
+		// this one has applied so far.
+		st, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: 2, SyncReads: true})
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn("status page: database unavailable", "error", err)

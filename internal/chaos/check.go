@@ -168,6 +168,7 @@ func (p *project) check(ctx context.Context) (*Report, error) {
 	for _, res := range append(arcRes, liveRes...) {
 		results[res["name"]] = res
 	}
+	r.Instances = len(results)
 	perUser := map[[2]int64]int{}
 	userSum, hostSum := map[int64]float64{}, map[int64]float64{}
 	for _, res := range results {

@@ -88,7 +88,9 @@ func (in *injector) run(ctx context.Context) error {
 		if i == burstAt && o.BurstHosts > 0 {
 			side.Go(func() { in.overload(ctx) })
 		}
-		if i == dbAt {
+		// A cluster run kills its database nodes on a schedule of its own
+		// (cluster.go).
+		if i == dbAt && in.p.db != nil && !in.p.noDBRestart {
 			if err := in.restartDB(ctx); err != nil {
 				return err
 			}

@@ -59,11 +59,28 @@ type project struct {
 	unsentTarget int
 	schedArgs    []string
 	simArgs      []string
+	// noDBRestart keeps the database server up: a cluster run's
+	// single-server baseline measures the server's CPU, which a restart
+	// would split over two processes.
+	noDBRestart bool
 }
 
 // setup starts the private database, applies the schema, seeds the app,
 // users and keys, and writes the configuration every program reads.
 func setup(ctx context.Context, o Options) (*project, error) {
+	p, err := newProject(o)
+	if err != nil {
+		return nil, err
+	}
+	p.db, err = privatedb.Start(ctx, filepath.Join(p.dir, "db"), privatedb.Options{BufferPool: "256M", MaxConnections: 300})
+	if err != nil {
+		return nil, fmt.Errorf("start private database: %w", err)
+	}
+	return p, p.createSchema(ctx, p.db.DSN(), nil)
+}
+
+// newProject clears and makes the project's folders under OutDir.
+func newProject(o Options) (*project, error) {
 	out, err := filepath.Abs(o.OutDir)
 	if err != nil {
 		return nil, err
@@ -84,36 +101,49 @@ func setup(ctx context.Context, o Options) (*project, error) {
 	}
 	p.handledLog = filepath.Join(out, "handled.log")
 	_ = os.Remove(p.handledLog)
-	p.db, err = privatedb.Start(ctx, filepath.Join(p.dir, "db"), privatedb.Options{BufferPool: "256M", MaxConnections: 300})
+	return p, nil
+}
+
+// createSchema creates the project database on the server at serverDSN
+// (no database name), applies the schema, seeds the app, users and keys.
+// The harness's own connection (p.st, p.dsn) gets params too: on a
+// cluster, wsrep_sync_wait makes its reads wait for every write the
+// cluster committed before them.
+func (p *project) createSchema(ctx context.Context, serverDSN string, params map[string]string) error {
+	cfg, err := mysql.ParseDSN(serverDSN)
 	if err != nil {
-		return nil, fmt.Errorf("start private database: %w", err)
-	}
-	cfg, err := mysql.ParseDSN(p.db.DSN())
-	if err != nil {
-		return p, err
+		return err
 	}
 	admin, err := store.Open(ctx, cfg.FormatDSN(), store.Options{MaxOpenConns: 1})
 	if err != nil {
-		return p, err
+		return err
 	}
 	_, err = admin.DB().ExecContext(ctx, schema.CreateDatabase(database))
 	admin.Close()
 	if err != nil {
-		return p, fmt.Errorf("create database: %w", err)
+		return fmt.Errorf("create database: %w", err)
 	}
 	cfg.DBName = database
 	p.dsn = cfg.FormatDSN()
-	if p.st, err = store.Open(ctx, p.dsn, store.Options{MaxOpenConns: 4}); err != nil {
-		return p, err
+	if len(params) > 0 {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		for k, v := range params {
+			cfg.Params[k] = v
+		}
+	}
+	if p.st, err = store.Open(ctx, cfg.FormatDSN(), store.Options{MaxOpenConns: 4}); err != nil {
+		return err
 	}
 	if _, err := p.st.SchemaApply(ctx, time.Now()); err != nil {
-		return p, err
+		return err
 	}
 	if err := p.seed(ctx); err != nil {
-		return p, err
+		return err
 	}
 	p.configPath = filepath.Join(p.dir, "project.yaml")
-	return p, nil
+	return nil
 }
 
 // writeConfig writes the configuration every program reads, with dsn as
@@ -270,10 +300,15 @@ func (p *project) schedulerListens(ctx context.Context, sched *projectrun.Proc) 
 // simclient describes a simclient process of hosts hosts with its own
 // acknowledgement log; duration 0 runs until stopped.
 func (p *project) simclient(name string, hosts int, seed uint64, duration time.Duration, failFrac, cheatFrac float64) *projectrun.Proc {
+	return p.simclientAt(p.urlBase, name, hosts, seed, duration, failFrac, cheatFrac)
+}
+
+// simclientAt is simclient with the hosts asking the scheduler at urlBase.
+func (p *project) simclientAt(urlBase, name string, hosts int, seed uint64, duration time.Duration, failFrac, cheatFrac float64) *projectrun.Proc {
 	ack := filepath.Join(filepath.Dir(p.dir), name+".acks")
 	_ = os.Remove(ack)
 	p.ackLogs = append(p.ackLogs, ack)
-	args := []string{"--url", p.urlBase + "/scheduler", "--authenticators", p.authPath, "--hosts", strconv.Itoa(hosts),
+	args := []string{"--url", urlBase + "/scheduler", "--authenticators", p.authPath, "--hosts", strconv.Itoa(hosts),
 		"--fail-frac", strconv.FormatFloat(failFrac, 'f', -1, 64), "--cheat-frac", strconv.FormatFloat(cheatFrac, 'f', -1, 64),
 		"--compute-time", p.opts.ComputeTime.String(), "--backoff-scale", "0.01", "--backoff-max", "3s",
 		"--transfer-attempts", "1000", "--http-timeout", "20s", "--seed", strconv.FormatUint(seed, 10),

@@ -29,11 +29,14 @@ type Report struct {
 	WrongOutputs int `json:"wrong_outputs"`
 
 	// Figures, not failures.
-	Finished            bool     `json:"finished"`
-	Seed                uint64   `json:"seed"`
-	ElapsedSeconds      float64  `json:"elapsed_seconds"`
-	JobsAssimilated     int      `json:"jobs_assimilated"`
-	JobsErrored         int      `json:"jobs_errored"`
+	Finished        bool    `json:"finished"`
+	Seed            uint64  `json:"seed"`
+	ElapsedSeconds  float64 `json:"elapsed_seconds"`
+	JobsAssimilated int     `json:"jobs_assimilated"`
+	JobsErrored     int     `json:"jobs_errored"`
+	// Instances counts the instances (result rows) the run made, live and
+	// purged: the unit of the capacity figures.
+	Instances           int      `json:"instances"`
 	HandlerCalls        int      `json:"handler_calls"`
 	HandlerRedeliveries int      `json:"handler_redeliveries"`
 	AckedReports        int      `json:"acked_reports"`

@@ -18,6 +18,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
+
+	"github.com/taskserver/taskserver/internal/dsnlist"
 )
 
 // EnvPrefix prefixes every option's environment variable:
@@ -45,6 +47,10 @@ const (
 	// FlagPlanClassSpec is the project's plan_class_spec.xml, read by the
 	// scheduler and by taskctl app-version add (PlanClassSpecFlag).
 	FlagPlanClassSpec = "plan-class-spec"
+	// FlagDBRetries and FlagDBRetryBackoff tune how the store retries a
+	// refused statement and waits for a database that is not answering.
+	FlagDBRetries      = "db-retries"
+	FlagDBRetryBackoff = "db-retry-backoff"
 )
 
 // EnvName returns the environment variable for a flag name.
@@ -66,7 +72,15 @@ func EnvName(flag string) string {
 func CommonFlags(listenDefault string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: FlagConfig, Usage: "project configuration file (YAML; keys are these flag names)", EnvVars: []string{EnvName(FlagConfig)}},
-		&cli.StringFlag{Name: FlagDBDSN, Value: "root@tcp(127.0.0.1:3306)/taskserver", Usage: "database DSN (go-sql-driver/mysql form)", EnvVars: []string{EnvName(FlagDBDSN)}},
+		&cli.StringSliceFlag{Name: FlagDBDSN, Value: cli.NewStringSlice(DefaultDBDSN), EnvVars: []string{EnvName(FlagDBDSN)},
+			Usage: "database DSN (go-sql-driver/mysql form); several addresses of one database (the nodes of a Galera cluster) " +
+				"as a comma-separated list, a repeated flag or a YAML list: new connections go to one and move to the next when it " +
+				"is unreachable or not ready (a comma inside one DSN is written %2C)"},
+		&cli.IntFlag{Name: FlagDBRetries, Value: DefaultDBRetries, EnvVars: []string{EnvName(FlagDBRetries)},
+			Usage: "times a database statement or transaction is run again after a deadlock or certification conflict (1213), " +
+				"a lock-wait timeout (1205), a node not ready (1047), or a connection lost before it could have committed; 0: never"},
+		&cli.DurationFlag{Name: FlagDBRetryBackoff, Value: DefaultDBRetryBackoff, EnvVars: []string{EnvName(FlagDBRetryBackoff)},
+			Usage: "longest pause between attempts when no database address answers, and after a pass that failed on the database"},
 		&cli.StringFlag{Name: FlagProjectDir, Value: ".", Usage: "project directory; relative paths below are under it", EnvVars: []string{EnvName(FlagProjectDir)}},
 		&cli.StringFlag{Name: FlagDownloadDir, Value: "download", Usage: "directory of input and app files served to clients", EnvVars: []string{EnvName(FlagDownloadDir)}},
 		&cli.StringFlag{Name: FlagUploadDir, Value: "upload", Usage: "directory where uploaded output files are stored", EnvVars: []string{EnvName(FlagUploadDir)}},
@@ -76,6 +90,24 @@ func CommonFlags(listenDefault string) []cli.Flag {
 		&cli.StringFlag{Name: FlagAddrFile, Usage: "file to write, once listening, the address each listener bound, one line \"<flag name> <host:port>\" (e.g. \"listen 127.0.0.1:40123\"); for a program started with port 0; one file per program, so not in the shared configuration file", EnvVars: []string{EnvName(FlagAddrFile)}},
 	}
 }
+
+// DefaultDBDSN is the default --db-dsn: a local server's taskserver
+// database.
+const DefaultDBDSN = "root@tcp(127.0.0.1:3306)/taskserver"
+
+// DefaultDBRetries is the default --db-retries: the five retries the store
+// always made, enough for the bursts of certification conflicts a cluster
+// under load shows.
+const DefaultDBRetries = 5
+
+// DefaultDBRetryBackoff is the default --db-retry-backoff: a Galera
+// cluster evicts a dead node within about 5 s (its suspect timeout), so
+// pausing longer only delays the recovery.
+const DefaultDBRetryBackoff = 5 * time.Second
+
+// maxDBRetries bounds --db-retries: with the back-off, more would hold a
+// call for minutes.
+const maxDBRetries = 100
 
 // LoopFlags are the options of every enumerating daemon.
 func LoopFlags() []cli.Flag {
@@ -210,8 +242,14 @@ func loadFile(c *cli.Context, only map[string]bool) error {
 	return nil
 }
 
+// listKeys are the options whose value may be a YAML list, read as its
+// items joined by commas, the form the flag takes.
+var listKeys = map[string]bool{FlagDBDSN: true}
+
 // Parse reads a configuration file: a flat YAML mapping from option names to
-// scalar values, apart from the daemons list (see Daemons), which it skips.
+// scalar values, apart from the daemons list (see Daemons), which it skips,
+// and the options that take a list (db-dsn), which may be a YAML list of
+// scalars.
 func Parse(body []byte) (map[string]string, error) {
 	var raw map[string]any
 	if err := yaml.Unmarshal(body, &raw); err != nil {
@@ -222,33 +260,59 @@ func Parse(body []byte) (map[string]string, error) {
 		if k == DaemonsKey { // the supervisor's list: read by Daemons
 			continue
 		}
-		switch x := v.(type) {
-		case string:
-			out[k] = x
-		case int:
-			out[k] = strconv.Itoa(x)
-		case float64:
-			out[k] = strconv.FormatFloat(x, 'g', -1, 64)
-		case bool:
-			out[k] = strconv.FormatBool(x)
-		case nil:
-			out[k] = ""
-		default:
+		if list, ok := v.([]any); ok && listKeys[k] {
+			items := make([]string, len(list))
+			for i, item := range list {
+				s, ok := scalar(item)
+				if !ok {
+					return nil, fmt.Errorf("key %s: item %d: want a scalar value, got %T", k, i+1, item)
+				}
+				items[i] = s
+			}
+			out[k] = strings.Join(items, ",")
+			continue
+		}
+		s, ok := scalar(v)
+		if !ok {
 			return nil, fmt.Errorf("key %s: want a scalar value, got %T", k, v)
 		}
+		out[k] = s
 	}
 	return out, nil
 }
 
+// scalar is a YAML scalar as the flag's text.
+func scalar(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case int:
+		return strconv.Itoa(x), true
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64), true
+	case bool:
+		return strconv.FormatBool(x), true
+	case nil:
+		return "", true
+	}
+	return "", false
+}
+
 // Common is the validated configuration shared by every program.
 type Common struct {
-	DBDSN       string
-	ProjectDir  string
-	DownloadDir string // absolute or relative to the working directory
-	UploadDir   string
-	Fanout      int
-	LogLevel    string
-	Listen      string
+	// DBDSN is every --db-dsn address, joined by commas: the form
+	// store.Open takes.
+	DBDSN string
+	// DBRetries is --db-retries; pass it on as DBRetriesOption.
+	DBRetries int
+	// DBRetryBackoff is --db-retry-backoff.
+	DBRetryBackoff time.Duration
+	ProjectDir     string
+	DownloadDir    string // absolute or relative to the working directory
+	UploadDir      string
+	Fanout         int
+	LogLevel       string
+	Listen         string
 	// AddrFile is where the program reports the addresses its listeners
 	// bound; "" reports none.
 	AddrFile string
@@ -268,20 +332,30 @@ type Loop struct {
 // CommonFrom reads and validates the shared options.
 func CommonFrom(c *cli.Context) (Common, error) {
 	cfg := Common{
-		DBDSN:       c.String(FlagDBDSN),
-		ProjectDir:  c.String(FlagProjectDir),
-		DownloadDir: c.String(FlagDownloadDir),
-		UploadDir:   c.String(FlagUploadDir),
-		Fanout:      c.Int(FlagFanout),
-		LogLevel:    c.String(FlagLogLevel),
-		Listen:      c.String(FlagListen),
-		AddrFile:    c.String(FlagAddrFile),
+		DBDSN:          dsnlist.Join(c.StringSlice(FlagDBDSN)),
+		DBRetries:      c.Int(FlagDBRetries),
+		DBRetryBackoff: c.Duration(FlagDBRetryBackoff),
+		ProjectDir:     c.String(FlagProjectDir),
+		DownloadDir:    c.String(FlagDownloadDir),
+		UploadDir:      c.String(FlagUploadDir),
+		Fanout:         c.Int(FlagFanout),
+		LogLevel:       c.String(FlagLogLevel),
+		Listen:         c.String(FlagListen),
+		AddrFile:       c.String(FlagAddrFile),
 	}
 	cfg.DownloadDir = cfg.Path(cfg.DownloadDir)
 	cfg.UploadDir = cfg.Path(cfg.UploadDir)
 	var errs []error
 	if cfg.DBDSN == "" {
 		errs = append(errs, errors.New("--db-dsn is empty"))
+	} else if _, err := dsnlist.Split(cfg.DBDSN); err != nil {
+		errs = append(errs, fmt.Errorf("--%s: %w", FlagDBDSN, err))
+	}
+	if cfg.DBRetries < 0 || cfg.DBRetries > maxDBRetries {
+		errs = append(errs, fmt.Errorf("--%s %d: want 0..%d", FlagDBRetries, cfg.DBRetries, maxDBRetries))
+	}
+	if cfg.DBRetryBackoff <= 0 {
+		errs = append(errs, fmt.Errorf("--%s %s: want a positive duration", FlagDBRetryBackoff, cfg.DBRetryBackoff))
 	}
 	if err := CheckFanout(cfg.Fanout); err != nil {
 		errs = append(errs, err)
@@ -292,6 +366,15 @@ func CommonFrom(c *cli.Context) (Common, error) {
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", cfg.LogLevel))
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// DBRetriesOption is --db-retries as store.Options.Retries takes it,
+// where 0 means the default and a negative count none.
+func (c Common) DBRetriesOption() int {
+	if c.DBRetries == 0 {
+		return -1
+	}
+	return c.DBRetries
 }
 
 // CheckFanout returns the problem with a --fanout of n, if any; the

@@ -40,7 +40,7 @@ func runApp(t *testing.T, args []string, env map[string]string) (Common, Loop, e
 func TestPrecedenceFlagOverEnvOverFileOverDefault(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "project.yaml")
-	body := "db-dsn: file-dsn\nmod: 4\nmod-index: 3\nsleep: 2s\nproject-dir: /srv/p\nunknown-key: ignored\n"
+	body := "db-dsn: u@tcp(file:3306)/db\nmod: 4\nmod-index: 3\nsleep: 2s\nproject-dir: /srv/p\nunknown-key: ignored\n"
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestPrecedenceFlagOverEnvOverFileOverDefault(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if com.DBDSN != "file-dsn" {
+	if com.DBDSN != "u@tcp(file:3306)/db" {
 		t.Errorf("db-dsn = %q, want the file's value", com.DBDSN)
 	}
 	if loop.Mod != 2 {

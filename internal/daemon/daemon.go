@@ -94,6 +94,10 @@ type LoopOptions struct {
 	OnePass bool
 	// MaxBackoff caps the pause after consecutive failed passes; 0 means 30s.
 	MaxBackoff time.Duration
+	// DBMaxBackoff, when set, caps the pause after a pass that failed on
+	// the database (--db-retry-backoff) instead: a database that is back,
+	// or another node of it, is used as soon as it answers.
+	DBMaxBackoff time.Duration
 	// PassTimeout bounds each pass (--pass-timeout); 0 means
 	// config.DefaultPassTimeout.
 	PassTimeout time.Duration
@@ -126,6 +130,17 @@ const (
 	sleepIdle    = "idle"    // the last pass found nothing to do
 	sleepBackoff = "backoff" // the last pass failed
 )
+
+// passBackoff is the pause after failures consecutive failed passes, the
+// last with err: doubling from the idle sleep up to maxBackoff, or up to
+// opts.DBMaxBackoff when the database failed.
+func passBackoff(opts LoopOptions, maxBackoff time.Duration, failures int, err error) time.Duration {
+	limit := maxBackoff
+	if opts.DBMaxBackoff > 0 && ErrorKind(err) == ErrorKindDB {
+		limit = opts.DBMaxBackoff
+	}
+	return min(opts.Sleep*time.Duration(1<<min(failures, 16)), limit)
+}
 
 // ErrorKind sorts a pass's error into one of the ErrorKind values.
 func ErrorKind(err error) string {
@@ -212,7 +227,7 @@ func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, op
 				return err
 			}
 			failures++
-			backoff := min(opts.Sleep*time.Duration(1<<min(failures, 16)), maxBackoff)
+			backoff := passBackoff(opts, maxBackoff, failures, err)
 			log.Error("pass failed", "error", err, "consecutive_failures", failures, "retry_in", backoff)
 			if !m.sleep(ctx, sleepBackoff, jitter(backoff)) {
 				return nil

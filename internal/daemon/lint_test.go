@@ -130,6 +130,8 @@ func TestMetricNamesFollowTheScheme(t *testing.T) {
 		want := map[string]dto.MetricType{
 			"db_query_duration_seconds": dto.MetricType_HISTOGRAM,
 			"db_errors_total":           dto.MetricType_COUNTER,
+			"db_retries_total":          dto.MetricType_COUNTER,
+			"db_failovers_total":        dto.MetricType_COUNTER,
 		}
 		if p != "scheduler" {
 			want["passes_total"] = dto.MetricType_COUNTER

@@ -8,14 +8,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/taskserver/taskserver/internal/config"
 	"github.com/taskserver/taskserver/internal/store"
 )
 
 // DBMetrics are the database metrics every program that opens the store
-// exports: query latency and failures by store method.
+// exports: query latency and failures by store method, and the retries
+// and failovers the store made to get past a busy or failing node. It is
+// the store's Observer (Observe) and Events.
 type DBMetrics struct {
-	duration *prometheus.HistogramVec
-	errors   *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	errors    *prometheus.CounterVec
+	retries   *prometheus.CounterVec
+	failovers prometheus.Counter
 }
 
 // NewDBMetrics registers program's database metrics on reg.
@@ -29,9 +34,33 @@ func NewDBMetrics(reg prometheus.Registerer, program string) *DBMetrics {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
 			Name: "db_errors_total",
 			Help: "Database calls that failed, by store method; conflicts and rows not found are not failures."}, []string{"op"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
+			Name: "db_retries_total",
+			Help: "Database statements and transactions run again, by why: 1213 deadlock or certification conflict, " +
+				"1205 lock-wait timeout, 1047 node not ready, 1180 COMMIT failed (a node leaving its cluster), conn connection lost or no node reachable."}, []string{"code"}),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: program,
+			Name: "db_failovers_total",
+			Help: "Times new database connections moved to the next address of --db-dsn because the current one was unreachable or not ready."}),
 	}
-	reg.MustRegister(m.duration, m.errors)
+	for _, code := range store.RetryCodes {
+		m.retries.WithLabelValues(code)
+	}
+	reg.MustRegister(m.duration, m.errors, m.retries, m.failovers)
 	return m
+}
+
+// Retry counts one retry; it is store.Events' Retry.
+func (m *DBMetrics) Retry(code string) { m.retries.WithLabelValues(code).Inc() }
+
+// Failover counts one failover; it is store.Events' Failover.
+func (m *DBMetrics) Failover() { m.failovers.Inc() }
+
+// StoreOptions are the store options every program sets from the common
+// flags: the retry count and back-off, and m as the store's observer and
+// events. The program adds its own (MaxOpenConns, Prepared, SyncReads).
+func (m *DBMetrics) StoreOptions(common config.Common) store.Options {
+	return store.Options{Observer: m.Observe, Events: m, Retries: common.DBRetriesOption(),
+		RetryBackoff: common.DBRetryBackoff}
 }
 
 // Observe records one database call; it is a store.Observer. The error

@@ -185,8 +185,9 @@ func runLoopProgram[C Config](ctx context.Context, c *cli.Context, p LoopProgram
 	if maxConns <= 0 {
 		maxConns = 4
 	}
-	st, err := store.Open(ctx, common.DBDSN, store.Options{MaxOpenConns: maxConns,
-		Observer: NewDBMetrics(reg, p.Name).Observe})
+	opts := NewDBMetrics(reg, p.Name).StoreOptions(common)
+	opts.MaxOpenConns = maxConns
+	st, err := store.Open(ctx, common.DBDSN, opts)
 	if err != nil {
 		return err
 	}
@@ -202,5 +203,5 @@ func runLoopProgram[C Config](ctx context.Context, c *cli.Context, p LoopProgram
 		defer func() { err = errors.Join(err, cleanup()) }()
 	}
 	return RunLoop(ctx, log, reg, common.Listen, httpserve.NewAddrFile(common.AddrFile), NewLoopMetrics(reg, p.Name), svc,
-		LoopOptions{Sleep: loop.Sleep, OnePass: loop.OnePass, PassTimeout: loop.PassTimeout})
+		LoopOptions{Sleep: loop.Sleep, OnePass: loop.OnePass, PassTimeout: loop.PassTimeout, DBMaxBackoff: common.DBRetryBackoff})
 }

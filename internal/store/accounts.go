@@ -39,7 +39,7 @@ func (s *Store) UserGetByEmail(ctx context.Context, email string) (row.User, err
 // succeed.
 func (s *Store) UserCreate(ctx context.Context, u row.User) (int64, error) {
 	var id int64
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		res, err := s.db.NamedExecContext(ctx, userInsert, u)
 		if err != nil {
 			return err

@@ -80,7 +80,7 @@ type assimRow struct {
 // its canonical instance, read in one query instead of one more per job.
 func (s *Store) WorkunitListAssimilateCanonical(ctx context.Context, p WorkunitListAssimilateParams) ([]WorkunitCanonical, error) {
 	var rows []assimRow
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		rows = nil
 		return s.db.SelectContext(ctx, &rows, workunitListAssimilateCanonical, p.AppID, state.AssimilateReady,
 			p.AfterID, p.Mod, p.ModIndex, p.Limit)

@@ -88,7 +88,7 @@ func (s *Store) AppVersionList(ctx context.Context) ([]row.AppVersion, error) {
 // insert runs a named INSERT and returns the new row's id.
 func (s *Store) insert(ctx context.Context, table, query string, arg any) (int64, error) {
 	var id int64
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		res, err := s.db.NamedExecContext(ctx, query, arg)
 		if err != nil {
 			return err
@@ -125,7 +125,7 @@ WHERE id = :id`
 // creation time). Daemons read apps through caches, so a change reaches them
 // within their refresh interval. A missing app is ErrNotFound.
 func (s *Store) AppUpdate(ctx context.Context, a row.App) error {
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		_, err := s.db.NamedExecContext(ctx, appUpdate, a)
 		return err
 	})
@@ -148,7 +148,7 @@ const appSetTemplates = `UPDATE app SET input_template_id = ?, output_template_i
 // them: a job's documents are made when it is created. A missing app is
 // ErrNotFound.
 func (s *Store) AppSetTemplates(ctx context.Context, id, inputTemplateID, outputTemplateID int64) error {
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		_, err := s.db.ExecContext(ctx, appSetTemplates, inputTemplateID, outputTemplateID, id)
 		return err
 	})

@@ -42,7 +42,7 @@ ORDER BY w.id LIMIT ?`
 // db_purge may archive and delete, by id.
 func (s *Store) WorkunitListPurgeable(ctx context.Context, p PurgeListParams) ([]row.Workunit, error) {
 	var out []row.Workunit
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		out = out[:0]
 		return s.db.SelectContext(ctx, &out, workunitListPurgeable,
 			int(state.FileDeleteDone), p.ModTimeMax, p.AfterID, max(p.Mod, 1), p.ModIndex,

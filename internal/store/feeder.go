@@ -56,7 +56,7 @@ ORDER BY r.id LIMIT ?`
 // to 0 so every unsent instance comes round.
 func (s *Store) ResultListUnsentForCache(ctx context.Context, p FeederListParams) ([]UnsentResult, error) {
 	var out []UnsentResult
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		out = out[:0]
 		return s.db.SelectContext(ctx, &out, resultListUnsentForCache,
 			int(state.ServerUnsent), p.AfterID, max(p.Mod, 1), p.ModIndex, p.Limit)
@@ -75,7 +75,7 @@ ORDER BY r.priority DESC, r.id LIMIT ?`
 // them ahead of the id-order cycle.
 func (s *Store) ResultListUnsentByPriority(ctx context.Context, p FeederListParams) ([]UnsentResult, error) {
 	var out []UnsentResult
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		out = out[:0]
 		return s.db.SelectContext(ctx, &out, resultListUnsentByPriority,
 			int(state.ServerUnsent), max(p.Mod, 1), p.ModIndex, p.Limit)

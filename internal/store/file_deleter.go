@@ -70,7 +70,7 @@ func (s *Store) ResultListFileDeleteReady(ctx context.Context, p FileDeleteListP
 
 func (s *Store) fileDeleteList(ctx context.Context, query string, p FileDeleteListParams) ([]FileDeleteRow, error) {
 	var out []FileDeleteRow
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		out = out[:0]
 		return s.db.SelectContext(ctx, &out, query,
 			int(state.FileDeleteReady), p.AfterID, max(p.Mod, 1), p.ModIndex, p.Limit)

@@ -30,7 +30,7 @@ func (s *Store) ResultListHostGrants(ctx context.Context, hostIDs []int64, perHo
 		return nil, fmt.Errorf("list host grants: %w", err)
 	}
 	var out []row.HostGrant
-	err = withRetry(ctx, func() error {
+	err = s.withRetry(ctx, func() error {
 		out = out[:0]
 		return s.db.SelectContext(ctx, &out, q, args...)
 	})

@@ -41,7 +41,8 @@ func QueryFailed(err error) bool {
 func IsDBError(err error) bool {
 	var me *mysql.MySQLError
 	var ne net.Error
-	return errors.As(err, &me) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) ||
+	var nd *NodesDownError
+	return errors.As(err, &me) || errors.As(err, &ne) || errors.As(err, &nd) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, sql.ErrTxDone)
 }
 

@@ -19,7 +19,7 @@ func (s *Store) ResultNamesExisting(ctx context.Context, names []string) ([]stri
 		return nil, nil
 	}
 	var found []string
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		var err error
 		found, err = selectIn[string](ctx, s, "look up result names", resultNamesExisting, names)
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/taskserver/taskserver/db/schema"
+	"github.com/taskserver/taskserver/internal/dsnlist"
 )
 
 // SchemaShape is what the drift check compares: a database's tables, their
@@ -196,11 +197,11 @@ func (i IndexShape) String() string {
 // behind shows its drift, not the pending upgrade; the live version is
 // returned too. The DSN's user needs CREATE and DROP on the server.
 func SchemaDrift(ctx context.Context, dsn string, migs []schema.Migration) (diffs []string, version int, err error) {
-	cfg, err := mysql.ParseDSN(dsn)
+	cfgs, err := dsnlist.Split(dsn)
 	if err != nil {
 		return nil, 0, fmt.Errorf("schema drift: parse database DSN: %w", err)
 	}
-	if cfg.DBName == "" {
+	if cfgs[0].DBName == "" {
 		return nil, 0, errors.New("schema drift: the database DSN names no database")
 	}
 	live, err := Open(ctx, dsn, Options{MaxOpenConns: 2})
@@ -220,16 +221,18 @@ func SchemaDrift(ctx context.Context, dsn string, migs []schema.Migration) (diff
 	if err != nil {
 		return nil, version, err
 	}
-	want, err := scratchShape(ctx, cfg, migs[:version])
+	want, err := scratchShape(ctx, cfgs, migs[:version])
 	if err != nil {
 		return nil, version, err
 	}
 	return SchemaDiff(want, got), version, nil
 }
 
-// scratchShape applies migs to a new scratch database beside cfg's and
-// returns its shape; the scratch database is dropped even if ctx ends.
-func scratchShape(ctx context.Context, cfg *mysql.Config, migs []schema.Migration) (_ SchemaShape, err error) {
+// scratchShape applies migs to a new scratch database beside the one at
+// the addresses cfgs (the first names it) and returns its shape; the
+// scratch database is dropped even if ctx ends.
+func scratchShape(ctx context.Context, cfgs []*mysql.Config, migs []schema.Migration) (_ SchemaShape, err error) {
+	cfg := cfgs[0]
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	base := cfg.DBName
@@ -237,9 +240,13 @@ func scratchShape(ctx context.Context, cfg *mysql.Config, migs []schema.Migratio
 		base = base[:32]
 	}
 	name := base + "_schema_check_" + hex.EncodeToString(b[:])
-	admin := cfg.Clone()
-	admin.DBName = ""
-	st, err := Open(ctx, admin.FormatDSN(), Options{MaxOpenConns: 1})
+	admins := make([]string, len(cfgs))
+	for i, c := range cfgs {
+		admin := c.Clone()
+		admin.DBName = ""
+		admins[i] = admin.FormatDSN()
+	}
+	st, err := Open(ctx, dsnlist.Join(admins), Options{MaxOpenConns: 1})
 	if err != nil {
 		return nil, err
 	}

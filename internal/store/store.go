@@ -13,7 +13,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -21,11 +20,18 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskserver/taskserver/db/schema"
+	"github.com/taskserver/taskserver/internal/dsnlist"
 )
 
 // ErrConflict means a conditional update found its row no longer in the
 // expected state: someone else got there first. It is not a failure.
 var ErrConflict = errors.New("row changed concurrently")
+
+// ErrCommitUnknown means a transaction's connection was lost while its
+// COMMIT was under way: the server may or may not have committed it. It is
+// not retried (see inTx); it is a database failure, and the caller's next
+// read of the rows shows which it was.
+var ErrCommitUnknown = errors.New("connection lost during COMMIT: outcome unknown")
 
 // ErrNotFound means the row asked for does not exist.
 var ErrNotFound = errors.New("not found")
@@ -36,6 +42,11 @@ type Store struct {
 	// prep is nil unless Options.Prepared: then the hot queries run as
 	// server-side prepared statements.
 	prep *stmtCache
+	// events, retries and backoff are Options.Events, Options.Retries
+	// and Options.RetryBackoff with the defaults applied.
+	events  Events
+	retries int
+	backoff time.Duration
 }
 
 // Options tunes the connection pool.
@@ -54,6 +65,25 @@ type Options struct {
 	// duration and its error. Daemons feed it into their query latency and
 	// error metrics.
 	Observer Observer
+	// Events, if set, is told of every retry and failover; daemons count
+	// them.
+	Events Events
+	// Retries is how many times a statement or transaction refused by the
+	// server (deadlock, lock-wait timeout, node not ready) or cut off
+	// before it could have committed is run again; 0 means DefaultRetries,
+	// a negative count none.
+	Retries int
+	// RetryBackoff caps the pause between attempts when no node answers,
+	// and between Open's connection attempts; 0 means DefaultRetryBackoff.
+	RetryBackoff time.Duration
+	// SyncReads makes every read wait until the node it runs on has
+	// applied every write the cluster committed before the read began
+	// (wsrep_sync_wait = 1 on each connection), for a program whose reads
+	// must see what another node just wrote: a user who submits a batch
+	// through one scheduler and asks for its status through another. Each
+	// read then costs a round trip within the cluster. A server without
+	// wsrep_sync_wait (MySQL) ignores it.
+	SyncReads bool
 }
 
 // SQLMode is the sql_mode of every connection, whatever the server's
@@ -65,30 +95,42 @@ type Options struct {
 // NO_BACKSLASH_ESCAPES would change what the queries mean, so they are off.
 const SQLMode = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
 
-// Open connects to the database named by dsn (go-sql-driver/mysql form, e.g.
-// "root@tcp(127.0.0.1:3306)/boinc"), retrying with back-off until ctx ends.
-// Every connection speaks utf8mb4 and runs with SQLMode and autocommit on,
-// overriding the DSN and the server's configuration: the programs' queries
-// assume them.
+// Open connects to the database named by dsn, retrying with back-off
+// until ctx ends. dsn is one go-sql-driver/mysql DSN (e.g.
+// "root@tcp(127.0.0.1:3306)/boinc") or several separated by commas, the
+// addresses of one database (the nodes of a Galera cluster): new
+// connections go to one node, and to the next in the list when it cannot
+// be reached or is not ready. Every connection speaks utf8mb4 and runs with
+// SQLMode and autocommit on, overriding the DSN and the server's
+// configuration: the programs' queries assume them.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
-	cfg, err := mysql.ParseDSN(dsn)
+	cfgs, err := dsnlist.Split(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse database DSN: %w", err)
 	}
-	cfg.ParseTime = false
-	cfg.InterpolateParams = true
-	if err := cfg.Apply(mysql.Charset(schema.Charset, schema.Collation)); err != nil {
-		return nil, fmt.Errorf("database DSN: %w", err)
+	conn := &connector{syncReads: opts.SyncReads, events: opts.Events}
+	for _, cfg := range cfgs {
+		cfg.ParseTime = false
+		cfg.InterpolateParams = true
+		if err := cfg.Apply(mysql.Charset(schema.Charset, schema.Collation)); err != nil {
+			return nil, fmt.Errorf("database DSN: %w", err)
+		}
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params["sql_mode"] = "'" + SQLMode + "'"
+		cfg.Params["autocommit"] = "1"
+		if cfg.Timeout == 0 {
+			cfg.Timeout = dialTimeout
+		}
+		node, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("database DSN: %w", err)
+		}
+		conn.nodes = append(conn.nodes, node)
+		conn.addrs = append(conn.addrs, cfg.Addr)
 	}
-	if cfg.Params == nil {
-		cfg.Params = map[string]string{}
-	}
-	cfg.Params["sql_mode"] = "'" + SQLMode + "'"
-	cfg.Params["autocommit"] = "1"
-	db, err := sqlx.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
-	}
+	db := sqlx.NewDb(sql.OpenDB(conn), "mysql")
 	n := opts.MaxOpenConns
 	if n <= 0 {
 		n = 16
@@ -96,20 +138,31 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxLifetime(5 * time.Minute)
+	retries := opts.Retries
+	switch {
+	case retries == 0:
+		retries = DefaultRetries
+	case retries < 0:
+		retries = 0
+	}
+	backoff := opts.RetryBackoff
+	if backoff <= 0 {
+		backoff = DefaultRetryBackoff
+	}
 	delay := 100 * time.Millisecond
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err = db.PingContext(pctx)
 		cancel()
 		if err == nil {
-			st := &Store{db: &observedDB{DB: db, obs: opts.Observer}}
+			st := &Store{db: &observedDB{DB: db, obs: opts.Observer}, events: opts.Events, retries: retries, backoff: backoff}
 			if opts.Prepared {
 				st.prep = &stmtCache{db: db, stmts: map[string]*sqlx.Stmt{}}
 			}
 			return st, nil
 		}
 		var me *mysql.MySQLError
-		if errors.As(err, &me) {
+		if errors.As(err, &me) && me.Number != erNotReady {
 			// The server answered and refused: waiting will not help.
 			db.Close()
 			return nil, fmt.Errorf("connect to database: %w", err)
@@ -120,7 +173,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("connect to database: %w", err)
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, 5*time.Second)
+		delay = min(delay*2, backoff)
 	}
 }
 
@@ -203,40 +256,48 @@ func (s *Store) DB() *sqlx.DB { return s.db.DB }
 // Ping checks the connection.
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
-const retryAttempts = 5
-
-// retryable reports whether err is a deadlock or lock-wait timeout, which the
-// server resolved by rolling our statement back: running it again is safe.
-func retryable(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == 1213 || me.Number == 1205
-	}
-	return false
-}
-
-// withRetry runs fn, retrying deadlocks and lock-wait timeouts with a short
-// jittered pause.
-func withRetry(ctx context.Context, fn func() error) error {
+// withRetry runs fn, and runs it again, up to s.retries times more, after
+// an error that proves it did not take effect and may not recur: a
+// deadlock or Galera certification conflict (1213) or a lock-wait timeout
+// (1205), which the server resolved by rolling the statement back; a node
+// that refused the statement (1047); no node reachable; a read whose
+// connection died; a transaction whose connection died before its COMMIT
+// (inTx). A write whose connection died after it was sent is not retried:
+// it may have committed (see inTx). Each retry is told to s.events.
+func (s *Store) withRetry(ctx context.Context, fn func() error) error {
 	var err error
-	for attempt := 0; attempt < retryAttempts; attempt++ {
+	for attempt := 0; ; attempt++ {
 		err = fn()
-		if err == nil || !retryable(err) {
+		if err == nil || attempt >= s.retries {
 			return err
 		}
-		pause := time.Duration(5+rand.IntN(20*(attempt+1))) * time.Millisecond
+		code, counted := retryCode(err)
+		if code == "" {
+			return err
+		}
+		if !counted && s.events != nil {
+			s.events.Retry(code)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(pause):
+		case <-time.After(retryPause(code, attempt, s.backoff)):
 		}
 	}
-	return err
 }
 
-// inTx runs fn in one transaction, retried as a whole on deadlock.
+// inTx runs fn in one transaction, retried as a whole (withRetry) on a
+// deadlock, a refusal, or a connection lost before COMMIT was sent: the
+// server rolls back a transaction whose connection ends, so nothing of it
+// was kept. A connection lost during COMMIT is different: the server may
+// have committed before the connection went, and a transaction here is not
+// in general idempotent (an insert would be doubled, a conditional update
+// would find its own write and report ErrConflict), so that error is
+// returned as it is, for the caller to treat as any failed write: the pass
+// fails and its rows are read again next pass, the state they are in
+// deciding what is left to do.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	return withRetry(ctx, func() (err error) {
+	return s.withRetry(ctx, func() (err error) {
 		if s.db.obs != nil {
 			defer func(start time.Time) { s.db.done(start, err) }(time.Now())
 		}
@@ -244,14 +305,29 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		// the gap locks REPEATABLE READ takes would only cause deadlocks.
 		tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
-			return err
+			return beforeCommit(err)
 		}
 		if err := fn(tx); err != nil {
 			_ = tx.Rollback()
+			return beforeCommit(err)
+		}
+		if err := tx.Commit(); err != nil {
+			if code, _ := retryCode(err); code == "" && connLost(err) {
+				return fmt.Errorf("%w: %w", ErrCommitUnknown, err)
+			}
 			return err
 		}
-		return tx.Commit()
+		return nil
 	})
+}
+
+// beforeCommit marks a connection lost inside a transaction, before its
+// COMMIT, as safe to run again.
+func beforeCommit(err error) error {
+	if code, _ := retryCode(err); code == "" && connLost(err) {
+		return &txAbortedError{err: err}
+	}
+	return err
 }
 
 // execChanged runs a conditional statement inside tx and returns miss when
@@ -292,7 +368,7 @@ func selectIn[T any, V any](ctx context.Context, s *Store, what, query string, l
 // exec runs one statement with retry and returns rows affected.
 func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	var n int64
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		res, err := s.db.ExecContext(ctx, query, args...)
 		if err != nil {
 			return err

@@ -46,7 +46,7 @@ ORDER BY b.id`
 // the counts the transitioner's batch pass decides on.
 func (s *Store) BatchListProgress(ctx context.Context, p BatchListProgressParams) ([]BatchProgress, error) {
 	var out []BatchProgress
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		out = nil
 		return s.db.SelectContext(ctx, &out, batchListProgress, state.AssimilateInit, state.AssimilateDone,
 			row.BatchInProgress, p.AfterID, p.Limit)
@@ -119,7 +119,7 @@ LIMIT ?`
 // copy, by id.
 func (s *Store) WorkunitListTail(ctx context.Context, p WorkunitListTailParams) ([]TailCandidate, error) {
 	var out []TailCandidate
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		out = nil
 		return s.db.SelectContext(ctx, &out, workunitListTail, p.Batch, state.AssimilateInit,
 			state.ServerInactive, state.ServerUnsent, state.ServerInProgress, p.After, p.Now, p.Limit)

@@ -65,7 +65,7 @@ FROM result WHERE workunitid = ? ORDER BY id`
 func (s *Store) WorkunitListDue(ctx context.Context, p WorkunitListDueParams) ([]WorkunitResults, error) {
 	var out []WorkunitResults
 	rowsRead := 0
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		out, rowsRead = out[:0], 0
 		rows, err := s.db.QueryContext(ctx, workunitListDue, p.Now, p.Mod, p.ModIndex, p.Limit)
 		if err != nil {
@@ -108,7 +108,7 @@ func (s *Store) WorkunitListDue(ctx context.Context, p WorkunitListDueParams) ([
 	if rowsRead >= p.Limit && len(out) > 0 {
 		last := &out[len(out)-1]
 		var rs []row.Result
-		err := withRetry(ctx, func() error {
+		err := s.withRetry(ctx, func() error {
 			rs = nil
 			return s.db.SelectContext(ctx, &rs, workunitListDueResults, last.Workunit.ID)
 		})
@@ -131,7 +131,7 @@ var workunitOldestDue = `SELECT MIN(transition_time) FROM workunit WHERE transit
 // due jobs, and false when none is due.
 func (s *Store) WorkunitOldestDue(ctx context.Context, now int64, mod, modIndex int) (int64, bool, error) {
 	var v sql.NullInt64
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		return s.db.GetContext(ctx, &v, workunitOldestDue, now, mod, modIndex)
 	})
 	if err != nil {

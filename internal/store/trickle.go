@@ -38,7 +38,7 @@ func (s *Store) MsgFromHostInsert(ctx context.Context, msgs []row.MsgFromHost) (
 	// A duplicate keeps the stored row (and its handled flag) unchanged.
 	q.WriteString(` ON DUPLICATE KEY UPDATE id = id`)
 	var n int64
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		res, err := s.db.ExecContext(ctx, q.String(), args...)
 		if err != nil {
 			return err
@@ -69,7 +69,7 @@ WHERE handled = 0 AND id > ? AND ` + partitionFilter("id") + ` AND (? = '' OR va
 // MsgFromHostListUnhandled returns unhandled trickle-up messages, by id.
 func (s *Store) MsgFromHostListUnhandled(ctx context.Context, p MsgFromHostListParams) ([]row.MsgFromHost, error) {
 	var out []row.MsgFromHost
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		out = out[:0]
 		return s.db.SelectContext(ctx, &out, msgFromHostListUnhandled, p.AfterID, max(p.Mod, 1), p.ModIndex,
 			p.Variety, p.Variety, p.Limit)
@@ -254,7 +254,7 @@ func (s *Store) MsgPurge(ctx context.Context, before int64, limit int) (up, down
 		sql string
 		n   *int64
 	}{{msgFromHostPurge, &up}, {msgToHostPurge, &down}} {
-		err := withRetry(ctx, func() error {
+		err := s.withRetry(ctx, func() error {
 			res, err := s.db.ExecContext(ctx, q.sql, before, limit)
 			if err != nil {
 				return err

@@ -95,7 +95,7 @@ func (s *Store) WorkunitListValidate(ctx context.Context, p WorkunitListValidate
 	}
 	var out []WorkunitResults
 	var rowsRead int
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		var err error
 		out, rowsRead, err = s.scanValidate(ctx, p.AllColumns, list, state.ServerOver, state.OutcomeSuccess,
 			p.AppID, p.AfterID, p.Mod, p.ModIndex, p.Limit)
@@ -106,7 +106,7 @@ func (s *Store) WorkunitListValidate(ctx context.Context, p WorkunitListValidate
 	}
 	if rowsRead >= p.Limit && len(out) > 0 {
 		last := &out[len(out)-1]
-		err := withRetry(ctx, func() error {
+		err := s.withRetry(ctx, func() error {
 			again, _, err := s.scanValidate(ctx, p.AllColumns, one, state.ServerOver, state.OutcomeSuccess, last.Workunit.ID)
 			if err == nil && len(again) == 1 {
 				last.Results = again[0].Results

@@ -42,7 +42,7 @@ const workunitCountBacklog = `SELECT
 // WorkunitCountBacklog returns app appID's unsent backlog at time now.
 func (s *Store) WorkunitCountBacklog(ctx context.Context, appID int64, now int64) (Backlog, error) {
 	var b Backlog
-	err := withRetry(ctx, func() error {
+	err := s.withRetry(ctx, func() error {
 		return s.db.GetContext(ctx, &b, workunitCountBacklog, int(state.ServerUnsent), appID, now, appID)
 	})
 	if err != nil {

@@ -75,7 +75,10 @@ func (t *tool) importBoinc(c *cli.Context) error {
 	ctx := c.Context
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	st, err := store.Open(octx, cfg.DBDSN, store.Options{MaxOpenConns: importConns})
+	// SyncReads: the import's checks read back what it wrote, maybe
+	// through another node of a cluster.
+	st, err := store.Open(octx, cfg.DBDSN, store.Options{MaxOpenConns: importConns, SyncReads: true,
+		Retries: cfg.DBRetriesOption(), RetryBackoff: cfg.DBRetryBackoff})
 	if err != nil {
 		return err
 	}

@@ -100,7 +100,10 @@ func (t *tool) withStore(c *cli.Context, raw bool, fn func(ctx context.Context, 
 	}
 	ctx := c.Context
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
-	st, err := store.Open(octx, cfg.DBDSN, store.Options{MaxOpenConns: 2})
+	// SyncReads: what an operator reads must include what any node of a
+	// cluster just committed (a job submitted a moment ago elsewhere).
+	st, err := store.Open(octx, cfg.DBDSN, store.Options{MaxOpenConns: 2, SyncReads: true,
+		Retries: cfg.DBRetriesOption(), RetryBackoff: cfg.DBRetryBackoff})
 	cancel()
 	if err != nil {
 		return err
