@@ -176,13 +176,9 @@ func Start(ctx context.Context, dir string, o Options) (*Cluster, error) {
 var errAddrInUse = errors.New("port already in use")
 
 func start(ctx context.Context, dir string, o Options) (*Cluster, error) {
-	server, err := lookProgram("mariadbd", "mysqld")
+	server, install, err := privatedb.Programs()
 	if err != nil {
-		return nil, err
-	}
-	install, err := lookProgram("mariadb-install-db", "mysql_install_db")
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	provider, err := ProviderPath()
 	if err != nil {
@@ -600,25 +596,6 @@ func handOver(clusterDir, nodeDir string, u *user.User) error {
 		}
 		return os.Lchown(p, uid, gid)
 	})
-}
-
-// lookProgram finds the first of names on PATH or in the usual sbin
-// directories, which a non-login PATH often lacks.
-func lookProgram(names ...string) (string, error) {
-	for _, nm := range names {
-		if p, err := exec.LookPath(nm); err == nil {
-			return p, nil
-		}
-	}
-	for _, d := range []string{"/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/mysql/bin"} {
-		for _, nm := range names {
-			p := filepath.Join(d, nm)
-			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-				return p, nil
-			}
-		}
-	}
-	return "", ErrUnavailable
 }
 
 // freePorts returns n distinct loopback ports that were free a moment

@@ -1,12 +1,14 @@
-package galera
+package galera_test
 
 import (
 	"context"
 	"database/sql"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/taskserver/taskserver/internal/galera"
+	"github.com/taskserver/taskserver/internal/galera/galeratest"
 )
 
 // query runs one statement on dsn.
@@ -37,36 +39,16 @@ func run(ctx context.Context, t *testing.T, dsn, q string) {
 // cluster of two, and once restarted from its recovered position it gets
 // what it missed by IST, not a full copy, and is Synced again.
 func TestKilledNodeRejoinsWithIST(t *testing.T) {
-	if !Available() {
-		if os.Getenv("CI") == "true" || os.Getenv("TASKSERVER_REAL_CLIENT") == "1" {
-			t.Fatal("Galera cannot be started here (scripts/galera-up.sh installs it)")
-		}
-		t.Skip("mariadbd, galera-4 or rsync not installed")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	// Not t.TempDir: its parent is private to us, and the nodes may run
-	// as user mysql.
-	dir, err := os.MkdirTemp("", "galera-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Start(ctx, filepath.Join(dir, "cluster"), Options{BufferPool: "64M", MaxConnections: 30, GCacheSize: "64M"})
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	defer c.Stop()
+	c := galeratest.Start(ctx, t, galera.Options{BufferPool: "64M", MaxConnections: 30, GCacheSize: "64M"})
 	for _, n := range c.Nodes() {
 		st, err := n.Status(ctx)
 		if err != nil || st.ClusterSize != 3 || st.State != "Synced" {
 			t.Fatalf("%s after Start: %+v, %v; want Synced in a cluster of 3", n.Name(), st, err)
 		}
 	}
-	if tr, _ := c.Node(1).LastJoin(); tr != TransferSST {
+	if tr, _ := c.Node(1).LastJoin(); tr != galera.TransferSST {
 		t.Errorf("node2's first join = %s, want SST (it started empty)", tr)
 	}
 	n1, n2, n3 := c.Node(0), c.Node(1), c.Node(2)
@@ -99,7 +81,7 @@ func TestKilledNodeRejoinsWithIST(t *testing.T) {
 	if _, pos := n2.LastJoin(); pos == "" {
 		t.Error("Restart recovered no position")
 	}
-	if tr != TransferIST {
+	if tr != galera.TransferIST {
 		log, _ := os.ReadFile(n2.LogPath())
 		t.Errorf("node2 rejoined by %s, want IST; its log ends:\n%s", tr, log[max(0, len(log)-3000):])
 	}

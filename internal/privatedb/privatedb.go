@@ -76,9 +76,21 @@ func lookProgram(names ...string) (string, error) {
 
 // Available reports whether a private server can be started here.
 func Available() bool {
-	_, err1 := lookProgram("mariadbd", "mysqld")
-	_, err2 := lookProgram("mariadb-install-db", "mysql_install_db")
-	return err1 == nil && err2 == nil
+	_, _, err := Programs()
+	return err == nil
+}
+
+// Programs returns the paths of the server program (mariadbd or mysqld)
+// and of its data-directory installer, or ErrNoMariaDB. The Galera
+// cluster's nodes are the same programs.
+func Programs() (server, install string, err error) {
+	if server, err = lookProgram("mariadbd", "mysqld"); err != nil {
+		return "", "", err
+	}
+	if install, err = lookProgram("mariadb-install-db", "mysql_install_db"); err != nil {
+		return "", "", err
+	}
+	return server, install, nil
 }
 
 // Start installs a fresh data directory under dir and starts a server on a
@@ -94,11 +106,7 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 90 * time.Second
 	}
-	server, err := lookProgram("mariadbd", "mysqld")
-	if err != nil {
-		return nil, err
-	}
-	install, err := lookProgram("mariadb-install-db", "mysql_install_db")
+	server, install, err := Programs()
 	if err != nil {
 		return nil, err
 	}

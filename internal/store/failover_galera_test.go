@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/galera"
+	"github.com/taskserver/taskserver/internal/galera/galeratest"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
@@ -28,28 +27,9 @@ import (
 // sees an error; both moves are counted, and so are the 1047 refusals.
 // Not parallel: a cluster is three servers on a shared machine.
 func TestGaleraNodeKilledOrRefusingQueriesGoOn(t *testing.T) {
-	if !galera.Available() {
-		t.Skip("mariadbd, galera-4 or rsync not installed (scripts/galera-up.sh installs them)")
-	}
-	if testing.Short() {
-		t.Skip("starts a three-node cluster")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	// Not t.TempDir: the nodes may run as user mysql.
-	dir, err := os.MkdirTemp("", "store-galera-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c, err := galera.Start(ctx, filepath.Join(dir, "cluster"), galera.Options{BufferPool: "64M", MaxConnections: 50, GCacheSize: "64M"})
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	defer c.Stop()
+	c := galeratest.Start(ctx, t, galera.Options{BufferPool: "64M", MaxConnections: 50, GCacheSize: "64M"})
 	n1, n2 := c.Node(0), c.Node(1)
 	exec := func(node *galera.Node, q string) {
 		t.Helper()

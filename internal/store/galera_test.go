@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/galera"
+	"github.com/taskserver/taskserver/internal/galera/galeratest"
 	"github.com/taskserver/taskserver/internal/scheduler/decide"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
@@ -27,29 +26,9 @@ import (
 // apply each version exactly once, and two schedulers sending one job to
 // one user through the two nodes at once send it once.
 func TestGaleraTwoNodesKeepTheLockedDecisions(t *testing.T) {
-	if !galera.Available() {
-		t.Skip("mariadbd, galera-4 or rsync not installed (scripts/galera-up.sh installs them)")
-	}
-	if testing.Short() {
-		t.Skip("starts a Galera cluster")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	// Not t.TempDir: the nodes may run as user mysql.
-	dir, err := os.MkdirTemp("", "galera-store-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c, err := galera.Start(ctx, filepath.Join(dir, "cluster"),
-		galera.Options{Nodes: 2, BufferPool: "64M", MaxConnections: 60, GCacheSize: "64M"})
-	if err != nil {
-		t.Fatalf("start the cluster: %v", err)
-	}
-	defer c.Stop()
+	c := galeratest.Start(ctx, t, galera.Options{Nodes: 2, BufferPool: "64M", MaxConnections: 60, GCacheSize: "64M"})
 
 	const db = "tsgalera"
 	var sts [2]*store.Store
