@@ -54,7 +54,15 @@ type level struct {
 	SchedCPUS float64 `json:"scheduler_cpu_s"`
 	FeedCPUS  float64 `json:"feeder_cpu_s"`
 	DBCPUS    float64 `json:"db_cpu_s"`
+	// BacklogDry says the project's unsent work ran out during the level
+	// (it sent fewer instances than half its requests): its replies were
+	// mostly "no work", which costs a fraction of a send, so it measures
+	// neither the rate nor the cost of dispatch, and the phase stops there.
+	BacklogDry bool `json:"backlog_dry"`
 }
+
+// dry reports whether l's backlog ran out (level.BacklogDry).
+func (l level) dry() bool { return l.Sent*2 < l.Requests }
 
 // run serves hosts from conns workers, each with its own keep-alive
 // connection and hosts [firstHost + w·perConn, …), for d.
@@ -294,12 +302,17 @@ func (b *sizeRun) measureDispatch(ctx context.Context, s *Size) error {
 		l := level{Conns: conns, RPS: round3(float64(len(lat)) / el.Seconds()), P50MS: percentile(lat, 0.5), P99MS: percentile(lat, 0.99),
 			Sent: g.sent.Load(), Requests: g.requests.Load(), Errors: g.errors.Load(),
 			SchedCPUS: round3(cpuOf(sched) - sc0), FeedCPUS: round3(cpuOf(feeder) - fc0), DBCPUS: dc.DBCPUS}
+		l.BacklogDry = l.dry()
 		d.Levels = append(d.Levels, l)
 		d.BufferPoolDataMB, d.BufferPoolDiskReads = dc.BufferPoolDataMB, d.BufferPoolDiskReads+dc.BufferPoolDiskReads
 		fmt.Fprintf(b.o.Out, "dispatch, %d connections: %.0f requests/s, p50 %.1f ms, p99 %.1f ms, %d sent, %d errors\n",
 			conns, l.RPS, l.P50MS, l.P99MS, l.Sent, l.Errors)
 		if l.Errors > l.Requests/100 {
 			return fmt.Errorf("%d of %d requests failed, the last: %v (see %s)", l.Errors, l.Requests, runErr, sched.LogPath())
+		}
+		if l.BacklogDry {
+			fmt.Fprintf(b.o.Out, "dispatch: the unsent backlog ran out at %d connections; the levels from here measure no-work replies\n", conns)
+			break
 		}
 		if l.P99MS > p99Bound {
 			break

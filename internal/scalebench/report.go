@@ -128,9 +128,11 @@ func (s *Size) derive() {
 		db += c.DBCPUMSPerJob / 2
 	}
 	if s.Dispatch != nil && len(s.Dispatch.Levels) > 0 {
+		// The best rate within the bound among the levels that had work to
+		// send: a level whose backlog ran dry answered "no work" cheaply.
 		best := s.Dispatch.Levels[0]
 		for _, l := range s.Dispatch.Levels {
-			if l.P99MS <= p99Bound && (l.RPS > best.RPS || best.P99MS > p99Bound) {
+			if !l.BacklogDry && l.P99MS <= p99Bound && (l.RPS > best.RPS || best.P99MS > p99Bound) {
 				best = l
 			}
 		}

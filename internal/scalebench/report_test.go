@@ -45,3 +45,26 @@ func TestSVGPlotsEverySize(t *testing.T) {
 		t.Errorf("axis lacks the sizes' decades:\n%s", svg)
 	}
 }
+
+// TestDeriveSkipsLevelsWhoseBacklogRanDry: at 10^5 rows the unsent backlog
+// ran out during the third level, whose 2,000 "no work" replies a second
+// (nothing sent) were quoted as the dispatch rate. A dry level is neither
+// the rate nor the cost.
+func TestDeriveSkipsLevelsWhoseBacklogRanDry(t *testing.T) {
+	levels := []level{
+		{Conns: 2, RPS: 187, P99MS: 38, Requests: 1870, Sent: 5134, SchedCPUS: 1, DBCPUS: 2},
+		{Conns: 8, RPS: 567, P99MS: 75, Requests: 5670, Sent: 8194, SchedCPUS: 3, DBCPUS: 5},
+		{Conns: 24, RPS: 2006, P99MS: 20, Requests: 20060, Sent: 0, SchedCPUS: 4, DBCPUS: 4},
+	}
+	for i := range levels {
+		levels[i].BacklogDry = levels[i].dry()
+	}
+	if levels[0].BacklogDry || levels[1].BacklogDry || !levels[2].BacklogDry {
+		t.Fatalf("dry = %v %v %v, want only the level that sent nothing", levels[0].BacklogDry, levels[1].BacklogDry, levels[2].BacklogDry)
+	}
+	s := Size{Dispatch: &DispatchCost{Levels: levels}}
+	s.derive()
+	if s.DispatchRPS != 567 || s.DispatchP99MS != 75 {
+		t.Errorf("dispatch = %g rps p99 %g, want the 8-connection level, the fastest that sent work", s.DispatchRPS, s.DispatchP99MS)
+	}
+}
