@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -120,16 +119,8 @@ func (s *Service) Close() error {
 	return errors.Join(s.wus.close(), s.res.close())
 }
 
-// purgeChunk is the most jobs archived and deleted together, in one
-// transaction, within a pass of up to --batch jobs: it bounds what a pass
-// holds in memory at once (the instances' rows, each with up to 64 KiB of
-// stderr, and their records: a pass of 500 jobs of three such instances
-// would hold about 200 MB), and the size of the delete's write set, which
-// a Galera cluster certifies and replicates whole at commit.
-const purgeChunk = 100
-
 // RunOnce archives and deletes one batch of purgeable jobs with their
-// instances, a chunk at a time, and returns how many jobs it purged.
+// instances, and returns how many jobs it purged.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	if err := s.purgeTrickles(ctx); err != nil {
 		return 0, err
@@ -141,21 +132,6 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	if err != nil || len(wus) == 0 {
 		return 0, err
 	}
-	s.enumerated += len(wus)
-	purged := 0
-	for c := range slices.Chunk(wus, purgeChunk) {
-		n, err := s.purge(ctx, c)
-		purged += n
-		if err != nil {
-			return purged, err
-		}
-	}
-	return purged, nil
-}
-
-// purge archives and then deletes wus with their instances, and returns
-// how many jobs it deleted.
-func (s *Service) purge(ctx context.Context, wus []row.Workunit) (int, error) {
 	ids := make([]int64, len(wus))
 	for i, wu := range wus {
 		ids[i] = wu.ID
@@ -165,7 +141,7 @@ func (s *Service) purge(ctx context.Context, wus []row.Workunit) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.enumerated += len(results)
+	s.enumerated += len(wus) + len(results)
 	resRecs := encodeAll("result", results)
 
 	// Archive first, durably; delete after. See the package comment.

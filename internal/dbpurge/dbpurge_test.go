@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"testing"
@@ -399,54 +398,5 @@ func TestJobsBehindTheCursorComeRound(t *testing.T) {
 	}
 	if left := b.rowsLeft(t, young); left != [3]int{} {
 		t.Fatalf("job young after it came of age: rows left = %v, want none", left)
-	}
-}
-
-// chunkRecorder records the size of every delete and fails the one numbered
-// failAt (1-based; 0: none).
-type chunkRecorder struct {
-	*store.Store
-	sizes  []int
-	failAt int
-}
-
-func (c *chunkRecorder) WorkunitPurge(ctx context.Context, p store.PurgeParams) (store.PurgeCounts, error) {
-	c.sizes = append(c.sizes, len(p.WorkunitIDs))
-	if len(c.sizes) == c.failAt {
-		return store.PurgeCounts{}, errors.New("connection lost")
-	}
-	return c.Store.WorkunitPurge(ctx, p)
-}
-
-// TestPassPurgesInChunks: a pass of 250 jobs archives and deletes them 100
-// at a time, so it never holds a whole batch's rows at once; a chunk that
-// fails keeps its jobs and the ones after it, and reports those before it.
-func TestPassPurgesInChunks(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	var ids []int64
-	for i := range 250 {
-		ids = append(ids, b.job(t, "c"+strconv.Itoa(i), state.FileDeleteDone, 1, overDone))
-	}
-	rec := &chunkRecorder{Store: b.st, failAt: 2}
-	svc := b.service(t, rec, dbpurge.Config{Batch: 250})
-	n, err := svc.RunOnce(b.ctx)
-	if err == nil || n != 100 {
-		t.Fatalf("RunOnce with the second chunk failing = %d, %v; want 100 and the error", n, err)
-	}
-	if got := b.count(t, `SELECT COUNT(*) FROM workunit`); got != 150 {
-		t.Fatalf("%d jobs left after the failed chunk, want 150", got)
-	}
-	if left := b.rowsLeft(t, ids[100]); left != [3]int{1, 1, 1} {
-		t.Fatalf("rows of the failed chunk's first job = %v, want kept", left)
-	}
-	if n, err := svc.RunOnce(b.ctx); err != nil || n != 150 {
-		t.Fatalf("RunOnce after the failure = %d, %v; want the 150 left", n, err)
-	}
-	if want := []int{100, 100, 100, 50}; !slices.Equal(rec.sizes, want) {
-		t.Errorf("deletes of %v jobs, want %v", rec.sizes, want)
-	}
-	if got := b.count(t, `SELECT COUNT(*) FROM workunit`) + b.count(t, `SELECT COUNT(*) FROM result`); got != 0 {
-		t.Errorf("%d rows left, want none", got)
 	}
 }

@@ -32,16 +32,9 @@ type PurgeListParams struct {
 // an instance the job never needed). An instance READY (files not deleted
 // yet) or ERROR (files the file deleter could not delete) keeps its job, so
 // that no file is orphaned with no row left to say it exists.
-//
-// The test on the instances is a count, not NOT EXISTS: MariaDB turns NOT
-// EXISTS into NOT IN and materializes it, reading the whole result table
-// before the first job comes back (1.3–1.7 s per batch of 1,000 at 800,000
-// instances, and db_purge's database CPU per job doubled from 10^5 to 10^6
-// instances in make bench-scale); the count is a dependent subquery on
-// res_wuid, a few index rows per job (0.03–0.06 s for the same batch).
 var workunitListPurgeable = `SELECT ` + WorkunitColumns + ` FROM workunit w
 WHERE w.file_delete_state = ? AND w.mod_time <= ? AND w.id > ? AND ` + partitionFilter("w.id") + `
-  AND 0 = (SELECT COUNT(*) FROM result r WHERE r.workunitid = w.id
+  AND NOT EXISTS (SELECT 1 FROM result r WHERE r.workunitid = w.id
     AND NOT (r.server_state = ? AND r.file_delete_state IN (?, ?)))
 ORDER BY w.id LIMIT ?`
 
