@@ -51,7 +51,7 @@ func TestChaosSmallRun(t *testing.T) {
 		t.Errorf("jobs = %v, want 300", r["jobs"])
 	}
 	for _, k := range []string{"jobs_lost", "duplicate_assimilations", "duplicate_credit", "same_user_twice",
-		"reports_lost", "files_leaked", "files_deleted_early", "wrong_outputs"} {
+		"reports_lost", "files_leaked", "files_deleted_early", "wrong_outputs", "counts_off"} {
 		v, ok := r[k].(float64)
 		if !ok || v != 0 {
 			t.Errorf("report.json %s = %v, want 0 (notes: %v)", k, r[k], r["notes"])

@@ -28,7 +28,7 @@ func TestClusterSmallRun(t *testing.T) {
 		t.Fatalf("report.json: %v\n%s", err, b)
 	}
 	for _, k := range []string{"jobs_lost", "duplicate_assimilations", "duplicate_credit", "same_user_twice",
-		"reports_lost", "files_leaked", "files_deleted_early", "wrong_outputs"} {
+		"reports_lost", "files_leaked", "files_deleted_early", "wrong_outputs", "counts_off"} {
 		if v, ok := r[k].(float64); !ok || v != 0 {
 			t.Errorf("report.json %s = %v, want 0 (notes: %v)", k, r[k], r["notes"])
 		}

@@ -68,7 +68,7 @@ func TestLoadSteadyWithDBCut(t *testing.T) {
 	var counts map[string]any
 	_ = json.Unmarshal(b, &counts)
 	for _, k := range []string{"jobs_lost", "duplicate_assimilations", "duplicate_credit", "same_user_twice",
-		"reports_lost", "files_leaked", "files_deleted_early", "wrong_outputs"} {
+		"reports_lost", "files_leaked", "files_deleted_early", "wrong_outputs", "counts_off"} {
 		if v, ok := counts[k].(float64); !ok || v != 0 {
 			t.Errorf("report.json %s = %v, want 0 (notes: %v)", k, counts[k], r.Notes)
 		}

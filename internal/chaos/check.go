@@ -236,6 +236,17 @@ func (p *project) check(ctx context.Context) (*Report, error) {
 		}
 		r.FilesLeft += n
 	}
+
+	// The status page's counts, kept by triggers through every kill and
+	// fault, against the rows.
+	off, err := p.st.CountsRecount(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range off {
+		note("%s", m)
+	}
+	r.CountsOff = len(off)
 	return r, nil
 }
 

@@ -102,7 +102,7 @@ func TestClusterReportJSONKeys(t *testing.T) {
 		t.Fatalf("report.json: %v", err)
 	}
 	for _, k := range []string{"faults", "jobs", "jobs_lost", "duplicate_assimilations", "duplicate_credit",
-		"same_user_twice", "reports_lost", "files_leaked", "files_deleted_early", "wrong_outputs", "finished",
+		"same_user_twice", "reports_lost", "files_leaked", "files_deleted_early", "wrong_outputs", "counts_off", "finished",
 		"node_kills", "failovers", "certification_conflicts", "claims_lost_fraction", "jobs_per_minute",
 		"db_cpu_seconds", "db_cpu_ms_per_instance", "instances", "rejoins"} {
 		if _, ok := m[k]; !ok {

@@ -27,6 +27,9 @@ type Report struct {
 	// WrongOutputs counts jobs assimilated with an output other than the
 	// correct one.
 	WrongOutputs int `json:"wrong_outputs"`
+	// CountsOff counts the keys of the status page's count tables whose
+	// sum differs from the rows (store.CountsRecount).
+	CountsOff int `json:"counts_off"`
 
 	// Figures, not failures.
 	Finished        bool    `json:"finished"`
@@ -61,6 +64,7 @@ func (r *Report) outcomes() []struct {
 		{"duplicate_credit", r.DuplicateCredit}, {"same_user_twice", r.SameUserTwice},
 		{"reports_lost", r.ReportsLost}, {"files_leaked", r.FilesLeaked},
 		{"files_deleted_early", r.FilesDeletedEarly}, {"wrong_outputs", r.WrongOutputs},
+		{"counts_off", r.CountsOff},
 	}
 }
 

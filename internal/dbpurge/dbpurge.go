@@ -23,6 +23,7 @@ type Store interface {
 	WorkunitPurge(ctx context.Context, p store.PurgeParams) (store.PurgeCounts, error)
 	MsgPurge(ctx context.Context, before int64, limit int) (up, down int64, err error)
 	ThroughputPurge(ctx context.Context, before int64, limit int) (int64, error)
+	CountsFold(ctx context.Context, limit int) (int64, error)
 }
 
 // Config is db_purge's configuration; each setting has the rules of its
@@ -126,6 +127,9 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if err := s.purgeThroughput(ctx); err != nil {
+		return 0, err
+	}
+	if err := s.foldCounts(ctx); err != nil {
 		return 0, err
 	}
 	wus, err := s.list(ctx)

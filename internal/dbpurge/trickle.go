@@ -36,3 +36,26 @@ func (s *Service) purgeThroughput(ctx context.Context) error {
 	s.m.deleted.WithLabelValues("throughput").Add(float64(n))
 	return err
 }
+
+// foldCountsRounds bounds the folds of one pass, so a pass that follows a
+// long stop still ends soon; the next pass goes on.
+const foldCountsRounds = 10
+
+// foldCounts folds the rows the status page's count tables gained since
+// the last pass (store.CountsFold), until a fold finds less than a full
+// batch. Writers only append to those tables; without the folds a reading
+// would sum every row written since the upgrade. Only replica 0 folds, so
+// replicas do not wait for each other's locks on the same oldest rows.
+func (s *Service) foldCounts(ctx context.Context) error {
+	if s.cfg.ModIndex != 0 {
+		return nil
+	}
+	for range foldCountsRounds {
+		n, err := s.st.CountsFold(ctx, store.CountsFoldLimit)
+		s.m.deleted.WithLabelValues("count").Add(float64(n))
+		if err != nil || n < store.CountsFoldLimit {
+			return err
+		}
+	}
+	return nil
+}

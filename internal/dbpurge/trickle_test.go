@@ -1,6 +1,7 @@
 package dbpurge_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
 func TestPurgeOldHandledTrickles(t *testing.T) {
@@ -58,5 +60,39 @@ func TestPurgeOldHandledTrickles(t *testing.T) {
 	}
 	if len(down) != 1 || down[0] != 3 {
 		t.Errorf("trickle-downs left for hosts %v, want only host 3's undelivered one", down)
+	}
+}
+
+// TestPassFoldsTheCountTables: a pass of replica 0 folds the status page's
+// count rows into one per key, more than one fold's batch of them, and the
+// counts still match the rows; replica 1 leaves them.
+func TestPassFoldsTheCountTables(t *testing.T) {
+	b := setup(t)
+	wu := storetest.Job(t, b.st, storetest.JobOptions{CreateTime: 1, App: b.appID, TransitionTime: 100})
+	n := store.CountsFoldLimit + 5000
+	storetest.Exec(t, b.st, fmt.Sprintf(`INSERT INTO result (create_time, workunitid, server_state, name, appid)
+SELECT 1, ?, 2, CONCAT('r', seq), ? FROM seq_1_to_%d`, n), wu.ID, b.appID)
+	storetest.Exec(t, b.st, `UPDATE result SET server_state = 4 WHERE id % 2 = 0`)
+	countRows := func() (rows int) {
+		if err := b.st.DB().GetContext(b.ctx, &rows, `SELECT (SELECT COUNT(*) FROM result_count) + (SELECT COUNT(*) FROM workunit_count)`); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	before := countRows()
+	if _, err := b.service(t, nil, dbpurge.Config{Mod: 2, ModIndex: 1}).RunOnce(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := countRows(); got != before {
+		t.Errorf("replica 1 changed the count rows: %d, was %d", got, before)
+	}
+	if _, err := b.service(t, nil, dbpurge.Config{Mod: 2}).RunOnce(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := countRows(); got > 3 {
+		t.Errorf("%d count rows after replica 0's pass (were %d), want one per key (3)", got, before)
+	}
+	if off, err := b.st.CountsRecount(b.ctx); err != nil || len(off) != 0 {
+		t.Errorf("counts after the fold: %v, %v; want them to match the rows", off, err)
 	}
 }

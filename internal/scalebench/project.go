@@ -158,6 +158,10 @@ type fillStats struct {
 // work (15% of the jobs, two instances each), work in progress (60%, two
 // sent instances each), a month of finished jobs waiting for purge (25%,
 // three instances each, one an error), and the daemons' work sets.
+// fillFoldLimit is the count rows folded per transaction after a fill:
+// nothing else writes then, so larger than db_purge's.
+const fillFoldLimit = 100_000
+
 func (p *project) fill(ctx context.Context, st *store.Store, resultRows int64) (fillStats, error) {
 	start := time.Now()
 	now := start.Unix()
@@ -246,6 +250,17 @@ func (p *project) fill(ctx context.Context, st *store.Store, resultRows int64) (
 		}
 		if g.first != nil {
 			*g.first = first
+		}
+	}
+	// The triggers wrote a count row for every row loaded; db_purge would
+	// have folded them as the month went by.
+	for {
+		n, err := st.CountsFold(ctx, fillFoldLimit)
+		if err != nil {
+			return fillStats{}, err
+		}
+		if n < fillFoldLimit {
+			break
 		}
 	}
 	// db_purge's set: the oldest tenth of the finished month.

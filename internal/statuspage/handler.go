@@ -116,8 +116,7 @@ func (h *Handler) serveHTML(w http.ResponseWriter, r *http.Request) {
 	s, err := h.Status(r.Context())
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	data := pageData{Title: h.opts.Title, Refresh: int(h.opts.Refresh / time.Second), S: s,
-		ByAppSkipped: s.InProgressByApp == nil, MaxByApp: MaxInProgressByApp}
+	data := pageData{Title: h.opts.Title, Refresh: int(h.opts.Refresh / time.Second), S: s}
 	if err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		data.Error = fmt.Sprintf("cannot read the project database: %v", err)

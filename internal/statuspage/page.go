@@ -13,10 +13,6 @@ type pageData struct {
 	Refresh int
 	Error   string
 	S       Status
-	// ByAppSkipped is set when Collect did not split the results in
-	// progress by app; MaxByApp says why.
-	ByAppSkipped bool
-	MaxByApp     int
 }
 
 // page is the status page: plain HTML and a little CSS; the meta refresh
@@ -71,7 +67,7 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; }
 {{if .S.InProgressByApp}}<table id="in_progress_by_app">
 <tr><th>App</th><th>In progress</th></tr>
 {{range .S.InProgressByApp}}<tr><td>{{.App}}</td><td class="n" id="in_progress-{{.App}}">{{.Count}}</td></tr>
-{{end}}</table>{{else if .ByAppSkipped}}<p id="in_progress_by_app_skipped">Not split: more than {{.MaxByApp}} results in progress.</p>{{else}}<p>None.</p>{{end}}
+{{end}}</table>{{else}}<p>None.</p>{{end}}
 <h2>Recent throughput</h2>
 <table id="throughput">
 <tr><th></th><th>Last hour</th><th>Last 24 hours</th></tr>

@@ -2,10 +2,14 @@ package statuspage
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 )
@@ -19,8 +23,7 @@ type Status struct {
 	Daemons []Daemon `json:"daemons"`
 	// Queues is the work waiting on each daemon.
 	Queues Queues `json:"queues"`
-	// InProgressByApp splits Queues.InProgressResults by app; null when
-	// there are more than MaxInProgressByApp (too costly to count).
+	// InProgressByApp splits Queues.InProgressResults by app.
 	InProgressByApp []AppCount `json:"in_progress_by_app"`
 	// Throughput is what the project finished recently.
 	Throughput Throughput `json:"throughput"`
@@ -142,12 +145,6 @@ type ResultFileCounts struct {
 	FileDeleteError int64 `json:"file_delete_error"`
 }
 
-// MaxInProgressByApp is the most results in progress Collect splits by
-// app. The split reads every such row (no index has server_state and
-// appid together): 100,000 took 12 s on a table of a million results with
-// a cold buffer pool.
-const MaxInProgressByApp = 20_000
-
 // Collect gathers the status at now: the database counts and, meanwhile,
 // a probe of every target through client, each bounded by probeTimeout. A
 // daemon that does not answer is reported, not an error; a database error
@@ -164,12 +161,14 @@ func Collect(ctx context.Context, st *store.Store, targets []Target, client *htt
 }
 
 func collectDB(ctx context.Context, st *store.Store, s *Status, now int64) error {
-	s.Results = []ResultCount{}
-	byState, err := st.ResultCountByState(ctx)
+	// Every count but the due jobs comes from the count tables (schema
+	// 10): a few hundred rows however big the tables are.
+	c, err := st.CountsRead(ctx)
 	if err != nil {
 		return err
 	}
-	for _, r := range byState {
+	s.Results = []ResultCount{}
+	for _, r := range c.ResultsByState() {
 		s.Results = append(s.Results, ResultCount{ServerState: r.ServerState.String(), Outcome: r.Outcome.String(), Count: r.Count})
 		switch r.ServerState {
 		case state.ServerUnsent:
@@ -178,15 +177,12 @@ func collectDB(ctx context.Context, st *store.Store, s *Status, now int64) error
 			s.Queues.InProgressResults += r.Count
 		}
 	}
-	wq, err := st.WorkunitCountQueues(ctx, now)
+	wq, err := st.WorkunitQueues(ctx, c, now)
 	if err != nil {
 		return err
 	}
 	s.Workunits = WorkunitCounts(wq)
-	rq, err := st.ResultCountQueues(ctx)
-	if err != nil {
-		return err
-	}
+	rq := c.ResultQueues()
 	s.ResultFiles = ResultFileCounts(rq)
 	s.Queues.JobsDueTransition = wq.NeedTransition
 	s.Queues.JobsAwaitingValidation = wq.NeedValidate
@@ -202,16 +198,11 @@ func collectDB(ctx context.Context, st *store.Store, s *Status, now int64) error
 	if ok {
 		s.Queues.OldestDueTransitionAgeSeconds = max(now-oldest, 0)
 	}
-	if s.Queues.InProgressResults <= MaxInProgressByApp {
-		byApp, err := st.ResultCountByApp(ctx, state.ServerInProgress)
-		if err != nil {
-			return err
-		}
-		s.InProgressByApp = make([]AppCount, 0, len(byApp))
-		for _, a := range byApp {
-			s.InProgressByApp = append(s.InProgressByApp, AppCount{App: a.App, Count: a.Count})
-		}
+	apps, err := st.AppList(ctx)
+	if err != nil {
+		return err
 	}
+	s.InProgressByApp = inProgressByApp(c.ResultsByApp(state.ServerInProgress), apps)
 	t, err := st.ThroughputCount(ctx, store.ThroughputParams{HourAgo: now - 3600, DayAgo: now - 86400})
 	if err != nil {
 		return err
@@ -221,4 +212,23 @@ func collectDB(ctx context.Context, st *store.Store, s *Status, now int64) error
 		LastDay:  Window{ResultsReported: t.Day.Reported, ResultsValidated: t.Day.Validated, JobsAssimilated: t.Day.Assimilated},
 	}
 	return nil
+}
+
+// inProgressByApp names the apps of byApp (app id to count), "app <id>"
+// for one no longer listed, in name order.
+func inProgressByApp(byApp map[int64]int64, apps []row.App) []AppCount {
+	names := make(map[int64]string, len(apps))
+	for _, a := range apps {
+		names[a.ID] = a.Name
+	}
+	out := make([]AppCount, 0, len(byApp))
+	for id, n := range byApp {
+		name, ok := names[id]
+		if !ok {
+			name = fmt.Sprintf("app %d", id)
+		}
+		out = append(out, AppCount{App: name, Count: n})
+	}
+	slices.SortFunc(out, func(a, b AppCount) int { return strings.Compare(a.App, b.App) })
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -261,24 +262,34 @@ func TestHandlerCachesForMaxAge(t *testing.T) {
 	}
 }
 
-func TestInProgressByAppSkippedWhenLarge(t *testing.T) {
+// TestInProgressByAppCountsManyResults: the split by app comes from the
+// count tables, so it is given however many results are in progress (it
+// used to be skipped past 20,000, which took seconds to count), and names
+// an app no longer listed by its id.
+func TestInProgressByAppCountsManyResults(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
-	wuID := storetest.Job(t, st, storetest.JobOptions{CreateTime: now, Name: "j", TransitionTime: now + 1000}).ID
-	n := statuspage.MaxInProgressByApp + 1
+	wu := storetest.Job(t, st, storetest.JobOptions{CreateTime: now, Name: "j", TransitionTime: now + 1000})
+	const n = 30_000
 	storetest.Exec(t, st, fmt.Sprintf(`INSERT INTO result (create_time, workunitid, server_state, name, appid)
-SELECT ?, ?, ?, CONCAT('r', seq), 1 FROM seq_1_to_%d`, n), now, wuID, int(state.ServerInProgress))
+SELECT ?, ?, ?, CONCAT('r', seq), IF(seq %% 3 = 0, 999, ?) FROM seq_1_to_%d`, n), now, wu.ID, int(state.ServerInProgress), wu.AppID)
 	h := statuspage.New(st, nil, statuspage.Options{Now: func() time.Time { return time.Unix(now, 0) }, Logger: quietLogger()})
 	_, body := get(t, h, "/status.json")
 	var s statuspage.Status
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
 		t.Fatalf("decode /status.json: %v\n%s", err, body)
 	}
-	if s.Queues.InProgressResults != int64(n) || s.InProgressByApp != nil {
-		t.Errorf("with %d in progress: in progress %d, by app %v; want the count and no split", n, s.Queues.InProgressResults, s.InProgressByApp)
+	app, err := st.AppGet(context.Background(), wu.AppID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, html := get(t, h, "/"); !strings.Contains(html, `id="in_progress_by_app_skipped"`) {
-		t.Errorf("page does not say the split was skipped")
+	want := []statuspage.AppCount{{App: "app 999", Count: n / 3}, {App: app.Name, Count: n - n/3}}
+	slices.SortFunc(want, func(a, b statuspage.AppCount) int { return strings.Compare(a.App, b.App) })
+	if s.Queues.InProgressResults != n || !slices.Equal(s.InProgressByApp, want) {
+		t.Errorf("with %d in progress: in progress %d, by app %v; want %v", n, s.Queues.InProgressResults, s.InProgressByApp, want)
+	}
+	if _, html := get(t, h, "/"); !strings.Contains(html, `id="in_progress-app 999">10000<`) {
+		t.Errorf("page does not show app 999's 10000 results in progress")
 	}
 }
 

@@ -56,10 +56,7 @@ func WriteText(out io.Writer, s Status) error {
 	for _, a := range s.InProgressByApp {
 		fmt.Fprintf(w, "  %s\t%d\n", a.App, a.Count)
 	}
-	switch {
-	case s.InProgressByApp == nil:
-		fmt.Fprintf(w, "  not split: more than %d results in progress\n", MaxInProgressByApp)
-	case len(s.InProgressByApp) == 0:
+	if len(s.InProgressByApp) == 0 {
 		fmt.Fprintln(w, "  none")
 	}
 	_ = w.Flush()

@@ -114,11 +114,9 @@ func (s *Store) ScaleExplain(ctx context.Context, appID, now int64) ([]ScaleExpl
 		query string
 		args  []any
 	}{
-		{"status: results by state", resultCountByState, nil},
-		{"status: job queues", workunitCountQueues, []any{now, int(state.AssimilateReady), int(state.FileDeleteReady),
-			int(state.FileDeleteError), int(state.FileDeleteDone)}},
-		{"status: result queues", resultCountQueues, []any{int(state.FileDeleteReady), int(state.FileDeleteError)}},
-		{"status: in progress by app", resultCountByApp, []any{int(state.ServerInProgress)}},
+		{"status: result counts", resultCountTable.sums, nil},
+		{"status: job counts", workunitCountTable.sums, nil},
+		{"status: jobs due", workunitCountDueAll, []any{now}},
 		{"status: throughput", throughputCount, []any{minuteFrom(now - 3600), minuteFrom(now - 86400)}},
 		{"feeder: unsent by id", resultListUnsentForCache, []any{unsent, 0, 1, 0, 1000}},
 		{"transitioner: due jobs", workunitListDue, []any{now, 1, 0, 1000}},
