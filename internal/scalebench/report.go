@@ -250,7 +250,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("taskctl status s", func(s Size) string { return num(s.TaskctlStatusS) })
 	row("taskctl host explain s", func(s Size) string { return num(s.HostExplainS) })
 	if slices.ContainsFunc(r.Sizes, func(s Size) bool { return s.WorkingSet != nil }) {
-		fmt.Fprintf(bw, "working set: the smallest swept buffer pool (MiB) whose database CPU per unit is within %.0f%% of the best; N+: only the largest, it may need more\n",
+		fmt.Fprintf(bw, "working set: the smallest swept buffer pool (MiB) whose database CPU per unit (by reads: disk reads per unit) is within %.0f%% of the best; N+: only the largest, it may need more\n",
 			workingSetTolerance*100)
 		for _, ph := range phaseOrder {
 			row(ph+" working set MiB", func(s Size) string {
@@ -258,6 +258,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 					return "-"
 				}
 				return s.WorkingSet.Phases[ph].label()
+			})
+			row(ph+" working set MiB by reads", func(s Size) string {
+				if s.WorkingSet == nil || s.WorkingSet.Phases[ph] == nil {
+					return "-"
+				}
+				return s.WorkingSet.Phases[ph].readsLabel()
 			})
 		}
 		for _, s := range r.Sizes {
@@ -277,7 +283,7 @@ func (ws *WorkingSet) writeTable(w io.Writer, rows int64) {
 	for _, p := range ws.Pools {
 		fmt.Fprintf(w, " %24s", p)
 	}
-	fmt.Fprintf(w, " %12s\n", "working set")
+	fmt.Fprintf(w, " %12s %9s\n", "working set", "by reads")
 	for _, ph := range phaseOrder {
 		p := ws.Phases[ph]
 		if p == nil {
@@ -297,7 +303,7 @@ func (ws *WorkingSet) writeTable(w io.Writer, rows int64) {
 			}
 			fmt.Fprintf(w, " %24s", cell)
 		}
-		fmt.Fprintf(w, " %12s\n", p.label())
+		fmt.Fprintf(w, " %12s %9s\n", p.label(), p.readsLabel())
 	}
 }
 

@@ -34,6 +34,13 @@ type PhaseWorkingSet struct {
 	// the phase still got cheaper at the largest pool, so its working set
 	// is more than the next smaller pool and may be more than the largest.
 	OnlyLargest bool `json:"only_largest"`
+	// ReadsWorkingSetMB is the same from the buffer pool's disk reads per
+	// unit: the smallest pool within workingSetTolerance of the fewest, or
+	// missing less than once per readsNegligible units. Reads do not vary
+	// with the machine's other load as CPU does, so on a shared machine
+	// this is the steadier of the two; ReadsOnlyLargest as OnlyLargest.
+	ReadsWorkingSetMB float64 `json:"reads_working_set_mb"`
+	ReadsOnlyLargest  bool    `json:"reads_only_largest"`
 }
 
 // PoolCost is one phase under one pool.
@@ -54,6 +61,11 @@ type PoolCost struct {
 // than the run-to-run noise of a phase's CPU would call noise a miss.
 const workingSetTolerance = 0.10
 
+// readsNegligible is how many units may share one disk read for the pool
+// to count as missing nothing: a pool that held everything still reads a
+// page now and then (a page the phase creates, the server's own tables).
+const readsNegligible = 100
+
 // phaseOrder is the working set's phases in the report's order.
 var phaseOrder = []string{"status_page", "feeder", "dispatch", "transitioner", "validator", "assimilator", "file_deleter", "db_purge"}
 
@@ -71,7 +83,7 @@ func workingSet(pools []string, runs []*Size) *WorkingSet {
 	conns := dispatchConns(runs)
 	for _, phase := range phaseOrder {
 		p := &PhaseWorkingSet{Unit: "job"}
-		var costs []float64
+		var costs, reads []float64
 		for i, r := range runs {
 			c, ok := costOf(r, phase, conns)
 			if !ok || c.units <= 0 {
@@ -88,6 +100,7 @@ func workingSet(pools []string, runs []*Size) *WorkingSet {
 			p.Pools = append(p.Pools, PoolCost{Pool: pools[i], PoolMB: mb, Units: c.units, DBCPUMSPerUnit: round3(per),
 				DiskReads: c.diskReads, PagesRead: c.pagesRead})
 			costs = append(costs, per)
+			reads = append(reads, float64(c.diskReads)/float64(c.units))
 		}
 		if len(costs) == 0 {
 			continue
@@ -95,17 +108,25 @@ func workingSet(pools []string, runs []*Size) *WorkingSet {
 		if phase == "dispatch" {
 			p.DispatchConns = conns
 		}
-		best := slices.Min(costs)
-		for i, c := range costs {
-			if c <= best*(1+workingSetTolerance) {
-				p.WorkingSetMB = p.Pools[i].PoolMB
-				p.OnlyLargest = i == len(costs)-1 && p.Pools[i].Pool == pools[len(pools)-1]
-				break
-			}
-		}
+		i := smallestNearBest(costs, 0)
+		p.WorkingSetMB, p.OnlyLargest = p.Pools[i].PoolMB, i == len(costs)-1 && p.Pools[i].Pool == pools[len(pools)-1]
+		i = smallestNearBest(reads, 1.0/readsNegligible)
+		p.ReadsWorkingSetMB, p.ReadsOnlyLargest = p.Pools[i].PoolMB, i == len(reads)-1 && p.Pools[i].Pool == pools[len(pools)-1]
 		ws.Phases[phase] = p
 	}
 	return ws
+}
+
+// smallestNearBest is the first of v (the pools, smallest first) within
+// workingSetTolerance of the least, or at most floor.
+func smallestNearBest(v []float64, floor float64) int {
+	best := slices.Min(v)
+	for i, x := range v {
+		if x <= best*(1+workingSetTolerance) || x <= floor {
+			return i
+		}
+	}
+	return len(v) - 1
 }
 
 // dispatchConns is the highest dispatch level every run ran with work to
@@ -159,9 +180,16 @@ func costOf(r *Size, phase string, conns int) (phaseCost, bool) {
 
 // label is how the text report shows the working set in MiB, with a "+"
 // when only the largest pool kept the phase at its best: it may need more.
-func (p *PhaseWorkingSet) label() string {
-	s := strconv.FormatFloat(p.WorkingSetMB, 'f', -1, 64)
-	if p.OnlyLargest {
+func (p *PhaseWorkingSet) label() string { return mbLabel(p.WorkingSetMB, p.OnlyLargest) }
+
+// readsLabel is label's by disk reads.
+func (p *PhaseWorkingSet) readsLabel() string {
+	return mbLabel(p.ReadsWorkingSetMB, p.ReadsOnlyLargest)
+}
+
+func mbLabel(mb float64, onlyLargest bool) string {
+	s := strconv.FormatFloat(mb, 'f', -1, 64)
+	if onlyLargest {
 		s += "+"
 	}
 	return s
