@@ -118,8 +118,8 @@ type sizeRun struct {
 }
 
 // serverOptions are the private server's settings with buffer pool pool.
-// A sweep's servers start cold: each pool is measured from the same empty
-// start, not from the pages its predecessor left.
+// A sweep's servers load no saved page list (of the fill's pool, or of a
+// predecessor's): each pool is warmed alike by measurePool.
 func (o Options) serverOptions(pool string) privatedb.Options {
 	return privatedb.Options{BufferPool: pool, MaxConnections: 500, LogFileSize: "1G", ColdStart: len(o.Pools) > 0}
 }
@@ -264,7 +264,7 @@ func runSize(ctx context.Context, o Options, size int64) (*Size, error) {
 // measurePool measures the filled project kept in snap under buffer pool
 // pool: it puts a copy of the data directory and the project in place (the
 // snapshot itself for the last pool), starts a server on it (*srv, whose
-// predecessor it stops) and measures every phase. The returned Size has
+// predecessor it kills) and measures every phase. The returned Size has
 // filled's fill figures and plans.
 func (b *sizeRun) measurePool(ctx context.Context, filled *Size, snap, dbDir, pool string, last bool, srv **privatedb.Server) (*Size, error) {
 	fmt.Fprintf(b.o.Out, "== buffer pool %s\n", pool)
