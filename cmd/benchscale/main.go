@@ -24,7 +24,12 @@ import (
 func main() { daemon.Main(run) }
 
 func run(ctx context.Context, args []string) error {
-	app := &cli.App{
+	return newApp(func(c *cli.Context) error { return bench(ctx, c) }).RunContext(ctx, args)
+}
+
+// newApp is the command line, running action.
+func newApp(action cli.ActionFunc) *cli.App {
+	return &cli.App{
 		Name:  "benchscale",
 		Usage: "measure costs against table size: fill a private MariaDB to each size and measure every daemon there",
 		Flags: []cli.Flag{
@@ -33,11 +38,13 @@ func run(ctx context.Context, args []string) error {
 			&cli.StringFlag{Name: "bin-dir", Usage: "directory of the built programs (default: this program's directory)"},
 			&cli.Float64Flag{Name: "dispatch-seconds", Value: 10, Usage: "how long each dispatch load level runs"},
 			&cli.DurationFlag{Name: "phase-timeout", Value: 20 * time.Minute, Usage: "fail a daemon's phase that has not ended after this long"},
-			&cli.StringFlag{Name: "buffer-pool", Value: "1G", Usage: "the private MariaDB's innodb_buffer_pool_size"},
+			&cli.StringFlag{Name: "buffer-pool", Value: "1G", Usage: "the private MariaDB's innodb_buffer_pool_size (without --pools)"},
+			&cli.StringFlag{Name: "pools", Usage: "sweep the buffer pool: innodb_buffer_pool_size values, separated by spaces or commas (\"256M 1G 4G\"); " +
+				"each size is filled once and measured under each pool on a copy, the main figures are the largest pool's, " +
+				"and the report gives each phase's working set (empty: one run with --buffer-pool)"},
 		},
-		Action: func(c *cli.Context) error { return bench(ctx, c) },
+		Action: action,
 	}
-	return app.RunContext(ctx, args)
 }
 
 // parseSizes reads --scale.
@@ -56,24 +63,37 @@ func parseSizes(s string) ([]int64, error) {
 	return out, nil
 }
 
-func bench(ctx context.Context, c *cli.Context) error {
+// options reads the command line into the run's options.
+func options(c *cli.Context) (scalebench.Options, error) {
 	sizes, err := parseSizes(c.String("scale"))
 	if err != nil {
-		return err
+		return scalebench.Options{}, err
 	}
 	if c.Float64("dispatch-seconds") <= 0 {
-		return fmt.Errorf("--dispatch-seconds %g: want more than 0", c.Float64("dispatch-seconds"))
+		return scalebench.Options{}, fmt.Errorf("--dispatch-seconds %g: want more than 0", c.Float64("dispatch-seconds"))
+	}
+	pools, err := scalebench.ParsePools(c.String("pools"))
+	if err != nil {
+		return scalebench.Options{}, fmt.Errorf("--pools: %w", err)
 	}
 	bin := c.String("bin-dir")
 	if bin == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return fmt.Errorf("find the programs: %w", err)
+			return scalebench.Options{}, fmt.Errorf("find the programs: %w", err)
 		}
 		bin = filepath.Dir(exe)
 	}
-	r, runErr := scalebench.Run(ctx, scalebench.Options{BinDir: bin, Sizes: sizes, DispatchSeconds: c.Float64("dispatch-seconds"),
-		PhaseTimeout: c.Duration("phase-timeout"), BufferPool: c.String("buffer-pool"), Out: os.Stdout})
+	return scalebench.Options{BinDir: bin, Sizes: sizes, DispatchSeconds: c.Float64("dispatch-seconds"),
+		PhaseTimeout: c.Duration("phase-timeout"), BufferPool: c.String("buffer-pool"), Pools: pools, Out: os.Stdout}, nil
+}
+
+func bench(ctx context.Context, c *cli.Context) error {
+	o, err := options(c)
+	if err != nil {
+		return err
+	}
+	r, runErr := scalebench.Run(ctx, o)
 	if r == nil {
 		return runErr
 	}

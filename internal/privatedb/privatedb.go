@@ -44,6 +44,11 @@ type Options struct {
 	// StartTimeout bounds how long a start (or restart, with its crash
 	// recovery) may take until the server answers; default 90s.
 	StartTimeout time.Duration
+	// ColdStart starts with an empty buffer pool and leaves none behind:
+	// MariaDB otherwise saves the pool's page list at shutdown and reads
+	// those pages back at start, so a server started on a copy would begin
+	// with the pages of whoever ran before, not of what it is measured on.
+	ColdStart bool
 }
 
 // Server is a MariaDB server started for one run.
@@ -97,6 +102,48 @@ func Programs() (server, install string, err error) {
 // free loopback port with default durability. It waits until the server
 // answers.
 func Start(ctx context.Context, dir string, o Options) (*Server, error) {
+	_, install, err := Programs()
+	if err != nil {
+		return nil, err
+	}
+	u, err := user.Current()
+	if err != nil {
+		return nil, fmt.Errorf("current user: %w", err)
+	}
+	data, tmp, err := dirs(dir)
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.CommandContext(ctx, install, "--no-defaults", "--datadir="+data, "--tmpdir="+tmp,
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--user="+u.Username).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w\n%s", filepath.Base(install), err, Tail(out, 2000))
+	}
+	s, err := StartOn(ctx, dir, o)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+	}
+	return s, err
+}
+
+// dirs returns dir's data and temporary directories, making the latter.
+func dirs(dir string) (data, tmp string, err error) {
+	// Its own temporary directory: servers installed side by side in the
+	// shared /tmp failed on each other's temporary tables ("Error on
+	// delete of '/tmp/#sql-temptable-…'").
+	tmp = filepath.Join(dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return "", "", fmt.Errorf("private MariaDB temporary directory: %w", err)
+	}
+	return filepath.Join(dir, "data"), tmp, nil
+}
+
+// StartOn starts a server on the data directory Start installed under dir
+// (kept by Shutdown, or a copy of one put there), on a free loopback port,
+// with o's settings, which may differ from the ones it was filled with: the
+// scale benchmark measures one fill under several buffer pools so. It
+// waits until the server answers; on failure dir is left as it was.
+func StartOn(ctx context.Context, dir string, o Options) (*Server, error) {
 	if o.BufferPool == "" {
 		o.BufferPool = "1G"
 	}
@@ -106,7 +153,7 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 90 * time.Second
 	}
-	server, install, err := Programs()
+	server, _, err := Programs()
 	if err != nil {
 		return nil, err
 	}
@@ -114,18 +161,12 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("current user: %w", err)
 	}
-	data := filepath.Join(dir, "data")
-	// Its own temporary directory: servers installed side by side in the
-	// shared /tmp failed on each other's temporary tables ("Error on
-	// delete of '/tmp/#sql-temptable-…'").
-	tmp := filepath.Join(dir, "tmp")
-	if err := os.MkdirAll(tmp, 0o700); err != nil {
-		return nil, fmt.Errorf("private MariaDB temporary directory: %w", err)
-	}
-	out, err := exec.CommandContext(ctx, install, "--no-defaults", "--datadir="+data, "--tmpdir="+tmp,
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--user="+u.Username).CombinedOutput()
+	data, tmp, err := dirs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w\n%s", filepath.Base(install), err, Tail(out, 2000))
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(data, "mysql")); err != nil {
+		return nil, fmt.Errorf("private MariaDB: no data directory installed in %s: %w", data, err)
 	}
 	// Its log is the error log, in dir, kept across restarts.
 	s := &Server{dir: dir, opts: o, proc: projectrun.New(projectrun.Spec{Name: "mariadbd", Bin: server, LogDir: dir})}
@@ -145,12 +186,14 @@ func Start(ctx context.Context, dir string, o Options) (*Server, error) {
 		if o.LogFileSize != "" {
 			s.args = append(s.args, "--innodb-log-file-size="+o.LogFileSize)
 		}
+		if o.ColdStart {
+			s.args = append(s.args, "--innodb-buffer-pool-dump-at-shutdown=OFF", "--innodb-buffer-pool-load-at-startup=OFF")
+		}
 		err := s.launch(ctx)
 		if err == nil {
 			return s, nil
 		}
 		if !errors.Is(err, errAddrInUse) || attempt == startAttempts {
-			_ = os.RemoveAll(dir)
 			return nil, err
 		}
 	}
@@ -218,6 +261,16 @@ func (s *Server) Restart(ctx context.Context) error {
 		return errors.New("restart private database: still running")
 	}
 	return s.launch(ctx)
+}
+
+// Shutdown shuts the server down cleanly and keeps its directory: every
+// committed change is in the data files, which StartOn starts on again
+// (as can a copy of them). It fails if the server did not stop within
+// five minutes of SIGTERM (it was then killed, and the files need crash
+// recovery) or exited with an error.
+func (s *Server) Shutdown() error {
+	// A clean shutdown of a big buffer pool writes its dirty pages first.
+	return s.proc.Stop(5 * time.Minute)
 }
 
 // Stop shuts the server down (SIGTERM, a minute's grace, then SIGKILL) and

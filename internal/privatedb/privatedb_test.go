@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -96,5 +97,58 @@ func TestLaunchOnATakenPortSaysSo(t *testing.T) {
 	}
 	if err := s.launch(ctx); !errors.Is(err, errAddrInUse) {
 		t.Fatalf("launch on a taken port = %v, want errAddrInUse", err)
+	}
+}
+
+// TestShutdownThenStartOnACopyWithAnotherPool is what the scale
+// benchmark's buffer-pool sweep relies on: a server shut down cleanly
+// leaves a data directory that a copy of starts again, with another
+// buffer pool, every committed row there.
+func TestShutdownThenStartOnACopyWithAnotherPool(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s := startServer(ctx, t)
+	db, err := sql.Open("mysql", s.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY) ENGINE=InnoDB", "INSERT INTO d.t VALUES (1), (2)"} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	if err := s.Shutdown(); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := Ping(ctx, s.DSN()); err == nil {
+		t.Fatal("Ping after Shutdown = nil, want the server gone")
+	}
+	cp := filepath.Join(t.TempDir(), "copy")
+	if err := os.MkdirAll(cp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(s.dir, "data"), cp).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	c, err := StartOn(ctx, cp, Options{BufferPool: "32M", MaxConnections: 20, ColdStart: true})
+	if err != nil {
+		t.Fatalf("StartOn: %v", err)
+	}
+	defer c.Stop()
+	db, err = sql.Open("mysql", c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n, pool int64
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM d.t").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("rows in the copy = %d, %v; want 2, nil", n, err)
+	}
+	if err := db.QueryRowContext(ctx, "SELECT @@innodb_buffer_pool_size").Scan(&pool); err != nil || pool != 32<<20 {
+		t.Errorf("buffer pool = %d, %v; want %d", pool, err, 32<<20)
+	}
+	if _, err := StartOn(ctx, t.TempDir(), Options{}); err == nil {
+		t.Error("StartOn an empty directory = nil error, want no data directory")
 	}
 }

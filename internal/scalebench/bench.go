@@ -39,8 +39,14 @@ type Options struct {
 	// PhaseTimeout bounds each daemon's phase; 0 means 20 minutes.
 	PhaseTimeout time.Duration
 	// BufferPool is the private server's innodb_buffer_pool_size; empty
-	// means 1G, as `make bench` has it.
+	// means 1G, as `make bench` has it. A sweep (Pools) replaces it.
 	BufferPool string
+	// Pools, when given, sweep the buffer pool: each size is filled once,
+	// and every phase is measured under each of these
+	// innodb_buffer_pool_size values in turn, on a copy of the filled
+	// data; the main figures are the largest pool's, and each size gets a
+	// working set (Size.WorkingSet). Defaults sorts them, smallest first.
+	Pools []string
 	// Out receives progress lines.
 	Out io.Writer
 }
@@ -63,6 +69,14 @@ func (o *Options) defaults() error {
 	if o.BufferPool == "" {
 		o.BufferPool = "1G"
 	}
+	if len(o.Pools) > 0 {
+		pools, err := sortPools(o.Pools)
+		if err != nil {
+			return err
+		}
+		o.Pools = pools
+		o.BufferPool = pools[len(pools)-1]
+	}
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
@@ -79,7 +93,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	r := &Report{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), GitVersion: daemon.Version,
-		Started: time.Now().UTC().Format(time.RFC3339), LoadAvgAtStart: string(trimNL(load)), BufferPool: o.BufferPool}
+		Started: time.Now().UTC().Format(time.RFC3339), LoadAvgAtStart: string(trimNL(load)), BufferPool: o.BufferPool,
+		BufferPools: o.Pools}
 	for _, size := range o.Sizes {
 		fmt.Fprintf(o.Out, "== size %d result rows\n", size)
 		s, err := runSize(ctx, o, size)
@@ -93,13 +108,46 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return r, nil
 }
 
-// sizeRun is one size's state.
+// sizeRun is one size's state, under one server.
 type sizeRun struct {
 	o     Options
 	st    *store.Store
 	proj  *project
 	dbPID int
 	http  *http.Client
+}
+
+// serverOptions are the private server's settings with buffer pool pool.
+// A sweep's servers load no saved page list (of the fill's pool, or of a
+// predecessor's): each pool is warmed alike by measurePool.
+func (o Options) serverOptions(pool string) privatedb.Options {
+	return privatedb.Options{BufferPool: pool, MaxConnections: 500, LogFileSize: "1G", ColdStart: len(o.Pools) > 0}
+}
+
+// openStore opens the benchmark database on srv, creating it if create.
+func openStore(ctx context.Context, srv *privatedb.Server, create bool) (*store.Store, string, error) {
+	if create {
+		admin, err := sql.Open("mysql", srv.DSN())
+		if err != nil {
+			return nil, "", err
+		}
+		_, err = admin.ExecContext(ctx, schema.CreateDatabase(benchDatabase))
+		admin.Close()
+		if err != nil {
+			return nil, "", fmt.Errorf("create database %s: %w", benchDatabase, err)
+		}
+	}
+	cfg, err := mysql.ParseDSN(srv.DSN())
+	if err != nil {
+		return nil, "", err
+	}
+	cfg.DBName = benchDatabase
+	dsn := cfg.FormatDSN()
+	st, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: 2})
+	if err != nil {
+		return nil, "", err
+	}
+	return st, dsn, nil
 }
 
 func runSize(ctx context.Context, o Options, size int64) (*Size, error) {
@@ -113,32 +161,29 @@ func runSize(ctx context.Context, o Options, size int64) (*Size, error) {
 			_ = os.RemoveAll(tmp)
 		}
 	}()
-	srv, err := privatedb.Start(ctx, filepath.Join(tmp, "db"), privatedb.Options{BufferPool: o.BufferPool,
-		MaxConnections: 500, LogFileSize: "1G"})
+	// A sweep fills under its largest pool, which its main figures are
+	// measured with too.
+	pool := o.BufferPool
+	if len(o.Pools) > 0 {
+		pool = o.Pools[len(o.Pools)-1]
+	}
+	dbDir := filepath.Join(tmp, "db")
+	srv, err := privatedb.Start(ctx, dbDir, o.serverOptions(pool))
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Stop()
-	admin, err := sql.Open("mysql", srv.DSN())
+	defer func() { srv.Stop() }()
+	st, dsn, err := openStore(ctx, srv, true)
 	if err != nil {
 		return nil, err
 	}
-	_, err = admin.ExecContext(ctx, schema.CreateDatabase(benchDatabase))
-	admin.Close()
-	if err != nil {
-		return nil, fmt.Errorf("create database %s: %w", benchDatabase, err)
+	closeSt := func() {
+		if st != nil {
+			st.Close()
+			st = nil
+		}
 	}
-	cfg, err := mysql.ParseDSN(srv.DSN())
-	if err != nil {
-		return nil, err
-	}
-	cfg.DBName = benchDatabase
-	dsn := cfg.FormatDSN()
-	st, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: 2})
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
+	defer closeSt()
 	b := &sizeRun{o: o, st: st, dbPID: srv.PID(), http: &http.Client{Timeout: 5 * time.Second}}
 	if b.proj, err = setup(ctx, st, filepath.Join(tmp, "project"), dsn); err != nil {
 		return nil, fmt.Errorf("set up project: %w", err)
@@ -162,12 +207,138 @@ func runSize(ctx context.Context, o Options, size int64) (*Size, error) {
 	if s.Explain, err = b.explain(ctx); err != nil {
 		return s, err
 	}
+	if len(o.Pools) == 0 {
+		err := b.measure(ctx, s)
+		if err != nil {
+			keep = true
+			fmt.Fprintf(o.Out, "logs kept in %s\n", filepath.Join(b.proj.dir, "logs"))
+		}
+		return s, err
+	}
+
+	// The sweep: keep the filled data directory and project, then measure
+	// each pool on a copy of them, so that every pool starts from the same
+	// tables and work sets.
+	closeSt()
+	t0 := time.Now()
+	if err := srv.Shutdown(); err != nil {
+		return s, fmt.Errorf("stop the filled server: %w", err)
+	}
+	snap := filepath.Join(tmp, "snapshot")
+	if err := os.MkdirAll(snap, 0o700); err != nil {
+		return s, err
+	}
+	// Not kept with the logs on failure: at 10^7 rows it is gigabytes.
+	defer func() { _ = os.RemoveAll(snap) }()
+	// Nor is the last copy: killed, not stopped, its pool is not written back.
+	defer func() { srv.Kill() }()
+	if err := os.Rename(filepath.Join(dbDir, "data"), filepath.Join(snap, "data")); err != nil {
+		return s, err
+	}
+	if err := copyTree(ctx, b.proj.dir, filepath.Join(snap, "project")); err != nil {
+		return s, err
+	}
+	fmt.Fprintf(o.Out, "filled data directory kept in %.1f s\n", time.Since(t0).Seconds())
+	var runs []*Size
+	for i, pool := range o.Pools {
+		last := i == len(o.Pools)-1
+		ps, err := b.measurePool(ctx, s, snap, dbDir, pool, last, &srv)
+		if ps != nil {
+			runs = append(runs, ps)
+		}
+		if err != nil {
+			keep = true
+			fmt.Fprintf(o.Out, "logs kept in %s\n", filepath.Join(b.proj.dir, "logs"))
+			if ps != nil {
+				s = ps
+			}
+			s.WorkingSet = workingSet(o.Pools[:len(runs)], runs)
+			return s, fmt.Errorf("buffer pool %s: %w", pool, err)
+		}
+	}
+	main := runs[len(runs)-1]
+	main.WorkingSet = workingSet(o.Pools, runs)
+	return main, nil
+}
+
+// measurePool measures the filled project kept in snap under buffer pool
+// pool: it puts a copy of the data directory and the project in place (the
+// snapshot itself for the last pool), starts a server on it (*srv, whose
+// predecessor it kills) and measures every phase. The returned Size has
+// filled's fill figures and plans.
+func (b *sizeRun) measurePool(ctx context.Context, filled *Size, snap, dbDir, pool string, last bool, srv **privatedb.Server) (*Size, error) {
+	fmt.Fprintf(b.o.Out, "== buffer pool %s\n", pool)
+	t0 := time.Now()
+	// The measured copy is thrown away: killed, it writes back nothing.
+	(*srv).Kill()
+	if err := os.RemoveAll(dbDir); err != nil {
+		return nil, err
+	}
+	_ = os.Remove(b.proj.shmPath)
+	_ = os.Remove(b.proj.shmPath + ".lock")
+	if err := os.RemoveAll(b.proj.dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dbDir, 0o700); err != nil {
+		return nil, err
+	}
+	place := func(name, to string) error {
+		if last {
+			return os.Rename(filepath.Join(snap, name), to)
+		}
+		return copyTree(ctx, filepath.Join(snap, name), to)
+	}
+	if err := place("data", filepath.Join(dbDir, "data")); err != nil {
+		return nil, err
+	}
+	if err := place("project", b.proj.dir); err != nil {
+		return nil, err
+	}
+	s, err := privatedb.StartOn(ctx, dbDir, b.o.serverOptions(pool))
+	if err != nil {
+		return nil, err
+	}
+	*srv = s
+	st, dsn, err := openStore(ctx, s, false)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	if err := b.proj.writeConfig(dsn); err != nil {
+		return nil, err
+	}
+	// Warm the pool as the fill warms it in a run without a sweep: one
+	// unmeasured read of the status page, which reads every table (as much
+	// of them as the pool holds stays). Else the first phase measured would
+	// pay every pool's cold start, whatever its size.
+	if _, err := statuspage.Collect(ctx, st, nil, b.http, time.Second, time.Now()); err != nil {
+		return nil, fmt.Errorf("warm the buffer pool: %w", err)
+	}
+	fmt.Fprintf(b.o.Out, "copy in place, server started and pool warmed in %.1f s\n", time.Since(t0).Seconds())
+	pb := &sizeRun{o: b.o, st: st, proj: b.proj, dbPID: s.PID(), http: b.http}
+	ps := &Size{ResultRows: filled.ResultRows, Jobs: filled.Jobs, Hosts: filled.Hosts, Users: filled.Users,
+		WorkSetJobs: filled.WorkSetJobs, FillS: filled.FillS, FillDBCPUS: filled.FillDBCPUS, Explain: filled.Explain,
+		Daemons: map[string]*DaemonCost{}}
+	return ps, pb.measure(ctx, ps)
+}
+
+// copyTree copies the directory from to the new path to, as cp -a does:
+// an independent copy (no hard links) the measured server may change.
+func copyTree(ctx context.Context, from, to string) error {
+	if out, err := exec.CommandContext(ctx, "cp", "-a", from, to).CombinedOutput(); err != nil {
+		return fmt.Errorf("copy %s: %w: %s", from, err, tail(out))
+	}
+	return nil
+}
+
+// measure runs every phase, each on its own, into s.
+func (b *sizeRun) measure(ctx context.Context, s *Size) error {
 	var errs []error
 	step := func(name string, f func(context.Context, *Size) error) {
 		if len(errs) > 0 {
 			return
 		}
-		pctx, cancel := context.WithTimeout(ctx, o.PhaseTimeout)
+		pctx, cancel := context.WithTimeout(ctx, b.o.PhaseTimeout)
 		defer cancel()
 		if err := f(pctx, s); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
@@ -185,12 +356,7 @@ func runSize(ctx context.Context, o Options, size int64) (*Size, error) {
 	step("db_purge", b.daemonPhase("db_purge", []string{"--min-age", strconv.FormatInt(time.Now().Unix()-b.proj.purgeBefore, 10) + "s",
 		"--archive-dir", "archives"}, func(l store.ScaleLeft) int64 { return l.Purgeable }))
 	s.derive()
-	if err := errors.Join(errs...); err != nil {
-		keep = true
-		fmt.Fprintf(o.Out, "logs kept in %s\n", filepath.Join(b.proj.dir, "logs"))
-		return s, err
-	}
-	return s, nil
+	return errors.Join(errs...)
 }
 
 // explain records the hot queries' plans at this size.
@@ -207,7 +373,7 @@ func (b *sizeRun) explain(ctx context.Context) ([]Explained, error) {
 }
 
 // bufferVars are the server counters read around each phase.
-var bufferVars = []string{"Innodb_buffer_pool_pages_data", "Innodb_buffer_pool_read_requests", "Innodb_buffer_pool_reads"}
+var bufferVars = []string{"Innodb_buffer_pool_pages_data", "Innodb_buffer_pool_read_requests", "Innodb_buffer_pool_reads", "Innodb_pages_read"}
 
 // meter measures one phase: the database server's CPU and buffer-pool
 // counters between start and end.
@@ -245,6 +411,7 @@ func (m *meter) stop(ctx context.Context, c *DaemonCost) error {
 	c.BufferPoolDataMB = round3(float64(st["Innodb_buffer_pool_pages_data"]) * 16 / 1024)
 	c.BufferPoolReadRequests = st["Innodb_buffer_pool_read_requests"] - m.status["Innodb_buffer_pool_read_requests"]
 	c.BufferPoolDiskReads = st["Innodb_buffer_pool_reads"] - m.status["Innodb_buffer_pool_reads"]
+	c.BufferPoolPagesRead = st["Innodb_pages_read"] - m.status["Innodb_pages_read"]
 	return nil
 }
 
@@ -346,11 +513,21 @@ func (b *sizeRun) daemonPhase(name string, args []string, left func(store.ScaleL
 // page does it uncached), `taskctl status --json` and `taskctl host
 // explain` of a GPU host.
 func (b *sizeRun) measureStatus(ctx context.Context, s *Size) error {
-	t0 := time.Now()
+	m, err := b.startMeter(ctx)
+	if err != nil {
+		return err
+	}
 	if _, err := statuspage.Collect(ctx, b.st, nil, b.http, time.Second, time.Now()); err != nil {
 		return fmt.Errorf("status page: %w", err)
 	}
-	s.StatusPageS = round3(time.Since(t0).Seconds())
+	s.StatusPageS = round3(time.Since(m.start).Seconds())
+	// One page, as a phase of one job: its database CPU per job is the
+	// page's.
+	s.StatusPage = &DaemonCost{Jobs: 1}
+	if err := m.stop(ctx, s.StatusPage); err != nil {
+		return err
+	}
+	s.StatusPage.DBCPUMSPerJob = round3(s.StatusPage.DBCPUS * 1000)
 	run := func(args ...string) (float64, error) {
 		t0 := time.Now()
 		cmd := exec.CommandContext(ctx, filepath.Join(b.o.BinDir, "taskctl"), append([]string{"--config", b.proj.configPath}, args...)...)
@@ -359,7 +536,6 @@ func (b *sizeRun) measureStatus(ctx context.Context, s *Size) error {
 		}
 		return round3(time.Since(t0).Seconds()), nil
 	}
-	var err error
 	if s.TaskctlStatusS, err = run("status", "--json"); err != nil {
 		return err
 	}
@@ -430,6 +606,7 @@ func (b *sizeRun) measureFeeder(ctx context.Context, s *Size) error {
 		return err
 	}
 	c.WallS, c.DBCPUS, c.BufferPoolDataMB, c.BufferPoolDiskReads = dc.WallS, dc.DBCPUS, dc.BufferPoolDataMB, dc.BufferPoolDiskReads
+	c.BufferPoolPagesRead = dc.BufferPoolPagesRead
 	fmt.Fprintf(b.o.Out, "feeder: cache made in %.2f s, fill ratio %.2f, %d rows enumerated in %.1f s\n", c.FirstFillS, c.FillRatio, c.EnumeratedRows, c.WallS)
 	return nil
 }

@@ -54,6 +54,10 @@ type level struct {
 	SchedCPUS float64 `json:"scheduler_cpu_s"`
 	FeedCPUS  float64 `json:"feeder_cpu_s"`
 	DBCPUS    float64 `json:"db_cpu_s"`
+	// DiskReads and PagesRead are the buffer pool's misses in the level
+	// (DaemonCost has them for a phase).
+	DiskReads int64 `json:"buffer_pool_disk_reads"`
+	PagesRead int64 `json:"buffer_pool_pages_read"`
 	// BacklogDry says the project's unsent work ran out during the level
 	// (it sent fewer instances than half its requests): its replies were
 	// mostly "no work", which costs a fraction of a send, so it measures
@@ -301,10 +305,12 @@ func (b *sizeRun) measureDispatch(ctx context.Context, s *Size) error {
 		}
 		l := level{Conns: conns, RPS: round3(float64(len(lat)) / el.Seconds()), P50MS: percentile(lat, 0.5), P99MS: percentile(lat, 0.99),
 			Sent: g.sent.Load(), Requests: g.requests.Load(), Errors: g.errors.Load(),
-			SchedCPUS: round3(cpuOf(sched) - sc0), FeedCPUS: round3(cpuOf(feeder) - fc0), DBCPUS: dc.DBCPUS}
+			SchedCPUS: round3(cpuOf(sched) - sc0), FeedCPUS: round3(cpuOf(feeder) - fc0), DBCPUS: dc.DBCPUS,
+			DiskReads: dc.BufferPoolDiskReads, PagesRead: dc.BufferPoolPagesRead}
 		l.BacklogDry = l.dry()
 		d.Levels = append(d.Levels, l)
 		d.BufferPoolDataMB, d.BufferPoolDiskReads = dc.BufferPoolDataMB, d.BufferPoolDiskReads+dc.BufferPoolDiskReads
+		d.BufferPoolPagesRead += dc.BufferPoolPagesRead
 		fmt.Fprintf(b.o.Out, "dispatch, %d connections: %.0f requests/s, p50 %.1f ms, p99 %.1f ms, %d sent, %d errors\n",
 			conns, l.RPS, l.P50MS, l.P99MS, l.Sent, l.Errors)
 		if l.Errors > l.Requests/100 {

@@ -113,6 +113,16 @@ func setup(ctx context.Context, st *store.Store, dir, dsn string) (*project, err
 	if err := keys.WriteEd25519PrivateFile(filepath.Join(dir, "keys", keys.Ed25519PrivateFile), ek); err != nil {
 		return nil, err
 	}
+	if err := p.writeConfig(dsn); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// writeConfig writes the config every program reads, with the database
+// at dsn: a sweep's servers each listen on a port of their own.
+func (p *project) writeConfig(dsn string) error {
+	p.dsn = dsn
 	conf := fmt.Sprintf(`# Scale benchmark project configuration, shared by every program (keys are flag names).
 db-dsn: %q
 project-dir: %q
@@ -123,11 +133,8 @@ log-level: info
 # The load generator's hosts ask again at once, far past a real host's
 # day: a quota that never binds keeps its check on the dispatch path.
 daily-result-quota: 100000000
-`, dsn, dir, shm)
-	if err := os.WriteFile(p.configPath, []byte(conf), 0o600); err != nil {
-		return nil, err
-	}
-	return p, nil
+`, dsn, p.dir, p.shmPath)
+	return os.WriteFile(p.configPath, []byte(conf), 0o600)
 }
 
 // docs returns the job and instance documents with "@@" for the names:

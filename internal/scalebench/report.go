@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -22,8 +23,11 @@ type Report struct {
 	// LoadAvgAtStart is /proc/loadavg when the run began: the machine's
 	// other load, which the figures share the cores with.
 	LoadAvgAtStart string `json:"loadavg_at_start"`
-	BufferPool     string `json:"buffer_pool"`
-	Sizes          []Size `json:"sizes"`
+	// BufferPool is the pool the main figures were measured with: the
+	// largest of a sweep's BufferPools.
+	BufferPool  string   `json:"buffer_pool"`
+	BufferPools []string `json:"buffer_pools,omitempty"`
+	Sizes       []Size   `json:"sizes"`
 }
 
 // Size is the figures at one table size.
@@ -53,6 +57,8 @@ type Size struct {
 	StatusPageS    float64 `json:"status_page_s"`
 	TaskctlStatusS float64 `json:"taskctl_status_s"`
 	HostExplainS   float64 `json:"host_explain_s"`
+	// StatusPage is the status page's read as a phase of one request.
+	StatusPage *DaemonCost `json:"status_page"`
 
 	Feeder       *FeederCost   `json:"feeder"`
 	Dispatch     *DispatchCost `json:"scheduler"`
@@ -63,6 +69,8 @@ type Size struct {
 	DBPurge      *DaemonCost   `json:"db_purge"`
 
 	Explain []Explained `json:"explain"`
+	// WorkingSet is the buffer-pool sweep's outcome, when there was one.
+	WorkingSet *WorkingSet `json:"working_set,omitempty"`
 
 	Daemons map[string]*DaemonCost `json:"-"`
 }
@@ -77,10 +85,12 @@ type DaemonCost struct {
 	DBCPUMSPerJob float64 `json:"db_cpu_ms_per_job"`
 	// The buffer pool: pages holding data at the end (MB), logical reads
 	// and reads from disk during the phase (a disk read is a page the
-	// working set needed that the pool did not hold).
+	// working set needed that the pool did not hold), and the pages read
+	// from disk in all, read-ahead included.
 	BufferPoolDataMB       float64 `json:"buffer_pool_data_mb"`
 	BufferPoolReadRequests int64   `json:"buffer_pool_read_requests"`
 	BufferPoolDiskReads    int64   `json:"buffer_pool_disk_reads"`
+	BufferPoolPagesRead    int64   `json:"buffer_pool_pages_read"`
 }
 
 // FeederCost is the feeder alone for a few seconds on the full backlog.
@@ -93,6 +103,7 @@ type FeederCost struct {
 	DBCPUS              float64 `json:"db_cpu_s"`
 	BufferPoolDataMB    float64 `json:"buffer_pool_data_mb"`
 	BufferPoolDiskReads int64   `json:"buffer_pool_disk_reads"`
+	BufferPoolPagesRead int64   `json:"buffer_pool_pages_read"`
 }
 
 // DispatchCost is the dispatch phase's levels.
@@ -100,6 +111,7 @@ type DispatchCost struct {
 	Levels              []level `json:"levels"`
 	BufferPoolDataMB    float64 `json:"buffer_pool_data_mb"`
 	BufferPoolDiskReads int64   `json:"buffer_pool_disk_reads"`
+	BufferPoolPagesRead int64   `json:"buffer_pool_pages_read"`
 }
 
 // Explained is one hot query's plan, one line per table.
@@ -191,6 +203,9 @@ func (r *Report) Write(dir string) error {
 func (r *Report) WriteTable(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "scale benchmark: %d CPUs, load average at start %s, buffer pool %s\n", r.CPUs, r.LoadAvgAtStart, r.BufferPool)
+	if len(r.BufferPools) > 0 {
+		fmt.Fprintf(bw, "buffer pools swept: %s (each from a cold start on a copy of the fill; the figures above are the largest's)\n", strings.Join(r.BufferPools, " "))
+	}
 	row := func(label string, f func(s Size) string) {
 		fmt.Fprintf(bw, "%-38s", label)
 		for _, s := range r.Sizes {
@@ -234,7 +249,62 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("status page s", func(s Size) string { return num(s.StatusPageS) })
 	row("taskctl status s", func(s Size) string { return num(s.TaskctlStatusS) })
 	row("taskctl host explain s", func(s Size) string { return num(s.HostExplainS) })
+	if slices.ContainsFunc(r.Sizes, func(s Size) bool { return s.WorkingSet != nil }) {
+		fmt.Fprintf(bw, "working set: the smallest swept buffer pool (MiB) whose database CPU per unit (by reads: disk reads per unit) is within %.0f%% of the best; N+: only the largest, it may need more\n",
+			workingSetTolerance*100)
+		for _, ph := range phaseOrder {
+			row(ph+" working set MiB", func(s Size) string {
+				if s.WorkingSet == nil || s.WorkingSet.Phases[ph] == nil {
+					return "-"
+				}
+				return s.WorkingSet.Phases[ph].label()
+			})
+			row(ph+" working set MiB by reads", func(s Size) string {
+				if s.WorkingSet == nil || s.WorkingSet.Phases[ph] == nil {
+					return "-"
+				}
+				return s.WorkingSet.Phases[ph].readsLabel()
+			})
+		}
+		for _, s := range r.Sizes {
+			if s.WorkingSet != nil {
+				s.WorkingSet.writeTable(bw, s.ResultRows)
+			}
+		}
+	}
 	return bw.Flush()
+}
+
+// writeTable prints the sweep of one size: a row per phase, a column per
+// pool with the database CPU per unit and (disk reads/pages read).
+func (ws *WorkingSet) writeTable(w io.Writer, rows int64) {
+	fmt.Fprintf(w, "\nbuffer-pool sweep at %d result rows: database CPU ms per unit (buffer-pool disk reads/pages read from disk)\n", rows)
+	fmt.Fprintf(w, "%-14s %-10s", "phase", "unit")
+	for _, p := range ws.Pools {
+		fmt.Fprintf(w, " %24s", p)
+	}
+	fmt.Fprintf(w, " %12s %9s\n", "working set", "by reads")
+	for _, ph := range phaseOrder {
+		p := ws.Phases[ph]
+		if p == nil {
+			continue
+		}
+		unit := p.Unit
+		if p.DispatchConns > 0 {
+			unit = fmt.Sprintf("%s@%d", unit, p.DispatchConns)
+		}
+		fmt.Fprintf(w, "%-14s %-10s", ph, unit)
+		for _, pool := range ws.Pools {
+			cell := "-"
+			for _, c := range p.Pools {
+				if c.Pool == pool {
+					cell = fmt.Sprintf("%s (%d/%d)", strconv.FormatFloat(c.DBCPUMSPerUnit, 'f', -1, 64), c.DiskReads, c.PagesRead)
+				}
+			}
+			fmt.Fprintf(w, " %24s", cell)
+		}
+		fmt.Fprintf(w, " %12s %9s\n", p.label(), p.readsLabel())
+	}
 }
 
 // SVG plots CPU per instance (programs + database, and database alone)

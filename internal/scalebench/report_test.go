@@ -68,3 +68,82 @@ func TestDeriveSkipsLevelsWhoseBacklogRanDry(t *testing.T) {
 		t.Errorf("dispatch = %g rps p99 %g, want the 8-connection level, the fastest that sent work", s.DispatchRPS, s.DispatchP99MS)
 	}
 }
+
+// TestWorkingSetIsSmallestPoolWithinTenPercentOfBest checks the sweep's
+// derivation: per phase, the smallest pool whose database CPU per unit is
+// within 10% of the best; "only largest" when no smaller pool is; dispatch
+// compared at the highest level every pool ran with work; the feeder per
+// 1000 rows; a phase no pool measured left out.
+func TestWorkingSetIsSmallestPoolWithinTenPercentOfBest(t *testing.T) {
+	pools := []string{"256M", "1G", "4G"}
+	run := func(validatorDB, purgeDB float64, levels ...level) *Size {
+		return &Size{
+			StatusPage: &DaemonCost{Jobs: 1, DBCPUS: 2, BufferPoolDiskReads: 10, BufferPoolPagesRead: 12},
+			Feeder:     &FeederCost{EnumeratedRows: 20000, DBCPUS: 0.1},
+			Dispatch:   &DispatchCost{Levels: levels},
+			Daemons: map[string]*DaemonCost{
+				"validator": {Jobs: 1000, DBCPUS: validatorDB, BufferPoolDiskReads: int64(validatorDB * 100)},
+				"db_purge":  {Jobs: 1000, DBCPUS: purgeDB},
+			},
+		}
+	}
+	runs := []*Size{
+		// The smallest pool: the validator and db_purge miss; dispatch's
+		// p99 passed its bound at 8 connections, so no 24.
+		run(0.3, 0.9, level{Conns: 2, Requests: 1000, Sent: 1000, DBCPUS: 1.5}, level{Conns: 8, Requests: 2000, Sent: 2000, DBCPUS: 5, DiskReads: 77}),
+		run(0.105, 0.5, level{Conns: 2, Requests: 1000, Sent: 1000, DBCPUS: 1}, level{Conns: 8, Requests: 2000, Sent: 2000, DBCPUS: 2.1},
+			level{Conns: 24, Requests: 3000, Sent: 3000, DBCPUS: 3}),
+		run(0.1, 0.3, level{Conns: 2, Requests: 1000, Sent: 1000, DBCPUS: 1}, level{Conns: 8, Requests: 2000, Sent: 2000, DBCPUS: 2},
+			level{Conns: 24, Requests: 3000, Sent: 3000, DBCPUS: 3}, level{Conns: 64, Requests: 3000, Sent: 0, DBCPUS: 1}),
+	}
+	// The transitioner misses 5 times in 1000 jobs at 256M, none above:
+	// too few to count.
+	for i, r := range runs {
+		r.Daemons["transitioner"] = &DaemonCost{Jobs: 1000, DBCPUS: 1, BufferPoolDiskReads: int64(5 * (1 - min(i, 1)))}
+	}
+	ws := workingSet(pools, runs)
+	check := func(phase, unit string, mb float64, onlyLargest bool, readsMB float64) *PhaseWorkingSet {
+		t.Helper()
+		p := ws.Phases[phase]
+		if p == nil {
+			t.Fatalf("no %s in %+v", phase, ws.Phases)
+		}
+		if p.Unit != unit || p.WorkingSetMB != mb || p.OnlyLargest != onlyLargest || len(p.Pools) != 3 {
+			t.Errorf("%s = %s, %g MB, only largest %v, %d pools; want %s, %g, %v, 3", phase, p.Unit, p.WorkingSetMB, p.OnlyLargest, len(p.Pools), unit, mb, onlyLargest)
+		}
+		if p.ReadsWorkingSetMB != readsMB || p.ReadsOnlyLargest {
+			t.Errorf("%s by reads = %g MB, only largest %v; want %g, false", phase, p.ReadsWorkingSetMB, p.ReadsOnlyLargest, readsMB)
+		}
+		return p
+	}
+	// 0.105 is within 10% of 0.1: 1G keeps the validator at its best; its
+	// reads (30, 10, 10 per 1000 jobs) say the same.
+	v := check("validator", "job", 1024, false, 1024)
+	if v.Pools[0].DBCPUMSPerUnit != 0.3 || v.Pools[0].DiskReads != 30 || v.Pools[0].PoolMB != 256 {
+		t.Errorf("validator at 256M = %+v", v.Pools[0])
+	}
+	// db_purge's CPU falls to the largest pool, but it read nothing from
+	// disk under any: by reads the smallest pool holds it.
+	check("db_purge", "job", 4096, true, 256)
+	check("status_page", "request", 256, false, 256)
+	check("transitioner", "job", 256, false, 256)
+	f := check("feeder", "1000 rows", 256, false, 256)
+	if f.Pools[0].DBCPUMSPerUnit != 5 {
+		t.Errorf("feeder = %g ms per 1000 rows, want 5", f.Pools[0].DBCPUMSPerUnit)
+	}
+	// At 8 connections, the most all three ran: 2.5, 1.05, 1 ms a request.
+	d := check("dispatch", "request", 1024, false, 1024)
+	if d.DispatchConns != 8 || d.Pools[0].DBCPUMSPerUnit != 2.5 || d.Pools[0].DiskReads != 77 {
+		t.Errorf("dispatch at %d connections, 256M = %+v; want 8, 2.5 ms, 77 reads", d.DispatchConns, d.Pools[0])
+	}
+	if ws.Phases["assimilator"] != nil {
+		t.Errorf("assimilator, never measured, = %+v", ws.Phases["assimilator"])
+	}
+	var b strings.Builder
+	ws.writeTable(&b, 1e7)
+	for _, want := range []string{"validator", "0.3 (30/0)", "4096+", "request@8"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
