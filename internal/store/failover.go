@@ -397,24 +397,7 @@ func (f *failoverConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driv
 // turned into a retry: the write may have committed.
 func (f *failoverConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	res, err := f.conn.(driver.ExecerContext).ExecContext(ctx, query, args)
-	if err == nil {
-		if counts, ok := ctx.Value(rowCountsKey{}).(*[]int64); ok {
-			if r, ok := res.(mysql.Result); ok {
-				*counts = r.AllRowsAffected()
-			}
-		}
-	}
 	return res, f.refused(err, false)
-}
-
-// rowCountsKey is the context key of withRowCounts.
-type rowCountsKey struct{}
-
-// withRowCounts returns ctx asking an ExecContext run with it to store
-// the rows each of its statements changed in *counts: database/sql's
-// Result gives only the last statement's.
-func withRowCounts(ctx context.Context, counts *[]int64) context.Context {
-	return context.WithValue(ctx, rowCountsKey{}, counts)
 }
 
 // QueryContext runs a read: every query the store sends this way is a

@@ -144,7 +144,10 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 		return SchedOutcome{}, err
 	}
 	plan := decide.Batch(in)
-	if err := schedWrite(ctx, tx, b.Hosts, plan, mergeHostAppVersionDeltas(plan.HostAppVersions, b.JobsToday),
+	if err := schedWrite(ctx, tx, b.Hosts, plan); err != nil {
+		return SchedOutcome{}, err
+	}
+	if err := schedWriteHostAppVersions(ctx, tx, mergeHostAppVersionDeltas(plan.HostAppVersions, b.JobsToday),
 		b.DailyResultQuota); err != nil {
 		return SchedOutcome{}, err
 	}
@@ -203,58 +206,59 @@ func schedRead(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (decide.Input, er
 }
 
 // schedWrite writes a plan: jobs, workunit_user rows, reported, sent and
-// unsendable instances, hosts, then the host_app_version deltas (quota is
-// the project's daily quota per instance), all in one round trip
-// (stmtBatch). Each conditional update still carries its condition, and a
-// count that differs from the rows decided fails the whole batch.
-func schedWrite(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, plan decide.Plan,
-	havs []decide.HostAppVersionDelta, quota int) error {
+// unsendable instances, hosts. Each conditional update still carries its
+// condition, and a count that differs from the rows decided fails the
+// whole batch.
+func schedWrite(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, plan decide.Plan) error {
 	if schedAfterRead != nil {
 		schedAfterRead()
 	}
-	var m stmtBatch
-	m.rows(schedUpdateWorkunits, []string{"id", "tt", "hr", "mq", "tn", "now"}, schedWorkunitRows(plan), -1)
+	if err := execRows(ctx, tx, schedUpdateWorkunits, []string{"id", "tt", "hr", "mq", "tn", "now"},
+		schedWorkunitRows(plan), -1); err != nil {
+		return err
+	}
 	userRows := make([][]any, len(plan.UserJobs))
 	for i, u := range plan.UserJobs {
 		userRows[i] = []any{u.WorkunitID, u.UserID, u.ResultID}
 	}
-	m.insert(`INSERT INTO workunit_user (workunitid, userid, resultid) VALUES `, 3, userRows, "")
+	if err := insertRows(ctx, tx, `INSERT INTO workunit_user (workunitid, userid, resultid) VALUES `, 3, userRows, ""); err != nil {
+		if isDuplicate(err) {
+			return fmt.Errorf("%w: %w", errRetryBatch, err)
+		}
+		return err
+	}
 	reportRows := make([][]any, len(plan.ReportWrites))
 	for i, r := range plan.ReportWrites {
 		reportRows[i] = []any{r.ResultID, r.HostID, r.FromHostID, r.FromState, r.FromOutcome, r.Outcome, r.ClientState,
 			r.ExitStatus, r.CPUTime, r.ElapsedTime, r.Now, []byte(r.StderrOut), []byte(r.XMLDocOut), r.ValidateState,
 			r.ClaimedCredit, r.FileDeleteState}
 	}
-	m.rows(schedUpdateReports, []string{"id", "hostid", "fh", "fs", "fo", "outcome", "cs", "es", "cpu",
-		"el", "now", "se", "xo", "vs", "cc", "fds"}, reportRows, len(reportRows))
+	if err := execRows(ctx, tx, schedUpdateReports, []string{"id", "hostid", "fh", "fs", "fo", "outcome", "cs", "es", "cpu",
+		"el", "now", "se", "xo", "vs", "cc", "fds"}, reportRows, len(reportRows)); err != nil {
+		return err
+	}
 	if len(plan.ReportWrites) > 0 {
-		addThroughputTo(&m, ThroughputReported, plan.ReportWrites[0].Now, len(plan.ReportWrites))
+		if err := addThroughput(ctx, tx, ThroughputReported, plan.ReportWrites[0].Now, len(plan.ReportWrites)); err != nil {
+			return err
+		}
 	}
 	sendRows := make([][]any, len(plan.SendWrites))
 	for i, p := range plan.SendWrites {
 		sendRows[i] = []any{p.ResultID, p.HostID, p.UserID, p.Now, p.ReportDeadline, p.AppVersionID, p.AppVersionNum,
 			p.FlopsEstimate}
 	}
-	m.rows(schedUpdateSends, []string{"id", "hostid", "userid", "now", "deadline", "avid", "avnum", "fe"},
-		sendRows, len(sendRows))
+	if err := execRows(ctx, tx, schedUpdateSends, []string{"id", "hostid", "userid", "now", "deadline", "avid", "avnum", "fe"},
+		sendRows, len(sendRows)); err != nil {
+		return err
+	}
 	couldntRows := make([][]any, len(plan.CouldntSends))
 	for i, c := range plan.CouldntSends {
 		couldntRows[i] = []any{c.ResultID, c.Now}
 	}
-	m.rows(schedUpdateCouldntSend, []string{"id", "now"}, couldntRows, len(couldntRows))
-	if err := schedWriteHosts(&m, hosts, plan.Hosts); err != nil {
+	if err := execRows(ctx, tx, schedUpdateCouldntSend, []string{"id", "now"}, couldntRows, len(couldntRows)); err != nil {
 		return err
 	}
-	schedWriteHostAppVersions(&m, havs, quota)
-	if err := m.exec(ctx, tx); err != nil {
-		if isDuplicate(err) {
-			// Only the workunit_user insert can meet a duplicate key: the
-			// other inserts update the row they meet.
-			return fmt.Errorf("%w: %w", errRetryBatch, err)
-		}
-		return err
-	}
-	return nil
+	return schedWriteHosts(ctx, tx, hosts, plan.Hosts)
 }
 
 // The job rows are locked and their new values computed from what the lock
@@ -369,9 +373,9 @@ var (
 		"ms", "dt", "df", "osn", "osv", "onf", "af", "pfe", "cop", "cv")
 )
 
-// schedWriteHosts adds to m the writes of each host, once: the last request's RPC columns, the
+// schedWriteHosts writes each host once: the last request's RPC columns, the
 // last host_info that changed, and the reports' deltas.
-func schedWriteHosts(m *stmtBatch, hosts []SchedHost, deltas map[int64]*decide.HostDelta) error {
+func schedWriteHosts(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, deltas map[int64]*decide.HostDelta) error {
 	type merged struct {
 		last row.Host
 		info *row.Host
@@ -416,9 +420,10 @@ func schedWriteHosts(m *stmtBatch, hosts []SchedHost, deltas map[int64]*decide.H
 			h.PFpops, h.PIops, h.MNbytes, h.MSwap, h.DTotal, h.DFree, h.OSName, h.OSVersion, h.OnFrac, h.ActiveFrac,
 			h.PFeatures, h.Coprocs, h.ClientVersion))
 	}
-	m.rows(schedUpdateHostsRPC, hostRPCCols, rpcRows, -1)
-	m.rows(schedUpdateHostsInfo, hostInfoCols, infoRows, -1)
-	return nil
+	if err := execRows(ctx, tx, schedUpdateHostsRPC, hostRPCCols, rpcRows, -1); err != nil {
+		return err
+	}
+	return execRows(ctx, tx, schedUpdateHostsInfo, hostInfoCols, infoRows, -1)
 }
 
 // errBatchCount means a multi-row update changed another number of rows
@@ -426,41 +431,7 @@ func schedWriteHosts(m *stmtBatch, hosts []SchedHost, deltas map[int64]*decide.H
 // the whole batch is refused rather than half applied.
 var errBatchCount = errors.New("multi-row update changed an unexpected number of rows")
 
-// stmtBatch is statements sent to the server in one round trip (the
-// connections allow several statements per query): a group commit's
-// writes are half a dozen statements, and each round trip costs both
-// processes a few context switches and the server a command dispatch,
-// about as much as a small statement's execution. The values are
-// interpolated by the driver as for any statement. The server stops at
-// the first statement that fails and returns its error; the transaction
-// is then rolled back as before.
-type stmtBatch struct {
-	q    strings.Builder
-	args []any
-	// checks[i] is the index in wants of statement i's count check, or -1.
-	checks []int
-	wants  []int
-}
-
-// queue appends one statement; check is the index of a count check (from
-// want) its changed rows count towards, or -1.
-func (m *stmtBatch) queue(query string, args []any, check int) {
-	if len(m.checks) > 0 {
-		m.q.WriteString(";\n")
-	}
-	m.q.WriteString(query)
-	m.args = append(m.args, args...)
-	m.checks = append(m.checks, check)
-}
-
-// want starts a count check: the statements added with its index must
-// change n rows in all.
-func (m *stmtBatch) want(n int) int {
-	m.wants = append(m.wants, n)
-	return len(m.wants) - 1
-}
-
-// rows appends query in chunks of schedBatchMaxRows: its first %s is a
+// execRows runs query in chunks of schedBatchMaxRows: its first %s is a
 // derived table of rows (first row named by cols), its second the list of
 // the rows' ids (their first column). want is the rows it must change in
 // all, or -1 for no check (an update that may leave a row as it was).
@@ -471,11 +442,8 @@ func (m *stmtBatch) want(n int) int {
 // multi-table update collects the new values in a temporary table first,
 // one on disk when a BLOB column is set (the reports' stderr_out): about
 // half the cost of the batch.
-func (m *stmtBatch) rows(query string, cols []string, rows [][]any, want int) {
-	check := -1
-	if want >= 0 {
-		check = m.want(want)
-	}
+func execRows(ctx context.Context, tx *sqlx.Tx, query string, cols []string, rows [][]any, want int) error {
+	var changed int64
 	for len(rows) > 0 {
 		n := min(len(rows), schedBatchMaxRows)
 		q, args := derivedTable(cols, rows[:n])
@@ -483,65 +451,21 @@ func (m *stmtBatch) rows(query string, cols []string, rows [][]any, want int) {
 			args = append(args, row[0])
 		}
 		ids := strings.Repeat("?, ", n-1) + "?"
-		m.queue(fmt.Sprintf(query, q, ids), args, check)
+		r, err := tx.ExecContext(ctx, fmt.Sprintf(query, q, ids), args...)
+		if err != nil {
+			return err
+		}
+		c, err := r.RowsAffected()
+		if err != nil {
+			return err
+		}
+		changed += c
 		rows = rows[n:]
 	}
-}
-
-// insert appends a multi-row INSERT of rows of width columns, in chunks:
-// prefix, the rows' tuples, then suffix (an ON DUPLICATE KEY UPDATE clause,
-// or empty) with its own arguments.
-func (m *stmtBatch) insert(prefix string, width int, rows [][]any, suffix string, suffixArgs ...any) {
-	for len(rows) > 0 {
-		n := min(len(rows), schedBatchMaxRows)
-		var b strings.Builder
-		b.WriteString(prefix)
-		args := make([]any, 0, n*width+len(suffixArgs))
-		for i, row := range rows[:n] {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(" + strings.Repeat("?, ", width-1) + "?)")
-			args = append(args, row...)
-		}
-		b.WriteString(suffix)
-		args = append(args, suffixArgs...)
-		m.queue(b.String(), args, -1)
-		rows = rows[n:]
-	}
-}
-
-// exec sends the statements, if any, and checks the counts.
-func (m *stmtBatch) exec(ctx context.Context, tx *sqlx.Tx) error {
-	if len(m.checks) == 0 {
-		return nil
-	}
-	var counts []int64
-	if _, err := tx.ExecContext(withRowCounts(ctx, &counts), m.q.String(), m.args...); err != nil {
-		return err
-	}
-	if len(counts) != len(m.checks) {
-		return fmt.Errorf("%d statements sent, %d row counts returned", len(m.checks), len(counts))
-	}
-	changed := make([]int64, len(m.wants))
-	for i, c := range m.checks {
-		if c >= 0 {
-			changed[c] += counts[i]
-		}
-	}
-	for i, want := range m.wants {
-		if changed[i] != int64(want) {
-			return fmt.Errorf("%w: %d, want %d", errBatchCount, changed[i], want)
-		}
+	if want >= 0 && changed != int64(want) {
+		return fmt.Errorf("%w: %d, want %d", errBatchCount, changed, want)
 	}
 	return nil
-}
-
-// execRows runs one stmtBatch.rows: see there.
-func execRows(ctx context.Context, tx *sqlx.Tx, query string, cols []string, rows [][]any, want int) error {
-	var m stmtBatch
-	m.rows(query, cols, rows, want)
-	return m.exec(ctx, tx)
 }
 
 // derivedTable is `SELECT ? AS c1, ? AS c2 UNION ALL SELECT ?, ? ...`, which
@@ -583,11 +507,30 @@ func schedArg(v any) any {
 	return v
 }
 
-// insertRows runs one stmtBatch.insert: see there.
+// insertRows runs a multi-row INSERT of rows of width columns: prefix,
+// the rows' tuples, then suffix (an ON DUPLICATE KEY UPDATE clause, or
+// empty) with its own arguments.
 func insertRows(ctx context.Context, tx *sqlx.Tx, prefix string, width int, rows [][]any, suffix string, suffixArgs ...any) error {
-	var m stmtBatch
-	m.insert(prefix, width, rows, suffix, suffixArgs...)
-	return m.exec(ctx, tx)
+	for len(rows) > 0 {
+		n := min(len(rows), schedBatchMaxRows)
+		var b strings.Builder
+		b.WriteString(prefix)
+		args := make([]any, 0, n*width)
+		for i, row := range rows[:n] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(" + strings.Repeat("?, ", width-1) + "?)")
+			args = append(args, row...)
+		}
+		b.WriteString(suffix)
+		args = append(args, suffixArgs...)
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
 }
 
 // txSelectIn is selectIn inside a transaction.

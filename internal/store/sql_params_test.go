@@ -40,7 +40,7 @@ var sqlFragments = map[string]string{
 	"sched_batch.go: ResultColumns":                                    "constant column list",
 	"sched_batch.go: strings.Repeat(\"?, \", n-1)":                     "placeholders",
 	"sched_batch.go: strings.Repeat(\"?, \", width-1)":                 "placeholders",
-	"sched_batch.go: query":                                            "stmtBatch.rows' query: one of the constant schedUpdate* and havValidateUpdate statements",
+	"sched_batch.go: query":                                            "execRows' query: one of the constant schedUpdate* statements",
 	"sched_batch.go: q":                                                "derivedTable's SELECT ? ... UNION ALL list of placeholders",
 	"sched_batch.go: ids":                                              "placeholders",
 	"scheduler.go: ResultColumns":                                      "constant column list",
@@ -195,8 +195,7 @@ func TestSQLIsParameterised(t *testing.T) {
 // dbMethods are the sqlx and database/sql methods that take a query.
 var dbMethods = map[string]bool{"ExecContext": true, "QueryContext": true, "QueryxContext": true, "QueryRowContext": true,
 	"QueryRowxContext": true, "GetContext": true, "SelectContext": true, "PrepareContext": true, "PreparexContext": true,
-	"NamedExecContext": true, "Exec": true, "Query": true, "Get": true, "Select": true,
-	"queue": true} // stmtBatch.queue: run later in one round trip
+	"NamedExecContext": true, "Exec": true, "Query": true, "Get": true, "Select": true}
 
 // check reports the operands of one SQL construction that are neither
 // literals, constants of the file, nor listed fragments.

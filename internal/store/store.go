@@ -112,10 +112,6 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	for _, cfg := range cfgs {
 		cfg.ParseTime = false
 		cfg.InterpolateParams = true
-		// A group commit sends its writes in one round trip (stmtBatch).
-		// Every value is interpolated with escaping, and every query is
-		// parameterised (TestSQLIsParameterised).
-		cfg.MultiStatements = true
 		if err := cfg.Apply(mysql.Charset(schema.Charset, schema.Collation)); err != nil {
 			return nil, fmt.Errorf("database DSN: %w", err)
 		}

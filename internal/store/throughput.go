@@ -51,13 +51,6 @@ func addThroughput(ctx context.Context, tx *sqlx.Tx, kind ThroughputKind, now in
 	return nil
 }
 
-// addThroughputTo is addThroughput as one statement of m.
-func addThroughputTo(m *stmtBatch, kind ThroughputKind, now int64, n int) {
-	if n > 0 {
-		m.queue(throughputAdd, []any{now / 60, int(kind), rand.IntN(throughputShards), n, n}, -1)
-	}
-}
-
 // ThroughputParams are the starts of the windows throughput is counted
 // over (Unix seconds; both windows end now).
 type ThroughputParams struct {
