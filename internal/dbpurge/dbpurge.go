@@ -120,8 +120,10 @@ func (s *Service) Close() error {
 	return errors.Join(s.wus.close(), s.res.close())
 }
 
-// RunOnce archives and deletes one batch of purgeable jobs with their
-// instances, and returns how many jobs it purged.
+// RunOnce purges the old trickle messages and throughput rows, archives
+// and deletes one batch of purgeable jobs with their instances, and, when
+// that was less than a batch, folds the status page's count rows. It
+// returns how many jobs it purged.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	if err := s.purgeTrickles(ctx); err != nil {
 		return 0, err
@@ -129,9 +131,18 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	if err := s.purgeThroughput(ctx); err != nil {
 		return 0, err
 	}
-	if err := s.foldCounts(ctx); err != nil {
-		return 0, err
+	n, err := s.purge(ctx)
+	if err != nil || n >= s.cfg.Batch {
+		return n, err
 	}
+	// Caught up: fold the count rows now, not while purging hard, so the
+	// daemon's memory peaks with its batches alone.
+	return n, s.foldCounts(ctx)
+}
+
+// purge archives and deletes one batch of purgeable jobs with their
+// instances, and returns how many jobs it purged.
+func (s *Service) purge(ctx context.Context) (int, error) {
 	wus, err := s.list(ctx)
 	if err != nil || len(wus) == 0 {
 		return 0, err

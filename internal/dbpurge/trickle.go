@@ -39,7 +39,7 @@ func (s *Service) purgeThroughput(ctx context.Context) error {
 
 // foldCountsRounds bounds the folds of one pass, so a pass that follows a
 // long stop still ends soon; the next pass goes on.
-const foldCountsRounds = 10
+const foldCountsRounds = 100
 
 // foldCounts folds the rows the status page's count tables gained since
 // the last pass (store.CountsFold), until a fold finds less than a full

@@ -258,8 +258,9 @@ func (s *Store) WorkunitQueues(ctx context.Context, c Counts, now int64) (Workun
 }
 
 // CountsFoldLimit is the most count rows one CountsFold transaction
-// folds, per table.
-const CountsFoldLimit = 20_000
+// folds, per table: small, so that a fold holds little in memory (a
+// daemon's memory stays flat while it purges hard) and its locks briefly.
+const CountsFoldLimit = 2_000
 
 // CountsFold replaces the oldest rows of each count table, up to limit per
 // table, by one row per key holding their sum, and returns how many rows
@@ -289,16 +290,17 @@ func foldCounts(ctx context.Context, tx *sqlx.Tx, t countTable, limit int) (int6
 	if err != nil {
 		return 0, fmt.Errorf("fold %s: %w", t.name, err)
 	}
-	var ids []int64
+	ids := make([]int64, 0, limit)
 	net := map[countKey]int64{}
+	var id, n int64
+	var k countKey
+	dest := []any{&id}
+	for i := range t.keys {
+		dest = append(dest, &k[i])
+	}
+	dest = append(dest, &n)
 	for rows.Next() {
-		var id, n int64
-		var k countKey
-		dest := []any{&id}
-		for i := range t.keys {
-			dest = append(dest, &k[i])
-		}
-		if err := rows.Scan(append(dest, &n)...); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("fold %s: %w", t.name, err)
 		}
