@@ -138,6 +138,65 @@ func TestBoundAcceptsLoadAndRefusesLeaks(t *testing.T) {
 	}
 }
 
+// heapSeries models a daemon's heap in use, sampled every 2 s over 300 s:
+// a base (its caches, and anything leaked), the live data of the work in
+// hand at that moment (requests in flight, a batch), and the garbage made
+// since the last collection, which Go lets grow to as much again as the
+// live heap: the sample falls somewhere on that sawtooth.
+func heapSeries(base, work func(at float64) float64) []memSample {
+	var xs []memSample
+	for i, at := 0, 0.0; at <= 300; i, at = i+1, at+2 {
+		live := base(at) + work(at)
+		garbage := live * float64(i%5) / 4
+		xs = append(xs, memSample{at: at, rss: 60 << 20, heap: live + garbage, goroutines: 10, sockets: 0})
+	}
+	return xs
+}
+
+func TestBoundHeapJudgedByItsFloor(t *testing.T) {
+	const mb = 1 << 20
+	w := newBoundWindow(300, 150, 10)
+	flat := func(float64) float64 { return 15 * mb }
+	leaking := func(at float64) float64 { return 15*mb + at*mb } // 1 MB a second
+	// Bursts of work every 30 s, 4 MB in the middle third and 14 MB at
+	// the end (a full batch after the cut, requests piling up on a busy
+	// machine), none between them.
+	bursts := func(at float64) float64 {
+		if int(at)%30 >= 8 {
+			return 0
+		}
+		if at > 240 {
+			return 14 * mb
+		}
+		return 4 * mb
+	}
+	none := func(float64) float64 { return 0 }
+	tests := []struct {
+		name       string
+		base, work func(at float64) float64
+		ok         bool
+	}{
+		{"steady", flat, none, true},
+		{"bursts of work, bigger at the end", flat, bursts, true},
+		{"leaking 1 MB a second", leaking, none, false},
+		{"leaking 1 MB a second under bursts", leaking, bursts, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := summarize(heapSeries(tc.base, tc.work), w); d.Bounded != tc.ok {
+				t.Errorf("summarize() bounded %v (heap %d/%d/%d, notes %q); want %v", d.Bounded,
+					d.HeapFirst, d.HeapPeak, d.HeapLast, d.Notes, tc.ok)
+			}
+		})
+	}
+	// The peak rule refuses the bigger bursts: the case above tells the
+	// rules apart.
+	xs := heapSeries(flat, bursts)
+	if g := w.check(xs, "heap_inuse", func(m memSample) float64 { return m.heap }, boundSlackBytes, peakOf); g.ok {
+		t.Errorf("peak rule on bigger bursts at the end: bounded (middle %.0f, last %.0f), want grew", g.middle, g.last)
+	}
+}
+
 func TestBoundGoroutinesToleratesSkewBetweenReads(t *testing.T) {
 	// The scheduler's samples of a 3-minute run: about 12 goroutines net
 	// of sockets in the troughs, hundreds in the bursts, and two samples

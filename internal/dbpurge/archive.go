@@ -13,29 +13,34 @@ import (
 )
 
 // archive is one growing series of archive files for one table
-// (wu_archive_<unix>_<seq>.xml.gz, ...). Each append adds whole gzip members
-// to the current file and fsyncs it before returning.
+// (wu_archive_<unix>_<seq>.xml.gz, ...). Each write adds whole gzip members
+// to the current file; sync makes everything written durable.
 type archive struct {
 	dir     string
 	prefix  string // "wu_archive" or "result_archive"
 	maxRows int
 	now     func() time.Time
 
-	f    *os.File
-	rows int   // rows in f
-	size int64 // bytes in f
-	seq  int   // next sequence number to try
+	f       *os.File
+	rows    int   // rows in f
+	size    int64 // bytes in f
+	seq     int   // next sequence number to try
+	created bool  // a file was created since the last sync
+
+	// Reused from member to member, so a pass allocates for one record
+	// and one compressed member, never for a whole batch.
+	zw       *gzip.Writer
+	rec, out bytes.Buffer
 }
 
-// appendRecords archives records (each one encoded row), filling the
-// current file up to maxRows and starting new files as needed. When it
-// returns nil every record is durably on disk. It returns the compressed
-// bytes written.
-func (a *archive) appendRecords(records [][]byte) (int64, error) {
+// write appends n records, the i-th encoded by enc, filling the current
+// file up to maxRows and starting new files as needed. The records are
+// durable only after sync. It returns the compressed bytes written.
+func (a *archive) write(n int, enc func(buf *bytes.Buffer, i int)) (int64, error) {
 	var written int64
-	newFile := false
-	for len(records) > 0 {
+	for i := 0; i < n; {
 		if a.f != nil && a.rows >= a.maxRows {
+			// A full file is closed, and so synced, here.
 			if err := a.close(); err != nil {
 				return written, err
 			}
@@ -44,45 +49,56 @@ func (a *archive) appendRecords(records [][]byte) (int64, error) {
 			if err := a.open(); err != nil {
 				return written, err
 			}
-			newFile = true
+			a.created = true
 		}
-		k := min(len(records), a.maxRows-a.rows)
-		n, err := a.writeMember(records[:k])
-		written += n
+		k := min(n-i, a.maxRows-a.rows)
+		w, err := a.writeMember(i, i+k, enc)
+		written += w
 		if err != nil {
 			return written, err
 		}
-		records = records[k:]
-		// A file filled here is closed, and so synced, by the next round;
-		// the last one is synced below.
-	}
-	if a.f != nil {
-		if err := a.f.Sync(); err != nil {
-			return written, a.fail(fmt.Errorf("sync archive: %w", err))
-		}
-	}
-	if newFile {
-		if err := syncDir(a.dir); err != nil {
-			return written, err
-		}
+		i += k
 	}
 	return written, nil
 }
 
-// writeMember appends records as one gzip member. On failure it cuts the
-// file back to its previous size, so the file never holds a torn member
-// while the process lives.
-func (a *archive) writeMember(records [][]byte) (int64, error) {
-	var buf bytes.Buffer
-	// The fastest level: the archive is written once and rarely read, and
-	// at the default level compressing cost db_purge more CPU than all the
-	// rest of its work.
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // a valid level does not fail
-	for _, r := range records {
-		_, _ = zw.Write(r) // writes to a bytes.Buffer do not fail
+// sync makes every record written so far durable: the current file's
+// data, and the directory entry of any file created since the last sync.
+func (a *archive) sync() error {
+	if a.f != nil {
+		if err := a.f.Sync(); err != nil {
+			return a.fail(fmt.Errorf("sync archive: %w", err))
+		}
 	}
-	_ = zw.Close()
-	n, err := a.f.Write(buf.Bytes())
+	if a.created {
+		if err := syncDir(a.dir); err != nil {
+			return err
+		}
+		a.created = false
+	}
+	return nil
+}
+
+// writeMember appends records from to to-1 as one gzip member. On failure
+// it cuts the file back to its previous size, so the file never holds a
+// torn member while the process lives.
+func (a *archive) writeMember(from, to int, enc func(buf *bytes.Buffer, i int)) (int64, error) {
+	a.out.Reset()
+	if a.zw == nil {
+		// The fastest level: the archive is written once and rarely read,
+		// and at the default level compressing cost db_purge more CPU than
+		// all the rest of its work.
+		a.zw, _ = gzip.NewWriterLevel(&a.out, gzip.BestSpeed) // a valid level does not fail
+	} else {
+		a.zw.Reset(&a.out)
+	}
+	for i := from; i < to; i++ {
+		a.rec.Reset()
+		enc(&a.rec, i)
+		_, _ = a.zw.Write(a.rec.Bytes()) // writes to a bytes.Buffer do not fail
+	}
+	_ = a.zw.Close()
+	n, err := a.f.Write(a.out.Bytes())
 	if err != nil {
 		if terr := a.f.Truncate(a.size); terr != nil {
 			return 0, a.fail(fmt.Errorf("write archive: %w (and truncating it back: %v)", err, terr))
@@ -90,7 +106,7 @@ func (a *archive) writeMember(records [][]byte) (int64, error) {
 		return 0, fmt.Errorf("write archive %s: %w", a.f.Name(), err)
 	}
 	a.size += int64(n)
-	a.rows += len(records)
+	a.rows += to - from
 	return int64(n), nil
 }
 

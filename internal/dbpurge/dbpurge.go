@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,6 +141,11 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	return n, s.foldCounts(ctx)
 }
 
+// archiveChunk is how many jobs' instances a pass lists, encodes and
+// compresses at a time: db_purge's memory follows it, not --batch, so a
+// backlog of full batches costs no more memory than a trickle of jobs.
+const archiveChunk = 100
+
 // purge archives and deletes one batch of purgeable jobs with their
 // instances, and returns how many jobs it purged.
 func (s *Service) purge(ctx context.Context) (int, error) {
@@ -151,29 +157,39 @@ func (s *Service) purge(ctx context.Context) (int, error) {
 	for i, wu := range wus {
 		ids[i] = wu.ID
 	}
-	wuRecs := encodeAll("workunit", wus)
-	results, err := s.st.ResultListByWorkunitIDs(ctx, ids)
-	if err != nil {
-		return 0, err
-	}
-	s.enumerated += len(wus) + len(results)
-	resRecs := encodeAll("result", results)
-
 	// Archive first, durably; delete after. See the package comment.
-	nw, err := s.wus.appendRecords(wuRecs)
+	nw, err := s.wus.write(len(wus), func(buf *bytes.Buffer, i int) { appendRecord(buf, "workunit", wus[i]) })
 	s.m.archiveBytes.WithLabelValues("workunit").Add(float64(nw))
+	if err == nil {
+		err = s.wus.sync()
+	}
 	if err != nil {
 		return 0, err
 	}
-	s.m.archived.WithLabelValues("workunit").Add(float64(len(wuRecs)))
-	nr, err := s.res.appendRecords(resRecs)
-	s.m.archiveBytes.WithLabelValues("result").Add(float64(nr))
-	if err != nil {
+	s.m.archived.WithLabelValues("workunit").Add(float64(len(wus)))
+	s.enumerated += len(wus)
+	var nr int64
+	results := 0
+	for chunk := range slices.Chunk(ids, archiveChunk) {
+		rs, err := s.st.ResultListByWorkunitIDs(ctx, chunk)
+		if err != nil {
+			return 0, err
+		}
+		n, err := s.res.write(len(rs), func(buf *bytes.Buffer, i int) { appendRecord(buf, "result", rs[i]) })
+		nr += n
+		s.m.archiveBytes.WithLabelValues("result").Add(float64(n))
+		if err != nil {
+			return 0, err
+		}
+		results += len(rs)
+	}
+	if err := s.res.sync(); err != nil {
 		return 0, err
 	}
-	s.m.archived.WithLabelValues("result").Add(float64(len(resRecs)))
+	s.enumerated += results
+	s.m.archived.WithLabelValues("result").Add(float64(results))
 
-	c, err := s.st.WorkunitPurge(ctx, store.PurgeParams{WorkunitIDs: ids, Results: len(results)})
+	c, err := s.st.WorkunitPurge(ctx, store.PurgeParams{WorkunitIDs: ids, Results: results})
 	if err != nil {
 		// Conflict or not, nothing was deleted; the rows stay and are
 		// archived again by a later pass.
@@ -221,25 +237,6 @@ func (s *Service) list(ctx context.Context) ([]row.Workunit, error) {
 		s.cursor = wu.ID
 	}
 	return wus, nil
-}
-
-// encodeAll encodes rows as archive records, one slice of a single buffer
-// each: a buffer per record cost more in growing than in writing.
-func encodeAll[T any](table string, rows []T) [][]byte {
-	var buf bytes.Buffer
-	ends := make([]int, len(rows))
-	for i := range rows {
-		appendRecord(&buf, table, rows[i])
-		ends[i] = buf.Len()
-	}
-	all := buf.Bytes()
-	recs := make([][]byte, len(rows))
-	start := 0
-	for i, end := range ends {
-		recs[i] = all[start:end:end]
-		start = end
-	}
-	return recs
 }
 
 // TakeEnumerated returns the rows this daemon's passes listed since the

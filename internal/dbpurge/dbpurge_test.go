@@ -275,6 +275,52 @@ func TestArchiveFilesHoldAtMostMaxRows(t *testing.T) {
 	}
 }
 
+// TestBatchArchivedInChunksAcrossFiles purges 230 jobs of three instances
+// in one pass: their instances are listed and archived a chunk of jobs at
+// a time, into files of at most 200 rows, and every row is archived once
+// and deleted.
+func TestBatchArchivedInChunksAcrossFiles(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const jobs = 230
+	for i := 0; i < jobs; i++ {
+		b.job(t, "j"+strconv.Itoa(i), state.FileDeleteDone, 1, overDone, overDone, overDone)
+	}
+	svc := b.service(t, nil, dbpurge.Config{MaxArchiveRows: 200, Batch: 500})
+	if n, err := svc.RunOnce(b.ctx); err != nil || n != jobs {
+		t.Fatalf("RunOnce = %d, %v; want %d jobs in one pass", n, err, jobs)
+	}
+	if left := b.count(t, `SELECT COUNT(*) FROM result`) + b.count(t, `SELECT COUNT(*) FROM workunit`); left != 0 {
+		t.Errorf("%d rows left after the pass", left)
+	}
+	for _, c := range []struct {
+		prefix      string
+		rows, files int
+	}{{"wu_archive", jobs, 2}, {"result_archive", 3 * jobs, 4}} {
+		files, recs := b.archived(t, c.prefix)
+		if len(files) != c.files {
+			t.Errorf("%s: %d files, want %d (%d rows, 200 per file)", c.prefix, len(files), c.files, c.rows)
+		}
+		seen := map[string]int{}
+		for i, r := range recs {
+			if len(r) > 200 {
+				t.Errorf("%s holds %d rows, want at most 200", files[i], len(r))
+			}
+			for _, rec := range r {
+				seen[rec.Columns["id"]]++
+			}
+		}
+		if len(seen) != c.rows {
+			t.Errorf("%s: %d distinct rows archived, want %d", c.prefix, len(seen), c.rows)
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Errorf("%s: row %s archived %d times, want once", c.prefix, id, n)
+			}
+		}
+	}
+}
+
 // failingPurge fails the delete once, as a crash between archive and delete
 // would.
 type failingPurge struct {

@@ -41,14 +41,15 @@
 // Text values are XML-escaped (xml_doc too), so every record parses back to
 // the stored value; characters XML cannot carry become U+FFFD. Workunits go
 // to wu_archive_<unix>_<seq>.xml.gz, results to result_archive_<unix>_<seq>.xml.gz.
-// Each batch is appended to the current file as one complete gzip member
-// (gzip readers, Go's and zcat, read concatenated members as one stream); a
-// file is closed after --max-archive-rows rows and a new one started, and
+// Each batch is appended to the current file as complete gzip members, its
+// instances 100 jobs' worth at a time so that memory follows that chunk and
+// not --batch (gzip readers, Go's and zcat, read concatenated members as one
+// stream); a file is closed after --max-archive-rows rows and a new one started, and
 // every process start begins new files.
 //
 // # Crash safety
 //
-// A batch is archived first: its member is written to both files, both are
+// A batch is archived first: its members are written to both files, both are
 // fsynced (and the directory, when a file was created). Only then are the
 // rows deleted, in one short transaction that deletes exactly the archived
 // rows or, if they changed, nothing. A crash before the delete commits
