@@ -221,20 +221,18 @@ func (p *project) check(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	for _, d := range []string{"download", "upload"} {
-		n, err := outputfile.CountLeft(filepath.Join(p.dir, d), time.Now(), ballastName)
+		all, err := outputfile.ListLeft(filepath.Join(p.dir, d), time.Now(), ballastName)
 		if err != nil {
 			return nil, err
 		}
-		if d == "download" {
-			n -= kept
-		}
+		left := projectrun.Unkept(all, kept)
 		if liveJobs == 0 {
-			r.FilesLeaked += n
-			if n > 0 {
-				note("%d files left in %s after every job was purged", n, d)
+			r.FilesLeaked += len(left)
+			if len(left) > 0 {
+				note("%d files left in %s after every job was purged: %q", len(left), d, left[:min(len(left), 10)])
 			}
 		}
-		r.FilesLeft += n
+		r.FilesLeft += len(left)
 	}
 
 	// The status page's counts, kept by triggers through every kill and

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	mrand "math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,17 +96,20 @@ func NewCreator(st Store, downloadDir string, fan int, now func() time.Time) *Cr
 
 // RemoveInputs deletes the input files (and gzip'd copies) Create staged
 // for jobs whose insert did not commit, so a failed or interrupted batch
-// leaves no file that no job refers to. Files already gone are fine.
+// leaves no file that no job refers to; with them the temporary files of
+// a write a crash cut short. Files already gone are fine.
 func (c *Creator) RemoveInputs(jobs []string) error {
 	var errs []error
 	for _, j := range jobs {
 		for k := range MaxInputs {
-			path, err := fanout.Path(c.downloadDir, dataInputName(j, "", k), c.fanout)
+			name := dataInputName(j, "", k)
+			path, err := fanout.Path(c.downloadDir, name, c.fanout)
 			if err != nil {
 				errs = append(errs, err)
 				break
 			}
-			for _, p := range []string{path, path + ".gz"} {
+			dir := filepath.Dir(path)
+			for _, p := range []string{path, path + ".gz", tempPath(dir, name), tempPath(dir, name+".gz")} {
 				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					errs = append(errs, err)
 				}

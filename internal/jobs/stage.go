@@ -46,10 +46,7 @@ func (s *stager) writePath(dir, name, path string, data []byte) error {
 		}
 		s.dirs[dir] = true
 	}
-	// Job names are unique and never reused, so the temporary name needs no
-	// random part: it can only be left over from a crashed attempt at this
-	// very file, which truncating replaces.
-	tmp := filepath.Join(dir, "."+name+".tmp")
+	tmp := tempPath(dir, name)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("stage input file: %w", err)
@@ -81,6 +78,12 @@ func (s *stager) writePath(dir, name, path string, data []byte) error {
 	s.files = append(s.files, path)
 	return nil
 }
+
+// tempPath is where file name in dir is written before its rename. Job
+// names are unique and never reused, so the temporary name needs no random
+// part: it can only be left over from a crashed attempt at this very file,
+// which truncating replaces, or which RemoveInputs removes with the batch.
+func tempPath(dir, name string) string { return filepath.Join(dir, "."+name+".tmp") }
 
 // writeBeside stores data as name+suffix in name's fan-out directory (a
 // gzip'd copy is served from beside its file), like write.

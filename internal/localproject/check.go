@@ -250,19 +250,18 @@ func (p *project) summarize(ctx context.Context) (Summary, error) {
 			s.TricklesHandled++
 		}
 	}
-	for _, d := range []string{"download", "upload"} {
-		n, err := outputfile.CountLeft(filepath.Join(p.opts.ProjectDir, d), time.Now())
-		if err != nil {
-			return s, err
-		}
-		s.FilesLeft += n
-	}
 	// A live shared file (the demo model) is not left over: the file
 	// deleter keeps it for --shared-file-grace after its last job.
 	kept, err := projectrun.SharedFilesKept(ctx, p.st.DB())
 	if err != nil {
 		return s, err
 	}
-	s.FilesLeft -= kept
+	for _, d := range []string{"download", "upload"} {
+		left, err := outputfile.ListLeft(filepath.Join(p.opts.ProjectDir, d), time.Now())
+		if err != nil {
+			return s, err
+		}
+		s.FilesLeft += len(projectrun.Unkept(left, kept))
+	}
 	return s, nil
 }

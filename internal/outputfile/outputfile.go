@@ -152,14 +152,15 @@ func Tombstoned(info fs.FileInfo, now time.Time) bool {
 	return info.Mode().IsRegular() && info.Mode().Perm() == ClosedMode && info.Size() == 0 && info.ModTime().After(now)
 }
 
-// CountLeft counts the regular files below dir, less the tombstones still
-// standing at now (Tombstoned) and files named in ignore: a standing
-// tombstone refuses uploads until its certificate expires, so it is not a
-// file left over until then. The checks of the local project, chaos and
-// the paper's benchmark count what a finished project left behind with it.
-func CountLeft(dir string, now time.Time, ignore ...string) (int, error) {
-	n := 0
-	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+// ListLeft lists the regular files below dir (their paths relative to
+// dir), less the tombstones still standing at now (Tombstoned) and files
+// named in ignore: a standing tombstone refuses uploads until its
+// certificate expires, so it is not a file left over until then. The
+// checks of the local project, chaos and the paper's benchmark list what a
+// finished project left behind with it.
+func ListLeft(dir string, now time.Time, ignore ...string) ([]string, error) {
+	var left []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -174,9 +175,13 @@ func CountLeft(dir string, now time.Time, ignore ...string) (int, error) {
 			return err
 		}
 		if !Tombstoned(info, now) {
-			n++
+			rel, err := filepath.Rel(dir, path)
+			if err != nil {
+				return err
+			}
+			left = append(left, rel)
 		}
 		return nil
 	})
-	return n, err
+	return left, err
 }

@@ -350,12 +350,12 @@ func (b *bench) filesIn(want int64, sub string) func(context.Context) error {
 	return func(context.Context) error {
 		// The file deleter leaves tombstones for outputs whose upload
 		// certificates are still good; they are not files left over.
-		got, err := outputfile.CountLeft(filepath.Join(b.proj.dir, sub), time.Now())
+		left, err := outputfile.ListLeft(filepath.Join(b.proj.dir, sub), time.Now())
 		if err != nil {
-			return fmt.Errorf("count files in %s: %w", sub, err)
+			return fmt.Errorf("list files in %s: %w", sub, err)
 		}
-		if int64(got) != want {
-			return fmt.Errorf("%d files in %s, want %d", got, sub, want)
+		if int64(len(left)) != want {
+			return fmt.Errorf("%d files in %s, want %d (first: %q)", len(left), sub, want, left[:min(len(left), 5)])
 		}
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"path/filepath"
 
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
@@ -67,23 +68,35 @@ func CountLive(ctx context.Context, db Querier) (Counts, error) {
 	return c, nil
 }
 
-// SharedFilesKept is how many files of the download directory belong to
-// live shared files (each, and its gzip'd copy if it has one): files the
+// SharedFilesKept names the files of the download directory that belong
+// to live shared files (each, and its gzip'd copy if it has one): files the
 // file deleter keeps for --shared-file-grace after their last job, so no
 // leftover of finished jobs.
-func SharedFilesKept(ctx context.Context, db Querier) (int, error) {
-	shared, err := LiveRecords(ctx, db, "shared_file", []string{"id", "state", "gzipped_nbytes"})
+func SharedFilesKept(ctx context.Context, db Querier) (map[string]bool, error) {
+	shared, err := LiveRecords(ctx, db, "shared_file", []string{"name", "state", "gzipped_nbytes"})
 	if err != nil {
-		return 0, fmt.Errorf("read shared files: %w", err)
+		return nil, fmt.Errorf("read shared files: %w", err)
 	}
-	n := 0
+	kept := map[string]bool{}
 	for _, f := range shared {
 		if f.Int("state") == int64(row.SharedFileLive) {
-			n++
+			kept[f["name"]] = true
 			if f.Float("gzipped_nbytes") > 0 {
-				n++
+				kept[f["name"]+".gz"] = true
 			}
 		}
 	}
-	return n, nil
+	return kept, nil
+}
+
+// Unkept is left (paths ListLeft gives) without the files kept (by base
+// name; see SharedFilesKept).
+func Unkept(left []string, kept map[string]bool) []string {
+	var out []string
+	for _, l := range left {
+		if !kept[filepath.Base(l)] {
+			out = append(out, l)
+		}
+	}
+	return out
 }

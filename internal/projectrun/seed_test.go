@@ -2,6 +2,10 @@ package projectrun
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"maps"
+	"slices"
 	"path/filepath"
 	"testing"
 	"time"
@@ -28,8 +32,15 @@ func TestDemoJobByHand(t *testing.T) {
 	if _, err := c.StageShared(ctx, "zipped", []byte("a shared file with a gzip'd copy"), true); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := SharedFilesKept(ctx, st.DB()); n != 3 || err != nil {
-		t.Errorf("SharedFilesKept = %d, %v; want 3 (the model, another file and its gzip'd copy)", n, err)
+	kept, err := SharedFilesKept(ctx, st.DB())
+	zipped := jobs.SharedName("zipped", md5Of("a shared file with a gzip'd copy"))
+	want := map[string]bool{jobs.SharedName(demoapp.ModelFile, md5Of(string(demoapp.Model()))): true, zipped: true, zipped + ".gz": true}
+	if err != nil || !maps.Equal(kept, want) {
+		t.Errorf("SharedFilesKept = %v, %v; want %v (the model, another file and its gzip'd copy)", kept, err, want)
+	}
+	left := []string{filepath.Join("1a", zipped), filepath.Join("1b", "job_in"), filepath.Join("2c", zipped+".gz")}
+	if got := Unkept(left, kept); !slices.Equal(got, left[1:2]) {
+		t.Errorf("Unkept(%q) = %q, want only the job's input", left, got)
 	}
 	job := jobs.Job{Name: "by_hand", Inputs: []jobs.Input{{Data: demoapp.Input("by_hand")}, {Shared: demoapp.ModelFile}, {Data: demoapp.Params()}},
 		InputTemplate: demoapp.InputTemplate, OutputTemplate: demoapp.OutputTemplate}
@@ -52,4 +63,10 @@ func TestDemoJobByHand(t *testing.T) {
 	if err != nil || tmpl.Body != demoapp.OutputTemplate {
 		t.Errorf("output template %+v, %v; want the demo's", tmpl, err)
 	}
+}
+
+// md5Of is the hex md5 sum of s, as shared file names carry it.
+func md5Of(s string) string {
+	sum := md5.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

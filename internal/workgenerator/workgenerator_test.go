@@ -288,6 +288,15 @@ func TestPendingBatchResolvedOnRestart(t *testing.T) {
 				}
 				inputs = append(inputs, in)
 			}
+			// The write of the last job's gzip'd copy was cut short by the
+			// crash: its temporary file goes with the batch too.
+			cut := filepath.Join(filepath.Dir(inputs[2]), "."+jobs.InputName(names[2])+".gz.tmp")
+			if !tc.committed {
+				if err := os.WriteFile(cut, []byte("inp"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				inputs = append(inputs, cut)
+			}
 			body := `{"app":"demo","created":4,"pending":{"jobs":3,"first_name":"` + first +
 				`","names":["` + strings.Join(names, `","`) + `"]}}`
 			if err := os.WriteFile(path, []byte(body), 0o644); err != nil {

@@ -3,16 +3,17 @@ package outputfile_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/taskserver/taskserver/internal/outputfile"
 )
 
-// TestCountLeftSkipsStandingTombstones: a tombstone the file deleter left
+// TestListLeftSkipsStandingTombstones: a tombstone the file deleter left
 // for a certificate still good is no leak until it expires; an expired
 // one that is still there is.
-func TestCountLeftSkipsStandingTombstones(t *testing.T) {
+func TestListLeftSkipsStandingTombstones(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	now := time.Now()
@@ -28,7 +29,9 @@ func TestCountLeftSkipsStandingTombstones(t *testing.T) {
 	if _, err := outputfile.Tombstone(filepath.Join(dir, "3", "wu_3_r0_0"), now.Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := outputfile.CountLeft(dir, now); err != nil || n != 2 {
-		t.Errorf("CountLeft = %d, %v; want 2 (an output and an expired tombstone, not the standing one)", n, err)
+	left, err := outputfile.ListLeft(dir, now)
+	want := []string{filepath.Join("1", "wu_1_r0_0"), filepath.Join("3", "wu_3_r0_0")}
+	if err != nil || !slices.Equal(left, want) {
+		t.Errorf("ListLeft = %q, %v; want %q (an output and an expired tombstone, not the standing one)", left, err, want)
 	}
 }
