@@ -5,8 +5,8 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"maps"
-	"slices"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 

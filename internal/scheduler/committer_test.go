@@ -100,3 +100,36 @@ func testConcurrentRequestsShareCommits(t *testing.T, lanes int) {
 		t.Fatalf("commits = %d for %d requests", c, hosts*(rounds+1))
 	}
 }
+
+// TestSiblingInstancesDoNotSplitTheCommit: the feeder caches a job's
+// instances side by side, and a host gets one instance of a job; a host
+// asking for several jobs gets them, each job once, in one transaction,
+// not a transaction per job.
+func TestSiblingInstancesDoNotSplitTheCommit(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const jobs = 4
+	for i := range jobs {
+		f.addJob(fmt.Sprintf("pair%d", i), job{instances: 2})
+	}
+	commits := func() uint64 {
+		var m dto.Metric
+		if err := f.svc.m.commitBatch.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+	first := f.rpc(request{workSecs: 0})
+	before := commits()
+	rep := f.rpc(request{hostID: first.HostID, seqno: 2, workSecs: 1e6, instances: jobs})
+	got := map[int64]bool{}
+	for _, r := range rep.Results {
+		got[f.result(f.resultID(r.Name)).WorkunitID] = true
+	}
+	if len(rep.Results) != jobs || len(got) != jobs {
+		t.Fatalf("sent %d instances of %d jobs, want one of each of the %d jobs", len(rep.Results), len(got), jobs)
+	}
+	if n := commits() - before; n != 1 {
+		t.Errorf("the request's writes took %d transactions, want 1", n)
+	}
+}

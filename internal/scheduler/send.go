@@ -256,6 +256,12 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 		start = rand.IntN(n)
 	}
 	k := 0
+	// deferred are the slots a round passed over because another instance
+	// of their job was claimed in it: what becomes of that send decides
+	// their fate, so the next round looks at them first. Ending the round
+	// at such a slot instead cost a transaction per job sent, as the
+	// feeder caches a job's instances side by side.
+	var deferred []int
 	for {
 		// One round: claim what would cover the request if every send
 		// went through.
@@ -265,24 +271,28 @@ func (s *Service) scan(ctx context.Context, x *rpc, c Cache, w *walk) ([]sendIte
 		// sends go through (the sends that do are then counted again).
 		roundHeld := map[string]bool{}
 		q.save()
-		for ; k < n; k++ {
+		revisit := deferred
+		deferred = nil
+		for len(revisit) > 0 || k < n {
 			m := len(sent) + len(round)
-			if m > 0 && q.covered() {
+			if (m > 0 && q.covered()) || m >= s.opts.MaxResultsPerRPC || w.nheld+m >= w.limit {
+				deferred = append(deferred, revisit...)
 				break
 			}
-			if m >= s.opts.MaxResultsPerRPC || w.nheld+m >= w.limit {
-				break
+			var i int
+			if len(revisit) > 0 {
+				i, revisit = revisit[0], revisit[1:]
+			} else {
+				i = (start + k) % n
+				k++
 			}
-			i := (start + k) % n
 			e, ok := c.Peek(i)
 			if !ok {
 				continue
 			}
 			if inRound[e.WorkunitID] {
-				// Another instance of a job claimed in this round: what
-				// becomes of that send decides this one's fate; look again
-				// after the commit.
-				break
+				deferred = append(deferred, i)
+				continue
 			}
 			w.seen++
 			// The job's whole disk bound first: only a job that does not fit
