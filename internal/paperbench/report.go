@@ -77,7 +77,9 @@ type Reference struct {
 }
 
 // IssueReference holds the figures of issue 6 (C++ BOINC at commit
-// c5c6cb79 on a 2-core machine, and the paper's 2005 figures).
+// c5c6cb79 on a 2-core machine, and the paper's 2005 figures) and the
+// targets issue 22 set for the new job shape (issue 6's were 112 s total
+// and 70 s database CPU per 100,000 instances, 2,000 requests/s).
 var IssueReference = Reference{
 	BOINCTotalCPUSPer100k:     1593,
 	BOINCDBCPUSPer100k:        526.9,
@@ -87,9 +89,9 @@ var IssueReference = Reference{
 	PaperTotalCPUSPer100k:     980,
 	PaperDBCPUSPer100k:        365,
 	PaperInstancesPerDay:      8.8e6,
-	TargetTotalCPUSPer100k:    112,
-	TargetDBCPUSPer100k:       70,
-	TargetDispatchRPS:         2000,
+	TargetTotalCPUSPer100k:    75,
+	TargetDBCPUSPer100k:       40,
+	TargetDispatchRPS:         3000,
 	TargetDispatchP99MS:       50,
 }
 

@@ -62,7 +62,7 @@ func TestPer100kAndInstancesPerDay(t *testing.T) {
 		// The issue's C++ figure: 1,593 s per 100,000 instances is 5.4 M a day.
 		{"the issue's BOINC figure", 1593, 100000, 1593, 5.4234e6},
 		{"a smaller run scales up", 8, 400, 2000, 4.32e6},
-		{"112 s per 100k is the target", 11.2, 10000, 112, 77.142857e6},
+		{"112 s per 100k (issue 6's target)", 11.2, 10000, 112, 77.142857e6},
 		{"no instances give zero", 5, 0, 0, 0},
 		{"no CPU gives zero, not infinity", 0, 100, 0, 0},
 	}

@@ -436,6 +436,10 @@ type rpc struct {
 	preHeldOf int64
 	// preHAV is host preHeldOf's host_app_version rows, read with preHeld.
 	preHAV []row.HostAppVersion
+	// noTrickleDownsOf is the host that the account's read found without
+	// trickle-down messages waiting (0: not known), so that delivering
+	// them costs that host no read of its own.
+	noTrickleDownsOf int64
 	// havs is the request's host's host_app_version rows once
 	// hostAppVersions has them (havsRead).
 	havs     []row.HostAppVersion
@@ -541,6 +545,9 @@ func (s *Service) authenticate(ctx context.Context, x *rpc) (u row.User, h row.H
 	if err == nil && wantHeld {
 		x.preHeld, x.preHeldOf, x.preHAV = f.Held, hostID, f.HostAppVersions
 	}
+	if err == nil && f.HostFound && !f.TrickleDownQueued {
+		x.noTrickleDownsOf = hostID
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return u, h, false, false, nil
 	}
@@ -548,7 +555,7 @@ func (s *Service) authenticate(ctx context.Context, x *rpc) (u row.User, h row.H
 		return u, h, false, false, fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	if subtle.ConstantTimeCompare([]byte(u.Authenticator), []byte(auth)) != 1 {
-		x.preHeld, x.preHeldOf, x.preHAV = nil, 0, nil
+		x.preHeld, x.preHeldOf, x.preHAV, x.noTrickleDownsOf = nil, 0, nil, 0
 		return row.User{}, row.Host{}, false, false, nil
 	}
 	x.teamName = f.TeamName

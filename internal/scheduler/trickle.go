@@ -89,9 +89,11 @@ func trickleUpsRefused(msgs []protocol.MsgFromHost) string {
 
 // deliverTrickleDowns puts the host's queued trickle-down messages in the
 // reply, marked delivered as they are read: each is sent once. As in BOINC,
-// a reply lost on its way loses its messages with it.
+// a reply lost on its way loses its messages with it. A host the account's
+// read found with none waiting is not read again: one queued since waits
+// for the next request, as one queued just after this reply would.
 func (s *Service) deliverTrickleDowns(ctx context.Context, x *rpc) {
-	if !s.opts.TrickleDown || x.host.ID == 0 {
+	if !s.opts.TrickleDown || x.host.ID == 0 || x.host.ID == x.noTrickleDownsOf {
 		return
 	}
 	msgs, err := s.st.MsgToHostTake(ctx, x.host.ID, maxTrickleDowns)

@@ -229,6 +229,9 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 	return nil, &NodesDownError{errs: errs}
 }
 
+// sessionIsolation sets a connection's isolation level (prepare).
+const sessionIsolation = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
+
 // open connects to node idx and checks it is ready.
 func (c *connector) open(ctx context.Context, idx int) (driver.Conn, error) {
 	conn, err := c.nodes[idx].Connect(ctx)
@@ -244,9 +247,16 @@ func (c *connector) open(ctx context.Context, idx int) (driver.Conn, error) {
 
 // prepare checks a new connection's node is ready and sets what the
 // session needs. A server without Galera (wsrep_on OFF or absent, as on
-// MySQL) is always ready. It costs one round trip, two on a cluster, three
-// with syncReads, once per connection.
+// MySQL) is always ready. It costs two round trips, three on a cluster,
+// four with syncReads, once per connection.
 func (c *connector) prepare(ctx context.Context, conn driver.Conn) error {
+	// READ COMMITTED for the session, in the syntax MySQL, MariaDB and TiDB
+	// share: every transaction (inTx) runs at it without a SET TRANSACTION
+	// round trip of its own, and a single statement never reads rows
+	// another program's transaction may still roll back.
+	if _, err := conn.(driver.ExecerContext).ExecContext(ctx, sessionIsolation, nil); err != nil {
+		return err
+	}
 	vars, err := showValues(ctx, conn, "SHOW VARIABLES WHERE Variable_name IN ('wsrep_on', 'wsrep_sync_wait')")
 	if err != nil {
 		return err

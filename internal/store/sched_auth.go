@@ -35,6 +35,12 @@ var userHostColumns = func() string {
 // request); here it costs a primary-key lookup inside the same query.
 const userTeamName = `COALESCE((SELECT t.name FROM team t WHERE t.id = u.teamid AND u.teamid <> 0), '') AS team_name`
 
+// trickleDownQueued is, as a column of a read of host h, whether messages
+// wait for it in msg_to_host (handled 0): a request of a host with none,
+// nearly every one, then costs no read of its own for them (one indexed
+// lookup here). False when h is not found.
+const trickleDownQueued = `EXISTS (SELECT 1 FROM msg_to_host m WHERE m.hostid = h.id AND m.handled = 0) AS trickle_down_queued`
+
 // userTeamRow is a user and the name of its team.
 type userTeamRow struct {
 	row.User
@@ -45,12 +51,13 @@ type userTeamRow struct {
 // if it exists.
 type userHostRow struct {
 	userTeamRow
-	Host      row.Host `db:"host"`
-	HostFound bool     `db:"host_found"`
+	Host              row.Host `db:"host"`
+	HostFound         bool     `db:"host_found"`
+	TrickleDownQueued bool     `db:"trickle_down_queued"`
 }
 
 var userHostGet = `SELECT ` + prefixed("u.", userColumns) + `, ` + userTeamName + `, ` + userHostColumns +
-	`, h.id IS NOT NULL AS host_found
+	`, h.id IS NOT NULL AS host_found, ` + trickleDownQueued + `
 FROM user u LEFT JOIN host h ON h.id = ? WHERE u.authenticator = ?`
 
 // UserHostGet returns, in one query, the user whose account key is auth
@@ -66,7 +73,8 @@ func (s *Store) UserHostGet(ctx context.Context, auth string, hostID int64) (Use
 	if err != nil {
 		return UserHostHeld{}, fmt.Errorf("get user by authenticator and host %d: %w", hostID, err)
 	}
-	return UserHostHeld{User: r.User, UserFound: true, TeamName: r.TeamName, Host: r.Host, HostFound: r.HostFound}, nil
+	return UserHostHeld{User: r.User, UserFound: true, TeamName: r.TeamName, Host: r.Host, HostFound: r.HostFound,
+		TrickleDownQueued: r.TrickleDownQueued}, nil
 }
 
 // prefixed is the column list cols with each column qualified by p.
@@ -109,7 +117,7 @@ type userHostHeldRow struct {
 // each row: a few hundred bytes for the usual one to three versions, where
 // each row already carries an instance's xml_doc_in).
 var userHostHeldGet = `SELECT ` + prefixed("u.", userColumns) + `, ` + userTeamName + `, ` + userHostColumns +
-	`, h.id IS NOT NULL AS host_found, ` + heldColumns + `, ` + havJSON + ` AS hav
+	`, h.id IS NOT NULL AS host_found, ` + trickleDownQueued + `, ` + heldColumns + `, ` + havJSON + ` AS hav
 FROM user u LEFT JOIN host h ON h.id = ?
 LEFT JOIN result r ON r.hostid = ? AND r.server_state = ?
 LEFT JOIN workunit w ON w.id = r.workunitid
@@ -139,7 +147,7 @@ func (s *Store) UserHostHeldGet(ctx context.Context, auth string, hostID int64, 
 		}
 	}
 	f := UserHostHeld{User: rows[0].User, UserFound: true, TeamName: rows[0].TeamName, Host: rows[0].Host,
-		HostFound: rows[0].HostFound, Held: held}
+		HostFound: rows[0].HostFound, TrickleDownQueued: rows[0].TrickleDownQueued, Held: held}
 	if f.HostFound {
 		if f.HostAppVersions, err = parseHostAppVersions(hostID, rows[0].HAV); err != nil {
 			return UserHostHeld{}, err
@@ -161,19 +169,21 @@ type AuthHost struct {
 // the host (HostFound, whoever owns it), and
 // when asked the host's instances in progress, by id, and its
 // host_app_version rows (what it has shown of each version: estimates and
-// daily quotas), by version id.
+// daily quotas), by version id. TrickleDownQueued says trickle-down
+// messages wait for the host (see MsgToHostTake).
 type UserHostHeld struct {
-	User            row.User
-	UserFound       bool
-	TeamName        string
-	Host            row.Host
-	HostFound       bool
-	Held            []HostResult
-	HostAppVersions []row.HostAppVersion
+	User              row.User
+	UserFound         bool
+	TeamName          string
+	Host              row.Host
+	HostFound         bool
+	TrickleDownQueued bool
+	Held              []HostResult
+	HostAppVersions   []row.HostAppVersion
 }
 
 var (
-	hostListByIDs  = `SELECT ` + hostSelect + ` FROM host WHERE id IN (?)`
+	hostListByIDs  = `SELECT ` + hostSelect + `, ` + trickleDownQueued + ` FROM host h WHERE id IN (?)`
 	userListByAuth = `SELECT ` + prefixed("u.", userColumns) + `, ` + userTeamName + ` FROM user u WHERE u.authenticator IN (?)`
 )
 
@@ -186,6 +196,12 @@ COALESCE(r.xml_doc_in, '') AS xml_doc_in, r.file_delete_state
 FROM result r JOIN workunit w ON w.id = r.workunitid
 WHERE r.hostid IN (?) AND r.server_state = ?`
 )
+
+// hostQueuedRow is a host and whether trickle-down messages wait for it.
+type hostQueuedRow struct {
+	row.Host
+	TrickleDownQueued bool `db:"trickle_down_queued"`
+}
 
 // heldRow is an instance in progress with its host.
 type heldRow struct {
@@ -216,7 +232,7 @@ func (s *Store) UserHostHeldList(ctx context.Context, keys []AuthHost, limit int
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := selectIn[row.Host](ctx, s, "list hosts by id", hostListByIDs, uniq(hostIDs))
+	hosts, err := selectIn[hostQueuedRow](ctx, s, "list hosts by id", hostListByIDs, uniq(hostIDs))
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +252,7 @@ func (s *Store) UserHostHeldList(ctx context.Context, keys []AuthHost, limit int
 			return nil, fmt.Errorf("list results in progress of %d hosts: %w", len(heldIDs), err)
 		}
 	}
-	hostByID := make(map[int64]row.Host, len(hosts))
+	hostByID := make(map[int64]hostQueuedRow, len(hosts))
 	for _, h := range hosts {
 		hostByID[h.ID] = h
 	}
@@ -261,7 +277,9 @@ func (s *Store) UserHostHeldList(ctx context.Context, keys []AuthHost, limit int
 		u, out[i].UserFound = userByKey[strings.ToLower(k.Auth)]
 		out[i].User, out[i].TeamName = u.User, u.TeamName
 		if k.HostID > 0 {
-			out[i].Host, out[i].HostFound = hostByID[k.HostID]
+			var h hostQueuedRow
+			h, out[i].HostFound = hostByID[k.HostID]
+			out[i].Host, out[i].TrickleDownQueued = h.Host, h.TrickleDownQueued
 			if k.WantHeld {
 				out[i].Held = heldByHost[k.HostID]
 				if out[i].HostFound {

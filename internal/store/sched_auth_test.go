@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
 	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
@@ -218,6 +219,57 @@ func TestUserHostHeldList(t *testing.T) {
 	for i, g := range limited {
 		if len(g.Held) != 1 {
 			t.Errorf("limit 1, key %d: %d instances", i, len(g.Held))
+		}
+	}
+}
+
+// TestReadsSayWhetherTrickleDownsWait: the account reads a scheduler
+// request starts with say whether trickle-down messages wait for the host
+// (queued, not yet delivered), so that a host with none costs no read of
+// them; a host not found has none.
+func TestReadsSayWhetherTrickleDownsWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, storetest.NewDatabase(t), store.Options{MaxOpenConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	uid := storetest.User(t, st, storetest.UserOptions{CreateTime: 1, EmailAddr: "a@example.com", Name: "a", Authenticator: "k"}).ID
+	waiting := storetest.Host(t, st, storetest.HostOptions{CreateTime: 1, User: uid}).ID
+	delivered := storetest.Host(t, st, storetest.HostOptions{CreateTime: 1, User: uid}).ID
+	none := storetest.Host(t, st, storetest.HostOptions{CreateTime: 1, User: uid}).ID
+	for _, h := range []int64{waiting, delivered} {
+		if _, err := st.MsgToHostInsert(ctx, row.MsgToHost{CreateTime: 1, HostID: h, Variety: "v", XML: "<trickle_down/>"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if msgs, err := st.MsgToHostTake(ctx, delivered, 10); err != nil || len(msgs) != 1 {
+		t.Fatalf("MsgToHostTake = %d messages, %v; want the one queued", len(msgs), err)
+	}
+	want := map[int64]bool{waiting: true, delivered: false, none: false, 99999: false}
+	var keys []store.AuthHost
+	for h := range want {
+		keys = append(keys, store.AuthHost{Auth: "k", HostID: h, WantHeld: h != none})
+	}
+	list, err := st.UserHostHeldList(ctx, keys, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		one, err := st.UserHostHeldGet(ctx, "k", k.HostID, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, err := st.UserHostGet(ctx, "k", k.HostID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, got := range map[string]bool{"UserHostHeldList": list[i].TrickleDownQueued,
+			"UserHostHeldGet": one.TrickleDownQueued, "UserHostGet": plain.TrickleDownQueued} {
+			if got != want[k.HostID] {
+				t.Errorf("%s, host %d: TrickleDownQueued = %v, want %v", name, k.HostID, got, want[k.HostID])
+			}
 		}
 	}
 }

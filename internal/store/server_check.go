@@ -53,9 +53,9 @@ func (s *Store) serverCheck(ctx context.Context) error {
 	if sess.Autocommit != 1 {
 		problems = append(problems, "the connection's autocommit is off, want on")
 	}
-	// Transactions set READ COMMITTED themselves (inTx); a single statement
-	// runs at the session's level, and must not read rows another
-	// program's transaction may still roll back.
+	// Every connection is set to READ COMMITTED (connector.prepare), and
+	// transactions (inTx) and single statements run at it: a proxy that
+	// hands out connections without that SET gives the server's level.
 	var iso string
 	// Unobserved: the expected "unknown variable" on MariaDB is no query error.
 	err := s.db.DB.GetContext(ctx, &iso, `SELECT @@SESSION.transaction_isolation`)
@@ -66,9 +66,9 @@ func (s *Store) serverCheck(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("database server check: read the isolation level: %w", err)
 	}
-	if iso == "READ-UNCOMMITTED" {
-		problems = append(problems, "the connection's isolation level is READ-UNCOMMITTED (transaction-isolation "+
-			"in the server's configuration), want READ-COMMITTED, REPEATABLE-READ or SERIALIZABLE")
+	if iso != "READ-COMMITTED" {
+		problems = append(problems, fmt.Sprintf("the connection's isolation level is %s, want READ-COMMITTED "+
+			"(the programs set it on every connection; does a proxy drop the SET?)", iso))
 	}
 
 	var db struct {

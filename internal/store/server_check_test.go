@@ -181,11 +181,11 @@ func TestSchemaCheckRefusesTextSettingsItCannotWorkWith(t *testing.T) {
 	}
 }
 
-// TestSchemaCheckRefusesReadUncommitted: single statements run at the
-// session's isolation level; under READ UNCOMMITTED (a server's
-// transaction-isolation setting) they would read rows another program's
-// transaction may still roll back.
-func TestSchemaCheckRefusesReadUncommitted(t *testing.T) {
+// TestSchemaCheckRefusesAnotherIsolationLevel: transactions and single
+// statements run at the session's isolation level, READ COMMITTED on every
+// connection; a connection at another level (a proxy that drops the SET)
+// is refused, and a server configured with another level is overridden.
+func TestSchemaCheckRefusesAnotherIsolationLevel(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dsn := storetest.NewDatabase(t)
@@ -193,8 +193,8 @@ func TestSchemaCheckRefusesReadUncommitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// MySQL 8 names the variable transaction_isolation, MariaDB 10.11
-	// tx_isolation.
+	// As a server's transaction-isolation setting would: MySQL 8 names the
+	// variable transaction_isolation, MariaDB 10.11 tx_isolation.
 	var st *store.Store
 	for _, v := range []string{"transaction_isolation", "tx_isolation"} {
 		c := cfg.Clone()
@@ -207,8 +207,16 @@ func TestSchemaCheckRefusesReadUncommitted(t *testing.T) {
 		t.Fatalf("open with READ-UNCOMMITTED: %v", err)
 	}
 	defer st.Close()
-	err = st.SchemaCheck(ctx)
-	if !errors.Is(err, store.ErrServerSettings) || !strings.Contains(err.Error(), "isolation level is READ-UNCOMMITTED") {
-		t.Fatalf("SchemaCheck under READ-UNCOMMITTED = %v; want ErrServerSettings naming the isolation level", err)
+	if err := st.SchemaCheck(ctx); err != nil {
+		t.Fatalf("SchemaCheck with the server's level READ-UNCOMMITTED = %v; want the connection set to READ-COMMITTED", err)
+	}
+	for _, level := range []string{"READ UNCOMMITTED", "REPEATABLE READ"} {
+		if _, err := st.DB().ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL "+level); err != nil {
+			t.Fatal(err)
+		}
+		want := "isolation level is " + strings.ReplaceAll(level, " ", "-")
+		if err := st.SchemaCheck(ctx); !errors.Is(err, store.ErrServerSettings) || !strings.Contains(err.Error(), want) {
+			t.Errorf("SchemaCheck on a connection at %s = %v; want ErrServerSettings saying %q", level, err, want)
+		}
 	}
 }

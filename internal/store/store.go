@@ -301,9 +301,12 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		if s.db.obs != nil {
 			defer func(start time.Time) { s.db.done(start, err) }(time.Now())
 		}
-		// READ COMMITTED: every transaction here touches a few rows by key, and
-		// the gap locks REPEATABLE READ takes would only cause deadlocks.
-		tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		// READ COMMITTED, the session's level (set on every connection; see
+		// connector.prepare, and SchemaCheck): every transaction here touches
+		// a few rows by key, and the gap locks REPEATABLE READ takes would
+		// only cause deadlocks. Asking for it here would cost every
+		// transaction a SET TRANSACTION round trip.
+		tx, err := s.db.BeginTxx(ctx, nil)
 		if err != nil {
 			return beforeCommit(err)
 		}
