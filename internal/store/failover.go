@@ -250,13 +250,6 @@ func (c *connector) open(ctx context.Context, idx int) (driver.Conn, error) {
 // MySQL) is always ready. It costs two round trips, three on a cluster,
 // four with syncReads, once per connection.
 func (c *connector) prepare(ctx context.Context, conn driver.Conn) error {
-	// READ COMMITTED for the session, in the syntax MySQL, MariaDB and TiDB
-	// share: every transaction (inTx) runs at it without a SET TRANSACTION
-	// round trip of its own, and a single statement never reads rows
-	// another program's transaction may still roll back.
-	if _, err := conn.(driver.ExecerContext).ExecContext(ctx, sessionIsolation, nil); err != nil {
-		return err
-	}
 	vars, err := showValues(ctx, conn, "SHOW VARIABLES WHERE Variable_name IN ('wsrep_on', 'wsrep_sync_wait')")
 	if err != nil {
 		return err
@@ -270,6 +263,13 @@ func (c *connector) prepare(ctx context.Context, conn driver.Conn) error {
 		if err := nodeReady(st); err != nil {
 			return err
 		}
+	}
+	// READ COMMITTED for the session, in the syntax MySQL, MariaDB and TiDB
+	// share: every transaction (inTx) runs at it without a SET TRANSACTION
+	// round trip of its own, and a single statement never reads rows
+	// another program's transaction may still roll back.
+	if _, err := conn.(driver.ExecerContext).ExecContext(ctx, sessionIsolation, nil); err != nil {
+		return err
 	}
 	if _, ok := vars["wsrep_sync_wait"]; ok && c.syncReads {
 		// 1: a read waits until this node has applied every write the
