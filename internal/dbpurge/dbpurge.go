@@ -169,7 +169,7 @@ func (s *Service) purge(ctx context.Context) (int, error) {
 	s.m.archived.WithLabelValues("workunit").Add(float64(len(wus)))
 	s.enumerated += len(wus)
 	var nr int64
-	results := 0
+	var results []store.PurgedResult
 	for chunk := range slices.Chunk(ids, archiveChunk) {
 		rs, err := s.st.ResultListByWorkunitIDs(ctx, chunk)
 		if err != nil {
@@ -181,18 +181,21 @@ func (s *Service) purge(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		results += len(rs)
+		for _, r := range rs {
+			results = append(results, store.PurgedResultOf(r))
+		}
 	}
 	if err := s.res.sync(); err != nil {
 		return 0, err
 	}
-	s.enumerated += results
-	s.m.archived.WithLabelValues("result").Add(float64(results))
+	s.enumerated += len(results)
+	s.m.archived.WithLabelValues("result").Add(float64(len(results)))
 
 	c, err := s.st.WorkunitPurge(ctx, store.PurgeParams{WorkunitIDs: ids, Results: results})
 	if err != nil {
 		// Conflict or not, nothing was deleted; the rows stay and are
-		// archived again by a later pass.
+		// archived again by a later pass, if they are still purgeable
+		// then (a late report puts its instance's files back to delete).
 		return 0, err
 	}
 	s.m.deleted.WithLabelValues("workunit").Add(float64(c.Workunits))

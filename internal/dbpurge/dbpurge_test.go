@@ -363,7 +363,7 @@ func TestPurgeRefusesRowsOtherThanArchived(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	id := b.job(t, "j", state.FileDeleteDone, 1, overDone, overDone)
-	_, err := b.st.WorkunitPurge(b.ctx, store.PurgeParams{WorkunitIDs: []int64{id}, Results: 1})
+	_, err := b.st.WorkunitPurge(b.ctx, store.PurgeParams{WorkunitIDs: []int64{id}, Results: b.archivedResults(t, id)[:1]})
 	if !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("WorkunitPurge with 1 of 2 results archived = %v, want ErrConflict", err)
 	}
@@ -444,5 +444,95 @@ func TestJobsBehindTheCursorComeRound(t *testing.T) {
 	}
 	if left := b.rowsLeft(t, young); left != [3]int{} {
 		t.Fatalf("job young after it came of age: rows left = %v, want none", left)
+	}
+}
+
+// archivedResults is what a purge of job id would have archived of its
+// instances, read now.
+func (b *bundle) archivedResults(t *testing.T, id int64) []store.PurgedResult {
+	t.Helper()
+	rs, err := b.st.ResultListByWorkunitIDs(b.ctx, []int64{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]store.PurgedResult, len(rs))
+	for i, r := range rs {
+		out[i] = store.PurgedResultOf(r)
+	}
+	return out
+}
+
+// lateReportBeforeDelete records a late report of instance resultID, as the
+// scheduler's commit writes it, after the pass archived the instance and
+// before it deletes it.
+type lateReportBeforeDelete struct {
+	*store.Store
+	resultID int64
+}
+
+func (l *lateReportBeforeDelete) WorkunitPurge(ctx context.Context, p store.PurgeParams) (store.PurgeCounts, error) {
+	if _, err := l.DB().ExecContext(ctx, `UPDATE result SET outcome = ?, received_time = ?, file_delete_state = ?
+WHERE id = ?`, int(state.OutcomeSuccess), 1_700_000_000, int(state.FileDeleteReady), l.resultID); err != nil {
+		return store.PurgeCounts{}, err
+	}
+	return l.Store.WorkunitPurge(ctx, p)
+}
+
+// TestLateReportBetweenArchiveAndDeleteIsKept: a host's late report that
+// the scheduler records (and acks) while db_purge has archived the
+// instance but not yet deleted it keeps the job: the purge refuses rows
+// that changed since the archive, and the job is not purgeable again until
+// the file deleter has dealt with the output just reported. Deleting the
+// row with its older copy in the archive would lose an acked report.
+func TestLateReportBetweenArchiveAndDeleteIsKept(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.job(t, "late", state.FileDeleteDone, 1, overDone, overDone)
+	if _, err := b.st.DB().Exec(`UPDATE result SET outcome = ?, received_time = 0 WHERE name = 'late_1'`,
+		int(state.OutcomeNoReply)); err != nil {
+		t.Fatal(err)
+	}
+	var rid int64
+	if err := b.st.DB().Get(&rid, `SELECT id FROM result WHERE name = 'late_1'`); err != nil {
+		t.Fatal(err)
+	}
+	svc := b.service(t, &lateReportBeforeDelete{Store: b.st, resultID: rid}, dbpurge.Config{})
+	if _, err := svc.RunOnce(b.ctx); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("RunOnce with a report recorded after the archive = %v, want ErrConflict", err)
+	}
+	if left := b.rowsLeft(t, id); left != [3]int{1, 2, 2} {
+		t.Fatalf("rows after the refused purge = %v, want all kept", left)
+	}
+	if got := b.count(t, `SELECT COUNT(*) FROM result WHERE id = ? AND received_time > 0`, rid); got != 1 {
+		t.Fatal("the late report is not in the database")
+	}
+	// Not purgeable while the reported output waits for the file deleter.
+	if n, err := b.service(t, nil, dbpurge.Config{}).RunOnce(b.ctx); err != nil || n != 0 {
+		t.Fatalf("RunOnce after the late report = %d, %v; want 0, nil", n, err)
+	}
+}
+
+// TestPurgeRefusesAChangedInstance: an instance that changed in any column
+// the purge compares, since it was archived, stops the purge.
+func TestPurgeRefusesAChangedInstance(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.job(t, "chg", state.FileDeleteDone, 1, overDone, overInit)
+	archived := b.archivedResults(t, id)
+	for _, set := range []string{"mod_time = mod_time + 1", "received_time = received_time + 1",
+		"outcome = outcome + 1", "validate_state = validate_state + 1"} {
+		if _, err := b.st.DB().Exec(`UPDATE result SET `+set+` WHERE id = ?`, archived[1].ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.st.WorkunitPurge(b.ctx, store.PurgeParams{WorkunitIDs: []int64{id}, Results: archived}); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("WorkunitPurge after %s = %v, want ErrConflict", set, err)
+		}
+		archived = b.archivedResults(t, id)
+	}
+	if left := b.rowsLeft(t, id); left != [3]int{1, 2, 2} {
+		t.Fatalf("rows after refused purges = %v, want all kept", left)
+	}
+	if c, err := b.st.WorkunitPurge(b.ctx, store.PurgeParams{WorkunitIDs: []int64{id}, Results: archived}); err != nil || c.Results != 2 {
+		t.Fatalf("WorkunitPurge of the rows as they are = %+v, %v; want 2 results deleted", c, err)
 	}
 }

@@ -32,9 +32,16 @@ type PurgeListParams struct {
 // an instance the job never needed). An instance READY (files not deleted
 // yet) or ERROR (files the file deleter could not delete) keeps its job, so
 // that no file is orphaned with no row left to say it exists.
+//
+// The test on the instances is a count, not NOT EXISTS: MariaDB turns NOT
+// EXISTS into NOT IN and materializes it, reading the whole result table
+// before the first job comes back (1.3–1.7 s per batch of 1,000 at 800,000
+// instances, and db_purge's database CPU per job doubled from 10^5 to 10^6
+// instances in make bench-scale); the count is a dependent subquery on
+// res_wuid, a few index rows per job.
 var workunitListPurgeable = `SELECT ` + WorkunitColumns + ` FROM workunit w
 WHERE w.file_delete_state = ? AND w.mod_time <= ? AND w.id > ? AND ` + partitionFilter("w.id") + `
-  AND NOT EXISTS (SELECT 1 FROM result r WHERE r.workunitid = w.id
+  AND 0 = (SELECT COUNT(*) FROM result r WHERE r.workunitid = w.id
     AND NOT (r.server_state = ? AND r.file_delete_state IN (?, ?)))
 ORDER BY w.id LIMIT ?`
 
@@ -65,9 +72,30 @@ func (s *Store) ResultListByWorkunitIDs(ctx context.Context, wuids []int64) ([]r
 type PurgeParams struct {
 	// WorkunitIDs are the jobs to delete, with all their instances.
 	WorkunitIDs []int64
-	// Results is how many instances the caller archived for those jobs; the
-	// purge refuses to delete a different number.
-	Results int
+	// Results are the instances the caller archived for those jobs, as
+	// archived; the purge refuses to delete any other set of instances, or
+	// one that changed since.
+	Results []PurgedResult
+}
+
+// PurgedResult is what the purge compares of an archived instance with the
+// row it deletes: every column a writer changes when an instance of a
+// finished job is still touched, above all a late report (received_time,
+// outcome, file_delete_state put back to READY).
+type PurgedResult struct {
+	ID              int64                 `db:"id"`
+	ServerState     state.ServerState     `db:"server_state"`
+	Outcome         state.Outcome         `db:"outcome"`
+	ValidateState   state.ValidateState   `db:"validate_state"`
+	FileDeleteState state.FileDeleteState `db:"file_delete_state"`
+	ReceivedTime    int64                 `db:"received_time"`
+	ModTime         int64                 `db:"mod_time"`
+}
+
+// PurgedResultOf is the part of r the purge compares.
+func PurgedResultOf(r row.Result) PurgedResult {
+	return PurgedResult{ID: r.ID, ServerState: r.ServerState, Outcome: r.Outcome, ValidateState: r.ValidateState,
+		FileDeleteState: r.FileDeleteState, ReceivedTime: r.ReceivedTime, ModTime: r.ModTime}
 }
 
 // PurgeCounts is how many rows a purge deleted, by table.
@@ -76,6 +104,8 @@ type PurgeCounts struct {
 }
 
 const (
+	purgeLockResults = `SELECT id, server_state, outcome, validate_state, file_delete_state, received_time, mod_time
+FROM result WHERE workunitid IN (?) ORDER BY id FOR UPDATE`
 	purgeDeleteResults      = `DELETE FROM result WHERE workunitid IN (?)`
 	purgeDeleteWorkunitUser = `DELETE FROM workunit_user WHERE workunitid IN (?)`
 	purgeDeleteSharedRefs   = `DELETE FROM workunit_shared_file WHERE workunitid IN (?)`
@@ -85,8 +115,11 @@ const (
 // WorkunitPurge deletes the given jobs, their instances, their
 // workunit_user rows and their references to shared files
 // (workunit_shared_file) in one transaction. If the rows are not what the caller
-// archived (an instance more or less, or a job no longer DONE) it deletes
-// nothing and returns ErrConflict, so no row goes unarchived.
+// archived (an instance more or less, an instance changed since, or a job
+// no longer DONE) it deletes nothing and returns ErrConflict, so no row goes
+// unarchived. The instances are read under lock first: a report the
+// scheduler recorded between the archive and the delete (a late result,
+// acked to its host) must not be deleted as the archive's older copy.
 func (s *Store) WorkunitPurge(ctx context.Context, p PurgeParams) (PurgeCounts, error) {
 	var c PurgeCounts
 	if len(p.WorkunitIDs) == 0 {
@@ -94,12 +127,15 @@ func (s *Store) WorkunitPurge(ctx context.Context, p PurgeParams) (PurgeCounts, 
 	}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		c = PurgeCounts{}
+		if err := purgeCheckResults(ctx, tx, p); err != nil {
+			return err
+		}
 		n, err := purgeExecIn(ctx, tx, purgeDeleteResults, p.WorkunitIDs)
 		if err != nil {
 			return err
 		}
-		if n != int64(p.Results) {
-			return fmt.Errorf("%d results found, %d archived: %w", n, p.Results, ErrConflict)
+		if n != int64(len(p.Results)) {
+			return fmt.Errorf("%d results deleted, %d archived: %w", n, len(p.Results), ErrConflict)
 		}
 		c.Results = n
 		if c.WorkunitUsers, err = purgeExecIn(ctx, tx, purgeDeleteWorkunitUser, p.WorkunitIDs); err != nil {
@@ -122,6 +158,32 @@ func (s *Store) WorkunitPurge(ctx context.Context, p PurgeParams) (PurgeCounts, 
 		return PurgeCounts{}, fmt.Errorf("purge %d workunits: %w", len(p.WorkunitIDs), err)
 	}
 	return c, nil
+}
+
+// purgeCheckResults locks the instances of p's jobs and returns ErrConflict
+// unless they are exactly p.Results.
+func purgeCheckResults(ctx context.Context, tx *sqlx.Tx, p PurgeParams) error {
+	q, a, err := sqlx.In(purgeLockResults, p.WorkunitIDs)
+	if err != nil {
+		return err
+	}
+	var now []PurgedResult
+	if err := tx.SelectContext(ctx, &now, q, a...); err != nil {
+		return err
+	}
+	archived := make(map[int64]PurgedResult, len(p.Results))
+	for _, r := range p.Results {
+		archived[r.ID] = r
+	}
+	if len(now) != len(archived) {
+		return fmt.Errorf("%d results found, %d archived: %w", len(now), len(archived), ErrConflict)
+	}
+	for _, r := range now {
+		if a, ok := archived[r.ID]; !ok || a != r {
+			return fmt.Errorf("result %d changed since it was archived: %w", r.ID, ErrConflict)
+		}
+	}
+	return nil
 }
 
 // purgeExecIn expands the IN (?) of query for args and runs it in tx.
