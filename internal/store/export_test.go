@@ -15,3 +15,26 @@ func (s *Store) InTxForTest(ctx context.Context, fn func(tx *sqlx.Tx) error) err
 // PartitionFilter exposes the SQL form of the --mod rule to the external
 // tests, which hold it to Partition on the server itself.
 var PartitionFilter = partitionFilter
+
+// StmtBatch is stmtBatch for the external tests.
+type StmtBatch struct{ b *stmtBatch }
+
+// NewStmtBatchForTest is newStmtBatch.
+func NewStmtBatchForTest(ctx context.Context, tx *sqlx.Tx) StmtBatch {
+	return StmtBatch{newStmtBatch(ctx, tx)}
+}
+
+// Add is stmtBatch.add.
+func (s StmtBatch) Add(check int, query string, args ...any) { s.b.add(check, query, args...) }
+
+// NewCheck is stmtBatch.newCheck.
+func (s StmtBatch) NewCheck(want int) int { return s.b.newCheck(want) }
+
+// Run is stmtBatch.run.
+func (s StmtBatch) Run() error { return s.b.run() }
+
+// ErrBatchCount is errBatchCount.
+var ErrBatchCount = errBatchCount
+
+// StmtBatchFlushBytes is stmtBatchFlushBytes.
+const StmtBatchFlushBytes = stmtBatchFlushBytes

@@ -114,18 +114,12 @@ func mergeHostAppVersionDeltas(a, b []decide.HostAppVersionDelta) []decide.HostA
 // schedWriteHostAppVersions writes a scheduler batch's host_app_version
 // deltas (sorted by key: the lock order), creating the rows it needs;
 // quota is the project's daily quota per instance.
-func schedWriteHostAppVersions(ctx context.Context, tx *sqlx.Tx, deltas []decide.HostAppVersionDelta, quota int) error {
-	if len(deltas) == 0 {
-		return nil
-	}
+func schedWriteHostAppVersions(w *stmtBatch, deltas []decide.HostAppVersionDelta, quota int) {
 	rows := make([][]any, len(deltas))
 	for i, d := range deltas {
 		rows[i] = []any{d.HostID, d.AppVersionID, d.Sent, d.Day, d.Errors, hostav.ShrinkQuota(0, quota, d.Errors)}
 	}
-	if err := insertRows(ctx, tx, havSchedInsert, 6, rows, havSchedUpdate, quota, quota, quota); err != nil {
-		return fmt.Errorf("write %d host_app_version rows: %w", len(rows), err)
-	}
-	return nil
+	w.insertRows(havSchedInsert, 6, rows, havSchedUpdate, quota, quota, quota)
 }
 
 // havValidateRead reads, for the instances a validation judges (locked

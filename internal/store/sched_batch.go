@@ -144,11 +144,7 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 		return SchedOutcome{}, err
 	}
 	plan := decide.Batch(in)
-	if err := schedWrite(ctx, tx, b.Hosts, plan); err != nil {
-		return SchedOutcome{}, err
-	}
-	if err := schedWriteHostAppVersions(ctx, tx, mergeHostAppVersionDeltas(plan.HostAppVersions, b.JobsToday),
-		b.DailyResultQuota); err != nil {
+	if err := schedWrite(ctx, tx, b, plan); err != nil {
 		return SchedOutcome{}, err
 	}
 	out := SchedOutcome{Reports: plan.Reports, Sends: plan.Sends, Workunits: plan.SentWorkunits,
@@ -168,7 +164,8 @@ func schedCommit(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (SchedOutcome, 
 
 // schedRead locks the jobs of every report and send first, by id (the lock
 // order every program uses), then the instances, by id, and reads the
-// workunit_user rows of the sends' jobs.
+// workunit_user rows of the sends' jobs: the three statements go to the
+// server in one packet and come back as three result sets.
 func schedRead(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (decide.Input, error) {
 	in := decide.Input{Reports: b.Reports, Sends: b.Sends}
 	var wuIDs, resIDs, sendWUs []int64
@@ -181,26 +178,21 @@ func schedRead(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (decide.Input, er
 		resIDs = append(resIDs, p.ResultID)
 		sendWUs = append(sendWUs, p.WorkunitID)
 	}
-	var err error
-	if len(wuIDs) > 0 {
-		if in.Workunits, err = txSelectIn[row.Workunit](ctx, tx, schedLockWorkunits, uniq(wuIDs)); err != nil {
-			return in, err
-		}
+	if len(wuIDs) == 0 {
+		return in, nil
 	}
-	if len(resIDs) > 0 {
-		if in.Results, err = txSelectIn[row.Result](ctx, tx, schedLockResults, uniq(resIDs)); err != nil {
-			return in, err
-		}
+	var rows []wuUser
+	err := txSelectSets(ctx, tx, []selectSet{
+		{schedLockWorkunits, uniq(wuIDs), &in.Workunits},
+		{schedLockResults, uniq(resIDs), &in.Results},
+		{schedListWorkunitUsers, uniq(sendWUs), &rows},
+	})
+	if err != nil {
+		return in, err
 	}
-	if len(sendWUs) > 0 {
-		rows, err := txSelectIn[wuUser](ctx, tx, schedListWorkunitUsers, uniq(sendWUs))
-		if err != nil {
-			return in, err
-		}
-		in.SentTo = make([]decide.UserJob, len(rows))
-		for i, r := range rows {
-			in.SentTo[i] = decide.UserJob{WorkunitID: r.WorkunitID, UserID: r.UserID}
-		}
+	in.SentTo = make([]decide.UserJob, len(rows))
+	for i, r := range rows {
+		in.SentTo[i] = decide.UserJob{WorkunitID: r.WorkunitID, UserID: r.UserID}
 	}
 	return in, nil
 }
@@ -209,56 +201,49 @@ func schedRead(ctx context.Context, tx *sqlx.Tx, b SchedBatch) (decide.Input, er
 // unsendable instances, hosts. Each conditional update still carries its
 // condition, and a count that differs from the rows decided fails the
 // whole batch.
-func schedWrite(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, plan decide.Plan) error {
+func schedWrite(ctx context.Context, tx *sqlx.Tx, b SchedBatch, plan decide.Plan) error {
 	if schedAfterRead != nil {
 		schedAfterRead()
 	}
-	if err := execRows(ctx, tx, schedUpdateWorkunits, []string{"id", "tt", "hr", "mq", "tn", "now"},
-		schedWorkunitRows(plan), -1); err != nil {
-		return err
-	}
+	w := newStmtBatch(ctx, tx)
+	w.updateRows(schedUpdateWorkunits, []string{"id", "tt", "hr", "mq", "tn", "now"}, schedWorkunitRows(plan), -1)
 	userRows := make([][]any, len(plan.UserJobs))
 	for i, u := range plan.UserJobs {
 		userRows[i] = []any{u.WorkunitID, u.UserID, u.ResultID}
 	}
-	if err := insertRows(ctx, tx, `INSERT INTO workunit_user (workunitid, userid, resultid) VALUES `, 3, userRows, ""); err != nil {
-		if isDuplicate(err) {
-			return fmt.Errorf("%w: %w", errRetryBatch, err)
-		}
-		return err
-	}
+	w.insertRows(`INSERT INTO workunit_user (workunitid, userid, resultid) VALUES `, 3, userRows, "")
 	reportRows := make([][]any, len(plan.ReportWrites))
 	for i, r := range plan.ReportWrites {
 		reportRows[i] = []any{r.ResultID, r.HostID, r.FromHostID, r.FromState, r.FromOutcome, r.Outcome, r.ClientState,
 			r.ExitStatus, r.CPUTime, r.ElapsedTime, r.Now, []byte(r.StderrOut), []byte(r.XMLDocOut), r.ValidateState,
 			r.ClaimedCredit, r.FileDeleteState}
 	}
-	if err := execRows(ctx, tx, schedUpdateReports, []string{"id", "hostid", "fh", "fs", "fo", "outcome", "cs", "es", "cpu",
-		"el", "now", "se", "xo", "vs", "cc", "fds"}, reportRows, len(reportRows)); err != nil {
-		return err
-	}
+	w.updateRows(schedUpdateReports, []string{"id", "hostid", "fh", "fs", "fo", "outcome", "cs", "es", "cpu",
+		"el", "now", "se", "xo", "vs", "cc", "fds"}, reportRows, len(reportRows))
 	if len(plan.ReportWrites) > 0 {
-		if err := addThroughput(ctx, tx, ThroughputReported, plan.ReportWrites[0].Now, len(plan.ReportWrites)); err != nil {
-			return err
-		}
+		w.throughput(ThroughputReported, plan.ReportWrites[0].Now, len(plan.ReportWrites))
 	}
 	sendRows := make([][]any, len(plan.SendWrites))
 	for i, p := range plan.SendWrites {
 		sendRows[i] = []any{p.ResultID, p.HostID, p.UserID, p.Now, p.ReportDeadline, p.AppVersionID, p.AppVersionNum,
 			p.FlopsEstimate}
 	}
-	if err := execRows(ctx, tx, schedUpdateSends, []string{"id", "hostid", "userid", "now", "deadline", "avid", "avnum", "fe"},
-		sendRows, len(sendRows)); err != nil {
-		return err
-	}
+	w.updateRows(schedUpdateSends, []string{"id", "hostid", "userid", "now", "deadline", "avid", "avnum", "fe"},
+		sendRows, len(sendRows))
 	couldntRows := make([][]any, len(plan.CouldntSends))
 	for i, c := range plan.CouldntSends {
 		couldntRows[i] = []any{c.ResultID, c.Now}
 	}
-	if err := execRows(ctx, tx, schedUpdateCouldntSend, []string{"id", "now"}, couldntRows, len(couldntRows)); err != nil {
+	w.updateRows(schedUpdateCouldntSend, []string{"id", "now"}, couldntRows, len(couldntRows))
+	if err := schedWriteHosts(w, b.Hosts, plan.Hosts); err != nil {
 		return err
 	}
-	return schedWriteHosts(ctx, tx, hosts, plan.Hosts)
+	schedWriteHostAppVersions(w, mergeHostAppVersionDeltas(plan.HostAppVersions, b.JobsToday), b.DailyResultQuota)
+	err := w.run()
+	if isDuplicate(err) {
+		return fmt.Errorf("%w: %w", errRetryBatch, err)
+	}
+	return err
 }
 
 // The job rows are locked and their new values computed from what the lock
@@ -375,7 +360,7 @@ var (
 
 // schedWriteHosts writes each host once: the last request's RPC columns, the
 // last host_info that changed, and the reports' deltas.
-func schedWriteHosts(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, deltas map[int64]*decide.HostDelta) error {
+func schedWriteHosts(w *stmtBatch, hosts []SchedHost, deltas map[int64]*decide.HostDelta) error {
 	type merged struct {
 		last row.Host
 		info *row.Host
@@ -420,53 +405,15 @@ func schedWriteHosts(ctx context.Context, tx *sqlx.Tx, hosts []SchedHost, deltas
 			h.PFpops, h.PIops, h.MNbytes, h.MSwap, h.DTotal, h.DFree, h.OSName, h.OSVersion, h.OnFrac, h.ActiveFrac,
 			h.PFeatures, h.Coprocs, h.ClientVersion))
 	}
-	if err := execRows(ctx, tx, schedUpdateHostsRPC, hostRPCCols, rpcRows, -1); err != nil {
-		return err
-	}
-	return execRows(ctx, tx, schedUpdateHostsInfo, hostInfoCols, infoRows, -1)
+	w.updateRows(schedUpdateHostsRPC, hostRPCCols, rpcRows, -1)
+	w.updateRows(schedUpdateHostsInfo, hostInfoCols, infoRows, -1)
+	return nil
 }
 
 // errBatchCount means a multi-row update changed another number of rows
 // than were decided under lock: something wrote them without the lock, and
 // the whole batch is refused rather than half applied.
 var errBatchCount = errors.New("multi-row update changed an unexpected number of rows")
-
-// execRows runs query in chunks of schedBatchMaxRows: its first %s is a
-// derived table of rows (first row named by cols), its second the list of
-// the rows' ids (their first column). want is the rows it must change in
-// all, or -1 for no check (an update that may leave a row as it was).
-//
-// The queries name the updated table first, STRAIGHT_JOIN the derived
-// table, and restrict the table to the ids: the server then reads the rows
-// by primary key and updates each as it finds it. Joined the other way, a
-// multi-table update collects the new values in a temporary table first,
-// one on disk when a BLOB column is set (the reports' stderr_out): about
-// half the cost of the batch.
-func execRows(ctx context.Context, tx *sqlx.Tx, query string, cols []string, rows [][]any, want int) error {
-	var changed int64
-	for len(rows) > 0 {
-		n := min(len(rows), schedBatchMaxRows)
-		q, args := derivedTable(cols, rows[:n])
-		for _, row := range rows[:n] {
-			args = append(args, row[0])
-		}
-		ids := strings.Repeat("?, ", n-1) + "?"
-		r, err := tx.ExecContext(ctx, fmt.Sprintf(query, q, ids), args...)
-		if err != nil {
-			return err
-		}
-		c, err := r.RowsAffected()
-		if err != nil {
-			return err
-		}
-		changed += c
-		rows = rows[n:]
-	}
-	if want >= 0 && changed != int64(want) {
-		return fmt.Errorf("%w: %d, want %d", errBatchCount, changed, want)
-	}
-	return nil
-}
 
 // derivedTable is `SELECT ? AS c1, ? AS c2 UNION ALL SELECT ?, ? ...`, which
 // MySQL, MariaDB and TiDB all accept as a derived table, and its arguments.
@@ -507,32 +454,6 @@ func schedArg(v any) any {
 	return v
 }
 
-// insertRows runs a multi-row INSERT of rows of width columns: prefix,
-// the rows' tuples, then suffix (an ON DUPLICATE KEY UPDATE clause, or
-// empty) with its own arguments.
-func insertRows(ctx context.Context, tx *sqlx.Tx, prefix string, width int, rows [][]any, suffix string, suffixArgs ...any) error {
-	for len(rows) > 0 {
-		n := min(len(rows), schedBatchMaxRows)
-		var b strings.Builder
-		b.WriteString(prefix)
-		args := make([]any, 0, n*width)
-		for i, row := range rows[:n] {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(" + strings.Repeat("?, ", width-1) + "?)")
-			args = append(args, row...)
-		}
-		b.WriteString(suffix)
-		args = append(args, suffixArgs...)
-		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
-			return err
-		}
-		rows = rows[n:]
-	}
-	return nil
-}
-
 // txSelectIn is selectIn inside a transaction.
 func txSelectIn[T any](ctx context.Context, tx *sqlx.Tx, query string, list []int64) ([]T, error) {
 	q, args, err := sqlx.In(query, list)
@@ -544,6 +465,57 @@ func txSelectIn[T any](ctx context.Context, tx *sqlx.Tx, query string, list []in
 		return nil, err
 	}
 	return out, nil
+}
+
+// selectSet is one read of txSelectSets: query has one IN (?) for list,
+// and its rows are scanned into dest, a pointer to a slice. An empty list
+// reads nothing.
+type selectSet struct {
+	query string
+	list  []int64
+	dest  any
+}
+
+// txSelectSets runs the reads in tx as one multi-statement query, one
+// round trip, each read's rows its own result set.
+func txSelectSets(ctx context.Context, tx *sqlx.Tx, sets []selectSet) error {
+	var text strings.Builder
+	var args []any
+	var run []selectSet
+	for _, s := range sets {
+		if len(s.list) == 0 {
+			continue
+		}
+		q, a, err := sqlx.In(s.query, s.list)
+		if err != nil {
+			return err
+		}
+		if text.Len() > 0 {
+			text.WriteString(";\n")
+		}
+		text.WriteString(q)
+		args = append(args, a...)
+		run = append(run, s)
+	}
+	if len(run) == 0 {
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, text.String(), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for i, s := range run {
+		if i > 0 && !rows.NextResultSet() {
+			return errors.Join(rows.Err(), fmt.Errorf("%d result sets of %d", i, len(run)))
+		}
+		// sqlx.StructScan maps the columns of each set anew (an sqlx.Rows
+		// would keep the first set's mapping).
+		if err := sqlx.StructScan(rows, s.dest); err != nil {
+			return err
+		}
+	}
+	return rows.Close()
 }
 
 // uniq returns the distinct values of ids in order of first appearance.

@@ -38,11 +38,11 @@ var sqlFragments = map[string]string{
 	"sched_auth.go: havJSON":                                           "constant scalar subquery with a ? placeholder",
 	"sched_batch.go: WorkunitColumns":                                  "constant column list",
 	"sched_batch.go: ResultColumns":                                    "constant column list",
-	"sched_batch.go: strings.Repeat(\"?, \", n-1)":                     "placeholders",
-	"sched_batch.go: strings.Repeat(\"?, \", width-1)":                 "placeholders",
-	"sched_batch.go: query":                                            "execRows' query: one of the constant schedUpdate* statements",
-	"sched_batch.go: q":                                                "derivedTable's SELECT ? ... UNION ALL list of placeholders",
-	"sched_batch.go: ids":                                              "placeholders",
+	"stmt_batch.go: strings.Repeat(\"?, \", n-1)":                      "placeholders",
+	"stmt_batch.go: strings.Repeat(\"?, \", width-1)":                  "placeholders",
+	"stmt_batch.go: query":                                             "updateRows' query: one of the constant UPDATE ... JOIN (%s) statements",
+	"stmt_batch.go: q":                                                 "derivedTable's SELECT ? ... UNION ALL list of placeholders",
+	"stmt_batch.go: ids":                                               "placeholders",
 	"scheduler.go: ResultColumns":                                      "constant column list",
 	"scheduler.go: WorkunitColumns":                                    "constant column list",
 	"taskctl.go: platformColumns":                                      "constant column list",
@@ -195,7 +195,9 @@ func TestSQLIsParameterised(t *testing.T) {
 // dbMethods are the sqlx and database/sql methods that take a query.
 var dbMethods = map[string]bool{"ExecContext": true, "QueryContext": true, "QueryxContext": true, "QueryRowContext": true,
 	"QueryRowxContext": true, "GetContext": true, "SelectContext": true, "PrepareContext": true, "PreparexContext": true,
-	"NamedExecContext": true, "Exec": true, "Query": true, "Get": true, "Select": true}
+	"NamedExecContext": true, "Exec": true, "Query": true, "Get": true, "Select": true,
+	// stmtBatch.add: a statement of a multi-statement write.
+	"add": true}
 
 // check reports the operands of one SQL construction that are neither
 // literals, constants of the file, nor listed fragments.

@@ -42,13 +42,19 @@ ON DUPLICATE KEY UPDATE n = n + ?`
 // transaction that makes them happen, so they are counted exactly when
 // they commit: a rolled-back or retried transaction counts nothing twice.
 func addThroughput(ctx context.Context, tx *sqlx.Tx, kind ThroughputKind, now int64, n int) error {
-	if n <= 0 {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, throughputAdd, now/60, int(kind), rand.IntN(throughputShards), n, n); err != nil {
+	w := newStmtBatch(ctx, tx)
+	w.throughput(kind, now, n)
+	if err := w.run(); err != nil {
 		return fmt.Errorf("count %d throughput events of kind %d: %w", n, kind, err)
 	}
 	return nil
+}
+
+// throughput adds addThroughput's statement to w.
+func (w *stmtBatch) throughput(kind ThroughputKind, now int64, n int) {
+	if n > 0 {
+		w.add(-1, throughputAdd, now/60, int(kind), rand.IntN(throughputShards), n, n)
+	}
 }
 
 // ThroughputParams are the starts of the windows throughput is counted

@@ -1,0 +1,139 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskserver/taskserver/internal/store"
+	"github.com/taskserver/taskserver/internal/store/storetest"
+)
+
+// stmtTable makes a scratch table of rows (id, v) = (1, 0) .. (n, 0).
+func stmtTable(t *testing.T, st *store.Store, n int) {
+	t.Helper()
+	storetest.Exec(t, st, `CREATE TABLE stmt_t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL DEFAULT 0, s MEDIUMBLOB)`)
+	for i := 1; i <= n; i++ {
+		storetest.Exec(t, st, `INSERT INTO stmt_t (id) VALUES (?)`, i)
+	}
+}
+
+func stmtSum(t *testing.T, st *store.Store) int {
+	t.Helper()
+	var v int
+	if err := st.DB().Get(&v, `SELECT COALESCE(SUM(v), 0) FROM stmt_t`); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestStmtBatchSumsCountsPerCheck: the row counts of a check's statements
+// are summed; statements without a check run uncounted; a check that comes
+// out other than wanted fails the batch, and the transaction writes nothing.
+func TestStmtBatchSumsCountsPerCheck(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := context.Background()
+	stmtTable(t, st, 5)
+	err := st.InTxForTest(ctx, func(tx *sqlx.Tx) error {
+		b := store.NewStmtBatchForTest(ctx, tx)
+		c := b.NewCheck(3)
+		b.Add(c, `UPDATE stmt_t SET v = v + 1 WHERE id IN (?, ?)`, 1, 2)
+		b.Add(-1, `UPDATE stmt_t SET v = v + 10 WHERE id = ?`, 5)
+		b.Add(c, `UPDATE stmt_t SET v = v + 1 WHERE id = ?`, 3)
+		return b.Run()
+	})
+	if err != nil {
+		t.Fatalf("batch with the counts it wants: %v", err)
+	}
+	if got := stmtSum(t, st); got != 13 {
+		t.Fatalf("sum after the batch = %d, want 13", got)
+	}
+	err = st.InTxForTest(ctx, func(tx *sqlx.Tx) error {
+		b := store.NewStmtBatchForTest(ctx, tx)
+		b.Add(b.NewCheck(1), `UPDATE stmt_t SET v = v + 1 WHERE id = ?`, 4)
+		b.Add(b.NewCheck(1), `UPDATE stmt_t SET v = v + 1 WHERE id = ?`, 99)
+		return b.Run()
+	})
+	if !errors.Is(err, store.ErrBatchCount) {
+		t.Fatalf("batch with a check of 0 rows, want 1 = %v, want ErrBatchCount", err)
+	}
+	if got := stmtSum(t, st); got != 13 {
+		t.Fatalf("sum after the refused batch = %d, want 13 (nothing written)", got)
+	}
+}
+
+// TestStmtBatchStopsAtTheFirstError: a statement that fails is the batch's
+// error (as the server gave it: a duplicate key stays recognisable), and the
+// statements after it do not run.
+func TestStmtBatchStopsAtTheFirstError(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := context.Background()
+	stmtTable(t, st, 2)
+	for _, counted := range []bool{false, true} {
+		var after int
+		err := st.InTxForTest(ctx, func(tx *sqlx.Tx) error {
+			b := store.NewStmtBatchForTest(ctx, tx)
+			check := -1
+			if counted {
+				check = b.NewCheck(2)
+			}
+			b.Add(check, `UPDATE stmt_t SET v = v + 1 WHERE id = ?`, 1)
+			b.Add(-1, `INSERT INTO stmt_t (id) VALUES (?)`, 2)
+			b.Add(check, `UPDATE stmt_t SET v = v + 1 WHERE id = ?`, 2)
+			err := b.Run()
+			if gerr := tx.Get(&after, `SELECT v FROM stmt_t WHERE id = 2`); gerr != nil {
+				return gerr
+			}
+			return err
+		})
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != 1062 {
+			t.Fatalf("counted %v: batch with a duplicate insert = %v, want the server's 1062", counted, err)
+		}
+		if after != 0 {
+			t.Errorf("counted %v: the statement after the failing one ran", counted)
+		}
+	}
+	if got := stmtSum(t, st); got != 0 {
+		t.Fatalf("sum after failed batches = %d, want 0", got)
+	}
+}
+
+// TestStmtBatchSplitsLargePackets: a batch whose arguments outgrow
+// StmtBatchFlushBytes is sent in several packets, each under the server's
+// max_allowed_packet, and every statement runs and is counted.
+func TestStmtBatchSplitsLargePackets(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := context.Background()
+	const rows = 40
+	stmtTable(t, st, rows)
+	var maxPacket int
+	if err := st.DB().Get(&maxPacket, `SELECT @@max_allowed_packet`); err != nil {
+		t.Fatal(err)
+	}
+	blob := []byte(strings.Repeat("x", store.StmtBatchFlushBytes/8))
+	if total := rows * len(blob); total <= maxPacket {
+		t.Fatalf("%d bytes of arguments fit one packet of %d: the test needs more", total, maxPacket)
+	}
+	err := st.InTxForTest(ctx, func(tx *sqlx.Tx) error {
+		b := store.NewStmtBatchForTest(ctx, tx)
+		c := b.NewCheck(rows)
+		for i := 1; i <= rows; i++ {
+			b.Add(c, `UPDATE stmt_t SET v = 1, s = ? WHERE id = ?`, blob, i)
+		}
+		return b.Run()
+	})
+	if err != nil {
+		t.Fatalf("large batch: %v", err)
+	}
+	if got := stmtSum(t, st); got != rows {
+		t.Fatalf("rows written = %d, want %d", got, rows)
+	}
+}
