@@ -100,9 +100,10 @@ const SQLMode = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTI
 // "root@tcp(127.0.0.1:3306)/boinc") or several separated by commas, the
 // addresses of one database (the nodes of a Galera cluster): new
 // connections go to one node, and to the next in the list when it cannot
-// be reached or is not ready. Every connection speaks utf8mb4 and runs with
-// SQLMode and autocommit on, overriding the DSN and the server's
-// configuration: the programs' queries assume them.
+// be reached or is not ready. Every connection speaks utf8mb4, runs with
+// SQLMode and autocommit on, and takes several statements in one packet,
+// overriding the DSN and the server's configuration: the programs' queries
+// assume them.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfgs, err := dsnlist.Split(dsn)
 	if err != nil {
