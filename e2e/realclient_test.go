@@ -237,6 +237,8 @@ type realProject struct {
 	// makes a client exclude every coprocessor, those declared in
 	// cc_config.xml too.
 	useCoprocs map[int]bool
+	// ports are the ports listenAddr gave out, none twice.
+	ports map[int]bool
 }
 
 type realUser struct {
@@ -270,6 +272,7 @@ func newRealProject(t *testing.T, bin string) *realProject {
 		config:   filepath.Join(dir, "project.yaml"),
 		urlBase:  fmt.Sprintf("http://127.0.0.1:%d", port),
 		schedAdr: fmt.Sprintf("127.0.0.1:%d", port),
+		ports:    map[int]bool{port: true},
 	}
 	for _, d := range []string{"download", "upload", "results", "archives", "logs"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -388,9 +391,17 @@ type realDaemon struct {
 	args          []string
 }
 
-// listenAddr returns a free loopback address for a daemon's --listen.
+// listenAddr returns a free loopback address for a daemon's --listen, a
+// port it has not given out before: the daemons are listed before any of
+// them binds, and a port found free and closed can come back from the
+// kernel on the next call (two daemons were once given the same one).
 func (rp *realProject) listenAddr() string {
-	return fmt.Sprintf("127.0.0.1:%d", realFreePort(rp.t))
+	for {
+		if p := realFreePort(rp.t); !rp.ports[p] {
+			rp.ports[p] = true
+			return fmt.Sprintf("127.0.0.1:%d", p)
+		}
+	}
 }
 
 // startDaemons starts every daemon on the project. db_purge keeps finished
