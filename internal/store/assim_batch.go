@@ -31,9 +31,10 @@ type WorkunitCanonical struct {
 	Canonical *row.Result
 }
 
-// assimWorkunitColumns are the Workunit columns of w: all of them, since a
-// handler is the project's code and may look at any.
-const assimWorkunitColumns = `w.id, w.create_time, w.appid, w.name, COALESCE(w.xml_doc, '') AS xml_doc, w.batch,
+// workunitColumnsW is WorkunitColumns qualified by the alias w, for reads
+// that join another table (the assimilator's: all of them, since a handler
+// is the project's code and may look at any; db_purge's).
+const workunitColumnsW = `w.id, w.create_time, w.appid, w.name, COALESCE(w.xml_doc, '') AS xml_doc, w.batch,
 w.rsc_fpops_est, w.rsc_fpops_bound, w.rsc_memory_bound, w.rsc_disk_bound, w.need_validate,
 w.canonical_resultid, w.canonical_credit, w.transition_time, w.delay_bound, w.error_mask,
 w.file_delete_state, w.assimilate_state, w.hr_class, w.opaque, w.min_quorum, w.target_nresults,
@@ -63,7 +64,7 @@ const assimResultColumns = "COALESCE(r.id, 0) AS `r.id`, COALESCE(r.create_time,
 // The index (appid, assimilate_state) holds the id too: the range is read
 // in id order, without a sort, and the canonical row is a primary-key
 // lookup.
-var workunitListAssimilateCanonical = `SELECT ` + assimWorkunitColumns + `, ` + assimResultColumns + `
+var workunitListAssimilateCanonical = `SELECT ` + workunitColumnsW + `, ` + assimResultColumns + `
 FROM workunit w LEFT JOIN result r ON r.id = w.canonical_resultid AND w.canonical_resultid <> 0
 WHERE w.appid = ? AND w.assimilate_state = ? AND w.id > ? AND ` + partitionFilter("w.id") + `
 ORDER BY w.id

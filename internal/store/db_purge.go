@@ -33,16 +33,22 @@ type PurgeListParams struct {
 // yet) or ERROR (files the file deleter could not delete) keeps its job, so
 // that no file is orphaned with no row left to say it exists.
 //
-// The test on the instances is a count, not NOT EXISTS: MariaDB turns NOT
-// EXISTS into NOT IN and materializes it, reading the whole result table
-// before the first job comes back (1.3–1.7 s per batch of 1,000 at 800,000
-// instances, and db_purge's database CPU per job doubled from 10^5 to 10^6
-// instances in make bench-scale); the count is a dependent subquery on
-// res_wuid, a few index rows per job.
-var workunitListPurgeable = `SELECT ` + WorkunitColumns + ` FROM workunit w
+// The test on the instances is an anti-join (LEFT JOIN … IS NULL), which
+// MariaDB runs as a lookup on res_wuid for each job it walks, in id order
+// from the cursor, stopping at the limit. The walk is wu_file_delete's
+// (file_delete_state, then id, the primary key every secondary index
+// ends with), forced: on its own estimates the optimizer took wu_purge's
+// (file_delete_state, mod_time) range at 10^6 jobs and sorted every job
+// in it by id for each batch. NOT EXISTS it turns into NOT IN
+// and materializes, reading the whole result table before the first job
+// comes back (1.3–1.7 s per batch of 1,000 at 800,000 instances); a count
+// in a dependent subquery is a lookup per job too, but each is a subquery
+// execution of its own, which cost make bench's purge phase 1.7–2× the
+// database CPU of the anti-join.
+var workunitListPurgeable = `SELECT ` + workunitColumnsW + ` FROM workunit w FORCE INDEX (wu_file_delete)
+LEFT JOIN result r ON r.workunitid = w.id AND NOT (r.server_state = ? AND r.file_delete_state IN (?, ?))
 WHERE w.file_delete_state = ? AND w.mod_time <= ? AND w.id > ? AND ` + partitionFilter("w.id") + `
-  AND 0 = (SELECT COUNT(*) FROM result r WHERE r.workunitid = w.id
-    AND NOT (r.server_state = ? AND r.file_delete_state IN (?, ?)))
+  AND r.id IS NULL
 ORDER BY w.id LIMIT ?`
 
 // WorkunitListPurgeable returns finished jobs with id > p.AfterID that
@@ -52,8 +58,8 @@ func (s *Store) WorkunitListPurgeable(ctx context.Context, p PurgeListParams) ([
 	err := s.withRetry(ctx, func() error {
 		out = out[:0]
 		return s.db.SelectContext(ctx, &out, workunitListPurgeable,
-			int(state.FileDeleteDone), p.ModTimeMax, p.AfterID, max(p.Mod, 1), p.ModIndex,
-			int(state.ServerOver), int(state.FileDeleteInit), int(state.FileDeleteDone), p.Limit)
+			int(state.ServerOver), int(state.FileDeleteInit), int(state.FileDeleteDone),
+			int(state.FileDeleteDone), p.ModTimeMax, p.AfterID, max(p.Mod, 1), p.ModIndex, p.Limit)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list purgeable workunits: %w", err)

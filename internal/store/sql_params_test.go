@@ -26,7 +26,7 @@ var sqlWord = regexp.MustCompile(`(?i)\b(SELECT|INSERT|UPDATE|DELETE|REPLACE|WHE
 var sqlFragments = map[string]string{
 	"accounts.go: userColumns":                                         "constant column list",
 	"batch.go: WorkunitColumns":                                        "constant column list",
-	"db_purge.go: WorkunitColumns":                                     "constant column list",
+	"db_purge.go: workunitColumnsW":                                    "constant column list",
 	"db_purge.go: ResultColumns":                                       "constant column list",
 	"host_cpid.go: hostSelect":                                         "constant column list (hostColumns with one COALESCE)",
 	"user.go: hostSelect":                                              "constant column list (hostColumns with one COALESCE)",
