@@ -112,16 +112,17 @@ func TestStmtBatchSplitsLargePackets(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
-	const rows = 40
-	stmtTable(t, st, rows)
 	var maxPacket int
 	if err := st.DB().Get(&maxPacket, `SELECT @@max_allowed_packet`); err != nil {
 		t.Fatal(err)
 	}
 	blob := []byte(strings.Repeat("x", store.StmtBatchFlushBytes/8))
-	if total := rows * len(blob); total <= maxPacket {
-		t.Fatalf("%d bytes of arguments fit one packet of %d: the test needs more", total, maxPacket)
+	// More arguments in all than one packet may hold.
+	rows := maxPacket/len(blob) + 4
+	if rows > 300 {
+		t.Skipf("max_allowed_packet %d: too large to outgrow here", maxPacket)
 	}
+	stmtTable(t, st, rows)
 	err := st.InTxForTest(ctx, func(tx *sqlx.Tx) error {
 		b := store.NewStmtBatchForTest(ctx, tx)
 		c := b.NewCheck(rows)
