@@ -14,8 +14,14 @@ import (
 // `make load` is the same for 5 minutes with 400 hosts and a 10 s cut.
 func TestLoadSteadyWithDBCut(t *testing.T) {
 	const hosts = 150
-	b := runChaos(t, 5*time.Minute, "load", "--duration", "90s", "--db-cut", "5s", "--hosts", strconv.Itoa(hosts),
-		"--users", "20", "--delay-bound", "20s", "--drain-timeout", "2m", "--seed", "8")
+	// The drain is bounded by the disk as much as by the project: on a
+	// machine whose disk took 25 ms per fsync'd write (CI, 2026-11-29) the
+	// assimilator's passes of 500 jobs took 20-35 s while it made them
+	// durable with a syncfs, which wrote back the database's dirty data
+	// too. It syncs only its own files now (package durable); the drain's
+	// bound stays generous for such disks.
+	b := runChaos(t, 7*time.Minute, "load", "--duration", "90s", "--db-cut", "5s", "--hosts", strconv.Itoa(hosts),
+		"--users", "20", "--delay-bound", "20s", "--drain-timeout", "4m", "--seed", "8")
 	var r struct {
 		DurationS float64 `json:"duration_s"`
 		Requests  int64   `json:"requests"`

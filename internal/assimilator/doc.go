@@ -30,8 +30,8 @@
 // crash between the two only means the job is handled once more. A handler
 // that is a Flusher makes a page's work durable in one Flush, called after
 // the page's handlers and before the page is marked: FileHandler makes a
-// page's files durable with one syncfs and one sync of the results
-// directory, not syncs per job. A failed Flush leaves the page's handled jobs READY. A
+// page's files durable with concurrent syncs of its files and one sync of
+// the results directory, not a commit per job. A failed Flush leaves the page's handled jobs READY. A
 // handler that fails leaves the job READY: it is retried with a per-job
 // exponential back-off held in memory (RetryMin doubling to RetryMax,
 // jittered), and the scan pages past jobs that are backing off, so a broken

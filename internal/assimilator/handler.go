@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/taskserver/taskserver/internal/durable"
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/plugin"
@@ -67,9 +68,9 @@ const tmpSuffix = "%tmp"
 // fails (another file system, fs.protected_hardlinks against a file of
 // another owner, ...), the file is copied to a temporary name instead, as
 // the error files are written. Flush then makes the page durable at once:
-// the data of every linked and written file (one syncfs on Linux, so
-// linked data is durable whoever wrote the upload and whether or not it
-// synced), then each written file renamed to its final name, then the
+// the data of every linked and written file (each file synced, several at
+// once so they share journal commits; linked data is durable whoever wrote
+// the upload and whether or not it synced), then each written file renamed to its final name, then the
 // jobs' directories and the results directory synced. A name in the results directory always holds a
 // whole file, and a crash before Flush returns loses nothing the database
 // says is assimilated.
@@ -348,16 +349,16 @@ func (h *FileHandler) Flush(context.Context) error {
 		return err
 	}
 	for dir := range h.jobDirs {
-		if err := syncDir(dir); err != nil {
+		if err := durable.Dir(dir); err != nil {
 			return fmt.Errorf("results: %w", err)
 		}
 	}
 	h.jobDirs = nil
-	if err := syncDir(h.Dir); err != nil {
+	if err := durable.Dir(h.Dir); err != nil {
 		return fmt.Errorf("results: %w", err)
 	}
 	if h.made {
-		if err := syncDir(filepath.Dir(h.Dir)); err != nil {
+		if err := durable.Dir(filepath.Dir(h.Dir)); err != nil {
 			return fmt.Errorf("results: %w", err)
 		}
 		h.made = false
@@ -373,7 +374,7 @@ func (h *FileHandler) finish(linked []string) error {
 	for _, p := range h.pending {
 		paths = append(paths, p.tmp)
 	}
-	if err := syncFiles(h.Dir, paths); err != nil {
+	if err := durable.Files(paths); err != nil {
 		return fmt.Errorf("results: %w", err)
 	}
 	for len(h.pending) > 0 {
@@ -385,18 +386,5 @@ func (h *FileHandler) finish(linked []string) error {
 		delete(h.queued, p.tmp)
 	}
 	h.pending = nil
-	return nil
-}
-
-// syncDir makes the entries of dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
 	return nil
 }

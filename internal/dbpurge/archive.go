@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/taskserver/taskserver/internal/durable"
 )
 
 // archive is one growing series of archive files for one table
@@ -71,7 +73,7 @@ func (a *archive) sync() error {
 		}
 	}
 	if a.created {
-		if err := syncDir(a.dir); err != nil {
+		if err := durable.Dir(a.dir); err != nil {
 			return err
 		}
 		a.created = false
@@ -154,16 +156,4 @@ func (a *archive) fail(err error) error {
 		a.f = nil
 	}
 	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync archive directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync archive directory %s: %w", dir, err)
-	}
-	return nil
 }

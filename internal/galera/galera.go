@@ -14,7 +14,9 @@ package galera
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -196,6 +198,14 @@ func start(ctx context.Context, dir string, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{dir: dir, opts: o}
+	// A name of its own: a node of another cluster on this machine (another
+	// test's) that comes to listen on one of our ports while its owner is
+	// down is refused by name, not joined.
+	var tag [4]byte
+	if _, err := rand.Read(tag[:]); err != nil {
+		return nil, err
+	}
+	clusterName := "taskserver-" + hex.EncodeToString(tag[:])
 	var gcomm []string
 	for i := 0; i < o.Nodes; i++ {
 		gcomm = append(gcomm, fmt.Sprintf("127.0.0.1:%d", ports[4*i+1]))
@@ -232,7 +242,7 @@ func start(ctx context.Context, dir string, o Options) (*Cluster, error) {
 			// concurrently).
 			"--binlog-format=ROW", "--default-storage-engine=InnoDB", "--innodb-autoinc-lock-mode=2",
 			"--wsrep-on=ON", "--wsrep-provider=" + provider,
-			"--wsrep-cluster-name=taskserver",
+			"--wsrep-cluster-name=" + clusterName,
 			"--wsrep-cluster-address=gcomm://" + strings.Join(gcomm, ","),
 			"--wsrep-node-name=" + n.name,
 			fmt.Sprintf("--wsrep-node-address=127.0.0.1:%d", n.gport),
@@ -520,6 +530,20 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 	st.CertFailures, _ = strconv.ParseInt(v["wsrep_local_cert_failures"], 10, 64)
 	st.BFAborts, _ = strconv.ParseInt(v["wsrep_local_bf_aborts"], 10, 64)
 	st.LastCommitted, _ = strconv.ParseInt(v["wsrep_last_committed"], 10, 64)
+	// The port is free while the node is down, and another server (another
+	// test's) may take it: its answers would say a restart succeeded that
+	// failed to bind.
+	var datadir string
+	if err := db.QueryRowContext(qctx, "SELECT @@datadir").Scan(&datadir); err != nil {
+		return st, err
+	}
+	want := n.data
+	if real, err := filepath.EvalSymlinks(want); err == nil {
+		want = real // the server reports its data directory resolved
+	}
+	if filepath.Clean(datadir) != filepath.Clean(want) {
+		return Status{}, fmt.Errorf("galera %s: 127.0.0.1:%d is answered by another server (data directory %s)", n.name, n.port, datadir)
+	}
 	return st, nil
 }
 

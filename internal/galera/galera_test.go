@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,11 @@ func TestKilledNodeRejoinsWithIST(t *testing.T) {
 		if err != nil || st.ClusterSize != 3 || st.State != "Synced" {
 			t.Fatalf("%s after Start: %+v, %v; want Synced in a cluster of 3", n.Name(), st, err)
 		}
+	}
+	// A server on the node's port that is not the node is no answer about
+	// it: its port is free while it is down, and another may take it.
+	if st, err := galera.OnPortOf(c.Node(0)).Status(ctx); err == nil || !strings.Contains(err.Error(), "another server") {
+		t.Errorf("Status of a node whose port another server answers = %+v, %v; want an error saying so", st, err)
 	}
 	if tr, _ := c.Node(1).LastJoin(); tr != galera.TransferSST {
 		t.Errorf("node2's first join = %s, want SST (it started empty)", tr)

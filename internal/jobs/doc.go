@@ -24,8 +24,8 @@
 //
 // Order and crash safety: every input file is written to a temporary name
 // and renamed into place, and then all of a batch's files and directories are
-// made durable at once (one syncfs on Linux; elsewhere each file and
-// directory is synced), before the workunit rows are inserted (one
+// made durable at once (synced many at a time, sharing journal commits),
+// before the workunit rows are inserted (one
 // transaction per batch). A crash in between
 // leaves input files no row refers to; their names are never reused by the
 // work generator (they carry random bits), so they are harmless litter, and

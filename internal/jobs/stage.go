@@ -4,22 +4,24 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
+	"github.com/taskserver/taskserver/internal/durable"
 	"github.com/taskserver/taskserver/internal/fanout"
 )
 
 // stager writes the input files of one batch of jobs and then makes them
 // all durable at once. Syncing each file and its directory one by one cost
 // the work generator most of its CPU and wall time (a journal commit per
-// file); on Linux one syncfs after the last file does the same for the whole
-// batch. Nothing refers to a file before sync returns: the rows are inserted
-// after it.
+// file); sync syncs the batch's files and directories many at a time, so
+// they share commits (package durable). Nothing refers to a file before
+// sync returns: the rows are inserted after it.
 type stager struct {
 	root string
 	fan  int
 	// dirs holds every directory written to, made once per batch.
 	dirs map[string]bool
-	// files are the paths written, for platforms without syncfs.
+	// files are the paths written.
 	files []string
 }
 
@@ -64,9 +66,6 @@ func (s *stager) writePath(dir, name, path string, data []byte) error {
 	if err := f.Chmod(0o644); err != nil {
 		return fail(err)
 	}
-	if err := syncEach(f); err != nil {
-		return fail(err)
-	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("stage input file %s: %w", name, err)
@@ -102,5 +101,12 @@ func (s *stager) sync() error {
 	}
 	// The root too, in case staging created a sub-directory.
 	s.dirs[s.root] = true
-	return syncAll(s.root, s.dirs)
+	paths := slices.Clone(s.files)
+	for d := range s.dirs {
+		paths = append(paths, d)
+	}
+	if err := durable.Files(paths); err != nil {
+		return fmt.Errorf("sync input files: %w", err)
+	}
+	return nil
 }

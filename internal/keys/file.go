@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/taskserver/taskserver/internal/durable"
 )
 
 // ErrInsecureFile is returned by ReadPrivateFile for a key file that group
@@ -38,7 +40,7 @@ func writePrivateText(path, text string) error {
 	if err := os.Link(tmp, path); err != nil {
 		return fmt.Errorf("write private key %s: %w", path, err)
 	}
-	return syncDir(filepath.Dir(path))
+	return durable.Dir(filepath.Dir(path))
 }
 
 // ReadPrivateFile reads a private key file written by WritePrivateFile or by
@@ -93,7 +95,7 @@ func writePublicText(path, text string) error {
 		os.Remove(tmp)
 		return fmt.Errorf("write public key %s: %w", path, err)
 	}
-	return syncDir(filepath.Dir(path))
+	return durable.Dir(filepath.Dir(path))
 }
 
 // ReadPublicFile reads a public key file.
@@ -156,17 +158,4 @@ func readSmall(f *os.File, path string) (string, error) {
 		return "", fmt.Errorf("read key %s: %w: file larger than %d bytes", path, ErrBadKey, maxKeyFile)
 	}
 	return string(b), nil
-}
-
-// syncDir makes a new directory entry durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync key directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync key directory %s: %w", dir, err)
-	}
-	return nil
 }

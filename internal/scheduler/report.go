@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/xml"
@@ -510,17 +511,20 @@ func outputDoc(reported []protocol.ReportFileInfo, outputs []jobxml.OutputFile) 
 		own[o.Name] = true
 	}
 	var b strings.Builder
+	var one bytes.Buffer
+	enc := xml.NewEncoder(&one) // one encoder (and its buffer) for every file
 	for _, f := range reported {
 		name := strings.TrimSpace(f.Name)
 		if fanout.ValidName(name) != nil || (len(own) > 0 && !own[name]) {
 			continue
 		}
-		out, err := xml.Marshal(reportedFile{Name: name, Nbytes: finite(f.Nbytes), MaxNbytes: finite(f.MaxNbytes),
+		one.Reset()
+		err := enc.Encode(reportedFile{Name: name, Nbytes: finite(f.Nbytes), MaxNbytes: finite(f.MaxNbytes),
 			MD5Cksum: clip(strings.TrimSpace(f.MD5Cksum), 64), ErrorMsg: clip(strings.TrimSpace(f.ErrorMsg), 1024)})
-		if err != nil || b.Len()+len(out)+1 > maxBlob {
+		if err != nil || b.Len()+one.Len()+1 > maxBlob {
 			continue
 		}
-		b.Write(out)
+		b.Write(one.Bytes())
 		b.WriteByte('\n')
 	}
 	return b.String()

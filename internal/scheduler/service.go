@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -399,8 +400,9 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if badAuth {
 		outcome = outcomeBadAuthenticator
 	}
-	var buf bytes.Buffer
-	if err := protocol.WriteSchedulerReply(&buf, reply); err != nil {
+	buf := replyBufs.Get().(*bytes.Buffer)
+	defer putReplyBuf(buf)
+	if err := protocol.WriteSchedulerReply(buf, reply); err != nil {
 		// The reply may carry acks and sent work; both are recorded and
 		// will be acked or resent on the next request.
 		outcome = outcomeUnavailable
@@ -410,6 +412,21 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
 	_, _ = w.Write(buf.Bytes())
+}
+
+// replyBufs holds the buffers replies are written into before they are
+// sent (so that a failure to write one is still a clean error): grown anew
+// for every request they were a tenth of the scheduler's allocation.
+var replyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putReplyBuf returns buf to replyBufs, unless a reply that carried a great
+// many tasks grew it past what most replies need.
+func putReplyBuf(buf *bytes.Buffer) {
+	if buf.Cap() > 1<<20 {
+		return
+	}
+	buf.Reset()
+	replyBufs.Put(buf)
 }
 
 // remoteIP is the client's address: the TCP peer's, or the one a trusted

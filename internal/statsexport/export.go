@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/taskserver/taskserver/internal/durable"
 	"github.com/taskserver/taskserver/internal/row"
 )
 
@@ -85,14 +86,14 @@ func Export(ctx context.Context, src Source, dir string, batch int, now time.Tim
 	if err != nil {
 		return Result{}, err
 	}
-	if err := syncDir(tmp); err != nil {
-		return Result{}, err
+	if err := durable.Dir(tmp); err != nil {
+		return Result{}, fmt.Errorf("statistics export: %w", err)
 	}
 	if err := swap(tmp, dir); err != nil {
 		return Result{}, err
 	}
-	if err := syncDir(parent); err != nil {
-		return Result{}, err
+	if err := durable.Dir(parent); err != nil {
+		return Result{}, fmt.Errorf("statistics export: %w", err)
 	}
 	done = true
 	// tmp now holds the previous dump, if there was one. Failing to
@@ -316,19 +317,6 @@ func swap(tmp, dir string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("statistics export: replace %s with the new dump: %w", dir, err)
-	}
-	return nil
-}
-
-// syncDir makes the entries of dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("statistics export: %w", err)
-	}
-	err = d.Sync()
-	if err = errors.Join(err, d.Close()); err != nil {
-		return fmt.Errorf("statistics export: sync %s: %w", dir, err)
 	}
 	return nil
 }

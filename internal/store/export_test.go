@@ -38,3 +38,13 @@ var ErrBatchCount = errBatchCount
 
 // StmtBatchFlushBytes is stmtBatchFlushBytes.
 const StmtBatchFlushBytes = stmtBatchFlushBytes
+
+// UpdateRows adds a rowsUpdate of query, keyed by key, whose rows' values
+// are named cols (the key's first).
+func (s StmtBatch) UpdateRows(query string, key, cols []string, rows [][]any, want int) {
+	s.b.updateRows(rowsUpdate{query: query, key: key, cols: cols}, rows, want)
+}
+
+// TriggerTargets is triggerTargets, which the external tests hold to the
+// triggers of the schema.
+var TriggerTargets = triggerTargets

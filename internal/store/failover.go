@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,8 +31,9 @@ import (
 type Events interface {
 	// Retry is called once for each statement or transaction the store
 	// runs again, with why: "1213" (deadlock or certification conflict),
-	// "1205" (lock-wait timeout), "1047" (node not ready) or "conn" (the
-	// connection or every node was unreachable).
+	// "1205" (lock-wait timeout), "1047" (node not ready), "1180" (COMMIT
+	// refused), "1064" (a table copy that failed to load its triggers) or
+	// "conn" (the connection or every node was unreachable).
 	Retry(code string)
 	// Failover is called when new connections move to another address.
 	Failover()
@@ -48,12 +50,15 @@ const (
 	// replication fragment (provider status: Not connected to Primary
 	// Component)").
 	RetryCommitFailed = "1180"
-	RetryConn         = "conn"
+	// RetryTriggers is a write refused because the server's cached copy
+	// of the table had failed to load its triggers (see reloadTriggers).
+	RetryTriggers = "1064"
+	RetryConn     = "conn"
 )
 
 // RetryCodes lists every code Events.Retry may receive, for a metric that
 // shows each at 0 before its first retry.
-var RetryCodes = []string{RetryDeadlock, RetryLockWait, RetryNotReady, RetryCommitFailed, RetryConn}
+var RetryCodes = []string{RetryDeadlock, RetryLockWait, RetryNotReady, RetryCommitFailed, RetryTriggers, RetryConn}
 
 // DefaultRetries is the Options.Retries of a zero Options.
 const DefaultRetries = 5
@@ -112,9 +117,10 @@ func (e *NotReadyError) Error() string {
 }
 
 // refusedError is a statement's error that proves the statement did not
-// take effect: the node refused it (1047) or failed its COMMIT (1180), or the driver found the connection dead
-// before sending it, or it was a read whose connection died, which is safe
-// to run again. It is a driver.ErrBadConn, so database/sql discards the
+// take effect: the node refused it (1047) or failed its COMMIT (1180), a
+// table copy it was handed had failed to load (reloadTriggers), the driver
+// found the connection dead before sending it, or it was a read whose
+// connection died, which is safe to run again. It is a driver.ErrBadConn, so database/sql discards the
 // connection and runs a statement outside a transaction again on another
 // (a new one when the others fail too), and withRetry runs a transaction
 // again. The wrapping connection that made it has already counted the
@@ -200,6 +206,23 @@ type connector struct {
 	// syncReads sets wsrep_sync_wait on each new connection (Options.SyncReads).
 	syncReads bool
 	events    Events
+	// reloading is set while a reloadTriggers flush runs, so that writes
+	// refused at once by the same broken table flush it once; reloads
+	// tracks the flushes for Close; reloadErr is the last one's outcome.
+	reloading atomic.Bool
+	reloads   sync.WaitGroup
+	reloadMu  sync.Mutex
+	reloadErr error
+	// splitPackets splits statement packets on every connection, not only
+	// on a Galera node's (Options.SplitPackets).
+	splitPackets bool
+}
+
+// Close is called by the pool's Close: it waits for a reloadTriggers
+// flush under way.
+func (c *connector) Close() error {
+	c.reloads.Wait()
+	return nil
 }
 
 // Driver is the go-sql-driver/mysql driver.
@@ -238,30 +261,32 @@ func (c *connector) open(ctx context.Context, idx int) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.prepare(ctx, conn); err != nil {
+	galera, err := c.prepare(ctx, conn)
+	if err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
-	return &failoverConn{conn: conn, c: c}, nil
+	return &failoverConn{conn: conn, c: c, node: idx, split: galera || c.splitPackets}, nil
 }
 
 // prepare checks a new connection's node is ready and sets what the
 // session needs. A server without Galera (wsrep_on OFF or absent, as on
 // MySQL) is always ready. It costs two round trips, three on a cluster,
 // four with syncReads, once per connection.
-func (c *connector) prepare(ctx context.Context, conn driver.Conn) error {
+func (c *connector) prepare(ctx context.Context, conn driver.Conn) (galera bool, err error) {
 	vars, err := showValues(ctx, conn, "SHOW VARIABLES WHERE Variable_name IN ('wsrep_on', 'wsrep_sync_wait')")
 	if err != nil {
-		return err
+		return false, err
 	}
-	if vars["wsrep_on"] == "ON" {
+	galera = vars["wsrep_on"] == "ON"
+	if galera {
 		st, err := showValues(ctx, conn,
 			"SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state_comment')")
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := nodeReady(st); err != nil {
-			return err
+			return false, err
 		}
 	}
 	// READ COMMITTED for the session, in the syntax MySQL, MariaDB and TiDB
@@ -269,16 +294,16 @@ func (c *connector) prepare(ctx context.Context, conn driver.Conn) error {
 	// round trip of its own, and a single statement never reads rows
 	// another program's transaction may still roll back.
 	if _, err := conn.(driver.ExecerContext).ExecContext(ctx, sessionIsolation, nil); err != nil {
-		return err
+		return false, err
 	}
 	if _, ok := vars["wsrep_sync_wait"]; ok && c.syncReads {
 		// 1: a read waits until this node has applied every write the
 		// cluster committed before it began. MySQL has no such variable.
 		if _, err := conn.(driver.ExecerContext).ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1", nil); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return galera, nil
 }
 
 // nodeReady judges a Galera node by its status variables: it serves
@@ -295,24 +320,36 @@ func nodeReady(status map[string]string) error {
 // showValues runs a SHOW statement of (name, value) rows on conn and
 // returns them as a map.
 func showValues(ctx context.Context, conn driver.Conn, query string) (map[string]string, error) {
-	rows, err := conn.(driver.QueryerContext).QueryContext(ctx, query, nil)
+	out := map[string]string{}
+	err := driverRows(ctx, conn, query, func(row []driver.Value) {
+		if len(row) >= 2 {
+			out[asString(row[0])] = asString(row[1])
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
+	return out, nil
+}
+
+// driverRows runs query on a driver connection, outside the pool, and
+// calls fn with each row.
+func driverRows(ctx context.Context, conn driver.Conn, query string, fn func(row []driver.Value)) error {
+	rows, err := conn.(driver.QueryerContext).QueryContext(ctx, query, nil)
+	if err != nil {
+		return err
+	}
 	defer rows.Close()
-	out := map[string]string{}
 	dest := make([]driver.Value, len(rows.Columns()))
 	for {
 		err := rows.Next(dest)
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if len(dest) >= 2 {
-			out[asString(dest[0])] = asString(dest[1])
-		}
+		fn(dest)
 	}
 }
 
@@ -336,6 +373,10 @@ func asString(v driver.Value) string {
 type failoverConn struct {
 	conn driver.Conn
 	c    *connector
+	node int // index of the address it was opened on
+	// split sends a packet of several statements one statement at a
+	// time: see splitPacket.
+	split bool
 	// bad is set once the node refused a statement; database/sql uses a
 	// connection from one goroutine at a time.
 	bad bool
@@ -343,8 +384,9 @@ type failoverConn struct {
 
 // refused turns err into a refusedError when the statement did not run or,
 // for a read (idempotent), when the connection died under it, and counts
-// the retry that database/sql or withRetry will make.
-func (f *failoverConn) refused(err error, read bool) error {
+// the retry that database/sql or withRetry will make. A write refused for
+// its table's broken triggers first has them reloaded (reloadTriggers).
+func (f *failoverConn) refused(ctx context.Context, err error, read bool) error {
 	if err == nil {
 		return nil
 	}
@@ -355,6 +397,12 @@ func (f *failoverConn) refused(err error, read bool) error {
 		// A node that refuses, or fails a COMMIT, is most likely out of
 		// its cluster's primary component: a new connection is checked.
 		code = strconv.Itoa(int(me.Number))
+	case brokenTables(err):
+		code = RetryTriggers
+		if rerr := f.c.lastReloadError(); rerr != nil {
+			err = fmt.Errorf("%w (the last reload of the tables failed: %w)", err, rerr)
+		}
+		f.c.reloadTriggers(f.node)
 	case errors.Is(err, driver.ErrBadConn):
 		// The driver found the connection dead before sending anything.
 		code = RetryConn
@@ -380,7 +428,7 @@ func (f *failoverConn) Prepare(query string) (driver.Stmt, error) {
 func (f *failoverConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	st, err := f.conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
 	if err != nil {
-		return nil, f.refused(err, false)
+		return nil, f.refused(ctx, err, false)
 	}
 	return &failoverStmt{stmt: st, f: f}, nil
 }
@@ -398,7 +446,7 @@ func (f *failoverConn) Begin() (driver.Tx, error) {
 func (f *failoverConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	tx, err := f.conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
 	if err != nil {
-		return nil, f.refused(err, false)
+		return nil, f.refused(ctx, err, false)
 	}
 	return &failoverTx{tx: tx, f: f}, nil
 }
@@ -406,20 +454,29 @@ func (f *failoverConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driv
 // ExecContext runs a write. A connection lost after it was sent is not
 // turned into a retry: the write may have committed.
 func (f *failoverConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if f.split && strings.Contains(query, stmtSeparator) {
+		return f.execSplit(ctx, query, args)
+	}
 	res, err := f.conn.(driver.ExecerContext).ExecContext(ctx, query, args)
-	return res, f.refused(err, false)
+	return res, f.refused(ctx, err, false)
 }
 
 // QueryContext runs a read: every query the store sends this way is a
 // SELECT or SHOW, so a connection lost under it is a retry.
 func (f *failoverConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if f.split && strings.Contains(query, stmtSeparator) {
+		return f.querySplit(ctx, query, args)
+	}
 	rows, err := f.conn.(driver.QueryerContext).QueryContext(ctx, query, args)
-	return rows, f.refused(err, true)
+	if err != nil {
+		return nil, f.refused(ctx, err, true)
+	}
+	return &failoverRows{Rows: rows, ctx: ctx, f: f}, nil
 }
 
 // Ping checks the wrapped connection.
 func (f *failoverConn) Ping(ctx context.Context) error {
-	return f.refused(f.conn.(driver.Pinger).Ping(ctx), true)
+	return f.refused(ctx, f.conn.(driver.Pinger).Ping(ctx), true)
 }
 
 // ResetSession refuses a connection whose node refused it, so the pool
@@ -450,7 +507,9 @@ type failoverTx struct {
 
 // Commit commits; a 1047 is a refusal (nothing committed). A connection
 // lost during COMMIT is left as it is: its outcome is unknown.
-func (t *failoverTx) Commit() error { return t.f.refused(t.tx.Commit(), false) }
+func (t *failoverTx) Commit() error {
+	return t.f.refused(context.Background(), t.tx.Commit(), false)
+}
 
 // Rollback rolls back.
 func (t *failoverTx) Rollback() error { return t.tx.Rollback() }
@@ -481,16 +540,59 @@ func (s *failoverStmt) Query(args []driver.Value) (driver.Rows, error) {
 // ExecContext runs the prepared write.
 func (s *failoverStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	res, err := s.stmt.(driver.StmtExecContext).ExecContext(ctx, args)
-	return res, s.f.refused(err, false)
+	return res, s.f.refused(ctx, err, false)
 }
 
 // QueryContext runs the prepared read.
 func (s *failoverStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	rows, err := s.stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
-	return rows, s.f.refused(err, true)
+	if err != nil {
+		return nil, s.f.refused(ctx, err, true)
+	}
+	return &failoverRows{Rows: rows, ctx: ctx, f: s.f}, nil
 }
 
 // CheckNamedValue lets the driver convert arguments as it does unwrapped.
 func (s *failoverStmt) CheckNamedValue(nv *driver.NamedValue) error {
 	return s.stmt.(driver.NamedValueChecker).CheckNamedValue(nv)
+}
+
+// failoverRows classifies the errors that come with a query's later
+// results: a packet of several statements (stmtBatch) sends its writes
+// through QueryContext to read their row counts, and a write that fails
+// there is reported by NextResultSet, not by QueryContext. Those errors
+// are not taken for a lost read: the packet held writes.
+type failoverRows struct {
+	driver.Rows
+	ctx context.Context
+	f   *failoverConn
+}
+
+// Next reads the next row.
+func (r *failoverRows) Next(dest []driver.Value) error {
+	return r.classify(r.Rows.Next(dest))
+}
+
+// HasNextResultSet reports whether another result follows.
+func (r *failoverRows) HasNextResultSet() bool {
+	n, ok := r.Rows.(driver.RowsNextResultSet)
+	return ok && n.HasNextResultSet()
+}
+
+// NextResultSet moves to the next result, whose statement's error it
+// returns.
+func (r *failoverRows) NextResultSet() error {
+	n, ok := r.Rows.(driver.RowsNextResultSet)
+	if !ok {
+		return io.EOF
+	}
+	return r.classify(n.NextResultSet())
+}
+
+// classify passes the end of rows through and classifies any other error.
+func (r *failoverRows) classify(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	return r.f.refused(r.ctx, err, false)
 }

@@ -69,7 +69,7 @@ func TestConnRefusedTurnsProofOfNotRunIntoABadConn(t *testing.T) {
 	for _, tc := range cases {
 		ev := countRetries{}
 		f := &failoverConn{c: &connector{events: ev}}
-		err := f.refused(tc.err, tc.read)
+		err := f.refused(context.Background(), tc.err, tc.read)
 		if !errors.Is(err, tc.err) {
 			t.Errorf("%s: %v does not wrap the original %v", tc.name, err, tc.err)
 		}
@@ -149,5 +149,28 @@ func TestEveryNodeNotReadyIsADatabaseError(t *testing.T) {
 	err := fmt.Errorf("list: %w", &NodesDownError{errs: []error{&NotReadyError{Ready: "OFF", State: "Joining"}}})
 	if !IsDBError(err) {
 		t.Errorf("IsDBError(%v) = false, want true: a daemon backs off as for any database failure", err)
+	}
+}
+
+func TestBrokenTablesIsTheLoadFaultOnly(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{&mysql.MySQLError{Number: 1064, Message: "Trigger 'workunit_count_update' has an error in its body: 'You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near 'IF OLD.appid' at line 2'"}, true},
+		{fmt.Errorf("scheduler batch: %w", &mysql.MySQLError{Number: 1064, Message: "Unknown trigger has an error in its body: 'Query was empty'"}), true},
+		{&mysql.MySQLError{Number: 1146, Message: "Table 'taskserver.workunit_count' doesn't exist"}, true},
+		{&mysql.MySQLError{Number: 1146, Message: "Table 'taskserver.result_count' doesn't exist"}, true},
+		// A database no upgrade has touched yet (noTable).
+		{&mysql.MySQLError{Number: 1146, Message: "Table 'taskserver.schema_version' doesn't exist"}, false},
+		{&mysql.MySQLError{Number: 1064, Message: "You have an error in your SQL syntax near 'SELEC'"}, false},
+		{&mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock"}, false},
+		{errors.New("has an error in its body"), false},
+	}
+	for _, tc := range cases {
+		if got := brokenTables(tc.err); got != tc.want {
+			t.Errorf("brokenTables(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/taskserver/taskserver/db/schema"
 	"github.com/taskserver/taskserver/internal/galera"
@@ -32,6 +33,17 @@ func TestGaleraTwoNodesKeepTheLockedDecisions(t *testing.T) {
 
 	const db = "tsgalera"
 	var sts [2]*store.Store
+	// What each node's store ran again, for a failure's log.
+	evs := [2]*events{newEvents(), newEvents()}
+	defer func() {
+		if t.Failed() {
+			for i, ev := range evs {
+				ev.mu.Lock()
+				t.Logf("node %d's store ran statements again: %v", i+1, ev.retries)
+				ev.mu.Unlock()
+			}
+		}
+	}()
 	for i := range sts {
 		cfg, err := mysql.ParseDSN(c.Node(i).DSN())
 		if err != nil {
@@ -49,7 +61,7 @@ func TestGaleraTwoNodesKeepTheLockedDecisions(t *testing.T) {
 			}
 		}
 		cfg.DBName = db
-		if sts[i], err = store.Open(ctx, cfg.FormatDSN(), store.Options{MaxOpenConns: 12}); err != nil {
+		if sts[i], err = store.Open(ctx, cfg.FormatDSN(), store.Options{MaxOpenConns: 12, Events: evs[i]}); err != nil {
 			t.Fatalf("open node %d: %v", i+1, err)
 		}
 		defer sts[i].Close()
@@ -86,6 +98,70 @@ func TestGaleraTwoNodesKeepTheLockedDecisions(t *testing.T) {
 		for i, st := range sts {
 			if err := st.SchemaCheck(ctx); err != nil {
 				t.Errorf("schema check through node %d: %v", i+1, err)
+			}
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("a transaction aborted by the other node mid-packet is run again whole", func(t *testing.T) {
+		// Node 1's transaction updates a row and then sends a packet;
+		// node 2 updates the row while the packet runs, and node 1 aborts
+		// the transaction to apply that. MariaDB sent one packet would
+		// not report the abort and would commit the packet's rest on its
+		// own; split, the abort is an error and inTx runs it all again.
+		for _, q := range []string{`CREATE TABLE abort_t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL)`,
+			`CREATE TABLE abort_log (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, x INT NOT NULL)`,
+			`INSERT INTO abort_t VALUES (1, 0)`} {
+			if _, err := sts[0].DB().ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for {
+			var n int
+			if err := sts[1].DB().GetContext(ctx, &n, `SELECT COUNT(*) FROM abort_t`); err == nil && n == 1 {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatal("node 2 never saw the table")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		const rounds = 4
+		for round := range rounds {
+			var attempts int
+			done := make(chan error, 1)
+			go func() {
+				done <- sts[0].InTxForTest(ctx, func(tx *sqlx.Tx) error {
+					attempts++
+					if _, err := tx.ExecContext(ctx, `UPDATE abort_t SET v = v + 1 WHERE id = 1`); err != nil {
+						return err
+					}
+					b := store.NewStmtBatchForTest(ctx, tx)
+					b.Add(-1, `DO SLEEP(0.5)`)
+					b.Add(b.NewCheck(1), `INSERT INTO abort_log (x) VALUES (?)`, round)
+					return b.Run()
+				})
+			}()
+			time.Sleep(150 * time.Millisecond)
+			if _, err := sts[1].DB().ExecContext(ctx, `UPDATE abort_t SET v = v + 100 WHERE id = 1`); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			var v, logged int
+			if err := sts[0].DB().GetContext(ctx, &v, `SELECT v FROM abort_t WHERE id = 1`); err != nil {
+				t.Fatal(err)
+			}
+			if err := sts[0].DB().GetContext(ctx, &logged, `SELECT COUNT(*) FROM abort_log WHERE x = ?`, round); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("round %d: %d attempts", round, attempts)
+			if v != (round+1)*101 || logged != 1 {
+				t.Fatalf("round %d: v = %d, want %d, and %d log rows, want 1: the transaction was not kept whole",
+					round, v, (round+1)*101, logged)
 			}
 		}
 	})

@@ -157,14 +157,13 @@ WHERE host_id IN (?) ORDER BY host_id, app_version_id FOR UPDATE`
 // only if they still hold what the validator read, so a scheduler's
 // error that came between (another node of a cluster, where the row lock
 // is local) wins over the validator's growth.
-const havValidateUpdate = `UPDATE host_app_version h STRAIGHT_JOIN (%s) d ON d.h = h.host_id AND d.a = h.app_version_id
-SET h.et_n = d.n, h.et_avg = d.avg, h.et_var = d.var, h.et_median = d.med, h.turnaround_n = d.tn,
-h.turnaround_avg = d.ta, h.n_valid = h.n_valid + d.nv,
-h.consecutive_valid = IF(h.consecutive_valid = d.cv0, d.cv, h.consecutive_valid),
-h.max_jobs_per_day = IF(h.max_jobs_per_day = d.m0, d.m, h.max_jobs_per_day)
-WHERE h.host_id IN (%s)`
-
-var havValidateCols = []string{"h", "a", "n", "avg", "var", "med", "tn", "ta", "nv", "cv0", "cv", "m0", "m"}
+var havValidateUpdate = rowsUpdate{query: `UPDATE host_app_version h
+SET h.et_n = {n}, h.et_avg = {avg}, h.et_var = {var}, h.et_median = {med}, h.turnaround_n = {tn},
+h.turnaround_avg = {ta}, h.n_valid = h.n_valid + {nv},
+h.consecutive_valid = IF(h.consecutive_valid = {cv0}, {cv}, h.consecutive_valid),
+h.max_jobs_per_day = IF(h.max_jobs_per_day = {m0}, {m}, h.max_jobs_per_day)
+WHERE {keys}`, key: []string{"h.host_id", "h.app_version_id"},
+	cols: []string{"h", "a", "n", "avg", "var", "med", "tn", "ta", "nv", "cv0", "cv", "m0", "m"}}
 
 // validateHostAppVersions applies the verdicts of results to their hosts'
 // host_app_version rows, inside the validation's transaction (after the
@@ -260,7 +259,7 @@ func validateHostAppVersions(ctx context.Context, tx *sqlx.Tx, quota int, result
 		rows = append(rows, []any{k[0], k[1], h.EtN, h.EtAvg, h.EtVar, h.EtMedian, h.TurnaroundN, h.TurnaroundAvg,
 			h.NValid - was.NValid, was.ConsecutiveValid, h.ConsecutiveValid, was.MaxJobsPerDay, h.MaxJobsPerDay})
 	}
-	if err := execRows(ctx, tx, havValidateUpdate, havValidateCols, rows, -1); err != nil {
+	if err := execRows(ctx, tx, havValidateUpdate, rows, -1); err != nil {
 		return fmt.Errorf("write host_app_version rows: %w", err)
 	}
 	return nil

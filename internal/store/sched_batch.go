@@ -206,7 +206,7 @@ func schedWrite(ctx context.Context, tx *sqlx.Tx, b SchedBatch, plan decide.Plan
 		schedAfterRead()
 	}
 	w := newStmtBatch(ctx, tx)
-	w.updateRows(schedUpdateWorkunits, []string{"id", "tt", "hr", "mq", "tn", "now"}, schedWorkunitRows(plan), -1)
+	w.updateRows(schedUpdateWorkunits, schedWorkunitRows(plan), -1)
 	userRows := make([][]any, len(plan.UserJobs))
 	for i, u := range plan.UserJobs {
 		userRows[i] = []any{u.WorkunitID, u.UserID, u.ResultID}
@@ -218,8 +218,7 @@ func schedWrite(ctx context.Context, tx *sqlx.Tx, b SchedBatch, plan decide.Plan
 			r.ExitStatus, r.CPUTime, r.ElapsedTime, r.Now, []byte(r.StderrOut), []byte(r.XMLDocOut), r.ValidateState,
 			r.ClaimedCredit, r.FileDeleteState}
 	}
-	w.updateRows(schedUpdateReports, []string{"id", "hostid", "fh", "fs", "fo", "outcome", "cs", "es", "cpu",
-		"el", "now", "se", "xo", "vs", "cc", "fds"}, reportRows, len(reportRows))
+	w.updateRows(schedUpdateReports, reportRows, len(reportRows))
 	if len(plan.ReportWrites) > 0 {
 		w.throughput(ThroughputReported, plan.ReportWrites[0].Now, len(plan.ReportWrites))
 	}
@@ -228,13 +227,12 @@ func schedWrite(ctx context.Context, tx *sqlx.Tx, b SchedBatch, plan decide.Plan
 		sendRows[i] = []any{p.ResultID, p.HostID, p.UserID, p.Now, p.ReportDeadline, p.AppVersionID, p.AppVersionNum,
 			p.FlopsEstimate}
 	}
-	w.updateRows(schedUpdateSends, []string{"id", "hostid", "userid", "now", "deadline", "avid", "avnum", "fe"},
-		sendRows, len(sendRows))
+	w.updateRows(schedUpdateSends, sendRows, len(sendRows))
 	couldntRows := make([][]any, len(plan.CouldntSends))
 	for i, c := range plan.CouldntSends {
 		couldntRows[i] = []any{c.ResultID, c.Now}
 	}
-	w.updateRows(schedUpdateCouldntSend, []string{"id", "now"}, couldntRows, len(couldntRows))
+	w.updateRows(schedUpdateCouldntSend, couldntRows, len(couldntRows))
 	if err := schedWriteHosts(w, b.Hosts, plan.Hosts); err != nil {
 		return err
 	}
@@ -251,10 +249,10 @@ func schedWrite(ctx context.Context, tx *sqlx.Tx, b SchedBatch, plan decide.Plan
 // transition_time, deadline), as the single-row statements write them.
 // mod_time always grows, so the row is in the batch's write set even when
 // nothing else changes (see schedWorkunitRows).
-const schedUpdateWorkunits = `UPDATE workunit w STRAIGHT_JOIN (%s) d ON d.id = w.id
-SET w.transition_time = d.tt, w.hr_class = d.hr, w.min_quorum = d.mq, w.target_nresults = d.tn,
-w.mod_time = GREATEST(w.mod_time + 1, d.now)
-WHERE w.id IN (%s)`
+var schedUpdateWorkunits = rowsUpdate{query: `UPDATE workunit w
+SET w.transition_time = {tt}, w.hr_class = {hr}, w.min_quorum = {mq}, w.target_nresults = {tn},
+w.mod_time = GREATEST(w.mod_time + 1, {now})
+WHERE {keys}`, key: []string{"w.id"}, cols: []string{"id", "tt", "hr", "mq", "tn", "now"}}
 
 // schedWorkunitRows are the job rows a plan writes: the jobs whose values
 // changed, and every job an instance was sent of, whatever changed. The
@@ -310,47 +308,55 @@ const schedKeyRetries = 3
 // and its writes: where another node's write lands on a cluster.
 var schedAfterRead func()
 
-const schedUpdateReports = `UPDATE result r STRAIGHT_JOIN (%s) d ON d.id = r.id
-SET r.hostid = d.hostid, r.server_state = ` + stateOver + `, r.outcome = d.outcome, r.client_state = d.cs, r.exit_status = d.es,
-r.cpu_time = d.cpu, r.elapsed_time = d.el, r.received_time = d.now, r.stderr_out = d.se, r.xml_doc_out = d.xo,
-r.validate_state = d.vs, r.claimed_credit = d.cc, r.mod_time = d.now, r.file_delete_state = d.fds
-WHERE r.id IN (%s) AND r.hostid = d.fh AND r.server_state = d.fs AND r.outcome = d.fo`
+var schedUpdateReports = rowsUpdate{query: `UPDATE result r
+SET r.hostid = {hostid}, r.server_state = ` + stateOver + `, r.outcome = {outcome}, r.client_state = {cs}, r.exit_status = {es},
+r.cpu_time = {cpu}, r.elapsed_time = {el}, r.received_time = {now}, r.stderr_out = {se}, r.xml_doc_out = {xo},
+r.validate_state = {vs}, r.claimed_credit = {cc}, r.mod_time = {now}, r.file_delete_state = {fds}
+WHERE {keys} AND r.hostid = {fh} AND r.server_state = {fs} AND r.outcome = {fo}`,
+	key: []string{"r.id"}, cols: []string{"id", "hostid", "fh", "fs", "fo", "outcome", "cs", "es", "cpu",
+		"el", "now", "se", "xo", "vs", "cc", "fds"}}
 
-const schedUpdateSends = `UPDATE result r STRAIGHT_JOIN (%s) d ON d.id = r.id
-SET r.server_state = ` + stateInProgress + `, r.hostid = d.hostid, r.userid = d.userid, r.sent_time = d.now,
-r.report_deadline = d.deadline, r.app_version_id = d.avid, r.app_version_num = d.avnum, r.flops_estimate = d.fe,
-r.mod_time = d.now
-WHERE r.id IN (%s) AND r.server_state = ` + stateUnsent
+var schedUpdateSends = rowsUpdate{query: `UPDATE result r
+SET r.server_state = ` + stateInProgress + `, r.hostid = {hostid}, r.userid = {userid}, r.sent_time = {now},
+r.report_deadline = {deadline}, r.app_version_id = {avid}, r.app_version_num = {avnum}, r.flops_estimate = {fe},
+r.mod_time = {now}
+WHERE {keys} AND r.server_state = ` + stateUnsent,
+	key: []string{"r.id"}, cols: []string{"id", "hostid", "userid", "now", "deadline", "avid", "avnum", "fe"}}
 
-const schedUpdateCouldntSend = `UPDATE result r STRAIGHT_JOIN (%s) d ON d.id = r.id
-SET r.server_state = ` + stateOver + `, r.outcome = ` + outcomeCouldntSend + `, r.mod_time = d.now
-WHERE r.id IN (%s) AND r.server_state = ` + stateUnsent
+var schedUpdateCouldntSend = rowsUpdate{query: `UPDATE result r
+SET r.server_state = ` + stateOver + `, r.outcome = ` + outcomeCouldntSend + `, r.mod_time = {now}
+WHERE {keys} AND r.server_state = ` + stateUnsent, key: []string{"r.id"}, cols: []string{"id", "now"}}
 
 // The states as SQL literals, checked against package state by a test.
 const (
-	stateUnsent        = "2"
-	stateInProgress    = "4"
-	stateOver          = "5"
-	outcomeCouldntSend = "2"
+	stateUnsent          = "2"
+	stateInProgress      = "4"
+	stateOver            = "5"
+	outcomeCouldntSend   = "2"
+	noTransition         = "2147483647"
+	assimilateReady      = "1"
+	validateInit         = "0"
+	validateInconclusive = "4"
 )
 
 // Credit columns are the validator's; error_streak, consecutive_valid and
 // avg_turnaround are relative updates, so concurrent batches never lose one.
-const schedUpdateHostsRPC = `UPDATE host h STRAIGHT_JOIN (%s) d ON d.id = h.id
-SET h.rpc_seqno = d.seq, h.rpc_time = d.t, h.last_ip_addr = d.ip,
-h.error_streak = h.error_streak + d.errs, h.consecutive_valid = IF(d.errs > 0, 0, h.consecutive_valid),
-h.avg_turnaround = IF(d.nt = 0, h.avg_turnaround, IF(h.avg_turnaround > 0, h.avg_turnaround * d.ta + d.tb, d.tc))
-WHERE h.id IN (%s)`
+// schedHostRPCSet sets a host's RPC columns and folds its reports into its
+// counters; the host_info update sets the rest as well.
+const schedHostRPCSet = `h.rpc_seqno = {seq}, h.rpc_time = {t}, h.last_ip_addr = {ip},
+h.error_streak = h.error_streak + {errs}, h.consecutive_valid = IF({errs} > 0, 0, h.consecutive_valid),
+h.avg_turnaround = IF({nt} = 0, h.avg_turnaround, IF(h.avg_turnaround > 0, h.avg_turnaround * {ta} + {tb}, {tc}))`
 
-const schedUpdateHostsInfo = `UPDATE host h STRAIGHT_JOIN (%s) d ON d.id = h.id
-SET h.rpc_seqno = d.seq, h.rpc_time = d.t, h.last_ip_addr = d.ip,
-h.error_streak = h.error_streak + d.errs, h.consecutive_valid = IF(d.errs > 0, 0, h.consecutive_valid),
-h.avg_turnaround = IF(d.nt = 0, h.avg_turnaround, IF(h.avg_turnaround > 0, h.avg_turnaround * d.ta + d.tb, d.tc)),
-h.timezone = d.tz, h.domain_name = d.dn, h.host_cpid = d.cpid, h.p_ncpus = d.nc, h.p_vendor = d.pv,
-h.p_model = d.pm, h.p_fpops = d.pf, h.p_iops = d.pi, h.m_nbytes = d.mn, h.m_swap = d.ms, h.d_total = d.dt,
-h.d_free = d.df, h.os_name = d.osn, h.os_version = d.osv, h.on_frac = d.onf, h.active_frac = d.af,
-h.p_features = d.pfe, h.coprocs = d.cop, h.client_version = d.cv
-WHERE h.id IN (%s)`
+var (
+	schedUpdateHostsRPC = rowsUpdate{query: "UPDATE host h SET " + schedHostRPCSet + "\nWHERE {keys}",
+		key: []string{"h.id"}, cols: hostRPCCols}
+	schedUpdateHostsInfo = rowsUpdate{query: "UPDATE host h SET " + schedHostRPCSet + `,
+h.timezone = {tz}, h.domain_name = {dn}, h.host_cpid = {cpid}, h.p_ncpus = {nc}, h.p_vendor = {pv},
+h.p_model = {pm}, h.p_fpops = {pf}, h.p_iops = {pi}, h.m_nbytes = {mn}, h.m_swap = {ms}, h.d_total = {dt},
+h.d_free = {df}, h.os_name = {osn}, h.os_version = {osv}, h.on_frac = {onf}, h.active_frac = {af},
+h.p_features = {pfe}, h.coprocs = {cop}, h.client_version = {cv}
+WHERE {keys}`, key: []string{"h.id"}, cols: hostInfoCols}
+)
 
 var (
 	hostRPCCols  = []string{"id", "seq", "t", "ip", "errs", "nt", "ta", "tb", "tc"}
@@ -405,8 +411,8 @@ func schedWriteHosts(w *stmtBatch, hosts []SchedHost, deltas map[int64]*decide.H
 			h.PFpops, h.PIops, h.MNbytes, h.MSwap, h.DTotal, h.DFree, h.OSName, h.OSVersion, h.OnFrac, h.ActiveFrac,
 			h.PFeatures, h.Coprocs, h.ClientVersion))
 	}
-	w.updateRows(schedUpdateHostsRPC, hostRPCCols, rpcRows, -1)
-	w.updateRows(schedUpdateHostsInfo, hostInfoCols, infoRows, -1)
+	w.updateRows(schedUpdateHostsRPC, rpcRows, -1)
+	w.updateRows(schedUpdateHostsInfo, infoRows, -1)
 	return nil
 }
 
@@ -414,36 +420,6 @@ func schedWriteHosts(w *stmtBatch, hosts []SchedHost, deltas map[int64]*decide.H
 // than were decided under lock: something wrote them without the lock, and
 // the whole batch is refused rather than half applied.
 var errBatchCount = errors.New("multi-row update changed an unexpected number of rows")
-
-// derivedTable is `SELECT ? AS c1, ? AS c2 UNION ALL SELECT ?, ? ...`, which
-// MySQL, MariaDB and TiDB all accept as a derived table, and its arguments.
-// A float64 column gets "+ 0e0" in the first row so that the column is a
-// DOUBLE whatever literals the other rows have.
-func derivedTable(cols []string, rows [][]any) (string, []any) {
-	var b strings.Builder
-	args := make([]any, 0, len(cols)*len(rows))
-	for i, row := range rows {
-		if i > 0 {
-			b.WriteString(" UNION ALL ")
-		}
-		b.WriteString("SELECT ")
-		for j, v := range row {
-			if j > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("?")
-			if i == 0 {
-				if _, ok := v.(float64); ok {
-					b.WriteString(" + 0e0")
-				}
-				b.WriteString(" AS ")
-				b.WriteString(cols[j])
-			}
-			args = append(args, schedArg(v))
-		}
-	}
-	return b.String(), args
-}
 
 // schedArg maps values a column cannot hold to what the single-row
 // statements would have stored.
@@ -491,7 +467,7 @@ func txSelectSets(ctx context.Context, tx *sqlx.Tx, sets []selectSet) error {
 			return err
 		}
 		if text.Len() > 0 {
-			text.WriteString(";\n")
+			text.WriteString(stmtSeparator)
 		}
 		text.WriteString(q)
 		args = append(args, a...)

@@ -151,7 +151,7 @@ func TestSchedulerCommitHostCounters(t *testing.T) {
 
 // TestSchedulerCommitSendKeepsFlopsEstimate sends three instances in one
 // batch with the speeds the reply told their clients: each instance keeps
-// its own (the derived table is per row), and a speed no column can hold
+// its own (each row's value is chosen by its id), and a speed no column can hold
 // is stored as none.
 func TestSchedulerCommitSendKeepsFlopsEstimate(t *testing.T) {
 	t.Parallel()

@@ -22,6 +22,16 @@ func stmtTable(t *testing.T, st *store.Store, n int) {
 	}
 }
 
+// stmtModes are a store that sends a batch as one packet and one that
+// splits it into its statements, as on a Galera node (Options.SplitPackets):
+// a batch must mean the same either way.
+func stmtModes(t *testing.T) map[string]*store.Store {
+	return map[string]*store.Store{
+		"packet": storetest.New(t),
+		"split":  open(t, storetest.NewDatabase(t), store.Options{SplitPackets: true, MaxOpenConns: 2}),
+	}
+}
+
 func stmtSum(t *testing.T, st *store.Store) int {
 	t.Helper()
 	var v int
@@ -36,7 +46,12 @@ func stmtSum(t *testing.T, st *store.Store) int {
 // out other than wanted fails the batch, and the transaction writes nothing.
 func TestStmtBatchSumsCountsPerCheck(t *testing.T) {
 	t.Parallel()
-	st := storetest.New(t)
+	for mode, st := range stmtModes(t) {
+		t.Run(mode, func(t *testing.T) { stmtBatchSumsCountsPerCheck(t, st) })
+	}
+}
+
+func stmtBatchSumsCountsPerCheck(t *testing.T, st *store.Store) {
 	ctx := context.Background()
 	stmtTable(t, st, 5)
 	err := st.InTxForTest(ctx, func(tx *sqlx.Tx) error {
@@ -72,7 +87,12 @@ func TestStmtBatchSumsCountsPerCheck(t *testing.T) {
 // statements after it do not run.
 func TestStmtBatchStopsAtTheFirstError(t *testing.T) {
 	t.Parallel()
-	st := storetest.New(t)
+	for mode, st := range stmtModes(t) {
+		t.Run(mode, func(t *testing.T) { stmtBatchStopsAtTheFirstError(t, st) })
+	}
+}
+
+func stmtBatchStopsAtTheFirstError(t *testing.T, st *store.Store) {
 	ctx := context.Background()
 	stmtTable(t, st, 2)
 	for _, counted := range []bool{false, true} {
@@ -136,5 +156,59 @@ func TestStmtBatchSplitsLargePackets(t *testing.T) {
 	}
 	if got := stmtSum(t, st); got != rows {
 		t.Fatalf("rows written = %d, want %d", got, rows)
+	}
+}
+
+// TestRowsUpdateSetsEachRowItsOwnValues: a multi-row update by single and
+// composite keys writes each listed row's own values exactly (doubles that
+// need all their digits, a first row whose double looks like an integer,
+// binary text), counts the rows it changed, and leaves every other row, even
+// one that shares part of a composite key, alone.
+func TestRowsUpdateSetsEachRowItsOwnValues(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := context.Background()
+	storetest.Exec(t, st, `CREATE TABLE rows_t (a INT NOT NULL, b INT NOT NULL, v INT NOT NULL DEFAULT 0,
+		f DOUBLE NOT NULL DEFAULT 0, s BLOB, PRIMARY KEY (a, b))`)
+	for a := 1; a <= 3; a++ {
+		for b := 1; b <= 2; b++ {
+			storetest.Exec(t, st, `INSERT INTO rows_t (a, b) VALUES (?, ?)`, a, b)
+		}
+	}
+	third := 1.0 / 3
+	err := st.InTxForTest(ctx, func(tx *sqlx.Tx) error {
+		b := store.NewStmtBatchForTest(ctx, tx)
+		// Keyed on a alone, restricted to b = 1 by the query.
+		b.UpdateRows(`UPDATE rows_t t SET t.v = t.v + {v}, t.f = {f}, t.s = {s} WHERE {keys} AND t.b = 1`,
+			[]string{"t.a"}, []string{"a", "v", "f", "s"},
+			[][]any{{int64(1), int64(10), 2.0, []byte("x\x00'y")}, {int64(3), int64(30), third, []byte("z")}}, 2)
+		// Composite key: (2, 2) only, not (2, 1).
+		b.UpdateRows(`UPDATE rows_t t SET t.v = {v}, t.f = {f} WHERE {keys}`,
+			[]string{"t.a", "t.b"}, []string{"a", "b", "v", "f"},
+			[][]any{{int64(2), int64(2), int64(22), 1e300}}, 1)
+		return b.Run()
+	})
+	if err != nil {
+		t.Fatalf("batch: %v", err)
+	}
+	type row struct {
+		A, B, V int
+		F       float64
+		S       []byte
+	}
+	var got []row
+	if err := st.DB().Select(&got, `SELECT a, b, v, f, s FROM rows_t ORDER BY a, b`); err != nil {
+		t.Fatal(err)
+	}
+	want := []row{{1, 1, 10, 2, []byte("x\x00'y")}, {1, 2, 0, 0, nil}, {2, 1, 0, 0, nil}, {2, 2, 22, 1e300, nil},
+		{3, 1, 30, third, []byte("z")}, {3, 2, 0, 0, nil}}
+	if len(got) != len(want) {
+		t.Fatalf("rows = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.A != w.A || g.B != w.B || g.V != w.V || g.F != w.F || string(g.S) != string(w.S) {
+			t.Fatalf("row %d = %+v, want %+v", i, g, w)
+		}
 	}
 }

@@ -84,6 +84,11 @@ type Options struct {
 	// read then costs a round trip within the cluster. A server without
 	// wsrep_sync_wait (MySQL) ignores it.
 	SyncReads bool
+	// SplitPackets sends the statements a transaction batches into one
+	// packet one at a time on every connection. A Galera node's
+	// connections always do (see splitPacket); this is for a server
+	// that does not say it is one, and for tests of that path.
+	SplitPackets bool
 }
 
 // SQLMode is the sql_mode of every connection, whatever the server's
@@ -109,7 +114,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database DSN: %w", err)
 	}
-	conn := &connector{syncReads: opts.SyncReads, events: opts.Events}
+	conn := &connector{syncReads: opts.SyncReads, events: opts.Events, splitPackets: opts.SplitPackets}
 	for _, cfg := range cfgs {
 		cfg.ParseTime = false
 		cfg.InterpolateParams = true

@@ -36,32 +36,25 @@ xml_doc_out, stderr_out, batch, appid, priority, random, mod_time, send_flags) V
 
 const resultInsertNewTuple = `(?, ?, ?, ?, ?, '', '', ?, ?, ?, ?, ?, ?)`
 
-// workunitTransitionCols are the columns of the derived table
-// workunitTransitionBatch joins. chk is 1 when an instance may have been sent
-// since the job was read (it had an unsent one): only then is the new
-// transition_time held down to the deadline of an instance sent meanwhile,
-// as in workunitTransition.
-var workunitTransitionCols = []string{"id", "rtt", "nw", "nv", "em", "hr", "ht", "ast", "fds", "tt", "chk"}
-
-// workunitTransitionBatchHead and Tail enclose the derived table. The guard
-// on transition_time repeats what the lock read; the rows are locked, so it
+// workunitTransitionUpdate writes the jobs of a batch. chk is 1 when an
+// instance may have been sent since the job was read (it had an unsent
+// one): only then is the new transition_time held down to the deadline of
+// an instance sent meanwhile, as in workunitTransition. The guard on
+// transition_time repeats what the lock read; the rows are locked, so it
 // cannot fail here.
-const workunitTransitionBatchHead = `UPDATE workunit w JOIN `
+var workunitTransitionUpdate = rowsUpdate{query: `UPDATE workunit w
+SET w.need_validate = {nv}, w.error_mask = w.error_mask | {em}, w.hold_reason = {hr}, w.hold_time = {ht},
+w.assimilate_state = GREATEST(w.assimilate_state, {ast}), w.file_delete_state = GREATEST(w.file_delete_state, {fds}),
+w.transition_time = IF({chk} = 0, {tt}, LEAST({tt}, COALESCE((SELECT MIN(r.report_deadline) FROM result r
+    WHERE r.workunitid = w.id AND r.server_state = ` + stateInProgress + ` AND r.report_deadline > {nw}), ` + noTransition + `))),
+w.mod_time = {nw}
+WHERE {keys} AND w.transition_time = {rtt}`, key: []string{"w.id"},
+	cols: []string{"id", "rtt", "nw", "nv", "em", "hr", "ht", "ast", "fds", "tt", "chk"}}
 
-const workunitTransitionBatchTail = ` d ON w.id = d.id
-SET w.need_validate = d.nv, w.error_mask = w.error_mask | d.em, w.hold_reason = d.hr, w.hold_time = d.ht,
-w.assimilate_state = GREATEST(w.assimilate_state, d.ast), w.file_delete_state = GREATEST(w.file_delete_state, d.fds),
-w.transition_time = IF(d.chk = 0, d.tt, LEAST(d.tt, COALESCE((SELECT MIN(r.report_deadline) FROM result r
-    WHERE r.workunitid = w.id AND r.server_state = ? AND r.report_deadline > d.nw), ?))),
-w.mod_time = d.nw
-WHERE w.transition_time = d.rtt`
-
-var resultTransitionCols = []string{"id", "ss", "oc", "fds", "mt"}
-
-const resultTransitionBatchHead = `UPDATE result r JOIN `
-
-const resultTransitionBatchTail = ` d ON r.id = d.id
-SET r.server_state = d.ss, r.outcome = d.oc, r.file_delete_state = d.fds, r.mod_time = d.mt`
+// resultTransitionUpdate writes the instances of a batch.
+var resultTransitionUpdate = rowsUpdate{query: `UPDATE result r
+SET r.server_state = {ss}, r.outcome = {oc}, r.file_delete_state = {fds}, r.mod_time = {mt}
+WHERE {keys}`, key: []string{"r.id"}, cols: []string{"id", "ss", "oc", "fds", "mt"}}
 
 // errBatchFallback stops a batch whose failure may be one job's own (a
 // duplicate instance name, a value the server refuses): the batch is then
@@ -225,30 +218,29 @@ func transitionBatch(ctx context.Context, tx *sqlx.Tx, ps []WorkunitTransitionPa
 		return err
 	}
 	if err := transChunks(len(jobs), func(lo, hi int) error {
-		args := make([]any, 0, (hi-lo)*len(workunitTransitionCols)+2)
+		rows := make([][]any, 0, hi-lo)
 		for _, i := range jobs[lo:hi] {
 			p := ps[i]
 			chk := 1
 			if p.NoUnsentRead {
 				chk = 0
 			}
-			args = append(args, p.ID, p.ReadTransitionTime, p.Now, p.NeedValidate, p.ErrorMask, p.HoldReason, p.HoldTime,
-				p.AssimilateState, p.FileDeleteState, p.TransitionTime, chk)
+			rows = append(rows, []any{p.ID, p.ReadTransitionTime, p.Now, p.NeedValidate, p.ErrorMask, p.HoldReason,
+				p.HoldTime, p.AssimilateState, p.FileDeleteState, p.TransitionTime, chk})
 		}
-		args = append(args, state.ServerInProgress, state.NoTransition)
-		q := workunitTransitionBatchHead + transDerivedTable(workunitTransitionCols, hi-lo) + workunitTransitionBatchTail
+		q, args := workunitTransitionUpdate.expand(rows)
 		_, err := tx.ExecContext(ctx, q, args...)
 		return refusal(err)
 	}); err != nil {
 		return err
 	}
 	return transChunks(len(changes), func(lo, hi int) error {
-		args := make([]any, 0, (hi-lo)*len(resultTransitionCols))
+		rows := make([][]any, 0, hi-lo)
 		for _, tc := range changes[lo:hi] {
 			c := tc.c
-			args = append(args, c.ID, c.ServerState, c.Outcome, c.FileDeleteState, tc.now)
+			rows = append(rows, []any{c.ID, c.ServerState, c.Outcome, c.FileDeleteState, tc.now})
 		}
-		q := resultTransitionBatchHead + transDerivedTable(resultTransitionCols, hi-lo) + resultTransitionBatchTail
+		q, args := resultTransitionUpdate.expand(rows)
 		_, err := tx.ExecContext(ctx, q, args...)
 		return refusal(err)
 	})

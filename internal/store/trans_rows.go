@@ -25,28 +25,6 @@ func transValues(tuple string, n int) string {
 	return sb.String()
 }
 
-// transDerivedTable returns a derived table of n rows with the given column
-// names, every value a placeholder: "(SELECT ? AS a, ? AS b UNION ALL
-// SELECT ?, ? ...)". A multi-row UPDATE joins it on a key; unlike a VALUES
-// table constructor, MySQL 8, MariaDB and TiDB all run it.
-func transDerivedTable(cols []string, n int) string {
-	var sb strings.Builder
-	sb.WriteString("(SELECT ")
-	for i, c := range cols {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString("? AS ")
-		sb.WriteString(c)
-	}
-	rest := " UNION ALL SELECT ?" + strings.Repeat(", ?", len(cols)-1)
-	for range n - 1 {
-		sb.WriteString(rest)
-	}
-	sb.WriteByte(')')
-	return sb.String()
-}
-
 // transChunks calls fn with [lo, hi) bounds covering n items, at most
 // maxRowsPerStatement at a time, and stops at the first error.
 func transChunks(n int, fn func(lo, hi int) error) error {

@@ -178,54 +178,44 @@ func writeValidate(ctx context.Context, tx *sqlx.Tx, now int64, quota int, jobs 
 	return nil
 }
 
-// updateWorkunitsValidated writes the jobs' rows: one UPDATE joined with a
-// derived table of each job's values. No assignment reads a column another
-// assigns, so the order in which a multi-table UPDATE assigns does not
-// matter. A job without a canonical instance keeps its canonical columns
-// and assimilate_state; target 0 leaves target_nresults.
+// workunitValidatedUpdate writes the jobs' rows. A job without a canonical
+// instance keeps its canonical columns and assimilate_state; target 0
+// leaves target_nresults.
+var workunitValidatedUpdate = rowsUpdate{query: `UPDATE workunit w SET w.need_validate = 0,
+w.canonical_resultid = IF({canon} = 0, w.canonical_resultid, {canon}),
+w.canonical_credit = IF({canon} = 0, w.canonical_credit, {credit}),
+w.assimilate_state = IF({canon} = 0, w.assimilate_state, GREATEST(w.assimilate_state, ` + assimilateReady + `)),
+w.target_nresults = GREATEST(w.target_nresults, LEAST({target}, w.max_total_results)),
+w.transition_time = LEAST(w.transition_time - 1, {now}), w.mod_time = {now}
+WHERE {keys} AND w.need_validate = 1`, key: []string{"w.id"}, cols: []string{"id", "canon", "credit", "target", "now"}}
+
+// updateWorkunitsValidated writes the jobs' rows in one statement.
 func updateWorkunitsValidated(ctx context.Context, tx *sqlx.Tx, now int64, jobs []WorkunitValidateParams) error {
-	var b strings.Builder
-	args := make([]any, 0, 4*len(jobs)+3)
-	b.WriteString(`UPDATE workunit w JOIN (`)
+	rows := make([][]any, len(jobs))
 	for i, j := range jobs {
-		if i > 0 {
-			b.WriteString(" UNION ALL ")
-		}
-		b.WriteString(`SELECT ? AS id, ? AS canon, ? + 0e0 AS credit, ? AS target`)
-		args = append(args, j.ID, j.CanonicalResultID, j.CanonicalCredit, j.TargetNResults)
+		rows[i] = []any{j.ID, j.CanonicalResultID, j.CanonicalCredit, j.TargetNResults, now}
 	}
-	b.WriteString(`) v ON w.id = v.id SET w.need_validate = 0,
-w.canonical_resultid = IF(v.canon = 0, w.canonical_resultid, v.canon),
-w.canonical_credit = IF(v.canon = 0, w.canonical_credit, v.credit),
-w.assimilate_state = IF(v.canon = 0, w.assimilate_state, GREATEST(w.assimilate_state, ?)),
-w.target_nresults = GREATEST(w.target_nresults, LEAST(v.target, w.max_total_results)),
-w.transition_time = LEAST(w.transition_time - 1, ?), w.mod_time = ?
-WHERE w.need_validate = 1`)
-	args = append(args, state.AssimilateReady, now, now)
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+	q, args := workunitValidatedUpdate.expand(rows)
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 		return fmt.Errorf("update workunits: %w", err)
 	}
 	return nil
 }
 
-// updateResultsValidated writes the instances' verdicts and credit, like
-// updateWorkunitsValidated.
+// resultValidatedUpdate writes the instances' verdicts and credit.
+var resultValidatedUpdate = rowsUpdate{query: `UPDATE result r
+SET r.validate_state = {vs}, r.outcome = {outcome}, r.granted_credit = {credit}, r.mod_time = {now}
+WHERE {keys} AND r.validate_state IN (` + validateInit + `, ` + validateInconclusive + `)`,
+	key: []string{"r.id"}, cols: []string{"id", "vs", "outcome", "credit", "now"}}
+
+// updateResultsValidated writes the instances' rows in one statement.
 func updateResultsValidated(ctx context.Context, tx *sqlx.Tx, now int64, results []ResultValidation) error {
-	var b strings.Builder
-	args := make([]any, 0, 4*len(results)+3)
-	b.WriteString(`UPDATE result r JOIN (`)
+	rows := make([][]any, len(results))
 	for i, r := range results {
-		if i > 0 {
-			b.WriteString(" UNION ALL ")
-		}
-		b.WriteString(`SELECT ? AS id, ? AS vs, ? AS outcome, ? + 0e0 AS credit`)
-		args = append(args, r.ID, r.ValidateState, r.Outcome, r.GrantedCredit)
+		rows[i] = []any{r.ID, r.ValidateState, r.Outcome, r.GrantedCredit, now}
 	}
-	b.WriteString(`) v ON r.id = v.id
-SET r.validate_state = v.vs, r.outcome = v.outcome, r.granted_credit = v.credit, r.mod_time = ?
-WHERE r.validate_state IN (?, ?)`)
-	args = append(args, now, state.ValidateInit, state.ValidateInconclusive)
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+	q, args := resultValidatedUpdate.expand(rows)
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 		return fmt.Errorf("update results: %w", err)
 	}
 	return nil

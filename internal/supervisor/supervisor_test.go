@@ -149,6 +149,21 @@ func allRunning(st State) bool {
 	return len(st.Daemons) > 0
 }
 
+// waitFile waits up to 30 s for path to exist and hold something.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still empty after 30 s", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func daemonNamed(t *testing.T, st State, name string) DaemonState {
 	t.Helper()
 	for _, d := range st.Daemons {
@@ -398,10 +413,17 @@ func TestStatusShowsADaemonWhoseHealthzFails(t *testing.T) {
 
 func TestStopKillsAStubbornDaemonInReverseOrder(t *testing.T) {
 	t.Parallel()
-	b := setup(t, "  - program: alpha\n  - program: beta\n    args: [--ignore-term]\n",
+	dir := t.TempDir()
+	alphaStarts, betaStarts := filepath.Join(dir, "alpha-starts"), filepath.Join(dir, "beta-starts")
+	b := setup(t, fmt.Sprintf("  - program: alpha\n    args: [--starts, %q]\n  - program: beta\n    args: [--ignore-term, --starts, %q]\n", alphaStarts, betaStarts),
 		Options{Grace: 300 * time.Millisecond})
 	st := b.waitState("all running", allRunning)
 	beta := daemonNamed(t, st, "beta")
+	// "running" means forked; a child that has not yet set its signal
+	// handling would die of SIGTERM whatever it was told, so wait for both
+	// to record their start (which they do after setting it).
+	waitFile(t, alphaStarts)
+	waitFile(t, betaStarts)
 	if err := b.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}

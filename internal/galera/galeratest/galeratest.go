@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/taskserver/taskserver/internal/galera"
+	"github.com/taskserver/taskserver/internal/privatedb"
 )
 
 // Start starts a cluster with o for t and registers its stop. It skips t in
@@ -43,5 +44,20 @@ func Start(ctx context.Context, t testing.TB, o galera.Options) *galera.Cluster 
 		t.Fatalf("start a Galera cluster of %d nodes: %v", max(o.Nodes, 3), err)
 	}
 	t.Cleanup(c.Stop)
+	// Runs before the stop and the removal: a failed test shows how each
+	// node saw it, since its files are gone afterwards.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, n := range c.Nodes() {
+			log, err := os.ReadFile(n.LogPath())
+			if err != nil {
+				t.Logf("%s: no log: %v", n.Name(), err)
+				continue
+			}
+			t.Logf("%s's log, last part:\n%s", n.Name(), privatedb.Tail(log, 6000))
+		}
+	})
 	return c
 }

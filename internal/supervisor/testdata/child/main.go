@@ -1,7 +1,7 @@
 // Command child is the daemon stand-in of the supervisor's tests: it takes
 // the flags a daemon gets, serves /healthz on --listen (503 with the
 // contents of --healthz-file while that file exists), records each start in
-// --starts, and exits, ignores SIGTERM or fails as told.
+// --starts (once its signal handling is set), and exits, ignores SIGTERM or fails as told.
 package main
 
 import (
@@ -27,6 +27,14 @@ func main() {
 	sick := flag.String("healthz-file", "", "while this file exists, /healthz answers 503 with its contents")
 	flag.Parse()
 
+	sigs := make(chan os.Signal, 1)
+	if *ignoreTerm {
+		signal.Ignore(syscall.SIGTERM)
+	} else {
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	}
+	// A start is recorded only once the signal handling is in place, so a
+	// test that waits for it knows SIGTERM now does what it was told.
 	if *starts != "" {
 		f, err := os.OpenFile(*starts, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -35,12 +43,6 @@ func main() {
 		}
 		fmt.Fprintf(f, "%d %d\n", os.Getpid(), time.Now().UnixNano())
 		f.Close()
-	}
-	sigs := make(chan os.Signal, 1)
-	if *ignoreTerm {
-		signal.Ignore(syscall.SIGTERM)
-	} else {
-		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	}
 	if *listen != "" {
 		ln, err := net.Listen("tcp", *listen)
