@@ -184,8 +184,11 @@ func TestProjectWithoutWorkIsNotAskedDuringBackoff(t *testing.T) {
 			t.Errorf("gap before work request %d to a = %s, want at least %s after %d no-work replies", n+1, gap, least, n)
 		}
 	}
-	if got := rep.Projects[0].NoWorkReplies; got != int64(len(asks)) {
-		t.Errorf("report no_work_replies of a = %d, want %d (every request for work)", got, len(asks))
+	// The run's end cancels an exchange in flight and drops its reply
+	// (rpc.go), so the last request the project saw may have no reply
+	// recorded.
+	if got := rep.Projects[0].NoWorkReplies; got != int64(len(asks)) && got != int64(len(asks)-1) {
+		t.Errorf("report no_work_replies of a = %d, want %d (every request for work, the last perhaps cut off by the stop)", got, len(asks))
 	}
 	if rep.Projects[1].AchievedShare < 0.99 {
 		t.Errorf("achieved share of b = %.3f, want all of it: a has no work", rep.Projects[1].AchievedShare)
