@@ -96,8 +96,8 @@ func TestShortfallReasons(t *testing.T) {
 		{name: "in-progress limit", reason: reasonInProgressLimit, opts: func(o *Options) { o.MaxInProgressPerCPU = 1 },
 			policy: Policy{MaxInProgressPerCPU: 1}, prepare: func(f *fixture) request {
 				f.addJob("wua", job{})
+				host := f.sendTo(1) // wua_0: the walk starts at a random slot
 				f.addJob("wub", job{})
-				host := f.sendTo(1)
 				return request{hostID: host, seqno: 1, workSecs: 1e4, instances: 1, other: []string{"wua_0"}}
 			}},
 		{name: "reply full", reason: reasonRPCLimit, sent: 1, opts: func(o *Options) { o.MaxResultsPerRPC = 1 },
@@ -156,15 +156,15 @@ func TestShortfallReasons(t *testing.T) {
 		{name: "app in-progress limit", reason: reasonAppInProgress, opts: func(o *Options) { o.AppMaxInProgress = map[string]int{"demo": 1} },
 			policy: Policy{AppMaxInProgress: map[string]int{"demo": 1}}, prepare: func(f *fixture) request {
 				f.addJob("wua", job{})
+				host := f.sendTo(1) // wua_0: the walk starts at a random slot
 				f.addJob("wub", job{})
-				host := f.sendTo(1)
 				return request{hostID: host, seqno: 1, workSecs: 1e4, instances: 1, other: []string{"wua_0"}}
 			}},
 		{name: "volunteer's max_jobs", reason: reasonPrefsInProgress, prepare: func(f *fixture) request {
 			f.addJob("wua", job{})
-			f.addJob("wub", job{})
 			f.setPrefs(f.user, "<project_preferences><max_jobs>1</max_jobs></project_preferences>")
-			host := f.sendTo(1)
+			host := f.sendTo(1) // wua_0: the walk starts at a random slot
+			f.addJob("wub", job{})
 			return request{hostID: host, seqno: 1, workSecs: 1e4, instances: 1, other: []string{"wua_0"}}
 		}},
 		{name: "empty cache", reason: reasonNoCachedWork, prepare: func(f *fixture) request {
