@@ -77,6 +77,9 @@ func BenchmarkFileDeletion(b *testing.B) {
 func seedFileDeletion(b *testing.B, st *store.Store, appID int64, prefix, download, upload string, fan int) {
 	b.Helper()
 	const chunk = 500
+	// Done long before their deadline, as in the paper's benchmark: their
+	// upload certificates still hold, so outputs become tombstones.
+	deadline := time.Now().Add(7 * 24 * time.Hour).Unix()
 	write := func(root, name string) {
 		p, err := fanout.Path(root, name, fan)
 		if err != nil {
@@ -116,7 +119,7 @@ func seedFileDeletion(b *testing.B, st *store.Store, appID int64, prefix, downlo
 		}
 		var rq strings.Builder
 		var rargs []any
-		rq.WriteString(`INSERT INTO result (create_time, workunitid, server_state, outcome, name, xml_doc_in, file_delete_state) VALUES `)
+		rq.WriteString(`INSERT INTO result (create_time, workunitid, server_state, outcome, name, xml_doc_in, file_delete_state, report_deadline) VALUES `)
 		for j := start; j < start+chunk; j++ {
 			for k := 0; k < 2; k++ {
 				name := fmt.Sprintf("%s_wu%d_%d", prefix, j, k)
@@ -127,8 +130,8 @@ func seedFileDeletion(b *testing.B, st *store.Store, appID int64, prefix, downlo
 				if len(rargs) > 0 {
 					rq.WriteString(",")
 				}
-				rq.WriteString("(1, ?, ?, ?, ?, ?, ?)")
-				rargs = append(rargs, first+int64(j-start), int(state.ServerOver), int(state.OutcomeSuccess), name, doc, int(state.FileDeleteReady))
+				rq.WriteString("(1, ?, ?, ?, ?, ?, ?, ?)")
+				rargs = append(rargs, first+int64(j-start), int(state.ServerOver), int(state.OutcomeSuccess), name, doc, int(state.FileDeleteReady), deadline)
 				write(upload, jobxml.OutputName(name, 0))
 			}
 		}

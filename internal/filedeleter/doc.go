@@ -45,7 +45,10 @@
 // certificate is still good is not just deleted, which would let the
 // certificate create it again unseen: it is replaced by a tombstone, an
 // empty closed file (which the data server writes nothing to) whose mtime
-// is the expiry (outputfile.Tombstone), also where no file was. The orphan
+// is the expiry rounded up to outputfile.TombstoneStep, also where no file
+// was. Tombstones are hard links to one file per step in the upload
+// directory's .tombstones (outputfile.Tombstoner): a link costs a fiftieth
+// of a file's creation on the development machine. The orphan
 // sweep judges age by mtime, so it keeps a tombstone until OrphanAge past
 // the expiry, and then deletes it once no row names its result.
 //

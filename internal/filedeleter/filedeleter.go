@@ -131,6 +131,9 @@ type Service struct {
 	wuCursor, resCursor int64
 
 	orphans orphanSweep
+	// tombs leaves the tombstones of outputs deleted while their
+	// certificates are good.
+	tombs *outputfile.Tombstoner
 }
 
 // New returns a file deleter.
@@ -151,6 +154,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.tombs = outputfile.NewTombstoner(cfg.UploadDir, s.now)
 	return s, nil
 }
 
@@ -324,7 +328,7 @@ func (s *Service) deleteFiles(items []item, now time.Time) {
 // deleteItem deletes the files of it. A file already absent (deleted by a
 // pass that crashed before marking its row) is not an error. An output
 // whose upload certificate is still good at now is replaced by a
-// tombstone (outputfile.Tombstone), also where there was none: otherwise
+// tombstone (outputfile.Tombstoner), also where there was none: otherwise
 // the certificate could create it again, and nothing would count it.
 func (s *Service) deleteItem(it *item, now time.Time) {
 	kind, root, idKey := kindInput, s.cfg.DownloadDir, "workunit_id"
@@ -374,7 +378,7 @@ func (s *Service) tombstone(root, name string, expires time.Time) error {
 	if err != nil {
 		return err
 	}
-	existed, err := outputfile.Tombstone(path, expires)
+	existed, err := s.tombs.Leave(path, expires)
 	if err != nil {
 		return err
 	}

@@ -23,10 +23,11 @@ func TestListLeftSkipsStandingTombstones(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "1", "wu_1_r0_0"), []byte("output"), outputfile.FinishedMode); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := outputfile.Tombstone(filepath.Join(dir, "2", "wu_2_r0_0"), now.Add(time.Hour)); err != nil {
+	tombs := outputfile.NewTombstoner(dir, nil)
+	if _, err := tombs.Leave(filepath.Join(dir, "2", "wu_2_r0_0"), now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := outputfile.Tombstone(filepath.Join(dir, "3", "wu_3_r0_0"), now.Add(-time.Hour)); err != nil {
+	if _, err := tombs.Leave(filepath.Join(dir, "3", "wu_3_r0_0"), now.Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	left, err := outputfile.ListLeft(dir, now)

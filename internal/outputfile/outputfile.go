@@ -15,7 +15,7 @@
 //     the data server marked it. It counts, and nothing writes to it again.
 //   - Closed (0400): closed before it was finished, because its result is
 //     over. It never counts, and nothing writes to it again.
-//     An empty one whose mtime lies ahead is a Tombstone, left where an
+//     An empty one whose mtime lies ahead is a tombstone (Tombstoner), left where an
 //     output was deleted while its upload certificate is still good.
 //
 // An upload may write only to a file whose owner write bit is set
@@ -61,7 +61,7 @@ func Finished(m fs.FileMode) bool {
 // missing one is created closed and empty, so that the result's upload
 // certificate can no longer write to that name while the file exists;
 // when the file deleter removes it while the certificate is still good it
-// leaves a Tombstone, and after that the certificate's expiry
+// leaves a tombstone (Tombstoner), and after that the certificate's expiry
 // (keys.UploadCertificate) refuses it. A file an upload is writing
 // at this moment cannot be closed: it is reported unfinished and left to
 // its writer, and it does not count for this report.
@@ -97,11 +97,25 @@ func Close(path string) (finished bool, size int64, err error) {
 	return false, st.Size(), nil
 }
 
-// tombstoneTries bounds how often Tombstone removes a file an upload
+// tombstoneTries bounds how often a tombstone's making removes a file an upload
 // created again between its removal and the tombstone's creation.
 const tombstoneTries = 3
 
-// Tombstone replaces the output at path, if any, with a tombstone: an
+// removeOutput removes the output at path before a tombstone takes its
+// place, and reports whether there was one.
+func removeOutput(path string) (bool, error) {
+	switch err := os.Remove(path); {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("tombstone output: %w", err)
+	}
+	return false, nil
+}
+
+// tombstoneFile replaces the output at path, if any, with a tombstone of
+// its own (Tombstoner shares one inode among many, and falls back to this
+// where it cannot link): an
 // empty closed file whose mtime is expires, the expiry of its result's
 // upload certificates. The file deleter leaves one when it deletes the
 // outputs of a result whose certificates are still good, so that they
@@ -112,16 +126,15 @@ const tombstoneTries = 3
 // The tombstone is created exclusively after the removal: an upload that
 // holds the old file open writes only to the removed inode, and one that
 // created the file again in between loses it to the next try.
-func Tombstone(path string, expires time.Time) (existed bool, err error) {
+func tombstoneFile(path string, expires time.Time) (existed bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return false, fmt.Errorf("tombstone output: %w", err)
 	}
 	for try := 1; ; try++ {
-		switch err := os.Remove(path); {
-		case err == nil:
+		if removed, err := removeOutput(path); err != nil {
+			return existed, err
+		} else if removed {
 			existed = true
-		case !errors.Is(err, fs.ErrNotExist):
-			return existed, fmt.Errorf("tombstone output: %w", err)
 		}
 		f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, ClosedMode)
 		if errors.Is(err, fs.ErrExist) && try < tombstoneTries {
@@ -145,7 +158,7 @@ func Tombstone(path string, expires time.Time) (existed bool, err error) {
 	}
 }
 
-// Tombstoned reports whether info is a tombstone (Tombstone) that still
+// Tombstoned reports whether info is a tombstone (Tombstoner) that still
 // stands at now: empty, closed, and its certificates' expiry ahead. Such a
 // file is no output and no leak: it is there to refuse uploads.
 func Tombstoned(info fs.FileInfo, now time.Time) bool {
@@ -153,9 +166,10 @@ func Tombstoned(info fs.FileInfo, now time.Time) bool {
 }
 
 // ListLeft lists the regular files below dir (their paths relative to
-// dir), less the tombstones still standing at now (Tombstoned) and files
-// named in ignore: a standing tombstone refuses uploads until its
-// certificate expires, so it is not a file left over until then. The
+// dir), less the tombstones still standing at now (Tombstoned), files
+// named in ignore, and the shared files of tombstones (TombstoneDir, a
+// few a day, deleted as they expire): a standing tombstone refuses uploads
+// until its certificate expires, so it is not a file left over until then. The
 // checks of the local project, chaos and the paper's benchmark list what a
 // finished project left behind with it.
 func ListLeft(dir string, now time.Time, ignore ...string) ([]string, error) {
@@ -163,6 +177,9 @@ func ListLeft(dir string, now time.Time, ignore ...string) ([]string, error) {
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if d.IsDir() && d.Name() == TombstoneDir {
+			return filepath.SkipDir
 		}
 		if !d.Type().IsRegular() || slices.Contains(ignore, d.Name()) {
 			return nil
