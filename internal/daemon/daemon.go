@@ -214,7 +214,7 @@ func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, op
 		}
 		start := time.Now()
 		m.health.passStarted(start, timeout)
-		n, cutOff, err := runPass(unstoppable, svc, timeout)
+		n, cutOff, err := runPass(unstoppable, svc, start, timeout)
 		m.health.passEnded(err, cutOff)
 		m.passes.Inc()
 		m.duration.Observe(time.Since(start).Seconds())
@@ -249,15 +249,19 @@ func Loop(ctx context.Context, log *slog.Logger, m *LoopMetrics, svc Service, op
 	}
 }
 
-// runPass runs one pass under its own deadline and reports whether the
-// pass was cut off by it. A pass that ran past it failed, whatever RunOnce
-// returned: what it reports may be an error of the cancelled statement or
-// nothing at all.
-func runPass(ctx context.Context, svc Service, timeout time.Duration) (n int, cutOff bool, err error) {
-	pctx, cancel := context.WithTimeout(ctx, timeout)
+// runPass runs one pass, started at start, under its own deadline and
+// reports whether the pass was cut off by it. A pass that ran past it
+// failed, whatever RunOnce returned: what it reports may be an error of
+// the cancelled statement or nothing at all. The deadline is counted from
+// start, as PassHealth counts it, and judged by the clock as well as by
+// the context: a pass can return after its deadline before the context's
+// timer has fired, and /healthz has already said it ran over.
+func runPass(ctx context.Context, svc Service, start time.Time, timeout time.Duration) (n int, cutOff bool, err error) {
+	deadline := start.Add(timeout)
+	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	n, err = svc.RunOnce(pctx)
-	if pctx.Err() == nil {
+	if pctx.Err() == nil && !time.Now().After(deadline) {
 		return n, false, err
 	}
 	switch {
