@@ -48,3 +48,7 @@ func (s StmtBatch) UpdateRows(query string, key, cols []string, rows [][]any, wa
 // TriggerTargets is triggerTargets, which the external tests hold to the
 // triggers of the schema.
 var TriggerTargets = triggerTargets
+
+// ReloadProblemForTest is reloadProblem, which serverCheck runs on a
+// Galera node only.
+func (s *Store) ReloadProblemForTest(ctx context.Context) (string, error) { return s.reloadProblem(ctx) }

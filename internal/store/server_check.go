@@ -125,10 +125,51 @@ func (s *Store) serverCheck(ctx context.Context) error {
 		problems = append(problems, fmt.Sprintf("column %s.%s has collation %s, want %s",
 			c.Table, c.Name, c.Collation, schema.Collation))
 	}
+	var wsrep []struct {
+		Name  string `db:"Variable_name"`
+		Value string `db:"Value"`
+	}
+	if err := s.db.SelectContext(ctx, &wsrep, `SHOW SESSION VARIABLES LIKE 'wsrep_on'`); err != nil {
+		return fmt.Errorf("database server check: read wsrep_on: %w", err)
+	}
+	if len(wsrep) == 1 && wsrep[0].Value == "ON" {
+		problem, err := s.reloadProblem(ctx)
+		if err != nil {
+			return fmt.Errorf("database server check: %w", err)
+		}
+		if problem != "" {
+			problems = append(problems, problem)
+		}
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("database server check: %s: %w", strings.Join(problems, "; "), ErrServerSettings)
 	}
 	return nil
+}
+
+// erSpecificAccessDenied is ER_SPECIFIC_ACCESS_DENIED_ERROR: the account
+// lacks a global privilege the statement needs.
+const erSpecificAccessDenied = 1227
+
+// reloadProblem says what is wrong if the account may not FLUSH tables,
+// which the store does to clear the table instances a killed statement
+// left broken (trigger_reload.go). On a Galera cluster that happens
+// whenever a conflicting write from another node aborts a transaction
+// while it opens a table, so there the privilege is required, not
+// optional: without it the writes refused by the fault keep failing. The
+// test is the statement itself, on the small schema_version table, whose
+// readers are single statements: it waits for none of them for long.
+func (s *Store) reloadProblem(ctx context.Context) (string, error) {
+	_, err := s.db.DB.ExecContext(ctx, "FLUSH LOCAL TABLES schema_version")
+	var me *mysql.MySQLError
+	switch {
+	case err == nil:
+		return "", nil
+	case errors.As(err, &me) && me.Number == erSpecificAccessDenied:
+		return "the account lacks the RELOAD privilege, which a Galera cluster needs " +
+			"(GRANT RELOAD ON *.* TO the programs' account: the store flushes tables a conflicting write left broken)", nil
+	}
+	return "", fmt.Errorf("test the RELOAD privilege: %w", err)
 }
 
 // modeSet is a sql_mode value as a sorted list of its modes.

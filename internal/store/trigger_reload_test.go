@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskserver/taskserver/internal/store"
@@ -241,5 +242,53 @@ func TestTriggerTargetsAreWhatTheTriggersWrite(t *testing.T) {
 	want := slices.Sorted(slices.Values(store.TriggerTargets))
 	if len(bodies) == 0 || !slices.Equal(written, want) {
 		t.Errorf("the %d triggers write %v; triggerTargets is %v", len(bodies), written, want)
+	}
+}
+
+// TestReloadPrivilegeIsChecked: an account without RELOAD is named as a
+// problem (serverCheck makes it one on a Galera node, where the store's
+// flush is routine), one with it is not.
+func TestReloadPrivilegeIsChecked(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.NewDatabase(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := storetest.New(t)
+	user := fmt.Sprintf("tsreload_%d", time.Now().UnixNano()%1e9)
+	hosts := []string{"%", "localhost"}
+	for _, h := range hosts {
+		storetest.Exec(t, admin, fmt.Sprintf("CREATE USER '%s'@'%s' IDENTIFIED BY 'pw'", user, h))
+		storetest.Exec(t, admin, fmt.Sprintf("GRANT ALL ON `%s`.* TO '%s'@'%s'", cfg.DBName, user, h))
+	}
+	t.Cleanup(func() {
+		for _, h := range hosts {
+			if _, err := admin.DB().Exec(fmt.Sprintf("DROP USER IF EXISTS '%s'@'%s'", user, h)); err != nil {
+				t.Errorf("drop test user: %v", err)
+			}
+		}
+	})
+	open := func() *store.Store {
+		c := *cfg
+		c.User, c.Passwd = user, "pw"
+		st, err := store.Open(ctx, c.FormatDSN(), store.Options{MaxOpenConns: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	if problem, err := open().ReloadProblemForTest(ctx); err != nil || !strings.Contains(problem, "RELOAD") {
+		t.Errorf("account without RELOAD: problem %q, %v; want it named", problem, err)
+	}
+	for _, h := range hosts {
+		storetest.Exec(t, admin, fmt.Sprintf("GRANT RELOAD ON *.* TO '%s'@'%s'", user, h))
+	}
+	// Global privileges are read when a session starts.
+	if problem, err := open().ReloadProblemForTest(ctx); err != nil || problem != "" {
+		t.Errorf("account with RELOAD: problem %q, %v; want none", problem, err)
 	}
 }
