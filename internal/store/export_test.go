@@ -51,4 +51,6 @@ var TriggerTargets = triggerTargets
 
 // ReloadProblemForTest is reloadProblem, which serverCheck runs on a
 // Galera node only.
-func (s *Store) ReloadProblemForTest(ctx context.Context) (string, error) { return s.reloadProblem(ctx) }
+func (s *Store) ReloadProblemForTest(ctx context.Context) (string, error) {
+	return s.reloadProblem(ctx)
+}
