@@ -78,9 +78,11 @@ func CommonFlags(listenDefault string) []cli.Flag {
 				"is unreachable or not ready (a comma inside one DSN is written %2C)"},
 		&cli.IntFlag{Name: FlagDBRetries, Value: DefaultDBRetries, EnvVars: []string{EnvName(FlagDBRetries)},
 			Usage: "times a database statement or transaction is run again after a deadlock or certification conflict (1213), " +
-				"a lock-wait timeout (1205), a node not ready (1047), or a connection lost before it could have committed; 0: never"},
+				"a lock-wait timeout (1205), a node not ready (1047), or a connection lost before it could have committed; 0: never " +
+				"(a node's fault is retried for at least --" + FlagDBRetryBackoff + " however many attempts that takes)"},
 		&cli.DurationFlag{Name: FlagDBRetryBackoff, Value: DefaultDBRetryBackoff, EnvVars: []string{EnvName(FlagDBRetryBackoff)},
-			Usage: "longest pause between attempts when no database address answers, and after a pass that failed on the database"},
+			Usage: "longest pause between attempts when no database address answers, and after a pass that failed on the database; " +
+				"also the least time a node's fault (lost, unreachable, not ready) is retried for"},
 		&cli.StringFlag{Name: FlagProjectDir, Value: ".", Usage: "project directory; relative paths below are under it", EnvVars: []string{EnvName(FlagProjectDir)}},
 		&cli.StringFlag{Name: FlagDownloadDir, Value: "download", Usage: "directory of input and app files served to clients", EnvVars: []string{EnvName(FlagDownloadDir)}},
 		&cli.StringFlag{Name: FlagUploadDir, Value: "upload", Usage: "directory where uploaded output files are stored", EnvVars: []string{EnvName(FlagUploadDir)}},

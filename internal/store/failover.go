@@ -185,6 +185,13 @@ func retryable(err error) bool {
 	return code != ""
 }
 
+// nodeCode reports whether a retry code is a node's fault (lost,
+// unreachable, out of its primary component) rather than a conflict with
+// another transaction.
+func nodeCode(code string) bool {
+	return code == RetryConn || code == RetryNotReady || code == RetryCommitFailed
+}
+
 // retryPause is how long withRetry waits before attempt number attempt+1.
 // A deadlock or lock wait is another transaction in the way: a few
 // milliseconds, jittered so the two do not meet again. A node or a

@@ -130,6 +130,57 @@ func TestRetryPauseIsBounded(t *testing.T) {
 	}
 }
 
+// A node's fault (no node reachable, 1047, 1180) is retried for at least
+// the back-off from its first occurrence, beyond the count of retries: a
+// cluster re-forming after a node's loss refuses on every node for a few
+// seconds. A conflict is retried the count only, and no retries means
+// one attempt whatever the error.
+func TestANodesFaultIsRetriedForTheBackoffBeyondTheCount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const backoff = 400 * time.Millisecond
+	for _, fault := range []error{
+		&NodesDownError{errs: []error{errors.New("dial tcp: connection refused")}},
+		&mysql.MySQLError{Number: erNotReady, Message: "WSREP has not yet prepared node for application use"},
+		&mysql.MySQLError{Number: erCommitFailed, Message: "Error while appending streaming replication fragment"},
+	} {
+		// Down for 300 ms: two retries' pauses (at most 150 ms) do not
+		// cover it, the back-off does.
+		ev := countRetries{}
+		s := &Store{retries: 2, backoff: backoff, events: ev}
+		start := time.Now()
+		attempts := 0
+		err := s.withRetry(ctx, func() error {
+			attempts++
+			if time.Since(start) < 300*time.Millisecond {
+				return fault
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("%v for 300 ms with a %s back-off: %v after %d attempts", fault, backoff, err, attempts)
+		}
+		// Down for good: given up once the back-off has passed.
+		start = time.Now()
+		err = s.withRetry(ctx, func() error { return fault })
+		if took := time.Since(start); !errors.Is(err, fault) || took < backoff {
+			t.Errorf("%v for good: %v after %s, want the fault after at least %s", fault, err, took, backoff)
+		}
+	}
+
+	s := &Store{retries: 2, backoff: backoff, events: countRetries{}}
+	attempts := 0
+	deadlock := &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock"}
+	if err := s.withRetry(ctx, func() error { attempts++; return deadlock }); !errors.Is(err, deadlock) || attempts != 3 {
+		t.Errorf("a deadlock with 2 retries: %v after %d attempts, want it after 3", err, attempts)
+	}
+	s.retries = 0
+	attempts = 0
+	if err := s.withRetry(ctx, func() error { attempts++; return &NodesDownError{} }); err == nil || attempts != 1 {
+		t.Errorf("no retries, nodes down: %v after %d attempts, want the error after 1", err, attempts)
+	}
+}
+
 func TestBeforeCommitMakesALostConnectionSafeToRetry(t *testing.T) {
 	t.Parallel()
 	if code, _ := retryCode(beforeCommit(fmt.Errorf("update: %w", mysql.ErrInvalidConn))); code != RetryConn {

@@ -74,7 +74,9 @@ type Options struct {
 	// a negative count none.
 	Retries int
 	// RetryBackoff caps the pause between attempts when no node answers,
-	// and between Open's connection attempts; 0 means DefaultRetryBackoff.
+	// and between Open's connection attempts, and is the least time a
+	// node's fault is retried for, beyond Retries (see withRetry); 0
+	// means DefaultRetryBackoff.
 	RetryBackoff time.Duration
 	// SyncReads makes every read wait until the node it runs on has
 	// applied every write the cluster committed before the read began
@@ -276,15 +278,28 @@ func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 // connection died; a transaction whose connection died before its COMMIT
 // (inTx). A write whose connection died after it was sent is not retried:
 // it may have committed (see inTx). Each retry is told to s.events.
+//
+// A node lost or refusing is retried for at least s.backoff from the
+// first such error, however many attempts that takes: a cluster that
+// loses a node can fall out of its primary component for a few seconds
+// while it re-forms (seen in CI: about 2 s on every node), longer than
+// the first attempts' doubling pauses add up to.
 func (s *Store) withRetry(ctx context.Context, fn func() error) error {
 	var err error
+	var nodeDown time.Time // the first error that was a node's
 	for attempt := 0; ; attempt++ {
 		err = fn()
-		if err == nil || attempt >= s.retries {
+		if err == nil || s.retries == 0 {
 			return err
 		}
 		code, counted := retryCode(err)
 		if code == "" {
+			return err
+		}
+		if nodeCode(code) && nodeDown.IsZero() {
+			nodeDown = time.Now()
+		}
+		if attempt >= s.retries && (nodeDown.IsZero() || time.Since(nodeDown) >= s.backoff) {
 			return err
 		}
 		if !counted && s.events != nil {
