@@ -65,11 +65,24 @@ func Finished(m fs.FileMode) bool {
 // (keys.UploadCertificate) refuses it. A file an upload is writing
 // at this moment cannot be closed: it is reported unfinished and left to
 // its writer, and it does not count for this report.
+//
+// A finished file is final, so one stat settles it, without the open and
+// the lock (most reports find their outputs finished), and it counts even
+// while an upload holds it: a client that lost the reply to its last
+// upload sends it again, and the data server locks the file to tell it
+// so.
 func Close(path string) (finished bool, size int64, err error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return false, 0, fmt.Errorf("close output: %w", err)
+	if st, err := os.Stat(path); err == nil && Finished(st.Mode()) {
+		return true, st.Size(), nil
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, ClosedMode)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The fan-out directory is made by the first upload to it.
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return false, 0, fmt.Errorf("close output: %w", err)
+		}
+		f, err = os.OpenFile(path, os.O_RDONLY|os.O_CREATE, ClosedMode)
+	}
 	if err != nil {
 		return false, 0, fmt.Errorf("close output: %w", err)
 	}
