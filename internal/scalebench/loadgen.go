@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/taskserver/taskserver/internal/fanout"
-	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/projectrun"
 	"github.com/taskserver/taskserver/internal/protocol"
 	"github.com/taskserver/taskserver/internal/state"
@@ -27,10 +25,11 @@ import (
 // hardware the fill gave it (i mod 10 = 0: an NVIDIA GPU, 1: an AMD GPU,
 // 2-4: eight cores, else four), asks for work for its CPUs and, when it has
 // one, its GPU, and reports what it was sent last time as a success, its
-// outputs written to the upload directory as a finished upload.
+// outputs put in the upload directory as finished uploads (uploads).
 type loadGen struct {
 	url, uploadDir string
 	users          int64
+	uploads        *uploads
 
 	sent, reported, requests, errors atomic.Int64
 }
@@ -228,13 +227,7 @@ func (g *loadGen) compute(res protocol.Result) (protocol.ReportResult, error) {
 		if err != nil {
 			return rr, err
 		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return rr, err
-		}
-		if err := os.WriteFile(path, outputData, outputfile.FinishedMode); err != nil {
-			return rr, err
-		}
-		if err := os.Chmod(path, outputfile.FinishedMode); err != nil {
+		if err := g.uploads.put(path); err != nil {
 			return rr, err
 		}
 		rr.FileInfos = append(rr.FileInfos, protocol.ReportFileInfo{Name: ref.FileName, Nbytes: float64(len(outputData)),
@@ -287,11 +280,13 @@ func (b *sizeRun) measureDispatch(ctx context.Context, s *Size) error {
 	next := int64(1)
 	d := &DispatchCost{}
 	s.Dispatch = d
+	outputs := &uploads{dir: b.proj.dir}
 	for _, conns := range dispatchLevels {
 		if next+int64(conns*perConn) > b.proj.hosts {
 			break
 		}
-		g := &loadGen{url: "http://" + addr + "/scheduler", uploadDir: filepath.Join(b.proj.dir, "upload"), users: b.proj.users}
+		g := &loadGen{url: "http://" + addr + "/scheduler", uploadDir: filepath.Join(b.proj.dir, "upload"), users: b.proj.users,
+			uploads: outputs}
 		m, err := b.startMeter(ctx)
 		if err != nil {
 			return err

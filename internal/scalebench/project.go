@@ -13,7 +13,6 @@ import (
 	"github.com/taskserver/taskserver/internal/fanout"
 	"github.com/taskserver/taskserver/internal/jobxml"
 	"github.com/taskserver/taskserver/internal/keys"
-	"github.com/taskserver/taskserver/internal/outputfile"
 	"github.com/taskserver/taskserver/internal/projectrun"
 	"github.com/taskserver/taskserver/internal/row"
 	"github.com/taskserver/taskserver/internal/state"
@@ -289,10 +288,7 @@ func (p *project) stageOutputs() error {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(path, outputData, 0o644); err != nil {
-			return err
-		}
-		return os.Chmod(path, outputfile.FinishedMode)
+		return writeFinished(path)
 	}
 	for k := range p.setJobs {
 		for _, n := range []string{
