@@ -8,14 +8,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/taskserver/taskserver/internal/galera"
 	"github.com/taskserver/taskserver/internal/galera/galeratest"
 )
 
-// query runs one statement on dsn.
+// query runs one read on dsn as a causal read (wsrep_sync_wait = 1): it
+// waits until the node has applied every write the cluster committed
+// before it. A write made on another node is certified everywhere when
+// its COMMIT returns, but applied on the other nodes a moment later, so a
+// plain read there may not see it yet (CI did once).
 func query(ctx context.Context, t *testing.T, dsn, q string, args ...any) *sql.Row {
 	t.Helper()
-	db, err := sql.Open("mysql", dsn)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["wsrep_sync_wait"] = "1"
+	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
