@@ -49,11 +49,12 @@ bench: build ## run the paper's benchmark on a private MariaDB (BENCH_JOBS=50000
 SCALE ?= 100000
 SCALE_OUT ?= bench-results/scale
 SCALE_POOLS ?=
+SCALE_STATEMENTS ?=
 
 .PHONY: bench-scale
-bench-scale: build ## measure costs against table size on a private MariaDB (SCALE="100000 1000000" makes a curve; SCALE_OUT=bench-results/scale; SCALE_POOLS="256M 1G 4G" sweeps the buffer pool for each phase's working set)
+bench-scale: build ## measure costs against table size on a private MariaDB (SCALE="100000 1000000" makes a curve; SCALE_OUT=bench-results/scale; SCALE_POOLS="256M 1G 4G" sweeps the buffer pool for each phase's working set; SCALE_STATEMENTS=1 lists each phase's costliest statements)
 	@scripts/db-up.sh >/dev/null
-	$(BIN)/benchscale --scale "$(SCALE)" --out "$(SCALE_OUT)" --pools "$(SCALE_POOLS)"
+	$(BIN)/benchscale --scale "$(SCALE)" --out "$(SCALE_OUT)" --pools "$(SCALE_POOLS)"$(if $(SCALE_STATEMENTS), --statements)
 
 CHAOS_JOBS ?= 5000
 CHAOS_OUT ?= chaos-report

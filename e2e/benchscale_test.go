@@ -16,7 +16,8 @@ import (
 // TestBenchScaleSmall runs `benchscale --scale 20000`, the short form of
 // `make bench-scale`, and checks the report: the promised keys at the size,
 // every daemon's phase with work done and CPU spent, a dispatch rate, and
-// the SVG plot and text table beside it.
+// the SVG plot and text table beside it. It runs with --statements, so it
+// also checks each phase's statement list.
 func TestBenchScaleSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test skipped in -short mode")
@@ -29,7 +30,7 @@ func TestBenchScaleSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "benchscale"), "--scale", "20000", "--out", out,
-		"--dispatch-seconds", "2", "--phase-timeout", "2m")
+		"--dispatch-seconds", "2", "--phase-timeout", "2m", "--statements")
 	b, err := cmd.CombinedOutput()
 	t.Logf("benchscale output:\n%s", b)
 	if err != nil {
@@ -83,11 +84,42 @@ func TestBenchScaleSmall(t *testing.T) {
 			t.Errorf("%s: %+v, want jobs done and CPU spent", d, c)
 		}
 	}
+	// --statements: the levels' and daemons' statement forms, with the
+	// scheduler's commit among dispatch's.
+	type statement struct {
+		Text   string  `json:"text"`
+		Count  int64   `json:"count"`
+		TimeMS float64 `json:"time_ms"`
+	}
+	var sched struct {
+		Levels []struct {
+			Statements []statement `json:"statements"`
+		} `json:"levels"`
+	}
+	if err := json.Unmarshal(s["scheduler"], &sched); err != nil || len(sched.Levels) == 0 {
+		t.Errorf("scheduler object: %v, %d levels", err, len(sched.Levels))
+	}
+	for i, l := range sched.Levels {
+		commit := false
+		for _, st := range l.Statements {
+			commit = commit || st.Text == "COMMIT" && st.Count > 0 && st.TimeMS > 0
+		}
+		if !commit {
+			t.Errorf("dispatch level %d lists no COMMIT among its statements: %+v", i, l.Statements)
+		}
+	}
+	var validator struct {
+		Statements []statement `json:"statements"`
+	}
+	if err := json.Unmarshal(s["validator"], &validator); err != nil || len(validator.Statements) == 0 {
+		t.Errorf("validator lists no statements: %v", err)
+	}
 	svg, err := os.ReadFile(filepath.Join(out, "cpu.svg"))
 	if err != nil || !strings.HasPrefix(string(svg), "<svg") || !strings.Contains(string(svg), "<polyline") {
 		t.Errorf("cpu.svg: %v, want an SVG with a line", err)
 	}
-	if txt, err := os.ReadFile(filepath.Join(out, "report.txt")); err != nil || !strings.Contains(string(txt), "CPU ms per instance") {
+	if txt, err := os.ReadFile(filepath.Join(out, "report.txt")); err != nil || !strings.Contains(string(txt), "CPU ms per instance") ||
+		!strings.Contains(string(txt), "statements at ") {
 		t.Errorf("report.txt: %v", err)
 	}
 }

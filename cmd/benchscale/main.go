@@ -42,6 +42,8 @@ func newApp(action cli.ActionFunc) *cli.App {
 			&cli.StringFlag{Name: "pools", Usage: "sweep the buffer pool: innodb_buffer_pool_size values, separated by spaces or commas (\"256M 1G 4G\"); " +
 				"each size is filled once and measured under each pool on a copy, the main figures are the largest pool's, " +
 				"and the report gives each phase's working set (empty: one run with --buffer-pool)"},
+			&cli.BoolFlag{Name: "statements", Usage: "run the private MariaDB with performance_schema and report, per phase and dispatch level, " +
+				"the statements that took the most of its time (the instrumentation costs CPU: compare such runs with each other only)"},
 		},
 		Action: action,
 	}
@@ -85,7 +87,8 @@ func options(c *cli.Context) (scalebench.Options, error) {
 		bin = filepath.Dir(exe)
 	}
 	return scalebench.Options{BinDir: bin, Sizes: sizes, DispatchSeconds: c.Float64("dispatch-seconds"),
-		PhaseTimeout: c.Duration("phase-timeout"), BufferPool: c.String("buffer-pool"), Pools: pools, Out: os.Stdout}, nil
+		PhaseTimeout: c.Duration("phase-timeout"), BufferPool: c.String("buffer-pool"), Pools: pools,
+		Statements: c.Bool("statements"), Out: os.Stdout}, nil
 }
 
 func bench(ctx context.Context, c *cli.Context) error {

@@ -49,6 +49,10 @@ type Options struct {
 	// those pages back at start, so a server started on a copy would begin
 	// with the pages of whoever ran before, not of what it is measured on.
 	ColdStart bool
+	// StatementStats turns performance_schema on, for its per-statement
+	// summaries (make bench-scale's SCALE_STATEMENTS). It costs every
+	// statement some CPU, so it is off unless asked for.
+	StatementStats bool
 }
 
 // Server is a MariaDB server started for one run.
@@ -188,6 +192,9 @@ func StartOn(ctx context.Context, dir string, o Options) (*Server, error) {
 		}
 		if o.ColdStart {
 			s.args = append(s.args, "--innodb-buffer-pool-dump-at-shutdown=OFF", "--innodb-buffer-pool-load-at-startup=OFF")
+		}
+		if o.StatementStats {
+			s.args = append(s.args, "--performance-schema=ON")
 		}
 		err := s.launch(ctx)
 		if err == nil {

@@ -47,6 +47,12 @@ type Options struct {
 	// data; the main figures are the largest pool's, and each size gets a
 	// working set (Size.WorkingSet). Defaults sorts them, smallest first.
 	Pools []string
+	// Statements runs the server with performance_schema and gives each
+	// phase and dispatch level the statement forms that took the most of
+	// the server's time (DaemonCost.Statements). The instrumentation costs
+	// every statement CPU, so the figures of such a run are not the plain
+	// run's.
+	Statements bool
 	// Out receives progress lines.
 	Out io.Writer
 }
@@ -121,7 +127,8 @@ type sizeRun struct {
 // A sweep's servers load no saved page list (of the fill's pool, or of a
 // predecessor's): each pool is warmed alike by measurePool.
 func (o Options) serverOptions(pool string) privatedb.Options {
-	return privatedb.Options{BufferPool: pool, MaxConnections: 500, LogFileSize: "1G", ColdStart: len(o.Pools) > 0}
+	return privatedb.Options{BufferPool: pool, MaxConnections: 500, LogFileSize: "1G", ColdStart: len(o.Pools) > 0,
+		StatementStats: o.Statements}
 }
 
 // openStore opens the benchmark database on srv, creating it if create.
@@ -390,6 +397,11 @@ func (b *sizeRun) startMeter(ctx context.Context) (*meter, error) {
 	if m.status, err = b.st.ScaleStatusVars(ctx, bufferVars); err != nil {
 		return nil, err
 	}
+	if b.o.Statements {
+		if err := b.st.ScaleStatementsReset(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if m.db, err = procstat.Read(b.dbPID); err != nil {
 		return nil, err
 	}
@@ -412,8 +424,21 @@ func (m *meter) stop(ctx context.Context, c *DaemonCost) error {
 	c.BufferPoolReadRequests = st["Innodb_buffer_pool_read_requests"] - m.status["Innodb_buffer_pool_read_requests"]
 	c.BufferPoolDiskReads = st["Innodb_buffer_pool_reads"] - m.status["Innodb_buffer_pool_reads"]
 	c.BufferPoolPagesRead = st["Innodb_pages_read"] - m.status["Innodb_pages_read"]
+	if m.b.o.Statements {
+		sts, err := m.b.st.ScaleStatements(ctx, statementsKept)
+		if err != nil {
+			return err
+		}
+		c.Statements = make([]Statement, len(sts))
+		for i, st := range sts {
+			c.Statements[i] = Statement(st)
+		}
+	}
 	return nil
 }
+
+// statementsKept is how many statement forms a phase keeps (--statements).
+const statementsKept = 12
 
 // start launches one program of the project.
 func (b *sizeRun) start(name string, args ...string) (*projectrun.Proc, error) {
@@ -606,7 +631,7 @@ func (b *sizeRun) measureFeeder(ctx context.Context, s *Size) error {
 		return err
 	}
 	c.WallS, c.DBCPUS, c.BufferPoolDataMB, c.BufferPoolDiskReads = dc.WallS, dc.DBCPUS, dc.BufferPoolDataMB, dc.BufferPoolDiskReads
-	c.BufferPoolPagesRead = dc.BufferPoolPagesRead
+	c.BufferPoolPagesRead, c.Statements = dc.BufferPoolPagesRead, dc.Statements
 	fmt.Fprintf(b.o.Out, "feeder: cache made in %.2f s, fill ratio %.2f, %d rows enumerated in %.1f s\n", c.FirstFillS, c.FillRatio, c.EnumeratedRows, c.WallS)
 	return nil
 }

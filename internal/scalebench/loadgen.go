@@ -62,6 +62,8 @@ type level struct {
 	// mostly "no work", which costs a fraction of a send, so it measures
 	// neither the rate nor the cost of dispatch, and the phase stops there.
 	BacklogDry bool `json:"backlog_dry"`
+	// Statements are the level's statement forms (Options.Statements).
+	Statements []Statement `json:"statements,omitempty"`
 }
 
 // dry reports whether l's backlog ran out (level.BacklogDry).
@@ -301,7 +303,7 @@ func (b *sizeRun) measureDispatch(ctx context.Context, s *Size) error {
 		l := level{Conns: conns, RPS: round3(float64(len(lat)) / el.Seconds()), P50MS: percentile(lat, 0.5), P99MS: percentile(lat, 0.99),
 			Sent: g.sent.Load(), Requests: g.requests.Load(), Errors: g.errors.Load(),
 			SchedCPUS: round3(cpuOf(sched) - sc0), FeedCPUS: round3(cpuOf(feeder) - fc0), DBCPUS: dc.DBCPUS,
-			DiskReads: dc.BufferPoolDiskReads, PagesRead: dc.BufferPoolPagesRead}
+			DiskReads: dc.BufferPoolDiskReads, PagesRead: dc.BufferPoolPagesRead, Statements: dc.Statements}
 		l.BacklogDry = l.dry()
 		d.Levels = append(d.Levels, l)
 		d.BufferPoolDataMB, d.BufferPoolDiskReads = dc.BufferPoolDataMB, d.BufferPoolDiskReads+dc.BufferPoolDiskReads

@@ -91,19 +91,36 @@ type DaemonCost struct {
 	BufferPoolReadRequests int64   `json:"buffer_pool_read_requests"`
 	BufferPoolDiskReads    int64   `json:"buffer_pool_disk_reads"`
 	BufferPoolPagesRead    int64   `json:"buffer_pool_pages_read"`
+	// Statements are the statement forms that took the most of the
+	// server's time in the phase (Options.Statements only).
+	Statements []Statement `json:"statements,omitempty"`
+}
+
+// Statement is one statement form's share of a phase: the digest text
+// with its lists folded, and its count, server time (waits included) and
+// rows. A statement of a multi-statement packet is counted under the
+// packet's first statement's text: MariaDB's digest is the packet's.
+type Statement struct {
+	Text         string  `json:"text"`
+	Count        int64   `json:"count"`
+	TimeMS       float64 `json:"time_ms"`
+	RowsExamined int64   `json:"rows_examined"`
+	RowsSent     int64   `json:"rows_sent"`
+	RowsAffected int64   `json:"rows_affected"`
 }
 
 // FeederCost is the feeder alone for a few seconds on the full backlog.
 type FeederCost struct {
-	FirstFillS          float64 `json:"first_fill_s"`
-	FillRatio           float64 `json:"cache_fill_ratio"`
-	EnumeratedRows      int64   `json:"enumerated_rows"`
-	WallS               float64 `json:"wall_s"`
-	CPUS                float64 `json:"cpu_s"`
-	DBCPUS              float64 `json:"db_cpu_s"`
-	BufferPoolDataMB    float64 `json:"buffer_pool_data_mb"`
-	BufferPoolDiskReads int64   `json:"buffer_pool_disk_reads"`
-	BufferPoolPagesRead int64   `json:"buffer_pool_pages_read"`
+	FirstFillS          float64     `json:"first_fill_s"`
+	FillRatio           float64     `json:"cache_fill_ratio"`
+	EnumeratedRows      int64       `json:"enumerated_rows"`
+	WallS               float64     `json:"wall_s"`
+	CPUS                float64     `json:"cpu_s"`
+	DBCPUS              float64     `json:"db_cpu_s"`
+	BufferPoolDataMB    float64     `json:"buffer_pool_data_mb"`
+	BufferPoolDiskReads int64       `json:"buffer_pool_disk_reads"`
+	BufferPoolPagesRead int64       `json:"buffer_pool_pages_read"`
+	Statements          []Statement `json:"statements,omitempty"`
 }
 
 // DispatchCost is the dispatch phase's levels.
@@ -249,6 +266,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("status page s", func(s Size) string { return num(s.StatusPageS) })
 	row("taskctl status s", func(s Size) string { return num(s.TaskctlStatusS) })
 	row("taskctl host explain s", func(s Size) string { return num(s.HostExplainS) })
+	for _, s := range r.Sizes {
+		s.writeStatements(bw)
+	}
 	if slices.ContainsFunc(r.Sizes, func(s Size) bool { return s.WorkingSet != nil }) {
 		fmt.Fprintf(bw, "working set: the smallest swept buffer pool (MiB) whose database CPU per unit (by reads: disk reads per unit) is within %.0f%% of the best; N+: only the largest, it may need more\n",
 			workingSetTolerance*100)
@@ -273,6 +293,55 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// writeStatements prints, per phase, the statement forms that took the
+// most of the server's time (--statements): dispatch's at its quoted
+// level.
+func (s Size) writeStatements(w io.Writer) {
+	type phase struct {
+		name string
+		sts  []Statement
+	}
+	var phases []phase
+	if s.StatusPage != nil {
+		phases = append(phases, phase{"status page", s.StatusPage.Statements})
+	}
+	if s.Feeder != nil {
+		phases = append(phases, phase{"feeder", s.Feeder.Statements})
+	}
+	if s.Dispatch != nil {
+		for _, l := range s.Dispatch.Levels {
+			if l.RPS == s.DispatchRPS && l.P99MS == s.DispatchP99MS {
+				phases = append(phases, phase{fmt.Sprintf("dispatch at %d connections", l.Conns), l.Statements})
+				break
+			}
+		}
+	}
+	for _, name := range daemonOrder {
+		if c := s.Daemons[name]; c != nil {
+			phases = append(phases, phase{name, c.Statements})
+		}
+	}
+	if !slices.ContainsFunc(phases, func(p phase) bool { return len(p.sts) > 0 }) {
+		return
+	}
+	fmt.Fprintf(w, "\nstatements at %d result rows, per phase: the server's time in each form (waits included), its share of the forms listed, count, rows examined/sent/affected; a multi-statement packet counts under its first statement\n", s.ResultRows)
+	for _, p := range phases {
+		var total float64
+		for _, st := range p.sts {
+			total += st.TimeMS
+		}
+		fmt.Fprintf(w, "%s:\n", p.name)
+		for _, st := range p.sts {
+			share := 0.0
+			if total > 0 {
+				share = 100 * st.TimeMS / total
+			}
+			fmt.Fprintf(w, "  %9.1f ms %5.1f%% %7d %9d/%d/%d  %s\n", st.TimeMS, share, st.Count, st.RowsExamined,
+				st.RowsSent, st.RowsAffected, st.Text)
+		}
+	}
 }
 
 // writeTable prints the sweep of one size: a row per phase, a column per

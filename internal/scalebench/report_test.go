@@ -147,3 +147,45 @@ func TestWorkingSetIsSmallestPoolWithinTenPercentOfBest(t *testing.T) {
 		}
 	}
 }
+
+// TestTableListsEachPhasesStatements checks report.txt's statement lists
+// (--statements): dispatch's at the quoted level only, each daemon's, with
+// each form's share of its phase; and none without --statements.
+func TestTableListsEachPhasesStatements(t *testing.T) {
+	s := Size{ResultRows: 1000, Dispatch: &DispatchCost{Levels: []level{
+		{Conns: 2, RPS: 100, P99MS: 40, Requests: 1000, Sent: 1000,
+			Statements: []Statement{{Text: "SELECT at two", Count: 1, TimeMS: 1}}},
+		{Conns: 8, RPS: 300, P99MS: 90, Requests: 3000, Sent: 3000,
+			Statements: []Statement{{Text: "UPDATE `result` at eight", Count: 30, TimeMS: 75, RowsAffected: 90},
+				{Text: "COMMIT", Count: 10, TimeMS: 25}}},
+	}}, Daemons: map[string]*DaemonCost{"validator": {Jobs: 10,
+		Statements: []Statement{{Text: "SELECT `workunit`", Count: 2, TimeMS: 4, RowsExamined: 20, RowsSent: 10}}}}}
+	s.derive()
+	var b strings.Builder
+	if err := (&Report{Sizes: []Size{s}}).WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	txt := b.String()
+	for _, want := range []string{
+		"dispatch at 8 connections:\n",
+		"75.0 ms  75.0%      30         0/0/90  UPDATE `result` at eight\n",
+		"25.0 ms  25.0%      10         0/0/0  COMMIT\n",
+		"validator:\n",
+		"4.0 ms 100.0%       2        20/10/0  SELECT `workunit`\n",
+	} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("report.txt lacks %q:\n%s", want, txt)
+		}
+	}
+	if strings.Contains(txt, "SELECT at two") {
+		t.Errorf("report.txt lists a level that is not the quoted one:\n%s", txt)
+	}
+	s.Dispatch.Levels[0].Statements, s.Dispatch.Levels[1].Statements, s.Daemons["validator"].Statements = nil, nil, nil
+	b.Reset()
+	if err := (&Report{Sizes: []Size{s}}).WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "statements at") {
+		t.Errorf("report.txt lists statements of a run without them:\n%s", b.String())
+	}
+}

@@ -1,9 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -158,3 +162,116 @@ func (s *Store) ScaleWarm(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ScaleStatement is one statement form's share of the server's time over a
+// span, from performance_schema's digest summary (the server must run with
+// performance_schema on).
+type ScaleStatement struct {
+	// Text is the digest text with its lists folded (statementForm).
+	Text  string
+	Count int64
+	// TimeMS is the server's time in the statement, waits included: on a
+	// server with busy cores, close to its CPU.
+	TimeMS       float64
+	RowsExamined int64
+	RowsSent     int64
+	RowsAffected int64
+}
+
+const scaleStatements = `SELECT COALESCE(digest_text, ''), count_star, sum_timer_wait, sum_rows_examined, sum_rows_sent,
+sum_rows_affected FROM performance_schema.events_statements_summary_by_digest`
+
+// ScaleStatementsReset empties the digest summary: ScaleStatements then
+// counts from now.
+func (s *Store) ScaleStatementsReset(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `TRUNCATE performance_schema.events_statements_summary_by_digest`); err != nil {
+		return fmt.Errorf("reset the statement digests: %w", err)
+	}
+	return nil
+}
+
+// ScaleStatements returns the statement forms run since the last reset,
+// the most server time first, at most limit of them.
+func (s *Store) ScaleStatements(ctx context.Context, limit int) ([]ScaleStatement, error) {
+	rows, err := s.db.QueryContext(ctx, scaleStatements)
+	if err != nil {
+		return nil, fmt.Errorf("read the statement digests: %w", err)
+	}
+	defer rows.Close()
+	var all []ScaleStatement
+	for rows.Next() {
+		var st ScaleStatement
+		var picos uint64
+		if err := rows.Scan(&st.Text, &st.Count, &picos, &st.RowsExamined, &st.RowsSent, &st.RowsAffected); err != nil {
+			return nil, fmt.Errorf("read the statement digests: %w", err)
+		}
+		st.TimeMS = float64(picos) / 1e9
+		all = append(all, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the statement digests: %w", err)
+	}
+	return foldStatements(all, limit), nil
+}
+
+// foldStatements merges the digests of one statement form (statementForm),
+// leaves out the statements on performance_schema itself, and returns the limit forms with the most time, the most first.
+func foldStatements(all []ScaleStatement, limit int) []ScaleStatement {
+	byForm := map[string]*ScaleStatement{}
+	var forms []*ScaleStatement
+	for _, st := range all {
+		if strings.Contains(st.Text, "`performance_schema`") {
+			continue // the probe's own reset and reads
+		}
+		form := statementForm(st.Text)
+		f := byForm[form]
+		if f == nil {
+			f = &ScaleStatement{Text: form}
+			byForm[form] = f
+			forms = append(forms, f)
+		}
+		f.Count += st.Count
+		f.TimeMS += st.TimeMS
+		f.RowsExamined += st.RowsExamined
+		f.RowsSent += st.RowsSent
+		f.RowsAffected += st.RowsAffected
+	}
+	slices.SortStableFunc(forms, func(a, b *ScaleStatement) int { return cmp.Compare(b.TimeMS, a.TimeMS) })
+	out := make([]ScaleStatement, 0, min(limit, len(forms)))
+	for _, f := range forms[:min(limit, len(forms))] {
+		f.TimeMS = math.Round(f.TimeMS*1000) / 1000
+		out = append(out, *f)
+	}
+	return out
+}
+
+// formCaseArms are a multi-row update's CASE arms, a WHEN ? THEN ? per
+// row; formListOne is an IN list of one value. The digest folds IN and
+// VALUES lists of several values itself, not these.
+var (
+	formCaseArms = regexp.MustCompile(`(WHEN \? THEN \? )+`)
+	formListOne  = regexp.MustCompile(`IN \( ?\? ?\)`)
+)
+
+// statementForm is the part of a digest text that names its statement
+// whatever the batch size: its one-value IN lists folded into "(...)" and
+// its text cut after its first CASE's arms, folded into "WHEN ...", and at
+// statementFormLen characters. The digest itself is cut at 1,024
+// characters, inside the arms of a large batch, so what follows them is
+// not always there.
+func statementForm(digest string) string {
+	t := strings.Join(strings.Fields(digest), " ") + " "
+	t = formListOne.ReplaceAllString(formCaseArms.ReplaceAllString(t, "WHEN ... "), "IN (...)")
+	if i := strings.Index(t, "WHEN ... "); i >= 0 {
+		t = t[:i+len("WHEN ...")]
+	}
+	t = strings.TrimSpace(t)
+	if len(t) > statementFormLen {
+		t = t[:statementFormLen] + "…"
+	}
+	return t
+}
+
+// statementFormLen bounds a form's text: enough to tell the statements of
+// a phase apart.
+const statementFormLen = 160
