@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -249,9 +250,69 @@ func percentile(ds []time.Duration, q float64) float64 {
 	return round3(float64(s[i]) / float64(time.Millisecond))
 }
 
-// dispatchLevels are the connection counts tried, lowest first; the
-// phase stops raising once p99 passes its bound.
-var dispatchLevels = []int{2, 8, 24, 64}
+// dispatchLevels are the connection counts tried first, lowest first;
+// the phase stops raising once p99 passes its bound, and then narrows in
+// (dispatchRefinements, between) on the highest count within it.
+var dispatchLevels = []int{2, 8, 24, 64, 128}
+
+// dispatchRefinements bounds the levels run between the last level within
+// the bound and the first past it: each takes the bounds' geometric mean,
+// so two narrow 24..64 to within 1.3x.
+const dispatchRefinements = 2
+
+// levelPlan chooses the dispatch phase's levels: dispatchLevels in turn
+// until one is past the bound, then up to dispatchRefinements between the
+// most connections run within it and the fewest run past it.
+type levelPlan struct {
+	i, within, past, refined int
+}
+
+// next returns the next level's connections; false means the phase is
+// done.
+func (p *levelPlan) next() (int, bool) {
+	if p.past == 0 {
+		if p.i >= len(dispatchLevels) {
+			return 0, false
+		}
+		p.i++
+		return dispatchLevels[p.i-1], true
+	}
+	conns, ok := between(p.within, p.past)
+	if !ok || p.refined == dispatchRefinements {
+		return 0, false
+	}
+	p.refined++
+	return conns, true
+}
+
+// record notes whether the level of conns kept p99 within the bound;
+// false means stop: the fewest connections are already past it.
+func (p *levelPlan) record(conns int, withinBound bool) bool {
+	switch {
+	case withinBound:
+		p.within = conns
+	case p.within == 0:
+		return false
+	default:
+		p.past = conns
+	}
+	return true
+}
+
+// between returns the connection count to try between lo, a level within
+// the bound, and hi, one past it: their geometric mean, rounded. ok is
+// false when they are within 1.25x of each other (the rate between them
+// differs by less than the run-to-run noise) or none lies between.
+func between(lo, hi int) (conns int, ok bool) {
+	if lo <= 0 || hi*4 < lo*5 {
+		return 0, false
+	}
+	m := int(math.Round(math.Sqrt(float64(lo) * float64(hi))))
+	if m <= lo || m >= hi {
+		return 0, false
+	}
+	return m, true
+}
 
 // p99Bound is the latency the dispatch rate is quoted under.
 const p99Bound = 100.0
@@ -283,7 +344,12 @@ func (b *sizeRun) measureDispatch(ctx context.Context, s *Size) error {
 	d := &DispatchCost{}
 	s.Dispatch = d
 	outputs := &uploads{dir: b.proj.dir}
-	for _, conns := range dispatchLevels {
+	var plan levelPlan
+	for {
+		conns, ok := plan.next()
+		if !ok {
+			break
+		}
 		if next+int64(conns*perConn) > b.proj.hosts {
 			break
 		}
@@ -317,7 +383,7 @@ func (b *sizeRun) measureDispatch(ctx context.Context, s *Size) error {
 			fmt.Fprintf(b.o.Out, "dispatch: the unsent backlog ran out at %d connections; the levels from here measure no-work replies\n", conns)
 			break
 		}
-		if l.P99MS > p99Bound {
+		if !plan.record(conns, l.P99MS <= p99Bound) {
 			break
 		}
 	}

@@ -1,6 +1,7 @@
 package scalebench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -187,5 +188,43 @@ func TestTableListsEachPhasesStatements(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "statements at") {
 		t.Errorf("report.txt lists statements of a run without them:\n%s", b.String())
+	}
+}
+
+// TestLevelPlanNarrowsInOnTheBound checks the dispatch levels: the fixed
+// ones until one is past the p99 bound, then two between the last within
+// it and the first past it; all fixed ones when none is past; one when the
+// first is.
+func TestLevelPlanNarrowsInOnTheBound(t *testing.T) {
+	run := func(limit int) []int {
+		var plan levelPlan
+		var ran []int
+		for len(ran) < 20 {
+			conns, ok := plan.next()
+			if !ok {
+				break
+			}
+			ran = append(ran, conns)
+			if !plan.record(conns, conns <= limit) {
+				break
+			}
+		}
+		return ran
+	}
+	for _, c := range []struct {
+		limit int
+		want  []int
+	}{
+		{50, []int{2, 8, 24, 64, 39, 50}}, // 24..64: 39 within; 39..64: 50 within
+		{30, []int{2, 8, 24, 64, 39, 31}}, // 24..64: 39 past; 24..39: 31 past
+		{1000, []int{2, 8, 24, 64, 128}},
+		{1, []int{2}},
+	} {
+		if got := run(c.limit); !slices.Equal(got, c.want) {
+			t.Errorf("p99 within the bound up to %d connections: levels %v, want %v", c.limit, got, c.want)
+		}
+	}
+	if _, ok := between(24, 28); ok {
+		t.Error("between(24, 28): want none, they are within 1.25x")
 	}
 }
