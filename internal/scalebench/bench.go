@@ -354,14 +354,14 @@ func (b *sizeRun) measure(ctx context.Context, s *Size) error {
 	step("status", b.measureStatus)
 	step("feeder", b.measureFeeder)
 	step("dispatch", b.measureDispatch)
-	step("transitioner", b.daemonPhase("transitioner", nil, func(l store.ScaleLeft) int64 { return l.DueTransition }))
+	step("transitioner", b.daemonPhase("transitioner", nil, store.ScaleDueTransition))
 	// One validator and one assimilator per app, as a project runs them.
-	step("validator", b.daemonPhase("validator", []string{"--checker", "bitwise", "--app"}, func(l store.ScaleLeft) int64 { return l.NeedValidate }))
+	step("validator", b.daemonPhase("validator", []string{"--checker", "bitwise", "--app"}, store.ScaleNeedValidate))
 	step("assimilator", b.daemonPhase("assimilator", []string{"--handler", "copy", "--results-dir", "results", "--app"},
-		func(l store.ScaleLeft) int64 { return l.NeedAssimilate }))
-	step("file_deleter", b.daemonPhase("file_deleter", nil, func(l store.ScaleLeft) int64 { return l.FileDeleteReady }))
+		store.ScaleNeedAssimilate))
+	step("file_deleter", b.daemonPhase("file_deleter", nil, store.ScaleFileDeleteReady))
 	step("db_purge", b.daemonPhase("db_purge", []string{"--min-age", strconv.FormatInt(time.Now().Unix()-b.proj.purgeBefore, 10) + "s",
-		"--archive-dir", "archives"}, func(l store.ScaleLeft) int64 { return l.Purgeable }))
+		"--archive-dir", "archives"}, store.ScalePurgeable))
 	s.derive()
 	return errors.Join(errs...)
 }
@@ -457,16 +457,15 @@ func cpuOf(p *projectrun.Proc) float64 {
 }
 
 // daemonPhase measures one daemon alone on its work set: it runs until
-// left(counts) is zero, and its CPU and the database's are divided by the
-// jobs it had. Args ending in "--app" start one instance per app, the app's
+// none of its work is left (polled by reading one row of it), and its CPU
+// and the database's are divided by the jobs it had. Args ending in "--app" start one instance per app, the app's
 // name appended.
-func (b *sizeRun) daemonPhase(name string, args []string, left func(store.ScaleLeft) int64) func(context.Context, *Size) error {
+func (b *sizeRun) daemonPhase(name string, args []string, work store.ScaleWork) func(context.Context, *Size) error {
 	return func(ctx context.Context, s *Size) error {
-		count := func() (int64, error) {
-			l, err := b.st.ScaleLeftAt(ctx, b.proj.apps[:], time.Now().Unix(), b.proj.purgeBefore)
-			return left(l), err
+		count := func(limit int64) (int64, error) {
+			return b.st.ScaleLeftAt(ctx, work, b.proj.apps[:], time.Now().Unix(), b.proj.purgeBefore, limit)
 		}
-		jobs, err := count()
+		jobs, err := count(0)
 		if err != nil {
 			return err
 		}
@@ -514,7 +513,7 @@ func (b *sizeRun) daemonPhase(name string, args []string, left func(store.ScaleL
 					return fmt.Errorf("exited: %v (see %s)", p.Err(), p.LogPath())
 				}
 			}
-			n, err := count()
+			n, err := count(1)
 			if err != nil {
 				return err
 			}

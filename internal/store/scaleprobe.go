@@ -19,43 +19,74 @@ import (
 // measurement (index range counts, cheap next to the daemon's own work), the
 // server's buffer-pool counters, and the plans of the hot queries.
 
-// ScaleLeft is the work each daemon has left at a moment.
-type ScaleLeft struct {
-	// DueTransition: jobs with transition_time <= now.
-	DueTransition int64 `db:"due"`
-	// NeedValidate: jobs of the apps with need_validate = 1.
-	NeedValidate int64 `db:"need_validate"`
-	// NeedAssimilate: jobs of the apps with assimilate_state = READY.
-	NeedAssimilate int64 `db:"need_assimilate"`
-	// FileDeleteReady: jobs and instances with file_delete_state = READY.
-	FileDeleteReady int64 `db:"file_delete_ready"`
-	// Purgeable: jobs whose files were deleted at or before the purge
+// ScaleWork is one daemon's work, as ScaleLeftAt counts it.
+type ScaleWork int
+
+// The daemons' work.
+const (
+	// ScaleDueTransition: jobs with transition_time <= now.
+	ScaleDueTransition ScaleWork = iota
+	// ScaleNeedValidate: jobs of the apps with need_validate = 1.
+	ScaleNeedValidate
+	// ScaleNeedAssimilate: jobs of the apps with assimilate_state = READY.
+	ScaleNeedAssimilate
+	// ScaleFileDeleteReady: jobs and instances with file_delete_state =
+	// READY.
+	ScaleFileDeleteReady
+	// ScalePurgeable: jobs whose files were deleted at or before the purge
 	// cutoff.
-	Purgeable int64 `db:"purgeable"`
+	ScalePurgeable
+)
+
+// scaleLeft is, per kind of work, its rows as one or two index ranges,
+// each read up to a limit.
+var scaleLeft = map[ScaleWork]string{
+	ScaleDueTransition: `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM workunit WHERE transition_time <= ? LIMIT ?) t)`,
+	ScaleNeedValidate: `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM workunit WHERE appid IN (?) AND need_validate = 1
+LIMIT ?) t)`,
+	ScaleNeedAssimilate: `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM workunit WHERE appid IN (?) AND assimilate_state = ?
+LIMIT ?) t)`,
+	ScaleFileDeleteReady: `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM workunit WHERE file_delete_state = ? LIMIT ?) t) +
+(SELECT COUNT(*) FROM (SELECT 1 FROM result WHERE file_delete_state = ? LIMIT ?) t)`,
+	ScalePurgeable: `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM workunit WHERE file_delete_state = ? AND mod_time <= ?
+LIMIT ?) t)`,
 }
 
-const scaleLeft = `SELECT
-  (SELECT COUNT(*) FROM workunit WHERE transition_time <= ?) AS due,
-  (SELECT COUNT(*) FROM workunit WHERE appid IN (?) AND need_validate = 1) AS need_validate,
-  (SELECT COUNT(*) FROM workunit WHERE appid IN (?) AND assimilate_state = ?) AS need_assimilate,
-  (SELECT COUNT(*) FROM workunit WHERE file_delete_state = ?) +
-  (SELECT COUNT(*) FROM result WHERE file_delete_state = ?) AS file_delete_ready,
-  (SELECT COUNT(*) FROM workunit WHERE file_delete_state = ? AND mod_time <= ?) AS purgeable`
-
-// ScaleLeftAt counts the work left at time now for apps appIDs, with jobs
-// purgeable when their files were deleted at or before purgeBefore. Each
-// count reads one index range.
-func (s *Store) ScaleLeftAt(ctx context.Context, appIDs []int64, now, purgeBefore int64) (ScaleLeft, error) {
-	var l ScaleLeft
-	q, args, err := sqlx.In(scaleLeft, now, appIDs, appIDs, int(state.AssimilateReady),
-		int(state.FileDeleteReady), int(state.FileDeleteReady), int(state.FileDeleteDone), purgeBefore)
+// ScaleLeftAt counts the rows of work left at time now for apps appIDs
+// (jobs purgeable when their files were deleted at or before
+// purgeBefore), reading at most limit rows of each index range (0: all).
+// A daemon's phase counts its work once in full, then polls with limit 1
+// until none is left: a poll reads one index entry, where a full count at
+// 10^7 rows read hundreds of thousands and took its share of the
+// database CPU the phase is measured by.
+func (s *Store) ScaleLeftAt(ctx context.Context, work ScaleWork, appIDs []int64, now, purgeBefore, limit int64) (int64, error) {
+	if limit <= 0 {
+		limit = math.MaxInt64
+	}
+	var args []any
+	switch work {
+	case ScaleDueTransition:
+		args = []any{now, limit}
+	case ScaleNeedValidate:
+		args = []any{appIDs, limit}
+	case ScaleNeedAssimilate:
+		args = []any{appIDs, int(state.AssimilateReady), limit}
+	case ScaleFileDeleteReady:
+		args = []any{int(state.FileDeleteReady), limit, int(state.FileDeleteReady), limit}
+	case ScalePurgeable:
+		args = []any{int(state.FileDeleteDone), purgeBefore, limit}
+	default:
+		return 0, fmt.Errorf("count work left: unknown work %d", work)
+	}
+	q, args, err := sqlx.In(scaleLeft[work], args...)
 	if err != nil {
-		return l, err
+		return 0, err
 	}
-	if err := s.db.GetContext(ctx, &l, q, args...); err != nil {
-		return l, fmt.Errorf("count work left: %w", err)
+	var n int64
+	if err := s.db.GetContext(ctx, &n, q, args...); err != nil {
+		return 0, fmt.Errorf("count work left: %w", err)
 	}
-	return l, nil
+	return n, nil
 }
 
 // ScaleStatusVars returns the server's global status counters named.
