@@ -58,10 +58,19 @@ func TestDeriveSkipsLevelsWhoseBacklogRanDry(t *testing.T) {
 		{Conns: 24, RPS: 2006, P99MS: 20, Requests: 20060, Sent: 0, SchedCPUS: 4, DBCPUS: 4},
 	}
 	for i := range levels {
-		levels[i].BacklogDry = levels[i].dry()
+		levels[i].BacklogDry = levels[i].dry(levels[0])
 	}
 	if levels[0].BacklogDry || levels[1].BacklogDry || !levels[2].BacklogDry {
 		t.Fatalf("dry = %v %v %v, want only the level that sent nothing", levels[0].BacklogDry, levels[1].BacklogDry, levels[2].BacklogDry)
+	}
+	// At 10^6 rows: a level that still sent more than half an instance per
+	// request, but a fifth of what the first level sent per request.
+	first := level{Conns: 2, Requests: 3110, Sent: 8892}
+	if l := (level{Conns: 50, Requests: 23960, Sent: 13200}); !l.dry(first) {
+		t.Error("50 connections sending 0.55 instances per request after 2.9: not dry, want dry")
+	}
+	if l := (level{Conns: 39, Requests: 8790, Sent: 31102}); l.dry(first) {
+		t.Error("39 connections sending 3.5 instances per request after 2.9: dry, want not")
 	}
 	s := Size{Dispatch: &DispatchCost{Levels: levels}}
 	s.derive()
