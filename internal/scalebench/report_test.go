@@ -49,8 +49,9 @@ func TestSVGPlotsEverySize(t *testing.T) {
 
 // TestDeriveSkipsLevelsWhoseBacklogRanDry: at 10^5 rows the unsent backlog
 // ran out during the third level, whose 2,000 "no work" replies a second
-// (nothing sent) were quoted as the dispatch rate. A dry level is neither
-// the rate nor the cost.
+// (nothing sent) were quoted as the dispatch rate; the second level sent
+// about half as many instances per request as the first, the backlog
+// already thin. A dry level is neither the rate nor the cost.
 func TestDeriveSkipsLevelsWhoseBacklogRanDry(t *testing.T) {
 	levels := []level{
 		{Conns: 2, RPS: 187, P99MS: 38, Requests: 1870, Sent: 5134, SchedCPUS: 1, DBCPUS: 2},
@@ -60,22 +61,26 @@ func TestDeriveSkipsLevelsWhoseBacklogRanDry(t *testing.T) {
 	for i := range levels {
 		levels[i].BacklogDry = levels[i].dry(levels[0])
 	}
-	if levels[0].BacklogDry || levels[1].BacklogDry || !levels[2].BacklogDry {
-		t.Fatalf("dry = %v %v %v, want only the level that sent nothing", levels[0].BacklogDry, levels[1].BacklogDry, levels[2].BacklogDry)
+	if levels[0].BacklogDry || !levels[1].BacklogDry || !levels[2].BacklogDry {
+		t.Fatalf("dry = %v %v %v, want the two that sent 1.4 and 0 per request after 2.7", levels[0].BacklogDry,
+			levels[1].BacklogDry, levels[2].BacklogDry)
 	}
-	// At 10^6 rows: a level that still sent more than half an instance per
-	// request, but a fifth of what the first level sent per request.
+	s := Size{Dispatch: &DispatchCost{Levels: levels}}
+	s.derive()
+	if s.DispatchRPS != 187 || s.DispatchP99MS != 38 {
+		t.Errorf("dispatch = %g rps p99 %g, want the 2-connection level, the only one with the backlog whole", s.DispatchRPS, s.DispatchP99MS)
+	}
+	// At 10^6 rows: levels that still sent more than half an instance per
+	// request, but a fifth and a half of what the first sent per request.
 	first := level{Conns: 2, Requests: 3110, Sent: 8892}
 	if l := (level{Conns: 50, Requests: 23960, Sent: 13200}); !l.dry(first) {
 		t.Error("50 connections sending 0.55 instances per request after 2.9: not dry, want dry")
 	}
+	if l := (level{Conns: 50, Requests: 14070, Sent: 21642}); !l.dry(first) {
+		t.Error("50 connections sending 1.54 instances per request after 2.9: not dry, want dry")
+	}
 	if l := (level{Conns: 39, Requests: 8790, Sent: 31102}); l.dry(first) {
 		t.Error("39 connections sending 3.5 instances per request after 2.9: dry, want not")
-	}
-	s := Size{Dispatch: &DispatchCost{Levels: levels}}
-	s.derive()
-	if s.DispatchRPS != 567 || s.DispatchP99MS != 75 {
-		t.Errorf("dispatch = %g rps p99 %g, want the 8-connection level, the fastest that sent work", s.DispatchRPS, s.DispatchP99MS)
 	}
 }
 

@@ -27,6 +27,9 @@ CASE WHEN seq = 8 THEN %d WHEN seq IN (9, 10) THEN %d ELSE 0 END, IF(seq = 9, 50
 		never, assim, ready, done))
 	storetest.Exec(t, st, fmt.Sprintf(`INSERT INTO result (id, create_time, workunitid, name, server_state, file_delete_state, appid)
 SELECT seq, 1, 8, CONCAT('r', seq), 5, IF(seq <= 2, %d, 0), 1 FROM seq_1_to_3`, ready))
+	// Two instances of job 1 unsent.
+	storetest.Exec(t, st, `INSERT INTO result (id, create_time, workunitid, name, server_state, appid)
+SELECT seq, 1, 1, CONCAT('r', seq), 2, 1 FROM seq_4_to_5`)
 	ctx := context.Background()
 	for _, c := range []struct {
 		work store.ScaleWork
@@ -37,6 +40,7 @@ SELECT seq, 1, 8, CONCAT('r', seq), 5, IF(seq <= 2, %d, 0), 1 FROM seq_1_to_3`, 
 		{store.ScaleNeedAssimilate, 1},
 		{store.ScaleFileDeleteReady, 3},
 		{store.ScalePurgeable, 1},
+		{store.ScaleUnsent, 2},
 	} {
 		n, err := st.ScaleLeftAt(ctx, c.work, []int64{1}, 1000, 600, 0)
 		if err != nil || n != c.want {

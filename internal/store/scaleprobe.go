@@ -36,6 +36,8 @@ const (
 	// ScalePurgeable: jobs whose files were deleted at or before the purge
 	// cutoff.
 	ScalePurgeable
+	// ScaleUnsent: instances not sent yet, dispatch's backlog.
+	ScaleUnsent
 )
 
 // scaleLeft is, per kind of work, its rows as one or two index ranges,
@@ -50,6 +52,7 @@ LIMIT ?) t)`,
 (SELECT COUNT(*) FROM (SELECT 1 FROM result WHERE file_delete_state = ? LIMIT ?) t)`,
 	ScalePurgeable: `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM workunit WHERE file_delete_state = ? AND mod_time <= ?
 LIMIT ?) t)`,
+	ScaleUnsent: `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM result WHERE server_state = ? LIMIT ?) t)`,
 }
 
 // ScaleLeftAt counts the rows of work left at time now for apps appIDs
@@ -75,6 +78,8 @@ func (s *Store) ScaleLeftAt(ctx context.Context, work ScaleWork, appIDs []int64,
 		args = []any{int(state.FileDeleteReady), limit, int(state.FileDeleteReady), limit}
 	case ScalePurgeable:
 		args = []any{int(state.FileDeleteDone), purgeBefore, limit}
+	case ScaleUnsent:
+		args = []any{int(state.ServerUnsent), limit}
 	default:
 		return 0, fmt.Errorf("count work left: unknown work %d", work)
 	}
