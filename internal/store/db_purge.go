@@ -44,9 +44,15 @@ type PurgeListParams struct {
 // comes back (1.3–1.7 s per batch of 1,000 at 800,000 instances); a count
 // in a dependent subquery is a lookup per job too, but each is a subquery
 // execution of its own, which cost make bench's purge phase 1.7–2× the
-// database CPU of the anti-join.
+// database CPU of the anti-join. The lookup is res_wuid's, forced too: when
+// the statistics said res_wuid told jobs apart badly and the join's
+// condition matched few instances (every one over, its files deleted, as
+// in make bench's purge phase), MariaDB read those few through an index
+// merge into a join buffer, and then read and sorted every candidate job
+// for each batch (Using temporary; Using filesort): the phase's database
+// CPU swung from 9 to 39 s between runs of one commit.
 var workunitListPurgeable = `SELECT ` + workunitColumnsW + ` FROM workunit w FORCE INDEX (wu_file_delete)
-LEFT JOIN result r ON r.workunitid = w.id AND NOT (r.server_state = ? AND r.file_delete_state IN (?, ?))
+LEFT JOIN result r FORCE INDEX (res_wuid) ON r.workunitid = w.id AND NOT (r.server_state = ? AND r.file_delete_state IN (?, ?))
 WHERE w.file_delete_state = ? AND w.mod_time <= ? AND w.id > ? AND ` + partitionFilter("w.id") + `
   AND r.id IS NULL
 ORDER BY w.id LIMIT ?`

@@ -163,8 +163,9 @@ func (s *Store) ScaleExplain(ctx context.Context, appID, now int64) ([]ScaleExpl
 		{"validator: jobs to validate", workunitListValidate, []any{over, int(state.OutcomeSuccess), appID, 0, 1, 0, 1000}},
 		{"file_deleter: job files", workunitListFileDeleteReady, []any{int(state.FileDeleteReady), 0, 1, 0, 1000}},
 		{"file_deleter: instance files", resultListFileDeleteReady, []any{int(state.FileDeleteReady), 0, 1, 0, 1000}},
-		{"db_purge: purgeable jobs", workunitListPurgeable, []any{int(state.FileDeleteDone), now, 0, 1, 0,
-			over, int(state.FileDeleteInit), int(state.FileDeleteDone), 1000}},
+		// The join's condition comes first in the text, so its arguments do.
+		{"db_purge: purgeable jobs", workunitListPurgeable, []any{over, int(state.FileDeleteInit),
+			int(state.FileDeleteDone), int(state.FileDeleteDone), now, 0, 1, 0, 1000}},
 	}
 	out := make([]ScaleExplained, 0, len(qs))
 	for _, q := range qs {
