@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taskserver/taskserver/internal/store"
 	"github.com/taskserver/taskserver/internal/store/storetest"
 )
 
@@ -24,22 +25,27 @@ SELECT seq, 1, 1, CONCAT('w', seq), '', IF(seq % 4 = 0, 2, 0), 1 FROM seq_1_to_2
 	storetest.Exec(t, st, `INSERT INTO result (id, create_time, workunitid, name, server_state, file_delete_state, outcome, appid)
 SELECT seq, 1, (seq + 1) DIV 2, CONCAT('r', seq), IF(seq % 8 < 2, 5, 4), IF(seq % 8 < 2, 2, 0), 1, 1 FROM seq_1_to_40000`)
 	storetest.Exec(t, st, `ANALYZE TABLE workunit, result`)
+	plan := purgePlan(t, st)
+	if strings.Contains(plan, "MATERIALIZED") || strings.Contains(plan, "SUBQUERY") ||
+		strings.Contains(plan, "filesort") || !strings.Contains(plan, "SIMPLE r type=ref key=res_wuid") {
+		t.Fatalf("purge enumeration plan:\n%s\nwant the jobs walked in id order and each one's instances looked up by res_wuid in the join, no subquery, nothing materialized or sorted", plan)
+	}
+}
+
+// purgePlan is the plan of db_purge's enumeration on st's rows.
+func purgePlan(t *testing.T, st *store.Store) string {
+	t.Helper()
 	plans, err := st.ScaleExplain(context.Background(), 1, 1_700_000_000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range plans {
-		if p.Name != "db_purge: purgeable jobs" {
-			continue
+		if p.Name == "db_purge: purgeable jobs" {
+			return strings.Join(p.Plan, "\n")
 		}
-		plan := strings.Join(p.Plan, "\n")
-		if strings.Contains(plan, "MATERIALIZED") || strings.Contains(plan, "SUBQUERY") ||
-			strings.Contains(plan, "filesort") || !strings.Contains(plan, "SIMPLE r type=ref key=res_wuid") {
-			t.Fatalf("purge enumeration plan:\n%s\nwant the jobs walked in id order and each one's instances looked up by res_wuid in the join, no subquery, nothing materialized or sorted", plan)
-		}
-		return
 	}
 	t.Fatal("no plan for db_purge's enumeration")
+	return ""
 }
 
 // TestPurgeListKeepsItsPlanWhenEveryInstanceIsPurgeable: once every
@@ -65,20 +71,9 @@ SELECT seq, 1, 1 + seq % 4, CONCAT('r', seq), 5, IF(seq <= 4, 0, 2), 1, 1 FROM s
 	storetest.Exec(t, st, `UPDATE result SET server_state = 4, file_delete_state = 0 WHERE id <= 4`)
 	storetest.Exec(t, st, `ANALYZE TABLE workunit, result`)
 	storetest.Exec(t, st, `UPDATE result SET workunitid = (id + 1) DIV 2`)
-	plans, err := st.ScaleExplain(context.Background(), 1, 1_700_000_000)
-	if err != nil {
-		t.Fatal(err)
+	plan := purgePlan(t, st)
+	if strings.Contains(plan, "filesort") || strings.Contains(plan, "temporary") ||
+		strings.Contains(plan, "index_merge") || !strings.Contains(plan, "SIMPLE r type=ref key=res_wuid") {
+		t.Fatalf("purge enumeration plan with every instance purgeable:\n%s\nwant the jobs walked in id order and each one's instances looked up by res_wuid", plan)
 	}
-	for _, p := range plans {
-		if p.Name != "db_purge: purgeable jobs" {
-			continue
-		}
-		plan := strings.Join(p.Plan, "\n")
-		if strings.Contains(plan, "filesort") || strings.Contains(plan, "temporary") ||
-			strings.Contains(plan, "index_merge") || !strings.Contains(plan, "SIMPLE r type=ref key=res_wuid") {
-			t.Fatalf("purge enumeration plan with every instance purgeable:\n%s\nwant the jobs walked in id order and each one's instances looked up by res_wuid", plan)
-		}
-		return
-	}
-	t.Fatal("no plan for db_purge's enumeration")
 }
